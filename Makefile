@@ -1,0 +1,70 @@
+# Cascade's C build. `make` builds the NIF library; `make test` runs the cmocka tests without a
+# BEAM; `make test-asan` runs them under AddressSanitizer and UBSan; `make test-valgrind` under
+# valgrind. mix compile calls `make` through the :cascade compiler in mix.exs.
+
+BUILD ?= build
+CC ?= cc
+OPT ?= -O3
+SAN ?=
+
+ERTS_INCLUDE_DIR ?= $(shell erl -noshell -eval 'io:format("~ts/erts-~ts/include", [code:root_dir(), erlang:system_info(version)]), halt().' 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter
+BASE_CFLAGS := -std=gnu11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) $(SAN)
+LDLIBS := -lm -pthread
+
+CORE_SRC := $(wildcard c_src/core/*.c)
+CPU_SRC := $(wildcard c_src/drivers/cpu/*.c)
+NIF_SRC := $(wildcard c_src/nif/*.c)
+TEST_SRC := $(wildcard c_src/tests/test_*.c)
+
+LIB_OBJ := $(patsubst c_src/%.c,$(BUILD)/%.o,$(CORE_SRC) $(CPU_SRC))
+NIF_OBJ := $(patsubst c_src/%.c,$(BUILD)/%.o,$(NIF_SRC))
+TEST_BIN := $(patsubst c_src/tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+HEADERS := $(wildcard c_src/core/*.h c_src/core/*.def c_src/drivers/*/*.h c_src/tests/*.h)
+
+.PHONY: all lib test test-asan test-valgrind format format-check clean
+
+all: $(BUILD)/cascade_nif.so
+
+lib: $(BUILD)/libcascade_core.a
+
+$(BUILD)/%.o: c_src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/nif/%.o: c_src/nif/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@test -f "$(ERTS_INCLUDE_DIR)/erl_nif.h" || { echo "erl_nif.h not found in '$(ERTS_INCLUDE_DIR)': install erlang-dev or set ERTS_INCLUDE_DIR" >&2; exit 1; }
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -I$(ERTS_INCLUDE_DIR) -c $< -o $@
+
+$(BUILD)/libcascade_core.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/cascade_nif.so: $(NIF_OBJ) $(BUILD)/libcascade_core.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $(NIF_OBJ) $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/%: c_src/tests/%.c $(BUILD)/libcascade_core.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libcascade_core.a $(LDFLAGS) -lcmocka $(LDLIBS)
+
+test: $(TEST_BIN)
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+
+test-asan:
+	$(MAKE) test BUILD=build/asan OPT=-O1 CC=clang \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+
+test-valgrind: $(TEST_BIN)
+	@set -e; for t in $(TEST_BIN); do echo "== valgrind $$t"; \
+	  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $$t; done
+
+format:
+	clang-format -i c_src/*/*.[ch] c_src/drivers/*/*.[ch]
+
+format-check:
+	clang-format --dry-run --Werror c_src/*/*.[ch] c_src/drivers/*/*.[ch]
+
+clean:
+	rm -rf $(BUILD)

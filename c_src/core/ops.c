@@ -1,0 +1,34 @@
+#include "ops.h"
+
+#include <string.h>
+
+/* Counts the `:tensor`/`:indices` arguments of an "arguments" spec; -1 when one is a list. */
+static int count_tensor_args(const char *args) {
+    int n = 0;
+    for (const char *p = args; (p = strchr(p, ':')) != NULL; p++) {
+        if (strncmp(p, ":tensors", 8) == 0) return -1;
+        if (strncmp(p, ":tensor", 7) == 0 || strncmp(p, ":indices", 8) == 0) n++;
+    }
+    return n;
+}
+
+const cx_op_info cx_op_table[CX_OP_COUNT] = {
+#define CX_OP(id, name, kind, args, opts, infer, doc, ex, res)                                     \
+    {name, CX_KIND_##kind, args, opts, infer},
+#include "ops.def"
+#undef CX_OP
+};
+
+int cx_op_find(const char *name) {
+    for (int k = 0; k < CX_OP_COUNT; k++)
+        if (strcmp(cx_op_table[k].name, name) == 0) return k;
+    return -1;
+}
+
+int64_t cx_desc_numel(const cx_desc *d) {
+    int64_t n = 1;
+    for (int k = 0; k < d->rank; k++) n *= d->shape[k];
+    return n;
+}
+
+int cx_op_tensor_arity(cx_op_id op) { return count_tensor_args(cx_op_table[op].args); }

@@ -1,0 +1,97 @@
+/* The op registry: ids, kinds and the per-op record derived from ops.def. */
+#ifndef CX_OPS_H
+#define CX_OPS_H
+
+#include "params.h"
+#include "status.h"
+
+/* Ops of one kind share type rules and, in drivers, kernels. */
+typedef enum {
+    CX_KIND_UNARY,        /* elementwise, keeps the type */
+    CX_KIND_UNARY_FLOAT,  /* elementwise, integers computed as f32 */
+    CX_KIND_BINARY,       /* elementwise, merged type */
+    CX_KIND_BINARY_FLOAT, /* elementwise, merged then floating type */
+    CX_KIND_COMPARE,      /* elementwise, merged inputs, u8 out */
+    CX_KIND_LOGICAL,      /* elementwise truth of inputs, u8 out */
+    CX_KIND_SELECT,       /* three-input elementwise */
+    CX_KIND_CAST,
+    CX_KIND_REDUCE,
+    CX_KIND_ARGREDUCE,
+    CX_KIND_LAYOUT, /* moves elements without arithmetic */
+    CX_KIND_DOT,
+    CX_KIND_CREATE, /* no tensor inputs */
+} cx_op_kind;
+
+typedef enum {
+#define CX_OP(id, name, kind, args, opts, infer, doc, ex, res) CX_OP_##id,
+#include "ops.def"
+#undef CX_OP
+    CX_OP_COUNT
+} cx_op_id;
+
+/* A tensor's type and shape, without its data: what inference works on. */
+typedef struct {
+    cx_dtype dtype;
+    int32_t rank;
+    int64_t shape[CX_MAX_RANK];
+} cx_desc;
+
+/* The most tensor inputs one op takes (concatenate takes a list). */
+#define CX_MAX_INPUTS 256
+
+/* Checks the inputs and parameters, normalises the parameters in place (negative axes made
+ * positive, defaults filled in) and fills:
+ *   out       the result's type and shape,
+ *   compute   the type each input must have when the kernel runs (the dispatcher casts).
+ * Returns CX_OK, or CX_EINVAL with a message naming the expected and the given. */
+typedef cx_code (*cx_infer_fn)(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps,
+                               cx_desc *out, cx_dtype *compute, cx_status *st);
+
+typedef struct {
+    const char *name;
+    cx_op_kind kind;
+    const char *args; /* see ops.def */
+    const char *opts;
+    cx_infer_fn infer;
+} cx_op_info;
+
+extern const cx_op_info cx_op_table[CX_OP_COUNT];
+
+/* Returns the op id for a name, or -1. */
+int cx_op_find(const char *name);
+
+/* How many tensors the op takes, or -1 when it takes a list (concatenate). */
+int cx_op_tensor_arity(cx_op_id op);
+
+/* Elements in a shape (1 for rank 0). */
+int64_t cx_desc_numel(const cx_desc *d);
+
+#define CX_INFER(fn)                                                                               \
+    cx_code fn(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps, cx_desc *out,              \
+               cx_dtype *compute, cx_status *st)
+CX_INFER(cx_infer_unary);
+CX_INFER(cx_infer_logical);
+CX_INFER(cx_infer_binary);
+CX_INFER(cx_infer_select);
+CX_INFER(cx_infer_clip);
+CX_INFER(cx_infer_as_type);
+CX_INFER(cx_infer_reduce);
+CX_INFER(cx_infer_argreduce);
+CX_INFER(cx_infer_reshape);
+CX_INFER(cx_infer_transpose);
+CX_INFER(cx_infer_broadcast);
+CX_INFER(cx_infer_squeeze);
+CX_INFER(cx_infer_slice);
+CX_INFER(cx_infer_put_slice);
+CX_INFER(cx_infer_pad);
+CX_INFER(cx_infer_reverse);
+CX_INFER(cx_infer_concatenate);
+CX_INFER(cx_infer_take);
+CX_INFER(cx_infer_gather);
+CX_INFER(cx_infer_dot);
+CX_INFER(cx_infer_full);
+CX_INFER(cx_infer_iota);
+CX_INFER(cx_infer_eye);
+CX_INFER(cx_infer_random);
+
+#endif

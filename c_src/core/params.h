@@ -1,0 +1,59 @@
+/* Op parameters as one flat record, indexed by the ids of params.def. */
+#ifndef CX_PARAMS_H
+#define CX_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtype.h"
+
+#define CX_MAX_RANK 8
+#define CX_MAX_PARAM_INTS (3 * CX_MAX_RANK) /* pads: {lo, hi, interior} per axis */
+
+typedef enum { CX_PK_INTS, CX_PK_INT, CX_PK_BOOL, CX_PK_NUMBER, CX_PK_TYPE } cx_param_kind;
+
+typedef enum {
+#define CX_PARAM(id, name, kind) CX_P_##id,
+#include "params.def"
+#undef CX_PARAM
+    CX_PARAM_COUNT
+} cx_param_id;
+
+/* One parameter. Only the fields of its kind are meaningful; INT, BOOL and TYPE use i[0]. */
+typedef struct {
+    int32_t n;                      /* INTS: how many */
+    bool is_int;                    /* NUMBER: given as an integer (exact in i[0]) */
+    double f;                       /* NUMBER: the value as a double */
+    int64_t i[CX_MAX_PARAM_INTS];
+} cx_param;
+
+/* `set` has bit `id` on when the parameter was given; the slots of unset ones are garbage,
+ * so a fresh record needs only `set = 0` (it is built on the stack on every call). */
+typedef struct {
+    uint32_t set;
+    cx_param p[CX_PARAM_COUNT];
+} cx_params;
+
+typedef struct {
+    const char *name;
+    cx_param_kind kind;
+} cx_param_info;
+
+extern const cx_param_info cx_param_table[CX_PARAM_COUNT];
+
+static inline bool cx_param_has(const cx_params *ps, cx_param_id id) { return (ps->set >> id) & 1u; }
+static inline const cx_param *cx_param_get(const cx_params *ps, cx_param_id id) {
+    return cx_param_has(ps, id) ? &ps->p[id] : 0;
+}
+/* Marks a parameter set and returns its slot to fill. */
+static inline cx_param *cx_param_put(cx_params *ps, cx_param_id id) {
+    ps->set |= 1u << id;
+    return &ps->p[id];
+}
+void cx_param_put_ints(cx_params *ps, cx_param_id id, const int64_t *v, int n);
+void cx_param_put_int(cx_params *ps, cx_param_id id, int64_t v);
+void cx_param_put_float(cx_params *ps, cx_param_id id, double v);
+/* Returns the param id for a name, or -1. */
+int cx_param_find(const char *name);
+
+#endif

@@ -1,0 +1,67 @@
+#include "tensor.h"
+
+#include <string.h>
+
+cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_status *st) {
+    memset(t, 0, sizeof *t);
+    t->desc = *desc;
+    t->numel = cx_desc_numel(desc);
+    t->nbytes = (size_t)t->numel * cx_dtype_size(desc->dtype);
+    t->device = dev;
+    atomic_store(&t->state, CX_TENSOR_FREED | CX_TENSOR_RELEASED);
+    if (!dev->available)
+        return cx_fail(st, CX_EDEVICE, "device %s is unavailable: %s", dev->name, dev->reason);
+    if (dev->driver->alloc(dev->ctx, t->nbytes, &t->data, st) != CX_OK) return st->code;
+    cx_device_count_alloc(dev, (int64_t)t->nbytes);
+    atomic_store(&t->state, 0);
+    return CX_OK;
+}
+
+cx_code cx_tensor_pin(cx_tensor *t, cx_status *st) {
+    uint64_t s = atomic_load(&t->state);
+    do {
+        if (s & CX_TENSOR_FREED)
+            return cx_fail(st, CX_EFREED, "the tensor was freed with Cascade.free/1 and cannot be used");
+    } while (!atomic_compare_exchange_weak(&t->state, &s, s + 1));
+    return CX_OK;
+}
+
+/* Releases the buffer exactly once, when freed and unpinned. */
+static void release_if_idle(cx_tensor *t) {
+    uint64_t s = atomic_load(&t->state);
+    while (s == CX_TENSOR_FREED) {
+        if (atomic_compare_exchange_weak(&t->state, &s, CX_TENSOR_FREED | CX_TENSOR_RELEASED)) {
+            t->device->driver->release(t->device->ctx, t->data);
+            cx_device_count_release(t->device, (int64_t)t->nbytes);
+            t->data = NULL;
+            return;
+        }
+    }
+}
+
+void cx_tensor_unpin(cx_tensor *t) {
+    atomic_fetch_sub(&t->state, 1);
+    release_if_idle(t);
+}
+
+void cx_tensor_free(cx_tensor *t) {
+    atomic_fetch_or(&t->state, CX_TENSOR_FREED);
+    release_if_idle(t);
+}
+
+bool cx_tensor_is_freed(const cx_tensor *t) {
+    return (atomic_load(&((cx_tensor *)t)->state) & CX_TENSOR_FREED) != 0;
+}
+
+cx_code cx_tensor_upload(cx_tensor *t, const void *src, size_t bytes, cx_status *st) {
+    if (bytes != t->nbytes)
+        return cx_fail(st, CX_EINVAL, "expected %zu bytes for a %s tensor of %lld elements, got: %zu",
+                       t->nbytes, cx_dtype_name(t->desc.dtype), (long long)t->numel, bytes);
+    return t->device->driver->upload(t->device->ctx, t->data, src, bytes, st);
+}
+
+cx_code cx_tensor_download(const cx_tensor *t, void *dst, size_t bytes, cx_status *st) {
+    if (bytes > t->nbytes)
+        return cx_fail(st, CX_EINVAL, "asked for %zu bytes of a %zu-byte tensor", bytes, t->nbytes);
+    return t->device->driver->download(t->device->ctx, dst, t->data, bytes, st);
+}

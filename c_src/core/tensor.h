@@ -1,0 +1,36 @@
+/* Tensors: a type and shape, the device that owns the buffer, and a pin count so that free/1
+ * can run while an op reads the tensor in another thread. */
+#ifndef CX_TENSOR_H
+#define CX_TENSOR_H
+
+#include <stdatomic.h>
+
+#include "device.h"
+
+typedef struct cx_tensor {
+    cx_desc desc;
+    int64_t numel;
+    size_t nbytes;
+    cx_device *device;
+    void *data; /* the device's buffer handle; a host pointer on host-memory devices */
+    /* pins in the low bits, CX_TENSOR_FREED and CX_TENSOR_RELEASED above them */
+    _Atomic uint64_t state;
+} cx_tensor;
+
+#define CX_TENSOR_FREED (UINT64_C(1) << 62)
+#define CX_TENSOR_RELEASED (UINT64_C(1) << 63)
+
+/* Allocates the buffer for `desc` on `dev`. On failure the tensor holds no buffer. */
+cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_status *st);
+/* Keeps the buffer alive while an op reads it; CX_EFREED after free. */
+cx_code cx_tensor_pin(cx_tensor *t, cx_status *st);
+void cx_tensor_unpin(cx_tensor *t);
+/* Marks the tensor freed; its buffer goes when the last pin drops. Idempotent. */
+void cx_tensor_free(cx_tensor *t);
+bool cx_tensor_is_freed(const cx_tensor *t);
+
+/* Copies host bytes into / out of the tensor's buffer (whole buffer). */
+cx_code cx_tensor_upload(cx_tensor *t, const void *src, size_t bytes, cx_status *st);
+cx_code cx_tensor_download(const cx_tensor *t, void *dst, size_t bytes, cx_status *st);
+
+#endif

@@ -1,0 +1,36 @@
+/* The cpu driver's kernels, one file per family. Inputs arrive already cast to the compute types
+ * that inference chose (ops.h), parameters normalised, and `out` allocated; every kernel handles
+ * every type and empty tensors. f16/bf16 compute in f32 and round once. */
+#ifndef CX_CPU_KERNELS_H
+#define CX_CPU_KERNELS_H
+
+#include "../../core/half.h"
+#include "../../core/tensor.h"
+
+/* elementwise.c: UNARY, UNARY_FLOAT, BINARY, BINARY_FLOAT, COMPARE, LOGICAL and SELECT kinds */
+cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out,
+                        cx_status *st);
+/* cast.c: AS_TYPE */
+cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st);
+/* reduce.c: REDUCE and ARGREDUCE kinds */
+cx_code cpu_reduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                   cx_status *st);
+/* layout.c: LAYOUT kind */
+cx_code cpu_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                   cx_tensor *out, cx_status *st);
+/* dot.c: DOT */
+cx_code cpu_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
+                cx_status *st);
+/* create.c: CREATE kind (full, iota, eye, random) */
+cx_code cpu_create(cx_op_id op, const cx_params *ps, cx_tensor *out, cx_status *st);
+
+/* Row-major strides in elements. */
+static inline void cpu_strides(const cx_desc *d, int64_t *strides) {
+    int64_t s = 1;
+    for (int k = d->rank - 1; k >= 0; k--) {
+        strides[k] = s;
+        s *= d->shape[k];
+    }
+}
+
+#endif

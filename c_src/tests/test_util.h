@@ -1,0 +1,119 @@
+/* Helpers for the cmocka tests: build tensors on the cpu device from C arrays, run ops, read
+ * results back as doubles. Header-only so each test program stays one file. */
+#ifndef CX_TEST_UTIL_H
+#define CX_TEST_UTIL_H
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../core/dispatch.h"
+#include "../core/half.h"
+
+static inline cx_device *tu_cpu(void) {
+    cx_status st = {0};
+    assert_int_equal(cx_devices_init(&st), CX_OK);
+    return cx_device_find("cpu");
+}
+
+static inline cx_desc tu_desc(cx_dtype t, int rank, const int64_t *shape) {
+    cx_desc d = {.dtype = t, .rank = rank};
+    for (int k = 0; k < rank; k++) d.shape[k] = shape[k];
+    return d;
+}
+
+/* Stores a double into element i of a host buffer of type t (rounding like as_type). */
+static inline void tu_store(cx_dtype t, void *buf, int64_t i, double v) {
+    switch (t) {
+    case CX_F16: ((uint16_t *)buf)[i] = cx_f16_from_f64(v); break;
+    case CX_BF16: ((uint16_t *)buf)[i] = cx_bf16_from_f64(v); break;
+    case CX_F32: ((float *)buf)[i] = (float)v; break;
+    case CX_F64: ((double *)buf)[i] = v; break;
+    case CX_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case CX_S32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case CX_S64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    default: fail_msg("bad dtype");
+    }
+}
+
+static inline double tu_load(cx_dtype t, const void *buf, int64_t i) {
+    switch (t) {
+    case CX_F16: return cx_f16_to_f32(((const uint16_t *)buf)[i]);
+    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case CX_F32: return ((const float *)buf)[i];
+    case CX_F64: return ((const double *)buf)[i];
+    case CX_U8: return ((const uint8_t *)buf)[i];
+    case CX_S32: return ((const int32_t *)buf)[i];
+    case CX_S64: return (double)((const int64_t *)buf)[i];
+    default: fail_msg("bad dtype");
+    }
+    return 0;
+}
+
+/* A heap tensor on the cpu device holding `values` (converted to t). Free with tu_drop. */
+static inline cx_tensor *tu_tensor(cx_dtype t, int rank, const int64_t *shape, const double *values) {
+    cx_tensor *x = malloc(sizeof *x);
+    cx_desc d = tu_desc(t, rank, shape);
+    cx_status st = {0};
+    assert_int_equal(cx_tensor_init(x, tu_cpu(), &d, &st), CX_OK);
+    for (int64_t i = 0; i < x->numel; i++) tu_store(t, x->data, i, values[i]);
+    return x;
+}
+
+static inline void tu_drop(cx_tensor *x) {
+    if (!x) return;
+    cx_tensor_free(x);
+    free(x);
+}
+
+/* Runs op on the inputs; returns the output tensor, or NULL with *code set on failure. */
+static inline cx_tensor *tu_run(cx_op_id op, cx_tensor **in, int n, cx_params *ps, cx_code *code,
+                                cx_status *st_out) {
+    cx_tensor *out = malloc(sizeof *out);
+    cx_status st = {0};
+    cx_params empty = {0};
+    cx_code rc = cx_run(op, tu_cpu(), in, n, ps ? ps : &empty, out, &st);
+    if (code) *code = rc;
+    if (st_out) *st_out = st;
+    if (rc != CX_OK) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Runs op and asserts success, printing the message otherwise. */
+static inline cx_tensor *tu_run_ok(cx_op_id op, cx_tensor **in, int n, cx_params *ps) {
+    cx_status st = {0};
+    cx_code rc;
+    cx_tensor *out = tu_run(op, in, n, ps, &rc, &st);
+    if (rc != CX_OK) fail_msg("%s failed: %s", cx_op_table[op].name, st.message);
+    return out;
+}
+
+/* Asserts the tensor's shape and that every element is within tol of expected (NaN matches NaN). */
+static inline void tu_expect(const cx_tensor *x, cx_dtype t, int rank, const int64_t *shape,
+                             const double *expected, double tol) {
+    assert_int_equal(x->desc.dtype, t);
+    assert_int_equal(x->desc.rank, rank);
+    for (int k = 0; k < rank; k++) assert_int_equal(x->desc.shape[k], shape[k]);
+    for (int64_t i = 0; i < x->numel; i++) {
+        double got = tu_load(t, x->data, i), want = expected[i];
+        if (isnan(want) && isnan(got)) continue;
+        if (isinf(want) && got == want) continue;
+        if (!(fabs(got - want) <= tol * (1.0 + fabs(want))))
+            fail_msg("element %lld: expected %.17g, got %.17g (tolerance %g)", (long long)i, want,
+                     got, tol);
+    }
+}
+
+#define TU_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define TU_VALUES(...) ((const double[]){__VA_ARGS__})
+
+#endif
