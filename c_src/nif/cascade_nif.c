@@ -1,0 +1,516 @@
+/* The erl_nif layer: terms <-> core structs, resources, scheduling, errors -> exceptions.
+ * No math here: every op goes through the core's dispatcher. */
+#include <erl_nif.h>
+#include <string.h>
+
+#include "../core/dispatch.h"
+
+/* Above this many element operations a call moves to a dirty CPU scheduler: a normal
+ * scheduler must return within about a millisecond, and a NIF call costs ~10 ns there
+ * against ~2 us on a dirty one, so small calls stay where they are. */
+#define DIRTY_COST 131072.0
+#define DIRTY_BYTES (1u << 20)
+
+static ErlNifResourceType *tensor_type;
+
+static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_tensor_mod, am_ref, am_shape,
+    am_type, am_device, am_gc, am_oom, am_nan, am_infinity, am_neg_infinity, am_exception,
+    am_message, am_argument_error, am_cascade_error, am_code, am_driver;
+static ERL_NIF_TERM am_dtype_kind[CX_DTYPE_COUNT];
+static int dtype_bits[CX_DTYPE_COUNT] = {
+#define CX_DTYPE_BITS(id, name, kind, bits, ctype) bits,
+    CX_DTYPES(CX_DTYPE_BITS)
+#undef CX_DTYPE_BITS
+};
+static ERL_NIF_TERM am_dtype_name[CX_DTYPE_COUNT];
+static ERL_NIF_TERM am_param[CX_PARAM_COUNT];
+static ERL_NIF_TERM am_device_name[CX_MAX_DEVICES];
+
+static void tensor_dtor(ErlNifEnv *env, void *obj) {
+    (void)env;
+    cx_tensor_free((cx_tensor *)obj);
+}
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+static ERL_NIF_TERM raise_struct(ErlNifEnv *env, ERL_NIF_TERM mod, const char *msg,
+                                 const cx_status *st, const char *driver) {
+    ERL_NIF_TERM keys[5] = {am_struct, am_exception, am_message, am_code, am_driver};
+    ERL_NIF_TERM vals[5] = {mod, am_true, am_nil, am_nil, am_nil};
+    size_t len = strlen(msg);
+    unsigned char *text = enif_make_new_binary(env, len, &vals[2]);
+    if (!text) return enif_make_badarg(env);
+    memcpy(text, msg, len);
+    int n = 3;
+    if (st) {
+        vals[3] = enif_make_atom(env, cx_code_name(st->code));
+        vals[4] = enif_make_atom(env, driver ? driver : "cascade");
+        n = 5;
+    }
+    ERL_NIF_TERM map;
+    if (!enif_make_map_from_arrays(env, keys, vals, (unsigned)n, &map)) return enif_make_badarg(env);
+    return enif_raise_exception(env, map);
+}
+
+static ERL_NIF_TERM raise_arg(ErlNifEnv *env, const char *msg) {
+    return raise_struct(env, am_argument_error, msg, NULL, NULL);
+}
+
+/* ArgumentError for misuse, {:cascade_oom, message} so Elixir can collect and retry,
+ * Cascade.Error for the rest. */
+static ERL_NIF_TERM raise_status(ErlNifEnv *env, const cx_status *st, const char *driver) {
+    switch (st->code) {
+    case CX_EINVAL:
+    case CX_EFREED: return raise_arg(env, st->message);
+    case CX_ENOMEM: {
+        ErlNifBinary bin;
+        size_t len = strlen(st->message);
+        if (!enif_alloc_binary(len, &bin)) return enif_raise_exception(env, am_oom);
+        memcpy(bin.data, st->message, len);
+        return enif_make_tuple2(env, am_oom, enif_make_binary(env, &bin));
+    }
+    default: return raise_struct(env, am_cascade_error, st->message, st, driver);
+    }
+}
+
+/* ---- terms -> core --------------------------------------------------------------------- */
+
+static bool get_tensor(ErlNifEnv *env, ERL_NIF_TERM term, cx_tensor **out) {
+    return enif_get_resource(env, term, tensor_type, (void **)out);
+}
+
+static bool get_dtype(ErlNifEnv *env, ERL_NIF_TERM term, cx_dtype *out) {
+    for (int t = 0; t < CX_DTYPE_COUNT; t++)
+        if (enif_is_identical(term, am_dtype_name[t])) {
+            *out = (cx_dtype)t;
+            return true;
+        }
+    return false;
+}
+
+static bool get_i64(ErlNifEnv *env, ERL_NIF_TERM term, int64_t *out) {
+    ErlNifSInt64 v;
+    if (enif_get_int64(env, term, &v)) {
+        *out = (int64_t)v;
+        return true;
+    }
+    ErlNifUInt64 u; /* keys may use the whole 64 bits */
+    if (enif_get_uint64(env, term, &u)) {
+        *out = (int64_t)u;
+        return true;
+    }
+    return false;
+}
+
+/* Reads a list or tuple of integers. */
+static bool get_ints(ErlNifEnv *env, ERL_NIF_TERM term, cx_param *p) {
+    const ERL_NIF_TERM *elems;
+    int arity;
+    p->n = 0;
+    if (enif_get_tuple(env, term, &arity, &elems)) {
+        if (arity > CX_MAX_PARAM_INTS) return false;
+        for (int k = 0; k < arity; k++)
+            if (!get_i64(env, elems[k], &p->i[p->n++])) return false;
+        return true;
+    }
+    ERL_NIF_TERM head, tail = term;
+    while (enif_get_list_cell(env, tail, &head, &tail)) {
+        if (p->n == CX_MAX_PARAM_INTS || !get_i64(env, head, &p->i[p->n++])) return false;
+    }
+    return enif_is_empty_list(env, tail);
+}
+
+static bool get_number(ErlNifEnv *env, ERL_NIF_TERM term, cx_param *p) {
+    p->n = 1;
+    if (enif_get_double(env, term, &p->f)) {
+        p->is_int = false;
+        return true;
+    }
+    ErlNifSInt64 v;
+    if (enif_get_int64(env, term, &v)) {
+        p->is_int = true;
+        p->i[0] = (int64_t)v;
+        p->f = (double)v;
+        return true;
+    }
+    p->is_int = false;
+    if (enif_is_identical(term, am_nan)) p->f = __builtin_nan("");
+    else if (enif_is_identical(term, am_infinity)) p->f = __builtin_inf();
+    else if (enif_is_identical(term, am_neg_infinity)) p->f = -__builtin_inf();
+    else return false;
+    return true;
+}
+
+static bool get_param(ErlNifEnv *env, int id, ERL_NIF_TERM value, cx_param *p) {
+    switch (cx_param_table[id].kind) {
+    case CX_PK_INTS: return get_ints(env, value, p);
+    case CX_PK_INT: p->n = 1; return get_i64(env, value, &p->i[0]);
+    case CX_PK_BOOL:
+        p->n = 1;
+        p->i[0] = enif_is_identical(value, am_true);
+        return p->i[0] || enif_is_identical(value, am_false);
+    case CX_PK_NUMBER: return get_number(env, value, p);
+    case CX_PK_TYPE: {
+        cx_dtype t;
+        p->n = 1;
+        if (!get_dtype(env, value, &t)) return false;
+        p->i[0] = t;
+        return true;
+    }
+    }
+    return false;
+}
+
+/* Decodes a map of parameter atoms to values; fills msg on failure. */
+static bool get_params(ErlNifEnv *env, ERL_NIF_TERM map, cx_params *ps, char *msg, size_t n) {
+    ps->set = 0;
+    size_t size;
+    if (!enif_get_map_size(env, map, &size)) {
+        snprintf(msg, n, "expected the parameters as a map");
+        return false;
+    }
+    if (size == 0) return true;
+    ErlNifMapIterator it;
+    if (!enif_map_iterator_create(env, map, &it, ERL_NIF_MAP_ITERATOR_FIRST)) return false;
+    ERL_NIF_TERM key, value;
+    bool ok = true;
+    while (ok && enif_map_iterator_get_pair(env, &it, &key, &value)) {
+        int id = -1;
+        for (int k = 0; k < CX_PARAM_COUNT; k++)
+            if (enif_is_identical(key, am_param[k])) id = k;
+        if (id < 0) {
+            snprintf(msg, n, "unknown parameter");
+            ok = false;
+        } else if (!get_param(env, id, value, cx_param_put(ps, (cx_param_id)id))) {
+            static const char *kinds[] = {"a list of integers", "an integer", "a boolean",
+                                          "a number", "a type atom"};
+            snprintf(msg, n, "expected the %s parameter to be %s", cx_param_table[id].name,
+                     kinds[cx_param_table[id].kind]);
+            ok = false;
+        }
+        enif_map_iterator_next(env, &it);
+    }
+    enif_map_iterator_destroy(env, &it);
+    return ok;
+}
+
+/* ---- core -> terms --------------------------------------------------------------------- */
+
+static ERL_NIF_TERM make_type(ErlNifEnv *env, cx_dtype t) {
+    return enif_make_tuple2(env, am_dtype_kind[t], enif_make_int(env, dtype_bits[t]));
+}
+
+static ERL_NIF_TERM make_shape(ErlNifEnv *env, const cx_desc *d) {
+    ERL_NIF_TERM dims[CX_MAX_RANK];
+    for (int k = 0; k < d->rank; k++) dims[k] = enif_make_int64(env, d->shape[k]);
+    return enif_make_tuple_from_array(env, dims, (unsigned)d->rank);
+}
+
+/* %Cascade.Tensor{ref: ..., shape: ..., type: ..., device: ...}; consumes the resource ref. */
+static ERL_NIF_TERM make_tensor(ErlNifEnv *env, cx_tensor *t) {
+    ERL_NIF_TERM keys[5] = {am_struct, am_ref, am_shape, am_type, am_device};
+    ERL_NIF_TERM vals[5] = {am_tensor_mod, enif_make_resource(env, t), make_shape(env, &t->desc),
+                            make_type(env, t->desc.dtype), am_device_name[t->device->id]};
+    enif_release_resource(t);
+    ERL_NIF_TERM map;
+    enif_make_map_from_arrays(env, keys, vals, 5, &map);
+    if (cx_device_wants_gc(t->device)) return enif_make_tuple2(env, am_gc, map);
+    return map;
+}
+
+/* ---- NIFs ------------------------------------------------------------------------------ */
+
+typedef struct {
+    cx_op_id op;
+    cx_device *device;
+    int n_in;
+    cx_tensor *in_small[8];
+    cx_tensor **in;
+    cx_params ps;
+    cx_plan plan;
+} op_call;
+
+/* Decodes op(op_id, [ref], params, device_id) and plans it; returns 0 or the exception. */
+static ERL_NIF_TERM decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c) {
+    int op, dev;
+    unsigned len;
+    char msg[160];
+    c->in = c->in_small;
+    if (!enif_get_int(env, argv[0], &op) || op < 0 || op >= CX_OP_COUNT)
+        return raise_arg(env, "Cascade.Native.op/4: unknown op id");
+    c->op = (cx_op_id)op;
+    if (!enif_get_int(env, argv[3], &dev) || !(c->device = cx_device_get(dev)))
+        return raise_arg(env, "Cascade.Native.op/4: unknown device id");
+    if (!enif_get_list_length(env, argv[1], &len) || len > CX_MAX_INPUTS) {
+        snprintf(msg, sizeof msg, "%s: expected a list of at most %d tensors", cx_op_table[op].name,
+                 CX_MAX_INPUTS);
+        return raise_arg(env, msg);
+    }
+    if (len > 8 && !(c->in = enif_alloc(sizeof(cx_tensor *) * len)))
+        return raise_arg(env, "out of memory decoding the arguments");
+    ERL_NIF_TERM head, tail = argv[1];
+    c->n_in = 0;
+    while (enif_get_list_cell(env, tail, &head, &tail))
+        if (!get_tensor(env, head, &c->in[c->n_in++])) {
+            snprintf(msg, sizeof msg, "%s: argument %d is not a Cascade tensor reference",
+                     cx_op_table[op].name, c->n_in);
+            return raise_arg(env, msg);
+        }
+    if (!get_params(env, argv[2], &c->ps, msg, sizeof msg)) {
+        char full[256];
+        snprintf(full, sizeof full, "%s: %s", cx_op_table[op].name, msg);
+        return raise_arg(env, full);
+    }
+    cx_status st = {CX_OK, ""};
+    if (cx_plan_op(c->op, c->device, (const cx_tensor *const *)c->in, c->n_in, &c->ps, &c->plan,
+                   &st) != CX_OK)
+        return raise_status(env, &st, NULL);
+    return 0;
+}
+
+static void release_call(op_call *c) {
+    if (c->in != c->in_small) enif_free(c->in);
+}
+
+static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c) {
+    cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
+    if (!out) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
+    cx_status st = {CX_OK, ""};
+    if (cx_run_plan(&c->plan, c->in, c->n_in, &c->ps, out, &st) != CX_OK) {
+        enif_release_resource(out);
+        return raise_status(env, &st, c->plan.device->name);
+    }
+    return make_tensor(env, out);
+}
+
+static ERL_NIF_TERM op_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    op_call c;
+    ERL_NIF_TERM err = decode_op(env, argv, &c);
+    ERL_NIF_TERM res = err ? err : run_call(env, &c);
+    release_call(&c);
+    return res;
+}
+
+static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    op_call c;
+    ERL_NIF_TERM err = decode_op(env, argv, &c), res;
+    if (err) res = err;
+    else if (c.plan.cost > DIRTY_COST)
+        res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc, argv);
+    else res = run_call(env, &c);
+    release_call(&c);
+    return res;
+}
+
+/* from_binary(binary, type, shape, device_id) */
+static ERL_NIF_TERM from_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
+    ErlNifBinary bin;
+    cx_desc d;
+    cx_param shape;
+    int dev_id;
+    cx_device *dev;
+    char msg[256];
+    if (!enif_inspect_binary(env, argv[0], &bin)) return raise_arg(env, "expected a binary");
+    if (!get_dtype(env, argv[1], &d.dtype)) return raise_arg(env, "unknown type");
+    if (!get_ints(env, argv[2], &shape) || shape.n > CX_MAX_RANK)
+        return raise_arg(env, "expected a shape tuple of at most 8 non-negative integers");
+    if (!enif_get_int(env, argv[3], &dev_id) || !(dev = cx_device_get(dev_id)))
+        return raise_arg(env, "unknown device id");
+    d.rank = shape.n;
+    int64_t numel = 1;
+    for (int k = 0; k < d.rank; k++) {
+        if (shape.i[k] < 0 || (shape.i[k] > 0 && numel > (INT64_C(1) << 48) / shape.i[k]))
+            return raise_arg(env, "expected a shape of non-negative dimensions with at most 2^48 elements");
+        d.shape[k] = shape.i[k];
+        numel *= shape.i[k];
+    }
+    size_t want = (size_t)numel * cx_dtype_size(d.dtype);
+    if (bin.size != want) {
+        snprintf(msg, sizeof msg,
+                 "expected a binary of %zu bytes for a %s tensor of %lld elements, got: %zu bytes",
+                 want, cx_dtype_name(d.dtype), (long long)numel, bin.size);
+        return raise_arg(env, msg);
+    }
+    cx_tensor *t = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
+    if (!t) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
+    cx_status st = {CX_OK, ""};
+    if (cx_tensor_init(t, dev, &d, &st) != CX_OK || cx_tensor_upload(t, bin.data, bin.size, &st) != CX_OK) {
+        cx_tensor_free(t);
+        enif_release_resource(t);
+        return raise_status(env, &st, dev->name);
+    }
+    return make_tensor(env, t);
+}
+
+static ERL_NIF_TERM from_binary_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    return from_binary_run(env, argv);
+}
+
+static ERL_NIF_TERM from_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    ErlNifBinary bin;
+    if (enif_inspect_binary(env, argv[0], &bin) && bin.size > DIRTY_BYTES)
+        return enif_schedule_nif(env, "from_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                 from_binary_dirty, argc, argv);
+    return from_binary_run(env, argv);
+}
+
+/* to_binary(ref, limit_bytes | nil) */
+static ERL_NIF_TERM to_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
+    cx_tensor *t;
+    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    cx_status st = {CX_OK, ""};
+    if (cx_tensor_pin(t, &st) != CX_OK) return raise_status(env, &st, NULL);
+    size_t bytes = t->nbytes;
+    ErlNifUInt64 limit;
+    if (enif_get_uint64(env, argv[1], &limit) && (size_t)limit < bytes) bytes = (size_t)limit;
+    ERL_NIF_TERM res;
+    unsigned char *dst = enif_make_new_binary(env, bytes, &res);
+    cx_code rc = dst ? cx_tensor_download(t, dst, bytes, &st)
+                     : cx_fail(&st, CX_ENOMEM, "could not allocate a %zu-byte binary", bytes);
+    cx_tensor_unpin(t);
+    return rc == CX_OK ? res : raise_status(env, &st, t->device->name);
+}
+
+static ERL_NIF_TERM to_binary_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    return to_binary_run(env, argv);
+}
+
+static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    cx_tensor *t;
+    if (get_tensor(env, argv[0], &t) && t->nbytes > DIRTY_BYTES)
+        return enif_schedule_nif(env, "to_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                 to_binary_dirty, argc, argv);
+    return to_binary_run(env, argv);
+}
+
+static ERL_NIF_TERM free_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    cx_tensor *t;
+    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    cx_tensor_free(t);
+    return am_ok;
+}
+
+static ERL_NIF_TERM freed_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    cx_tensor *t;
+    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    return cx_tensor_is_freed(t) ? am_true : am_false;
+}
+
+/* [{device, live_bytes, peak_bytes, live_tensors}] */
+static ERL_NIF_TERM memory_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    (void)argv;
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (int k = cx_device_count() - 1; k >= 0; k--) {
+        cx_device *d = cx_device_get(k);
+        ERL_NIF_TERM row = enif_make_tuple4(
+            env, am_device_name[k], enif_make_int64(env, atomic_load(&d->live_bytes)),
+            enif_make_int64(env, atomic_load(&d->peak_bytes)),
+            enif_make_int64(env, atomic_load(&d->live_tensors)));
+        list = enif_make_list_cell(env, row, list);
+    }
+    return list;
+}
+
+/* [{name, available, reason}] in device-id order */
+static ERL_NIF_TERM devices_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    (void)argv;
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (int k = cx_device_count() - 1; k >= 0; k--) {
+        cx_device *d = cx_device_get(k);
+        ErlNifBinary reason;
+        size_t len = strlen(d->reason);
+        if (!enif_alloc_binary(len, &reason)) return enif_make_badarg(env);
+        memcpy(reason.data, d->reason, len);
+        list = enif_make_list_cell(env,
+                                   enif_make_tuple3(env, am_device_name[k],
+                                                    d->available ? am_true : am_false,
+                                                    enif_make_binary(env, &reason)),
+                                   list);
+    }
+    return list;
+}
+
+/* The op names in id order: lets Elixir check that its compiled table matches the library. */
+static ERL_NIF_TERM ops_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    (void)argv;
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (int k = CX_OP_COUNT - 1; k >= 0; k--)
+        list = enif_make_list_cell(env, enif_make_atom(env, cx_op_table[k].name), list);
+    return list;
+}
+
+static ERL_NIF_TERM set_gc_interval_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    ErlNifSInt64 bytes;
+    if (!enif_get_int64(env, argv[0], &bytes) || bytes <= 0)
+        return raise_arg(env, "expected a positive number of bytes");
+    cx_set_gc_interval(bytes);
+    return am_ok;
+}
+
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
+    (void)priv;
+    (void)info;
+    cx_status st = {CX_OK, ""};
+    if (cx_devices_init(&st) != CX_OK) return 1;
+    tensor_type = enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor,
+                                          ERL_NIF_RT_CREATE, NULL);
+    if (!tensor_type) return 1;
+    am_ok = enif_make_atom(env, "ok");
+    am_true = enif_make_atom(env, "true");
+    am_false = enif_make_atom(env, "false");
+    am_nil = enif_make_atom(env, "nil");
+    am_struct = enif_make_atom(env, "__struct__");
+    am_exception = enif_make_atom(env, "__exception__");
+    am_message = enif_make_atom(env, "message");
+    am_code = enif_make_atom(env, "code");
+    am_driver = enif_make_atom(env, "driver");
+    am_tensor_mod = enif_make_atom(env, "Elixir.Cascade.Tensor");
+    am_argument_error = enif_make_atom(env, "Elixir.ArgumentError");
+    am_cascade_error = enif_make_atom(env, "Elixir.Cascade.Error");
+    am_ref = enif_make_atom(env, "ref");
+    am_shape = enif_make_atom(env, "shape");
+    am_type = enif_make_atom(env, "type");
+    am_device = enif_make_atom(env, "device");
+    am_gc = enif_make_atom(env, "cascade_gc");
+    am_oom = enif_make_atom(env, "cascade_oom");
+    am_nan = enif_make_atom(env, "nan");
+    am_infinity = enif_make_atom(env, "infinity");
+    am_neg_infinity = enif_make_atom(env, "neg_infinity");
+    for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+        const char *name = cx_dtype_name((cx_dtype)t);
+        am_dtype_name[t] = enif_make_atom(env, name);
+        am_dtype_kind[t] = enif_make_atom_len(env, name, t == CX_BF16 ? 2 : 1);
+    }
+    for (int k = 0; k < CX_PARAM_COUNT; k++) am_param[k] = enif_make_atom(env, cx_param_table[k].name);
+    for (int k = 0; k < cx_device_count(); k++)
+        am_device_name[k] = enif_make_atom(env, cx_device_get(k)->name);
+    return 0;
+}
+
+static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM info) {
+    (void)old_priv;
+    return load(env, priv, info);
+}
+
+static ErlNifFunc nif_funcs[] = {
+    {"op", 4, op_nif, 0},
+    {"from_binary", 4, from_binary_nif, 0},
+    {"to_binary", 2, to_binary_nif, 0},
+    {"free", 1, free_nif, 0},
+    {"freed?", 1, freed_nif, 0},
+    {"memory", 0, memory_nif, 0},
+    {"devices", 0, devices_nif, 0},
+    {"ops", 0, ops_nif, 0},
+    {"set_gc_interval", 1, set_gc_interval_nif, 0},
+};
+
+ERL_NIF_INIT(Elixir.Cascade.Native, nif_funcs, load, NULL, upgrade, NULL)

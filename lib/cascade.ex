@@ -1,0 +1,467 @@
+defmodule Cascade do
+  @moduledoc """
+  Tensors for Elixir with a C core.
+
+  A tensor (`Cascade.Tensor`) is immutable, lives on a device and is released when it is
+  garbage collected (or early, with `free/1`). Functions take the names and options Elixir
+  developers know from Nx: `sum(t, axes: [1], keep_axes: true)`, `transpose(t, axes: ...)`,
+  `as_type(t, :f16)`, types such as `{:f, 32}` or `:f32`.
+
+      iex> t = Cascade.tensor([[1.0, 2.0], [3.0, 4.0]])
+      iex> t |> Cascade.dot(t) |> Cascade.add(1.0) |> Cascade.sum(axes: [1], keep_axes: true) |> Cascade.to_list()
+      [[18.0], [38.0]]
+
+  Numbers may stand wherever a tensor is expected and are typed as Nx would type them.
+  Inputs of different types are promoted (`Cascade.Type`). Calls on large tensors run on
+  dirty CPU schedulers, so they never block the BEAM's schedulers; small ones stay on the
+  calling scheduler, where a call costs well under a microsecond.
+
+  Every op of the table in `c_src/core/ops.def` is a function of this module: the functions,
+  their options and their documentation are generated from that table at compile time.
+
+  Errors: misuse (a binary of the wrong size, shapes that do not fit, a bad axis, an unknown
+  type or option) raises `ArgumentError` naming what was expected and what was given;
+  failures of a device raise `Cascade.Error`.
+  """
+
+  alias Cascade.{Device, Native, Op, Tensor, Type}
+
+  @external_resource Cascade.OpTable.ops_def_path()
+  @external_resource Cascade.OpTable.params_def_path()
+
+  @ops Cascade.OpTable.ops()
+  @op_names Enum.map(@ops, & &1.name)
+
+  @doc false
+  def __ops__, do: @ops
+
+  ## Generated from the op table
+
+  for op <- @ops do
+    %{id: id, name: name, args: args, opts: opts, kind: kind} = op
+    vars = for {arg, _} <- args, do: Macro.var(arg, __MODULE__)
+    spec = Map.take(op, [:id, :name, :args, :opts, :kind])
+    has_opts = opts != [] or kind == :create
+
+    options_doc =
+      for {oname, okind, default} <- opts do
+        kind_text =
+          case okind do
+            {:choice, atoms} -> Enum.map_join(atoms, " or ", &inspect/1)
+            other -> to_string(other)
+          end
+
+        "  * `#{oname}:` (#{kind_text})" <>
+          if(default == nil, do: "", else: ", default `#{inspect(default)}`")
+      end ++ if(kind == :create, do: ["  * `device:` (atom), default `Cascade.Device.default()`"], else: [])
+
+    @doc """
+    #{op.doc}
+    #{if options_doc != [], do: "\n## Options\n\n" <> Enum.join(options_doc, "\n") <> "\n", else: ""}
+    ## Examples
+
+        iex> #{op.example}
+        #{op.result}
+    """
+    cond do
+      has_opts ->
+        def unquote(name)(unquote_splicing(vars), opts \\ []),
+          do: Op.call(unquote(Macro.escape(spec)), unquote(vars), opts)
+
+      Enum.all?(args, fn {_, k} -> k == :tensor end) ->
+        # elementwise fast path: tensors straight to the NIF
+        refs = for v <- vars, do: quote(do: %Tensor{ref: unquote(Macro.var(:"#{elem(v, 0)}_ref", __MODULE__))})
+        ref_vars = for v <- vars, do: Macro.var(:"#{elem(v, 0)}_ref", __MODULE__)
+
+        def unquote(name)(unquote_splicing(refs)), do: Op.run(unquote(id), unquote(ref_vars), %{}, 0)
+
+        def unquote(name)(unquote_splicing(vars)),
+          do: Op.call(unquote(Macro.escape(spec)), unquote(vars), [])
+
+      true ->
+        def unquote(name)(unquote_splicing(vars)),
+          do: Op.call(unquote(Macro.escape(spec)), unquote(vars), [])
+    end
+  end
+
+  @dot_spec @ops |> Enum.find(&(&1.name == :dot)) |> Map.take([:id, :name, :args, :opts, :kind])
+
+  @doc """
+  Batched dot product, like `Nx.dot/6`: contracts `contract_a` axes of `a` with
+  `contract_b` axes of `b`, and pairs the `batch_a` axes of `a` with the `batch_b` axes of `b`.
+  The result's axes are the batch axes, then the free axes of `a`, then those of `b`.
+
+  ## Examples
+
+      iex> a = Cascade.iota({2, 2, 3}, type: :f32)
+      iex> b = Cascade.ones({2, 3, 1})
+      iex> Cascade.dot(a, [2], [0], b, [1], [0]) |> Cascade.to_list()
+      [[[3.0], [12.0]], [[21.0], [30.0]]]
+  """
+  def dot(a, contract_a, batch_a, b, contract_b, batch_b) do
+    params =
+      for {name, value} <- [contract_a: contract_a, batch_a: batch_a, contract_b: contract_b, batch_b: batch_b],
+          into: %{},
+          do: {name, Op.convert!("Cascade.dot/6", name, :ints, value)}
+
+    %Tensor{ref: ra} = to_tensor(a, b)
+    %Tensor{ref: rb} = to_tensor(b, a)
+    Op.run(@dot_spec.id, [ra, rb], params, 0)
+  end
+
+  defp to_tensor(%Tensor{} = t, _other), do: t
+
+  defp to_tensor(n, %Tensor{type: type, device: device}) when is_number(n),
+    do: from_binary(Type.encode_one(n, Type.merge_number(Type.normalize!(type), n)), Type.merge_number(Type.normalize!(type), n), {}, device: device)
+
+  defp to_tensor(other, _),
+    do: raise(ArgumentError, "Cascade.dot/6: expected tensors, got: #{inspect(other)}")
+
+  ## Creation
+
+  @doc """
+  A tensor from a native-endian, row-major binary of `type` elements with `shape`.
+
+  ## Options
+
+    * `device:` the device to create the tensor on, default `Cascade.Device.default()`
+
+  ## Examples
+
+      iex> t = Cascade.from_binary(<<1.0::float-32-native, 2.0::float-32-native>>, :f32, {2})
+      iex> Cascade.to_list(t)
+      [1.0, 2.0]
+
+      iex> Cascade.from_binary(<<1, 2, 3>>, :f32, {1})
+      ** (ArgumentError) expected a binary of 4 bytes for a f32 tensor of 1 elements, got: 3 bytes
+  """
+  @spec from_binary(binary, Type.name() | Type.t(), tuple, keyword) :: Tensor.t()
+  def from_binary(binary, type, shape, opts \\ []) do
+    unless is_binary(binary),
+      do: raise(ArgumentError, "Cascade.from_binary/4: expected a binary, got: #{inspect(binary)}")
+
+    type = Type.normalize!(type)
+    shape = Op.convert!("Cascade.from_binary/4", :shape, :shape, shape)
+    device = Keyword.get(check_opts!("Cascade.from_binary/4", opts, [:device]), :device, Device.default())
+    id = Device.id!(device)
+
+    case Native.from_binary(binary, type, shape, id) do
+      %Tensor{} = t -> t
+      other -> Op.after_run(other, fn -> Native.from_binary(binary, type, shape, id) end)
+    end
+  end
+
+  @doc """
+  A tensor from a number or nested lists of numbers (`:nan`, `:infinity` and
+  `:neg_infinity` included). The type is s64 for integers and f32 when any float is
+  present, unless given.
+
+  ## Options
+
+    * `type:` the element type
+    * `device:` the device, default `Cascade.Device.default()`
+
+  ## Examples
+
+      iex> Cascade.tensor([[1, 2], [3, 4]], type: :f16) |> Cascade.type()
+      {:f, 16}
+
+      iex> Cascade.tensor([1, 2.5]) |> Cascade.to_list()
+      [1.0, 2.5]
+
+      iex> Cascade.tensor([[1, 2], [3]])
+      ** (ArgumentError) Cascade.tensor/2: expected a regular nested list, got rows of lengths 2 and 1 at depth 1
+  """
+  @spec tensor(number | list, keyword) :: Tensor.t()
+  def tensor(data, opts \\ []) do
+    opts = check_opts!("Cascade.tensor/2", opts, [:type, :device])
+    shape = list_shape(data, 0)
+    flat = if is_list(data), do: List.flatten(data), else: [data]
+
+    Enum.each(flat, fn
+      n when is_number(n) or n in [:nan, :infinity, :neg_infinity] -> :ok
+      other -> raise ArgumentError, "Cascade.tensor/2: expected numbers, got: #{inspect(other)}"
+    end)
+
+    type =
+      case opts[:type] do
+        nil -> if Enum.all?(flat, &is_integer/1), do: :s64, else: :f32
+        type -> Type.normalize!(type)
+      end
+
+    from_binary(Type.encode(flat, type), type, shape, Keyword.take(opts, [:device]))
+  end
+
+  defp list_shape(list, depth) when is_list(list) do
+    case list do
+      [] ->
+        {0}
+
+      [first | rest] ->
+        inner = list_shape(first, depth + 1)
+
+        Enum.each(rest, fn row ->
+          other = list_shape(row, depth + 1)
+
+          if other != inner do
+            raise ArgumentError,
+                  "Cascade.tensor/2: expected a regular nested list, got rows of lengths #{describe(inner)} and #{describe(other)} at depth #{depth + 1}"
+          end
+        end)
+
+        shape = Tuple.insert_at(inner, 0, length(list))
+
+        if tuple_size(shape) > 8,
+          do: raise(ArgumentError, "Cascade.tensor/2: expected at most 8 nesting levels, got: #{tuple_size(shape)}")
+
+        shape
+    end
+  end
+
+  defp list_shape(_scalar, _depth), do: {}
+
+  defp describe({}), do: "scalar"
+  defp describe(shape), do: elem(shape, 0)
+
+  @doc """
+  A tensor of zeros, f32 unless `type:` is given.
+
+  ## Examples
+
+      iex> Cascade.zeros({2}, type: :s32) |> Cascade.to_list()
+      [0, 0]
+  """
+  @spec zeros(tuple, keyword) :: Tensor.t()
+  def zeros(shape, opts \\ []), do: full(0, shape, Keyword.put_new(opts, :type, :f32))
+
+  @doc """
+  A tensor of ones, f32 unless `type:` is given.
+
+  ## Examples
+
+      iex> Cascade.ones({2, 1}) |> Cascade.to_list()
+      [[1.0], [1.0]]
+  """
+  @spec ones(tuple, keyword) :: Tensor.t()
+  def ones(shape, opts \\ []), do: full(1, shape, Keyword.put_new(opts, :type, :f32))
+
+  ## Reading
+
+  @doc """
+  The tensor's shape.
+
+      iex> Cascade.shape(Cascade.zeros({2, 3}))
+      {2, 3}
+  """
+  @spec shape(Tensor.t()) :: tuple
+  def shape(%Tensor{shape: shape}), do: shape
+
+  @doc """
+  The tensor's type, as Nx writes it.
+
+      iex> Cascade.type(Cascade.tensor([1, 2], type: :f16))
+      {:f, 16}
+  """
+  @spec type(Tensor.t()) :: Type.t()
+  def type(%Tensor{type: type}), do: type
+
+  @doc """
+  The number of axes.
+
+      iex> Cascade.rank(Cascade.zeros({2, 3}))
+      2
+  """
+  @spec rank(Tensor.t()) :: non_neg_integer
+  def rank(%Tensor{shape: shape}), do: tuple_size(shape)
+
+  @doc """
+  The number of elements.
+
+      iex> Cascade.size(Cascade.zeros({2, 3}))
+      6
+  """
+  @spec size(Tensor.t()) :: non_neg_integer
+  def size(%Tensor{shape: shape}), do: shape |> Tuple.to_list() |> Enum.product()
+
+  @doc """
+  The device the tensor lives on.
+
+      iex> Cascade.device(Cascade.zeros({1}))
+      :cpu
+  """
+  @spec device(Tensor.t()) :: atom
+  def device(%Tensor{device: device}), do: device
+
+  @doc """
+  The tensor's elements as a native-endian, row-major binary.
+
+  ## Options
+
+    * `limit:` at most this many elements
+
+  ## Examples
+
+      iex> Cascade.to_binary(Cascade.tensor([1, 2, 3], type: :u8))
+      <<1, 2, 3>>
+      iex> Cascade.to_binary(Cascade.tensor([1, 2, 3], type: :u8), limit: 2)
+      <<1, 2>>
+  """
+  @spec to_binary(Tensor.t(), keyword) :: binary
+  def to_binary(tensor, opts \\ [])
+
+  def to_binary(%Tensor{ref: ref, type: type}, opts) do
+    opts = check_opts!("Cascade.to_binary/2", opts, [:limit])
+
+    limit =
+      case opts[:limit] do
+        nil -> nil
+        n when is_integer(n) and n >= 0 -> n * Type.byte_size(type)
+        other -> raise ArgumentError, "Cascade.to_binary/2: expected limit to be a non-negative integer, got: #{inspect(other)}"
+      end
+
+    Native.to_binary(ref, limit)
+  end
+
+  def to_binary(other, _opts), do: not_a_tensor!("to_binary/2", other)
+
+  @doc """
+  The elements as nested lists (a number for a scalar). Non-finite floats are `:nan`,
+  `:infinity` and `:neg_infinity`.
+
+      iex> Cascade.to_list(Cascade.tensor([[1, 2], [3, 4]]))
+      [[1, 2], [3, 4]]
+      iex> Cascade.to_list(Cascade.tensor(5))
+      5
+  """
+  @spec to_list(Tensor.t()) :: number | atom | list
+  def to_list(%Tensor{shape: shape, type: type} = t) do
+    flat = Type.decode(to_binary(t), Type.normalize!(type))
+
+    case Tuple.to_list(shape) do
+      [] -> hd(flat)
+      dims -> dims |> tl() |> Enum.reverse() |> Enum.reduce(flat, &Enum.chunk_every(&2, &1)) |> fix_empty(dims)
+    end
+  end
+
+  def to_list(other), do: not_a_tensor!("to_list/1", other)
+
+  # chunk_every cannot rebuild empty inner dimensions: rebuild them from the shape instead.
+  defp fix_empty(list, dims) do
+    if Enum.any?(tl(dims), &(&1 == 0)), do: empty_nested(dims), else: list
+  end
+
+  defp empty_nested([0 | _]), do: []
+  defp empty_nested([n | rest]), do: List.duplicate(empty_nested(rest), n)
+  defp empty_nested([]), do: []
+
+  @doc """
+  The tensor as a plain BEAM term, `{type, shape, binary}`, that `load/1` reads back.
+
+      iex> Cascade.dump(Cascade.tensor([1, 2], type: :u8))
+      {:u8, {2}, <<1, 2>>}
+  """
+  @spec dump(Tensor.t()) :: {Type.name(), tuple, binary}
+  def dump(%Tensor{shape: shape, type: type} = t), do: {Type.normalize!(type), shape, to_binary(t)}
+  def dump(other), do: not_a_tensor!("dump/1", other)
+
+  @doc """
+  A tensor from `{type, shape, binary}` (as `dump/1` gives) or `{type, binary}` (rank 1).
+
+  ## Options
+
+    * `device:` the device, default `Cascade.Device.default()`
+
+  ## Examples
+
+      iex> Cascade.load({:u8, <<1, 2, 3>>}) |> Cascade.shape()
+      {3}
+      iex> Cascade.load({:f32, {1}, <<0, 0, 128, 63>>}) |> Cascade.to_list()
+      [1.0]
+  """
+  @spec load(tuple, keyword) :: Tensor.t()
+  def load(term, opts \\ [])
+  def load({type, shape, bin}, opts) when is_tuple(shape), do: from_binary(bin, type, shape, opts)
+
+  def load({type, bin}, opts) when is_binary(bin) do
+    size = Type.byte_size(type)
+
+    if rem(byte_size(bin), size) != 0 do
+      raise ArgumentError,
+            "Cascade.load/2: expected a binary whose size is a multiple of #{size} for #{inspect(type)}, got: #{byte_size(bin)} bytes"
+    end
+
+    from_binary(bin, type, {div(byte_size(bin), size)}, opts)
+  end
+
+  def load(other, _opts) do
+    raise ArgumentError,
+          "Cascade.load/2: expected {type, shape, binary} or {type, binary}, got: #{inspect(other, limit: 5)}"
+  end
+
+  ## Memory and devices
+
+  @doc """
+  Releases the tensor's device memory now, without waiting for garbage collection.
+  Idempotent, and safe while another process runs an op on the same tensor (the memory
+  goes when that op ends). Using the tensor afterwards raises `ArgumentError`.
+
+      iex> t = Cascade.zeros({4})
+      iex> Cascade.free(t)
+      :ok
+      iex> Cascade.free(t)
+      :ok
+  """
+  @spec free(Tensor.t()) :: :ok
+  def free(%Tensor{ref: ref}), do: Native.free(ref)
+  def free(other), do: not_a_tensor!("free/1", other)
+
+  @doc """
+  Live bytes per device: `%{device => %{bytes: live, peak_bytes: peak, tensors: count}}`.
+  Counts device buffers only (not the BEAM's own memory).
+
+      iex> %{cpu: %{bytes: bytes}} = Cascade.memory()
+      iex> is_integer(bytes)
+      true
+  """
+  @spec memory() :: %{atom => %{bytes: integer, peak_bytes: integer, tensors: integer}}
+  def memory do
+    for {device, bytes, peak, tensors} <- Native.memory(), into: %{} do
+      {device, %{bytes: bytes, peak_bytes: peak, tensors: tensors}}
+    end
+  end
+
+  @doc """
+  The devices of this build, available or not, with the reason when not.
+
+      iex> Cascade.devices() |> Enum.map(& &1.name) |> Enum.member?(:cpu)
+      true
+  """
+  @spec devices() :: [map]
+  def devices, do: Device.list()
+
+  @doc """
+  Sets the default device for the whole node.
+
+      iex> Cascade.put_default_device(:cpu)
+      :ok
+  """
+  @spec put_default_device(atom) :: :ok
+  def put_default_device(device), do: Device.put_default(device)
+
+  @doc false
+  def __op_names__, do: @op_names
+
+  defp check_opts!(fun, opts, allowed) do
+    unless Keyword.keyword?(opts),
+      do: raise(ArgumentError, "#{fun}: expected options as a keyword list, got: #{inspect(opts)}")
+
+    for {key, _} <- opts, key not in allowed do
+      raise ArgumentError, "#{fun}: unknown option #{inspect(key)}, expected one of #{inspect(allowed)}"
+    end
+
+    opts
+  end
+
+  defp not_a_tensor!(fun, other),
+    do: raise(ArgumentError, "Cascade.#{fun}: expected a Cascade.Tensor, got: #{inspect(other, limit: 5)}")
+end

@@ -1,0 +1,203 @@
+defmodule Cascade.Op do
+  @moduledoc false
+  # Runs ops of the table: turns the Elixir arguments and options of a generated function
+  # into tensor references and a parameter map, using the argument kinds of ops.def, and
+  # handles the results the NIF may return besides a tensor.
+
+  alias Cascade.{Device, Native, Tensor, Type}
+
+  @doc false
+  # The one call into C for an op. A tensor is the usual answer; {:cascade_gc, tensor} asks
+  # the caller to collect garbage (dropped tensors are only released by a collection of the
+  # process that held them); {:cascade_oom, message} means the device is full: collect and
+  # retry once before raising.
+  def run(id, refs, params, device_id) do
+    case Native.op(id, refs, params, device_id) do
+      %Tensor{} = t -> t
+      other -> after_run(other, fn -> Native.op(id, refs, params, device_id) end)
+    end
+  end
+
+  @doc false
+  def after_run({:cascade_gc, t}, _retry) do
+    :erlang.garbage_collect()
+    t
+  end
+
+  def after_run({:cascade_oom, _}, retry) do
+    :erlang.garbage_collect()
+
+    case retry.() do
+      %Tensor{} = t -> t
+      {:cascade_gc, t} -> t
+      {:cascade_oom, message} -> raise Cascade.Error, driver: :cpu, code: :out_of_memory, message: message
+    end
+  end
+
+  @doc false
+  # The general path: spec is the op's entry of the table.
+  def call(spec, args, opts) do
+    %{id: id, name: name, args: arg_specs, opts: opt_specs, kind: kind} = spec
+    fun = "Cascade.#{name}/#{length(arg_specs) + if(opt_specs != [] or kind == :create, do: 1, else: 0)}"
+    {device, opts} = take_device(fun, kind, opts)
+    params = opts_to_params(fun, opt_specs, opts)
+    {tensor_args, params} = args_to_params(fun, arg_specs, args, params)
+
+    case kind do
+      :create ->
+        run(id, [], params, Device.id!(device || Device.default()))
+
+      _ ->
+        refs = tensor_refs(fun, tensor_args, device)
+        run(id, refs, params, 0)
+    end
+  end
+
+  defp take_device(fun, :create, opts) do
+    check_keyword!(fun, opts)
+    Keyword.pop(opts, :device)
+  end
+
+  defp take_device(fun, _kind, opts) do
+    check_keyword!(fun, opts)
+    {nil, opts}
+  end
+
+  defp check_keyword!(fun, opts) do
+    unless Keyword.keyword?(opts) do
+      raise ArgumentError, "#{fun}: expected options as a keyword list, got: #{inspect(opts)}"
+    end
+  end
+
+  defp opts_to_params(fun, specs, opts) do
+    known = for {name, _, _} <- specs, do: name
+
+    for {key, _} <- opts, key not in known do
+      raise ArgumentError,
+            "#{fun}: unknown option #{inspect(key)}, expected one of #{inspect(known)}"
+    end
+
+    Enum.reduce(specs, %{}, fn {name, kind, default}, acc ->
+      case Keyword.get(opts, name, default) do
+        nil -> acc
+        value -> Map.put(acc, name, convert!(fun, name, kind, value))
+      end
+    end)
+  end
+
+  defp args_to_params(fun, specs, args, params) do
+    Enum.zip(specs, args)
+    |> Enum.reduce({[], params}, fn
+      {{name, kind}, value}, {tensors, params} when kind in [:tensor, :tensors, :indices] ->
+        {[{name, kind, value} | tensors], params}
+
+      {{name, kind}, value}, {tensors, params} ->
+        {tensors, Map.put(params, name, convert!(fun, name, kind, value))}
+    end)
+    |> then(fn {tensors, params} -> {Enum.reverse(tensors), params} end)
+  end
+
+  # Tensors and numbers in tensor positions become references; numbers turn into scalar
+  # tensors of the type Nx would give them beside the other arguments.
+  defp tensor_refs(fun, tensor_args, _device) do
+    flat =
+      Enum.flat_map(tensor_args, fn
+        {name, :tensors, list} when is_list(list) -> Enum.map(list, &{name, :tensor, &1})
+        {name, :tensors, other} -> bad!(fun, name, "a list of tensors", other)
+        arg -> [arg]
+      end)
+
+    tensors = for {_, kind, %Tensor{} = t} <- flat, kind == :tensor, do: t
+
+    base =
+      case tensors do
+        [] -> flat |> Enum.map(fn {_, _, v} -> number_type(v) end) |> Enum.reduce(&Type.merge/2)
+        _ -> tensors |> Enum.map(&Type.normalize!(&1.type)) |> Enum.reduce(&Type.merge/2)
+      end
+
+    device =
+      case Enum.find(flat, &match?({_, _, %Tensor{}}, &1)) do
+        {_, _, %Tensor{device: d}} -> d
+        nil -> Device.default()
+      end
+
+    Enum.map(flat, fn
+      {_, _, %Tensor{ref: ref}} -> ref
+      {_, :indices, n} when is_integer(n) -> scalar(n, :s64, device).ref
+      {name, :indices, other} -> bad!(fun, name, "an integer tensor", other)
+      {name, :tensor, n} -> scalar(number!(fun, name, n), Type.merge_number(base, n), device).ref
+    end)
+  end
+
+  defp number_type(%Tensor{type: t}), do: Type.normalize!(t)
+  defp number_type(n) when is_number(n) or n in [:nan, :infinity, :neg_infinity], do: Type.of_number(n)
+  defp number_type(_), do: :s64
+
+  defp scalar(n, type, device) do
+    Cascade.from_binary(Type.encode_one(n, type), type, {}, device: device)
+  end
+
+  defp number!(_fun, _name, n) when is_number(n) or n in [:nan, :infinity, :neg_infinity], do: n
+  defp number!(fun, name, other), do: bad!(fun, name, "a tensor or a number", other)
+
+  @doc false
+  def convert!(fun, name, kind, value)
+
+  def convert!(fun, name, kind, value) when kind in [:shape, :square] do
+    case value do
+      %Tensor{shape: shape} -> shape
+      n when kind == :square and is_integer(n) -> {n, n}
+      t when is_tuple(t) -> if ints?(Tuple.to_list(t)), do: t, else: bad!(fun, name, "a shape tuple of integers", t)
+      other -> bad!(fun, name, "a shape tuple of integers", other)
+    end
+  end
+
+  def convert!(fun, name, kind, value) when kind in [:ints, :axes] do
+    if is_list(value) and ints?(value), do: value, else: bad!(fun, name, "a list of integers", value)
+  end
+
+  def convert!(fun, name, kind, value) when kind in [:axis, :int] do
+    if is_integer(value), do: value, else: bad!(fun, name, "an integer", value)
+  end
+
+  def convert!(fun, name, :bool, value) do
+    if is_boolean(value), do: value, else: bad!(fun, name, "a boolean", value)
+  end
+
+  def convert!(fun, name, :number, value), do: number!(fun, name, value)
+
+  def convert!(_fun, _name, :type, value), do: Type.normalize!(value)
+
+  def convert!(fun, name, :pads, value) do
+    with true <- is_list(value),
+         flat when is_list(flat) <- flatten_pads(value) do
+      flat
+    else
+      _ -> bad!(fun, name, "a list of {low, high, interior} integer tuples", value)
+    end
+  end
+
+  def convert!(fun, name, {:choice, atoms}, value) do
+    Enum.find_index(atoms, &(&1 == value)) || bad!(fun, name, "one of #{inspect(atoms)}", value)
+  end
+
+  defp flatten_pads(pads) do
+    Enum.reduce_while(pads, [], fn
+      {lo, hi, interior}, acc when is_integer(lo) and is_integer(hi) and is_integer(interior) ->
+        {:cont, [interior, hi, lo | acc]}
+
+      _, _ ->
+        {:halt, :error}
+    end)
+    |> case do
+      :error -> :error
+      acc -> Enum.reverse(acc)
+    end
+  end
+
+  defp ints?(list), do: Enum.all?(list, &is_integer/1)
+
+  defp bad!(fun, name, expected, got) do
+    raise ArgumentError, "#{fun}: expected #{name} to be #{expected}, got: #{inspect(got)}"
+  end
+end

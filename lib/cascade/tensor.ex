@@ -1,0 +1,50 @@
+defmodule Cascade.Tensor do
+  @moduledoc """
+  An immutable tensor that lives on a device.
+
+  The struct is what Cascade functions take and return. `:ref` is an opaque reference to
+  memory owned by the device; `:shape`, `:type` and `:device` are plain terms that can be
+  read without calling into C. Tensors are garbage collected like any term; `Cascade.free/1`
+  releases the device memory early.
+  """
+  @enforce_keys [:ref, :shape, :type, :device]
+  defstruct [:ref, :shape, :type, :device]
+
+  @type t :: %__MODULE__{
+          ref: reference,
+          shape: tuple,
+          type: Cascade.Type.t(),
+          device: atom
+        }
+
+  defimpl Inspect do
+    import Inspect.Algebra
+
+    def inspect(%{shape: shape, type: {kind, bits}, device: device} = t, opts) do
+      dims = shape |> Tuple.to_list() |> Enum.map_join(&"[#{&1}]")
+      header = "#{kind}#{bits}#{dims} #{device}"
+      concat(["#Cascade.Tensor<", header, " ", body(t, opts), ">"])
+    end
+
+    defp body(t, opts) do
+      if Cascade.Native.freed?(t.ref) do
+        "(freed)"
+      else
+        numel = t.shape |> Tuple.to_list() |> Enum.product()
+        limit = if opts.limit == :infinity, do: numel, else: opts.limit
+
+        if numel <= limit do
+          t |> Cascade.to_list() |> inspect_value(opts)
+        else
+          # Only the first `limit` elements cross from the device.
+          type = Cascade.Type.normalize!(t.type)
+          bin = Cascade.Native.to_binary(t.ref, limit * Cascade.Type.byte_size(type))
+          flat = Cascade.Type.decode(bin, type) |> Enum.map_join(", ", &Kernel.inspect/1)
+          "[#{flat}, ...]"
+        end
+      end
+    end
+
+    defp inspect_value(value, opts), do: Kernel.inspect(value, limit: :infinity, width: opts.width)
+  end
+end

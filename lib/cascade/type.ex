@@ -1,0 +1,255 @@
+defmodule Cascade.Type do
+  @moduledoc """
+  Element types, written as Nx writes them: `{:f, 32}` or the shorthand `:f32`.
+
+  | type     | tuple        | bytes |
+  |----------|--------------|-------|
+  | `:f16`   | `{:f, 16}`   | 2     |
+  | `:bf16`  | `{:bf, 16}`  | 2     |
+  | `:f32`   | `{:f, 32}`   | 4     |
+  | `:f64`   | `{:f, 64}`   | 8     |
+  | `:u8`    | `{:u, 8}`    | 1     |
+  | `:s32`   | `{:s, 32}`   | 4     |
+  | `:s64`   | `{:s, 64}`   | 8     |
+
+  Mixed types promote as in Nx: floats win over integers, the wider type wins, f16 with
+  bf16 gives f32; a number keeps a tensor's type unless it is a float and the tensor holds
+  integers, which gives f32.
+  """
+
+  import Bitwise, only: [<<<: 2, >>>: 2, &&&: 2]
+
+  @types [f16: {:f, 16}, bf16: {:bf, 16}, f32: {:f, 32}, f64: {:f, 64}, u8: {:u, 8}, s32: {:s, 32}, s64: {:s, 64}]
+  @names Keyword.keys(@types)
+
+  @typedoc "A type atom such as `:f32`."
+  @type name :: :f16 | :bf16 | :f32 | :f64 | :u8 | :s32 | :s64
+  @typedoc "A type as Nx writes it, such as `{:f, 32}`."
+  @type t :: {:f, 16 | 32 | 64} | {:bf, 16} | {:u, 8} | {:s, 32 | 64}
+
+  @doc """
+  The type atom for any accepted spelling; raises `ArgumentError` for an unknown one.
+
+      iex> Cascade.Type.normalize!({:f, 32})
+      :f32
+      iex> Cascade.Type.normalize!(:bf16)
+      :bf16
+  """
+  @spec normalize!(name | t) :: name
+  for {name, tuple} <- @types do
+    def normalize!(unquote(name)), do: unquote(name)
+    def normalize!(unquote(tuple)), do: unquote(name)
+  end
+
+  def normalize!(other) do
+    raise ArgumentError,
+          "unknown type #{inspect(other)}, expected one of #{inspect(@names)} (or tuples such as {:f, 32})"
+  end
+
+  @doc """
+  The `{kind, bits}` tuple of a type.
+
+      iex> Cascade.Type.to_tuple(:u8)
+      {:u, 8}
+  """
+  @spec to_tuple(name | t) :: t
+  def to_tuple(type), do: Keyword.fetch!(@types, normalize!(type))
+
+  @doc """
+  Bytes per element.
+
+      iex> Cascade.Type.byte_size(:bf16)
+      2
+  """
+  @spec byte_size(name | t) :: pos_integer
+  def byte_size(type), do: div(elem(to_tuple(type), 1), 8)
+
+  @doc """
+  Whether the type holds floats.
+
+      iex> Cascade.Type.float?(:bf16)
+      true
+      iex> Cascade.Type.float?({:s, 32})
+      false
+  """
+  @spec float?(name | t) :: boolean
+  def float?(type), do: elem(to_tuple(type), 0) in [:f, :bf]
+
+  @doc """
+  The type two operands are computed in (Nx.Type.merge/2).
+
+      iex> Cascade.Type.merge(:f16, :bf16)
+      :f32
+      iex> Cascade.Type.merge(:u8, :s32)
+      :s32
+  """
+  @spec merge(name, name) :: name
+  def merge(same, same), do: same
+
+  def merge(a, b) do
+    case {float?(a), float?(b)} do
+      {true, true} -> if a == :f64 or b == :f64, do: :f64, else: :f32
+      {true, false} -> a
+      {false, true} -> b
+      {false, false} -> if a == :s64 or b == :s64, do: :s64, else: :s32
+    end
+  end
+
+  @doc """
+  The type a number takes beside a tensor of type `type` (Nx.Type.merge_number/2).
+
+      iex> Cascade.Type.merge_number(:s32, 2.5)
+      :f32
+      iex> Cascade.Type.merge_number(:f16, 2)
+      :f16
+  """
+  @spec merge_number(name, number | atom) :: name
+  def merge_number(type, number) when is_integer(number), do: type
+  def merge_number(type, _float), do: if(float?(type), do: type, else: :f32)
+
+  @doc """
+  The type of a number on its own: s64 for integers, f32 for floats.
+
+      iex> Cascade.Type.of_number(3)
+      :s64
+      iex> Cascade.Type.of_number(:nan)
+      :f32
+  """
+  @spec of_number(number | :nan | :infinity | :neg_infinity) :: name
+  def of_number(n) when is_integer(n), do: :s64
+  def of_number(_), do: :f32
+
+  @doc false
+  def names, do: @names
+
+  @doc """
+  Encodes numbers as native-endian elements of `type`. Floats round to nearest even;
+  integers wrap; a float given for an integer type truncates toward zero.
+
+      iex> Cascade.Type.encode([1, 2], :u8)
+      <<1, 2>>
+  """
+  @spec encode([number | atom], name) :: binary
+  def encode(numbers, type) do
+    for n <- numbers, into: <<>>, do: encode_one(n, type)
+  end
+
+  @doc false
+  def encode_one(n, :f32), do: float_bits(n, 32)
+  def encode_one(n, :f64), do: float_bits(n, 64)
+  def encode_one(n, :f16), do: float_bits(n, 16)
+  def encode_one(n, :bf16), do: bf16_bits(n)
+  def encode_one(n, :u8), do: <<to_int(n)::unsigned-8>>
+  def encode_one(n, :s32), do: <<to_int(n)::signed-native-32>>
+  def encode_one(n, :s64), do: <<to_int(n)::signed-native-64>>
+
+  defp to_int(n) when is_integer(n), do: n
+  defp to_int(n) when is_float(n), do: trunc(n)
+
+  defp to_int(other),
+    do: raise(ArgumentError, "cannot store #{inspect(other)} in an integer type")
+
+  @specials %{
+    16 => {0x7E00, 0x7C00, 0xFC00},
+    32 => {0x7FC00000, 0x7F800000, 0xFF800000},
+    64 => {0x7FF8000000000000, 0x7FF0000000000000, 0xFFF0000000000000}
+  }
+
+  defp float_bits(n, bits) when is_atom(n) do
+    {nan, inf, neg} = Map.fetch!(@specials, bits)
+    v = %{nan: nan, infinity: inf, neg_infinity: neg}[n] || bad_number(n)
+    <<v::unsigned-native-size(bits)>>
+  end
+
+  defp float_bits(n, 16) when is_number(n), do: <<small_float(n, 5, 10)::unsigned-native-16>>
+
+  defp float_bits(n, 32) when is_number(n) do
+    f = n * 1.0
+
+    if abs(f) >= 3.4028235677973366e38,
+      do: float_bits(if(f > 0, do: :infinity, else: :neg_infinity), 32),
+      else: <<f::float-native-32>>
+  end
+
+  defp float_bits(n, 64) when is_number(n), do: <<n * 1.0::float-native-64>>
+
+  defp bf16_bits(n) when is_atom(n) do
+    v = %{nan: 0x7FC0, infinity: 0x7F80, neg_infinity: 0xFF80}[n] || bad_number(n)
+    <<v::unsigned-native-16>>
+  end
+
+  defp bf16_bits(n) when is_number(n), do: <<small_float(n, 8, 7)::unsigned-native-16>>
+
+  # Rounds a number straight from its f64 bits to a float with `ebits` exponent and `mbits`
+  # mantissa bits, ties to even, so f16 and bf16 round once, exactly as the C core does.
+  defp small_float(n, ebits, mbits) do
+    <<sign::1, exp::11, man::52>> = <<n * 1.0::float-64>>
+    sign_bit = sign <<< (ebits + mbits)
+
+    if exp == 0 do
+      sign_bit
+    else
+      e = exp - 1023 + (1 <<< (ebits - 1)) - 1
+      full = man + (1 <<< 52)
+      shift = if e <= 0, do: 52 - mbits + 1 - e, else: 52 - mbits
+
+      if shift > 60 do
+        sign_bit
+      else
+        kept = full >>> shift
+        rest = full &&& (1 <<< shift) - 1
+        half = 1 <<< (shift - 1)
+        kept = if rest > half or (rest == half and (kept &&& 1) == 1), do: kept + 1, else: kept
+        # for normals `kept` carries the implicit bit, which adds one to the exponent field
+        value = if e <= 0, do: kept, else: ((e - 1) <<< mbits) + kept
+        inf = ((1 <<< ebits) - 1) <<< mbits
+        sign_bit + min(value, inf)
+      end
+    end
+  end
+
+  defp bad_number(n),
+    do: raise(ArgumentError, "expected a number, :nan, :infinity or :neg_infinity, got: #{inspect(n)}")
+
+  @doc """
+  Decodes a native-endian binary of `type` into a flat list of numbers. Non-finite floats
+  come back as `:nan`, `:infinity` and `:neg_infinity`, as in Nx.
+
+      iex> Cascade.Type.decode(<<0, 0, 128, 127>>, :f32)
+      [:infinity]
+  """
+  @spec decode(binary, name) :: [number | atom]
+  def decode(bin, :f32), do: for(<<x::unsigned-native-32 <- bin>>, do: f32(x))
+  def decode(bin, :f64), do: for(<<x::unsigned-native-64 <- bin>>, do: f64(x))
+  def decode(bin, :f16), do: for(<<x::unsigned-native-16 <- bin>>, do: f16(x))
+  def decode(bin, :bf16), do: for(<<x::unsigned-native-16 <- bin>>, do: f32(x <<< 16))
+  def decode(bin, :u8), do: for(<<x::unsigned-8 <- bin>>, do: x)
+  def decode(bin, :s32), do: for(<<x::signed-native-32 <- bin>>, do: x)
+  def decode(bin, :s64), do: for(<<x::signed-native-64 <- bin>>, do: x)
+
+  defp f32(x) when (x &&& 0x7F800000) == 0x7F800000, do: special(x &&& 0x7FFFFF, x >>> 31)
+
+  defp f32(x) do
+    <<f::float-32>> = <<x::32>>
+    f
+  end
+
+  defp f64(x) when (x &&& 0x7FF0000000000000) == 0x7FF0000000000000,
+    do: special(x &&& 0xFFFFFFFFFFFFF, x >>> 63)
+
+  defp f64(x) do
+    <<f::float-64>> = <<x::64>>
+    f
+  end
+
+  defp f16(x) when (x &&& 0x7C00) == 0x7C00, do: special(x &&& 0x3FF, x >>> 15)
+
+  defp f16(x) do
+    <<f::float-16>> = <<x::16>>
+    f
+  end
+
+  defp special(0, 0), do: :infinity
+  defp special(0, 1), do: :neg_infinity
+  defp special(_, _), do: :nan
+end

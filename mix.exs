@@ -1,0 +1,75 @@
+defmodule Mix.Tasks.Compile.Cascade do
+  @moduledoc """
+  Builds Cascade's C library with `make` and installs `cascade_nif.so` into `priv/`.
+
+  The shared object is copied to a temporary file and renamed into place, so a running VM
+  that has the old library loaded keeps its mapping intact. `make`'s exit status is honoured:
+  a failed build fails `mix compile`.
+  """
+  use Mix.Task.Compiler
+
+  @impl true
+  def run(_args) do
+    root = Path.dirname(__ENV__.file)
+    build = Path.join(Mix.Project.build_path(), "cascade_c")
+    erts = Path.join([:code.root_dir(), "erts-#{:erlang.system_info(:version)}", "include"])
+    make = System.find_executable("make") || Mix.raise("make is not installed (apt-get install make)")
+
+    {_, status} =
+      System.cmd(make, ["-s", "--no-print-directory", "-C", root, "BUILD=#{build}", "ERTS_INCLUDE_DIR=#{erts}"],
+        into: IO.stream(:stdio, :line),
+        stderr_to_stdout: true
+      )
+
+    if status != 0, do: Mix.raise("make failed with exit status #{status}")
+
+    priv = Path.join(root, "priv")
+    File.mkdir_p!(priv)
+    built = Path.join(build, "cascade_nif.so")
+    target = Path.join(priv, "cascade_nif.so")
+
+    if stale?(built, target) do
+      tmp = target <> ".#{System.unique_integer([:positive])}.tmp"
+      File.cp!(built, tmp)
+      File.rename!(tmp, target)
+      {:ok, []}
+    else
+      {:noop, []}
+    end
+  end
+
+  defp stale?(built, target) do
+    case {File.stat(built), File.stat(target)} do
+      {{:ok, b}, {:ok, t}} -> b.size != t.size or b.mtime > t.mtime
+      _ -> true
+    end
+  end
+end
+
+defmodule Cascade.MixProject do
+  use Mix.Project
+
+  @version "0.1.0"
+
+  def project do
+    [
+      app: :cascade,
+      version: @version,
+      elixir: "~> 1.14",
+      compilers: [:cascade] ++ Mix.compilers(),
+      start_permanent: Mix.env() == :prod,
+      deps: [],
+      description: "Tensors for Elixir with a C core and devices that negotiate what they can run.",
+      docs: [main: "readme", extras: ["README.md"]],
+      test_coverage: [ignore_modules: [Mix.Tasks.Compile.Cascade]]
+    ]
+  end
+
+  def application do
+    [
+      extra_applications: [:logger],
+      mod: {Cascade.Application, []},
+      env: [default_device: :cpu, gc_interval: 128 * 1024 * 1024]
+    ]
+  end
+end
