@@ -1,6 +1,501 @@
-/* STUB: to be replaced by the real kernels. */
+/* Elementwise kernels: unary, binary, comparison, logical, select and clip, with NumPy
+ * broadcasting. Every (op, type) pair is its own typed loop with the op fixed, so the op switch
+ * happens once per call and the loops vectorise. f16 and bf16 run the f32 kernels on chunks
+ * widened to f32 and round once on the way back. */
+#include <string.h>
+#include <tgmath.h>
+
 #include "cpu_kernels.h"
 
-cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out, cx_status *st) {
-    return cx_fail(st, CX_EUNSUPPORTED, "cpu: elementwise kernels are not written yet");
+/* Elements per f16/bf16 chunk: the f32 copies of every operand stay in L1. */
+#define CHUNK 512
+
+/* n elements of one (op, type); s[j] is input j's stride, 1, or 0 when it is broadcast. */
+typedef void (*ew_kernel)(void *out, const void *const *in, const int *s, int64_t n);
+
+/* A broadcast input is loaded once outside the loop, so that every variant is a plain loop the
+ * compiler vectorises. */
+#define UNARY_BODY(T, OT, EXPR)                                                                    \
+    const T *a = in[0];                                                                            \
+    OT *o = out;                                                                                   \
+    if (s[0]) {                                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T x = a[i];                                                                            \
+            o[i] = (EXPR);                                                                         \
+        }                                                                                          \
+    } else {                                                                                       \
+        T x = a[0];                                                                                \
+        OT r = (EXPR);                                                                             \
+        for (int64_t i = 0; i < n; i++) o[i] = r;                                                  \
+    }
+
+#define BINARY_BODY(T, OT, EXPR)                                                                   \
+    const T *a = in[0], *b = in[1];                                                                \
+    OT *o = out;                                                                                   \
+    if (s[0] && s[1]) {                                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T x = a[i], y = b[i];                                                                  \
+            o[i] = (EXPR);                                                                         \
+        }                                                                                          \
+    } else if (s[0]) {                                                                             \
+        T y = b[0];                                                                                \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T x = a[i];                                                                            \
+            o[i] = (EXPR);                                                                         \
+        }                                                                                          \
+    } else if (s[1]) {                                                                             \
+        T x = a[0];                                                                                \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T y = b[i];                                                                            \
+            o[i] = (EXPR);                                                                         \
+        }                                                                                          \
+    } else {                                                                                       \
+        T x = a[0], y = b[0];                                                                      \
+        OT r = (EXPR);                                                                             \
+        for (int64_t i = 0; i < n; i++) o[i] = r;                                                  \
+    }
+
+#define DEF_UNARY(name, T, OT, EXPR)                                                               \
+    static void name(void *out, const void *const *in, const int *s, int64_t n) {                  \
+        UNARY_BODY(T, OT, EXPR)                                                                    \
+    }
+
+#define DEF_BINARY(name, T, OT, EXPR)                                                              \
+    static void name(void *out, const void *const *in, const int *s, int64_t n) {                  \
+        BINARY_BODY(T, OT, EXPR)                                                                   \
+    }
+
+/* Wrapping exponentiation by squaring: the low bits of the product do not depend on the high
+ * bits, so callers truncate to their width. */
+static inline uint64_t ipow_wrap(uint64_t base, uint64_t e) {
+    uint64_t r = 1;
+    while (e) {
+        if (e & 1) r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return r;
+}
+
+/* A negative exponent gives 1/base^|e| truncated toward zero: 0 except for bases 1 and -1. */
+static inline int64_t ipow_signed(int64_t base, int64_t e) {
+    if (e >= 0) return (int64_t)ipow_wrap((uint64_t)base, (uint64_t)e);
+    if (base == 1) return 1;
+    if (base == -1) return (e & 1) ? -1 : 1;
+    return 0;
+}
+
+/* For x < 0 this form never overflows exp, so large |x| gives 0 or 1 without inf/inf. */
+#define DEF_SIGMOID(sfx, T)                                                                        \
+    static inline T sigmoid_##sfx(T x) {                                                           \
+        if (x >= 0) return 1 / (1 + exp(-x));                                                      \
+        T e = exp(x);                                                                              \
+        return e / (1 + e);                                                                        \
+    }
+DEF_SIGMOID(f32, float)
+DEF_SIGMOID(f64, double)
+
+/* tgmath.h picks the float or double libm function from the operand type. max and min let NaN
+ * through from either side, like Nx. */
+#define FLOAT_KERNELS(sfx, T)                                                                      \
+    DEF_UNARY(k_negate_##sfx, T, T, -x)                                                            \
+    DEF_UNARY(k_abs_##sfx, T, T, fabs(x))                                                          \
+    DEF_UNARY(k_sign_##sfx, T, T, x > 0 ? (T)1 : x < 0 ? (T)-1 : x)                                \
+    DEF_UNARY(k_exp_##sfx, T, T, exp(x))                                                           \
+    DEF_UNARY(k_expm1_##sfx, T, T, expm1(x))                                                       \
+    DEF_UNARY(k_log_##sfx, T, T, log(x))                                                           \
+    DEF_UNARY(k_log1p_##sfx, T, T, log1p(x))                                                       \
+    DEF_UNARY(k_sqrt_##sfx, T, T, sqrt(x))                                                         \
+    DEF_UNARY(k_rsqrt_##sfx, T, T, 1 / sqrt(x))                                                    \
+    DEF_UNARY(k_sin_##sfx, T, T, sin(x))                                                           \
+    DEF_UNARY(k_cos_##sfx, T, T, cos(x))                                                           \
+    DEF_UNARY(k_tanh_##sfx, T, T, tanh(x))                                                         \
+    DEF_UNARY(k_sigmoid_##sfx, T, T, sigmoid_##sfx(x))                                             \
+    DEF_UNARY(k_erf_##sfx, T, T, erf(x))                                                           \
+    DEF_UNARY(k_floor_##sfx, T, T, floor(x))                                                       \
+    DEF_UNARY(k_ceil_##sfx, T, T, ceil(x))                                                         \
+    DEF_UNARY(k_round_##sfx, T, T, round(x))                                                       \
+    DEF_UNARY(k_reciprocal_##sfx, T, T, 1 / x)                                                     \
+    DEF_BINARY(k_add_##sfx, T, T, x + y)                                                           \
+    DEF_BINARY(k_subtract_##sfx, T, T, x - y)                                                      \
+    DEF_BINARY(k_multiply_##sfx, T, T, x * y)                                                      \
+    DEF_BINARY(k_divide_##sfx, T, T, x / y)                                                        \
+    DEF_BINARY(k_pow_##sfx, T, T, pow(x, y))                                                       \
+    DEF_BINARY(k_max_##sfx, T, T, x > y || x != x ? x : y)                                         \
+    DEF_BINARY(k_min_##sfx, T, T, x < y || x != x ? x : y)                                         \
+    DEF_BINARY(k_remainder_##sfx, T, T, fmod(x, y))                                                \
+    DEF_BINARY(k_atan2_##sfx, T, T, atan2(x, y))
+
+/* Integer arithmetic wraps: it runs in the unsigned type U, which C defines modulo 2^n. */
+#define INT_KERNELS(sfx, T, U)                                                                     \
+    DEF_UNARY(k_negate_##sfx, T, T, (T)((U)0 - (U)x))                                              \
+    DEF_UNARY(k_floor_##sfx, T, T, x)                                                              \
+    DEF_UNARY(k_ceil_##sfx, T, T, x)                                                               \
+    DEF_UNARY(k_round_##sfx, T, T, x)                                                              \
+    DEF_BINARY(k_add_##sfx, T, T, (T)((U)x + (U)y))                                                \
+    DEF_BINARY(k_subtract_##sfx, T, T, (T)((U)x - (U)y))                                           \
+    DEF_BINARY(k_multiply_##sfx, T, T, (T)((U)x * (U)y))                                           \
+    DEF_BINARY(k_max_##sfx, T, T, x > y ? x : y)                                                   \
+    DEF_BINARY(k_min_##sfx, T, T, x < y ? x : y)
+
+/* x % -1 is 0 anyway, and skipping it avoids INT_MIN % -1. */
+#define SIGNED_KERNELS(sfx, T, U)                                                                  \
+    DEF_UNARY(k_abs_##sfx, T, T, x < 0 ? (T)((U)0 - (U)x) : x)                                     \
+    DEF_UNARY(k_sign_##sfx, T, T, (T)((x > 0) - (x < 0)))                                          \
+    DEF_BINARY(k_pow_##sfx, T, T, (T)ipow_signed(x, y))                                            \
+    DEF_BINARY(k_remainder_##sfx, T, T, y == 0 || y == -1 ? 0 : x % y)
+
+/* Comparisons and truth; & and | rather than && and || keep the loops branch-free. */
+#define TRUTH_KERNELS(sfx, T)                                                                      \
+    DEF_BINARY(k_equal_##sfx, T, uint8_t, x == y)                                                  \
+    DEF_BINARY(k_not_equal_##sfx, T, uint8_t, x != y)                                              \
+    DEF_BINARY(k_less_##sfx, T, uint8_t, x < y)                                                    \
+    DEF_BINARY(k_less_equal_##sfx, T, uint8_t, x <= y)                                             \
+    DEF_BINARY(k_greater_##sfx, T, uint8_t, x > y)                                                 \
+    DEF_BINARY(k_greater_equal_##sfx, T, uint8_t, x >= y)                                          \
+    DEF_UNARY(k_logical_not_##sfx, T, uint8_t, x == 0)                                             \
+    DEF_BINARY(k_logical_and_##sfx, T, uint8_t, (x != 0) & (y != 0))                               \
+    DEF_BINARY(k_logical_or_##sfx, T, uint8_t, (x != 0) | (y != 0))                                \
+    DEF_BINARY(k_logical_xor_##sfx, T, uint8_t, (x != 0) ^ (y != 0))
+
+FLOAT_KERNELS(f32, float)
+FLOAT_KERNELS(f64, double)
+INT_KERNELS(u8, uint8_t, uint32_t)
+INT_KERNELS(s32, int32_t, uint32_t)
+INT_KERNELS(s64, int64_t, uint64_t)
+SIGNED_KERNELS(s32, int32_t, uint32_t)
+SIGNED_KERNELS(s64, int64_t, uint64_t)
+DEF_UNARY(k_abs_u8, uint8_t, uint8_t, x)
+DEF_UNARY(k_sign_u8, uint8_t, uint8_t, x != 0)
+DEF_BINARY(k_pow_u8, uint8_t, uint8_t, (uint8_t)ipow_wrap(x, y))
+DEF_BINARY(k_remainder_u8, uint8_t, uint8_t, y ? x % y : 0)
+TRUTH_KERNELS(f32, float)
+TRUTH_KERNELS(f64, double)
+TRUTH_KERNELS(u8, uint8_t)
+TRUTH_KERNELS(s32, int32_t)
+TRUTH_KERNELS(s64, int64_t)
+
+/* Kernels by op and compute type; f16 and bf16 use the f32 column. Missing entries are
+ * combinations inference never produces (divide on integers, exp on integers). */
+#define FLOATS(k) {[CX_F32] = k##_f32, [CX_F64] = k##_f64}
+#define ALL(k)                                                                                     \
+    {[CX_F32] = k##_f32, [CX_F64] = k##_f64, [CX_U8] = k##_u8, [CX_S32] = k##_s32,                 \
+     [CX_S64] = k##_s64}
+
+static const ew_kernel kernels[CX_OP_COUNT][CX_DTYPE_COUNT] = {
+    [CX_OP_NEGATE] = ALL(k_negate),
+    [CX_OP_ABS] = ALL(k_abs),
+    [CX_OP_SIGN] = ALL(k_sign),
+    [CX_OP_EXP] = FLOATS(k_exp),
+    [CX_OP_EXPM1] = FLOATS(k_expm1),
+    [CX_OP_LOG] = FLOATS(k_log),
+    [CX_OP_LOG1P] = FLOATS(k_log1p),
+    [CX_OP_SQRT] = FLOATS(k_sqrt),
+    [CX_OP_RSQRT] = FLOATS(k_rsqrt),
+    [CX_OP_SIN] = FLOATS(k_sin),
+    [CX_OP_COS] = FLOATS(k_cos),
+    [CX_OP_TANH] = FLOATS(k_tanh),
+    [CX_OP_SIGMOID] = FLOATS(k_sigmoid),
+    [CX_OP_ERF] = FLOATS(k_erf),
+    [CX_OP_FLOOR] = ALL(k_floor),
+    [CX_OP_CEIL] = ALL(k_ceil),
+    [CX_OP_ROUND] = ALL(k_round),
+    [CX_OP_RECIPROCAL] = FLOATS(k_reciprocal),
+    [CX_OP_LOGICAL_NOT] = ALL(k_logical_not),
+    [CX_OP_ADD] = ALL(k_add),
+    [CX_OP_SUBTRACT] = ALL(k_subtract),
+    [CX_OP_MULTIPLY] = ALL(k_multiply),
+    [CX_OP_DIVIDE] = FLOATS(k_divide),
+    [CX_OP_POW] = ALL(k_pow),
+    [CX_OP_MAX] = ALL(k_max),
+    [CX_OP_MIN] = ALL(k_min),
+    [CX_OP_REMAINDER] = ALL(k_remainder),
+    [CX_OP_ATAN2] = FLOATS(k_atan2),
+    [CX_OP_EQUAL] = ALL(k_equal),
+    [CX_OP_NOT_EQUAL] = ALL(k_not_equal),
+    [CX_OP_LESS] = ALL(k_less),
+    [CX_OP_LESS_EQUAL] = ALL(k_less_equal),
+    [CX_OP_GREATER] = ALL(k_greater),
+    [CX_OP_GREATER_EQUAL] = ALL(k_greater_equal),
+    [CX_OP_LOGICAL_AND] = ALL(k_logical_and),
+    [CX_OP_LOGICAL_OR] = ALL(k_logical_or),
+    [CX_OP_LOGICAL_XOR] = ALL(k_logical_xor),
+};
+
+static inline bool is_half(cx_dtype t) { return t == CX_F16 || t == CX_BF16; }
+
+static inline const void *at(const void *p, int64_t i, size_t size) {
+    return (const char *)p + (size_t)i * size;
+}
+
+static inline void *at_mut(void *p, int64_t i, size_t size) { return (char *)p + (size_t)i * size; }
+
+/* One run of n output elements: each input has inner stride s[j] (0 or 1). */
+typedef void (*run_fn)(const void *ctx, void *out, const void *const *in, const int *s, int64_t n);
+
+/* The output shape with axes of size 1 dropped and neighbouring axes merged wherever every input
+ * steps through them as one; strides are in elements, 0 on broadcast axes. */
+typedef struct {
+    int rank;
+    int64_t shape[CX_MAX_RANK];
+    int64_t stride[3][CX_MAX_RANK];
+} bcast;
+
+/* Input j's stride along every output axis. */
+static void input_strides(const cx_desc *d, const cx_desc *out, int64_t *full) {
+    int64_t rs[CX_MAX_RANK];
+    cpu_strides(d, rs);
+    int lead = out->rank - d->rank;
+    for (int k = 0; k < out->rank; k++) {
+        int kj = k - lead;
+        full[k] = kj >= 0 && d->shape[kj] != 1 ? rs[kj] : 0;
+    }
+}
+
+static void bcast_init(bcast *b, const cx_tensor *const *in, int n_in, const cx_desc *out) {
+    int64_t full[3][CX_MAX_RANK];
+    for (int j = 0; j < n_in; j++) input_strides(&in[j]->desc, out, full[j]);
+    b->rank = 0;
+    for (int k = 0; k < out->rank; k++) {
+        int64_t n = out->shape[k];
+        if (n == 1) continue;
+        int r = b->rank;
+        bool merge = r > 0;
+        for (int j = 0; j < n_in && merge; j++) merge = b->stride[j][r - 1] == full[j][k] * n;
+        if (merge) {
+            b->shape[r - 1] *= n;
+        } else {
+            b->shape[r] = n;
+            b->rank++;
+        }
+        for (int j = 0; j < n_in; j++) b->stride[j][b->rank - 1] = full[j][k];
+    }
+    if (b->rank == 0) {
+        b->rank = 1;
+        b->shape[0] = 1;
+        for (int j = 0; j < n_in; j++) b->stride[j][0] = 0;
+    }
+}
+
+/* Steps the odometer over every axis but the innermost. */
+static void advance(const bcast *b, int n_in, int64_t *idx, int64_t *off) {
+    for (int k = b->rank - 2; k >= 0; k--) {
+        idx[k]++;
+        for (int j = 0; j < n_in; j++) off[j] += b->stride[j][k];
+        if (idx[k] < b->shape[k]) return;
+        for (int j = 0; j < n_in; j++) off[j] -= b->stride[j][k] * b->shape[k];
+        idx[k] = 0;
+    }
+}
+
+/* Calls fn over the output in runs. Inputs that are full-size or single elements need no
+ * index arithmetic: the whole output is one run. */
+static void for_each_run(const cx_tensor *const *in, int n_in, cx_tensor *out, run_fn fn,
+                         const void *ctx) {
+    size_t os = cx_dtype_size(out->desc.dtype), es[3];
+    const void *p[3];
+    int s[3];
+    bool flat = true;
+    for (int j = 0; j < n_in; j++) {
+        es[j] = cx_dtype_size(in[j]->desc.dtype);
+        p[j] = in[j]->data;
+        s[j] = in[j]->numel != 1;
+        flat = flat && (in[j]->numel == out->numel || in[j]->numel == 1);
+    }
+    if (flat) {
+        fn(ctx, out->data, p, s, out->numel);
+        return;
+    }
+    bcast b;
+    bcast_init(&b, in, n_in, &out->desc);
+    int64_t inner = b.shape[b.rank - 1], idx[CX_MAX_RANK] = {0}, off[3] = {0};
+    for (int j = 0; j < n_in; j++) s[j] = b.stride[j][b.rank - 1] != 0;
+    for (int64_t done = 0; done < out->numel; done += inner) {
+        const void *q[3];
+        for (int j = 0; j < n_in; j++) q[j] = at(p[j], off[j], es[j]);
+        fn(ctx, at_mut(out->data, done, os), q, s, inner);
+        advance(&b, n_in, idx, off);
+    }
+}
+
+static void widen(cx_dtype t, const uint16_t *h, int64_t n, float *f) {
+    if (t == CX_F16)
+        for (int64_t i = 0; i < n; i++) f[i] = cx_f16_to_f32(h[i]);
+    else
+        for (int64_t i = 0; i < n; i++) f[i] = cx_bf16_to_f32(h[i]);
+}
+
+static void narrow(cx_dtype t, const float *f, int64_t n, uint16_t *h) {
+    if (t == CX_F16)
+        for (int64_t i = 0; i < n; i++) h[i] = cx_f16_from_f32(f[i]);
+    else
+        for (int64_t i = 0; i < n; i++) h[i] = cx_bf16_from_f32(f[i]);
+}
+
+typedef struct {
+    ew_kernel kernel;
+    int n_in;
+    cx_dtype in_type, out_type;
+} ew_plan;
+
+static void ew_run(const void *ctx, void *out, const void *const *in, const int *s, int64_t n) {
+    const ew_plan *p = ctx;
+    if (!is_half(p->in_type)) {
+        p->kernel(out, in, s, n);
+        return;
+    }
+    float buf[3][CHUNK], obuf[CHUNK];
+    bool half_out = is_half(p->out_type);
+    size_t os = cx_dtype_size(p->out_type);
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        const void *q[3];
+        for (int j = 0; j < p->n_in; j++) {
+            widen(p->in_type, at(in[j], s[j] ? i : 0, 2), s[j] ? m : 1, buf[j]);
+            q[j] = buf[j];
+        }
+        p->kernel(half_out ? (void *)obuf : at_mut(out, i, os), q, s, m);
+        if (half_out) narrow(p->out_type, obuf, m, at_mut(out, i, 2));
+    }
+}
+
+/* Unary, binary, comparison and logical ops: inputs of one type, the output of that type or u8. */
+static cx_code run_op(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out,
+                      cx_status *st) {
+    cx_dtype t = in[0]->desc.dtype;
+    cx_op_kind kind = cx_op_table[op].kind;
+    cx_dtype want = kind == CX_KIND_COMPARE || kind == CX_KIND_LOGICAL ? CX_U8 : t;
+    for (int j = 1; j < n_in; j++)
+        if (in[j]->desc.dtype != t)
+            return cx_fail(st, CX_EINVAL, "cpu: %s expected inputs of one type, got %s and %s",
+                           cx_op_table[op].name, cx_dtype_name(t), cx_dtype_name(in[j]->desc.dtype));
+    if (out->desc.dtype != want)
+        return cx_fail(st, CX_EINVAL, "cpu: %s on %s expected a %s output, got: %s",
+                       cx_op_table[op].name, cx_dtype_name(t), cx_dtype_name(want),
+                       cx_dtype_name(out->desc.dtype));
+    ew_kernel k = cx_dtype_valid(t) ? kernels[op][is_half(t) ? CX_F32 : t] : NULL;
+    if (!k)
+        return cx_fail(st, CX_EUNSUPPORTED, "cpu: no %s kernel for %s", cx_op_table[op].name,
+                       cx_dtype_name(t));
+    ew_plan plan = {k, n_in, t, want};
+    for_each_run(in, n_in, out, ew_run, &plan);
+    return CX_OK;
+}
+
+/* Whether each element is non-zero; NaN is. f16/bf16 are zero when all but the sign bit are. */
+#define TRUTH_LOOP(T, TEST)                                                                        \
+    {                                                                                              \
+        const T *a = p;                                                                            \
+        for (int64_t i = 0; i < n; i++) mask[i] = (TEST);                                          \
+    }
+
+static void truth(cx_dtype t, const void *p, int64_t n, uint8_t *mask) {
+    switch (t) {
+    case CX_F16:
+    case CX_BF16: TRUTH_LOOP(uint16_t, (a[i] & 0x7fff) != 0) break;
+    case CX_F32: TRUTH_LOOP(float, a[i] != 0) break;
+    case CX_F64: TRUTH_LOOP(double, a[i] != 0) break;
+    case CX_U8: TRUTH_LOOP(uint8_t, a[i] != 0) break;
+    case CX_S32: TRUTH_LOOP(int32_t, a[i] != 0) break;
+    case CX_S64: TRUTH_LOOP(int64_t, a[i] != 0) break;
+    default: memset(mask, 0, (size_t)n);
+    }
+}
+
+/* Values move without arithmetic, so f16 and bf16 are copied as stored. */
+#define DEF_PICK(sfx, T)                                                                           \
+    static void pick_##sfx(void *out, const uint8_t *m, const void *const *in, const int *s,       \
+                           int64_t n) {                                                            \
+        const T *a = in[1], *b = in[2];                                                            \
+        T *o = out;                                                                                \
+        if (s[1] && s[2]) {                                                                        \
+            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];                             \
+        } else if (s[1]) {                                                                         \
+            T y = b[0];                                                                            \
+            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : y;                                \
+        } else if (s[2]) {                                                                         \
+            T x = a[0];                                                                            \
+            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : b[i];                                \
+        } else {                                                                                   \
+            T x = a[0], y = b[0];                                                                  \
+            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : y;                                   \
+        }                                                                                          \
+    }
+DEF_PICK(u16, uint16_t)
+DEF_PICK(f32, float)
+DEF_PICK(f64, double)
+DEF_PICK(u8, uint8_t)
+DEF_PICK(s32, int32_t)
+DEF_PICK(s64, int64_t)
+
+typedef void (*pick_fn)(void *out, const uint8_t *m, const void *const *in, const int *s,
+                        int64_t n);
+
+static const pick_fn picks[CX_DTYPE_COUNT] = {
+    [CX_F16] = pick_u16, [CX_BF16] = pick_u16, [CX_F32] = pick_f32, [CX_F64] = pick_f64,
+    [CX_U8] = pick_u8,   [CX_S32] = pick_s32,  [CX_S64] = pick_s64,
+};
+
+typedef struct {
+    cx_dtype pred, value;
+} select_plan;
+
+static void select_run(const void *ctx, void *out, const void *const *in, const int *s,
+                       int64_t n) {
+    const select_plan *p = ctx;
+    size_t ps = cx_dtype_size(p->pred), vs = cx_dtype_size(p->value);
+    uint8_t mask[CHUNK];
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        truth(p->pred, at(in[0], s[0] ? i : 0, ps), s[0] ? m : 1, mask);
+        if (!s[0]) memset(mask, mask[0], (size_t)m);
+        const void *q[3] = {NULL, at(in[1], s[1] ? i : 0, vs), at(in[2], s[2] ? i : 0, vs)};
+        picks[p->value](at_mut(out, i, vs), mask, q, s, m);
+    }
+}
+
+/* select(pred, on_true, on_false): pred keeps its own type. */
+static cx_code run_select(const cx_tensor *const *in, cx_tensor *out, cx_status *st) {
+    select_plan plan = {in[0]->desc.dtype, out->desc.dtype};
+    if (!cx_dtype_valid(plan.pred) || !cx_dtype_valid(plan.value) ||
+        in[1]->desc.dtype != plan.value || in[2]->desc.dtype != plan.value)
+        return cx_fail(st, CX_EINVAL, "cpu: select expected both branches of the output type %s",
+                       cx_dtype_name(plan.value));
+    for_each_run(in, 3, out, select_run, &plan);
+    return CX_OK;
+}
+
+/* clip is max then min, in place: both passes reuse the broadcasting binary kernels. */
+static cx_code run_clip(const cx_tensor *const *in, cx_tensor *out, cx_status *st) {
+    const cx_tensor *lower[2] = {in[0], in[1]};
+    if (run_op(CX_OP_MAX, lower, 2, out, st) != CX_OK) return st->code;
+    const cx_tensor *upper[2] = {out, in[2]};
+    return run_op(CX_OP_MIN, upper, 2, out, st);
+}
+
+/* Inference guarantees this; the check keeps a direct driver call from reading out of bounds. */
+static bool broadcasts_to(const cx_desc *in, const cx_desc *out) {
+    if (in->rank > out->rank) return false;
+    int lead = out->rank - in->rank;
+    for (int k = 0; k < in->rank; k++)
+        if (in->shape[k] != 1 && in->shape[k] != out->shape[k + lead]) return false;
+    return true;
+}
+
+cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out,
+                        cx_status *st) {
+    if ((int)op < 0 || op >= CX_OP_COUNT)
+        return cx_fail(st, CX_EINVAL, "cpu: unknown op id %d", (int)op);
+    int arity = cx_op_tensor_arity(op);
+    if (arity < 1 || arity > 3 || n_in != arity)
+        return cx_fail(st, CX_EINVAL, "cpu: %s expected %d tensor(s), got: %d",
+                       cx_op_table[op].name, arity, n_in);
+    for (int j = 0; j < n_in; j++)
+        if (!broadcasts_to(&in[j]->desc, &out->desc))
+            return cx_fail(st, CX_EINVAL, "cpu: %s input %d does not broadcast to the output",
+                           cx_op_table[op].name, j);
+    if (out->numel == 0) return CX_OK;
+    if (op == CX_OP_SELECT) return run_select(in, out, st);
+    if (op == CX_OP_CLIP) return run_clip(in, out, st);
+    return run_op(op, in, n_in, out, st);
 }
