@@ -9,6 +9,9 @@ static int n_devices;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static _Atomic int64_t gc_interval = INT64_C(128) << 20;
 
+/* a + b for b > 0, saturating: a huge interval (collection turned off) must not overflow. */
+static int64_t add_sat(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
 static void add_device(const cx_driver *drv) {
     cx_device *dev = &devices[n_devices];
     dev->driver = drv;
@@ -47,9 +50,10 @@ cx_device *cx_device_find(const char *name) {
 }
 
 void cx_set_gc_interval(int64_t bytes) {
-    atomic_store(&gc_interval, bytes > 0 ? bytes : 1);
+    if (bytes < 1) bytes = 1;
+    atomic_store(&gc_interval, bytes);
     for (int k = 0; k < n_devices; k++)
-        atomic_store(&devices[k].gc_mark, atomic_load(&devices[k].live_bytes) + bytes);
+        atomic_store(&devices[k].gc_mark, add_sat(atomic_load(&devices[k].live_bytes), bytes));
 }
 
 int64_t cx_gc_interval(void) { return atomic_load(&gc_interval); }
@@ -66,7 +70,7 @@ void cx_device_count_release(cx_device *dev, int64_t bytes) {
     int64_t live = atomic_fetch_sub(&dev->live_bytes, bytes) - bytes;
     atomic_fetch_sub(&dev->live_tensors, 1);
     /* Follow the live set down so that the next request comes one interval above it. */
-    int64_t want = live + atomic_load(&gc_interval);
+    int64_t want = add_sat(live, atomic_load(&gc_interval));
     int64_t mark = atomic_load(&dev->gc_mark);
     while (want < mark && !atomic_compare_exchange_weak(&dev->gc_mark, &mark, want)) {
     }
@@ -76,5 +80,6 @@ bool cx_device_wants_gc(cx_device *dev) {
     int64_t live = atomic_load(&dev->live_bytes);
     int64_t mark = atomic_load(&dev->gc_mark);
     if (live < mark) return false;
-    return atomic_compare_exchange_strong(&dev->gc_mark, &mark, live + atomic_load(&gc_interval));
+    return atomic_compare_exchange_strong(&dev->gc_mark, &mark,
+                                          add_sat(live, atomic_load(&gc_interval)));
 }

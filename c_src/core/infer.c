@@ -36,7 +36,10 @@ static cx_code check_arity(cx_op_id op, int n_in, int want, cx_status *st) {
     return CX_OK;
 }
 
-/* Checks that a shape has sane sizes and a bounded element count. */
+/* Checks that a shape has sane sizes and a bounded element count. Zero dimensions are left out
+ * of the count, so that every part of the shape (what a reduction or a slice keeps, in any
+ * order) stays within the limit too: {0, 2^40, 2^40} is refused, its sum over axis 0 would
+ * have 2^80 elements. */
 static cx_code check_shape(cx_op_id op, const int64_t *shape, int rank, cx_status *st) {
     if (rank < 0 || rank > CX_MAX_RANK)
         return cx_fail(st, CX_EINVAL, "%s: expected a rank between 0 and %d, got: %d", OPNAME,
@@ -46,16 +49,22 @@ static cx_code check_shape(cx_op_id op, const int64_t *shape, int rank, cx_statu
         if (shape[k] < 0)
             return cx_fail(st, CX_EINVAL, "%s: expected non-negative dimensions, got shape %s",
                            OPNAME, fmt_shape(shape, rank, (char[160]){0}, 160));
-        if (shape[k] > 0 && numel > CX_MAX_NUMEL / shape[k])
-            return cx_fail(st, CX_EINVAL, "%s: shape %s has more than 2^48 elements", OPNAME,
-                           fmt_shape(shape, rank, (char[160]){0}, 160));
+        if (shape[k] == 0) continue;
+        if (numel > CX_MAX_NUMEL / shape[k])
+            return cx_fail(st, CX_EINVAL,
+                           "%s: shape %s is too large: its non-zero dimensions multiply to more "
+                           "than 2^48",
+                           OPNAME, fmt_shape(shape, rank, (char[160]){0}, 160));
         numel *= shape[k];
     }
     return CX_OK;
 }
 
 static cx_code normalize_axis(cx_op_id op, int64_t axis, int rank, int64_t *out, cx_status *st) {
-    if (axis < -rank || axis >= rank || rank == 0)
+    if (rank == 0)
+        return cx_fail(st, CX_EINVAL, "%s: a tensor of rank 0 has no axes, got axis: %lld", OPNAME,
+                       (long long)axis);
+    if (axis < -rank || axis >= rank)
         return cx_fail(st, CX_EINVAL,
                        "%s: expected an axis in -%d..%d for a tensor of rank %d, got: %lld",
                        OPNAME, rank, rank - 1, rank, (long long)axis);
@@ -110,7 +119,8 @@ static cx_code broadcast_shapes(cx_op_id op, const cx_desc *a, const cx_desc *b,
         out->shape[k] = da == 1 ? db : da;
     }
     out->rank = rank;
-    return CX_OK;
+    /* small inputs can broadcast to more elements than any tensor may have */
+    return check_shape(op, out->shape, rank, st);
 }
 
 static cx_code require_integer(cx_op_id op, const cx_desc *d, const char *what, cx_status *st) {
@@ -258,9 +268,6 @@ CX_INFER(cx_infer_argreduce) {
         return cx_fail(st, CX_EINVAL, "%s: expected tie_break to be 0 (:low) or 1 (:high), got: %lld",
                        OPNAME, (long long)tie);
     cx_param_put_int(ps, CX_P_TIE_BREAK, tie);
-    if (cx_desc_numel(&in[0]) == 0)
-        return cx_fail(st, CX_EINVAL, "%s: cannot take the %s of an empty tensor of shape %s", OPNAME,
-                       OPNAME, SHAPE_STR(&in[0]));
     out->rank = 0;
     if (cx_param_has(ps, CX_P_AXIS)) {
         int64_t axis = 0;
@@ -273,6 +280,10 @@ CX_INFER(cx_infer_argreduce) {
     } else if (keep) {
         for (int a = 0; a < rank; a++) out->shape[out->rank++] = 1;
     }
+    /* An empty output needs no answer; an empty set of candidates has none to give. */
+    if (cx_desc_numel(out) > 0 && cx_desc_numel(&in[0]) == 0)
+        return cx_fail(st, CX_EINVAL, "%s: cannot take the %s over an empty axis of shape %s", OPNAME,
+                       OPNAME, SHAPE_STR(&in[0]));
     out->dtype = CX_S64;
     compute[0] = in[0].dtype;
     return CX_OK;
@@ -436,8 +447,8 @@ CX_INFER(cx_infer_pad) {
     if (require_param(op, ps, CX_P_VALUE, st) || require_param(op, ps, CX_P_PADS, st)) return st->code;
     const cx_param *pads = &ps->p[CX_P_PADS];
     if (pads->n != 3 * rank)
-        return cx_fail(st, CX_EINVAL, "%s: expected %d {low, high, interior} entries for shape %s, got: %d",
-                       OPNAME, rank, SHAPE_STR(&in[0]), pads->n / 3);
+        return cx_fail(st, CX_EINVAL, "%s: expected %d {low, high, interior} entries (%d integers) for shape %s, got %d integers",
+                       OPNAME, rank, 3 * rank, SHAPE_STR(&in[0]), pads->n);
     out->rank = rank;
     for (int k = 0; k < rank; k++) {
         int64_t lo = pads->i[3 * k], hi = pads->i[3 * k + 1], in_ = pads->i[3 * k + 2];
@@ -446,6 +457,12 @@ CX_INFER(cx_infer_pad) {
             hi < -CX_MAX_NUMEL || hi > CX_MAX_NUMEL)
             return cx_fail(st, CX_EINVAL, "%s: expected interior padding in 0..2^48 and low/high within ±2^48 on axis %d, got: {%lld, %lld, %lld}",
                            OPNAME, k, (long long)lo, (long long)hi, (long long)in_);
+        /* d + (d - 1) * interior, checked before the product can overflow */
+        if (d > 1 && in_ > (CX_MAX_NUMEL - d) / (d - 1))
+            return cx_fail(st, CX_EINVAL,
+                           "%s: interior padding %lld gives axis %d of shape %s more than 2^48 "
+                           "elements",
+                           OPNAME, (long long)in_, k, SHAPE_STR(&in[0]));
         int64_t grown = d == 0 ? 0 : d + (d - 1) * in_;
         int64_t size = lo + hi + grown;
         if (grown > CX_MAX_NUMEL || size < 0)
@@ -674,7 +691,7 @@ CX_INFER(cx_infer_random) {
     if (check_arity(op, n_in, 0, st)) return st->code;
     if (shape_param(op, ps, out, st)) return st->code;
     if (!cx_param_has(ps, CX_P_KEY))
-        return cx_fail(st, CX_EINVAL, "%s: expected key: to be a non-negative integer, got: none", OPNAME);
+        return cx_fail(st, CX_EINVAL, "%s: the key: option is required (an integer in 0..2^64-1)", OPNAME);
     if (creation_type(op, ps, CX_F32, &out->dtype, st)) return st->code;
     if (!cx_dtype_is_float(out->dtype))
         return cx_fail(st, CX_EINVAL, "%s: expected a float type, got: %s", OPNAME,

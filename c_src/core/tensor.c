@@ -2,13 +2,37 @@
 
 #include <string.h>
 
+/* The same bounds as inference's (infer.c): callers outside the dispatcher (the NIF building a
+ * tensor from user data) must not reach cx_desc_numel with a shape that overflows it. */
+static cx_code check_desc(const cx_desc *d, cx_status *st) {
+    if (!cx_dtype_valid(d->dtype))
+        return cx_fail(st, CX_EINVAL, "expected a valid type, got type code %d", (int)d->dtype);
+    if (d->rank < 0 || d->rank > CX_MAX_RANK)
+        return cx_fail(st, CX_EINVAL, "expected a rank between 0 and %d, got: %d", CX_MAX_RANK,
+                       (int)d->rank);
+    int64_t n = 1;
+    for (int k = 0; k < d->rank; k++) {
+        int64_t s = d->shape[k];
+        if (s < 0)
+            return cx_fail(st, CX_EINVAL, "expected non-negative dimensions, got %lld on axis %d",
+                           (long long)s, k);
+        if (s == 0) continue;
+        if (n > (INT64_C(1) << 48) / s)
+            return cx_fail(st, CX_EINVAL,
+                           "expected a shape whose non-zero dimensions multiply to at most 2^48");
+        n *= s;
+    }
+    return CX_OK;
+}
+
 cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_status *st) {
     memset(t, 0, sizeof *t);
+    atomic_store(&t->state, CX_TENSOR_FREED | CX_TENSOR_RELEASED);
+    t->device = dev;
+    if (check_desc(desc, st) != CX_OK) return CX_EINVAL;
     t->desc = *desc;
     t->numel = cx_desc_numel(desc);
     t->nbytes = (size_t)t->numel * cx_dtype_size(desc->dtype);
-    t->device = dev;
-    atomic_store(&t->state, CX_TENSOR_FREED | CX_TENSOR_RELEASED);
     if (!dev->available)
         return cx_fail(st, CX_EDEVICE, "device %s is unavailable: %s", dev->name, dev->reason);
     if (dev->driver->alloc(dev->ctx, t->nbytes, &t->data, st) != CX_OK) return st->code;

@@ -160,6 +160,12 @@ defmodule Cascade.Op do
     if is_integer(value), do: value, else: bad!(fun, name, "an integer", value)
   end
 
+  def convert!(fun, name, :key, value) do
+    if is_integer(value) and value >= 0 and value < 0x1_0000_0000_0000_0000,
+      do: value,
+      else: bad!(fun, name, "an integer in 0..2^64-1", value)
+  end
+
   def convert!(fun, name, :bool, value) do
     if is_boolean(value), do: value, else: bad!(fun, name, "a boolean", value)
   end

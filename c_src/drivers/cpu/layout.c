@@ -9,8 +9,9 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* Square tiles of this many elements a side fit in L1 for every element size. */
-#define TILE 32
+/* Tile side in elements. Larger tiles lose when the row stride is a power of two: their rows
+ * share cache sets and evict each other (measured on 4096 x 4096 transposes of u8 to f64). */
+#define TILE 16
 
 /* Axes in the order they are walked. A source stride of 0 repeats an element (broadcast) and a
  * negative one walks backwards (reverse). `tiled` is set by move_prepare. */
@@ -307,6 +308,7 @@ static bool pad_move(const cx_desc *in, const cx_desc *out, const int64_t *pads,
                      int64_t *soff, int64_t *doff) {
     int64_t first[CX_MAX_RANK], in_str[CX_MAX_RANK], out_str[CX_MAX_RANK];
     m->rank = in->rank;
+    m->tiled = false;
     for (int k = 0; k < in->rank; k++)
         if (!pad_kept(&pads[3 * k], in->shape[k], out->shape[k], &first[k], &m->shape[k]))
             return false;
@@ -424,6 +426,7 @@ static void gather_block(const cx_tensor *t, const cx_param *axes, const int64_t
     bool used[CX_MAX_RANK] = {false};
     for (int j = 0; j < axes->n; j++) used[axes->i[j]] = true;
     m->rank = 0;
+    m->tiled = false;
     for (int a = 0; a < t->desc.rank; a++)
         if (!used[a]) {
             m->shape[m->rank] = t->desc.shape[a];
