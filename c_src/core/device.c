@@ -10,7 +10,9 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static _Atomic int64_t gc_interval = INT64_C(128) << 20;
 
 /* a + b for b > 0, saturating: a huge interval (collection turned off) must not overflow. */
-static int64_t add_sat(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+static int64_t add_sat(int64_t a, int64_t b) {
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
 
 static void add_device(const cx_driver *drv) {
     cx_device *dev = &devices[n_devices];
@@ -30,7 +32,9 @@ static void add_device(const cx_driver *drv) {
     n_devices++;
 }
 
-static void init_devices(void) { add_device(cx_cpu_driver()); }
+static void init_devices(void) {
+    add_device(cx_cpu_driver());
+}
 
 cx_code cx_devices_init(cx_status *st) {
     pthread_once(&init_once, init_devices);
@@ -39,9 +43,13 @@ cx_code cx_devices_init(cx_status *st) {
     return CX_OK;
 }
 
-int cx_device_count(void) { return n_devices; }
+int cx_device_count(void) {
+    return n_devices;
+}
 
-cx_device *cx_device_get(int id) { return id >= 0 && id < n_devices ? &devices[id] : NULL; }
+cx_device *cx_device_get(int id) {
+    return id >= 0 && id < n_devices ? &devices[id] : NULL;
+}
 
 cx_device *cx_device_find(const char *name) {
     for (int k = 0; k < n_devices; k++)
@@ -56,7 +64,9 @@ void cx_set_gc_interval(int64_t bytes) {
         atomic_store(&devices[k].gc_mark, add_sat(atomic_load(&devices[k].live_bytes), bytes));
 }
 
-int64_t cx_gc_interval(void) { return atomic_load(&gc_interval); }
+int64_t cx_gc_interval(void) {
+    return atomic_load(&gc_interval);
+}
 
 void cx_device_count_alloc(cx_device *dev, int64_t bytes) {
     int64_t live = atomic_fetch_add(&dev->live_bytes, bytes) + bytes;

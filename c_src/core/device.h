@@ -12,8 +12,8 @@
 typedef struct cx_device {
     const cx_driver *driver;
     void *ctx;
-    int id;          /* index in the device list */
-    char name[32];   /* "cpu" */
+    int id;        /* index in the device list */
+    char name[32]; /* "cpu" */
     bool available;
     char reason[256]; /* why not, when unavailable */
     _Atomic int64_t live_bytes;

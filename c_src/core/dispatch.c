@@ -40,7 +40,8 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
 }
 
 /* Casts one input to its compute type on the same device, into a temporary tensor. */
-static cx_code cast_input(cx_device *dev, cx_tensor *src, cx_dtype to, cx_tensor *tmp, cx_status *st) {
+static cx_code cast_input(cx_device *dev, cx_tensor *src, cx_dtype to, cx_tensor *tmp,
+                          cx_status *st) {
     cx_desc d = src->desc;
     d.dtype = to;
     if (cx_tensor_init(tmp, dev, &d, st) != CX_OK) return st->code;

@@ -61,9 +61,13 @@ static inline uint16_t cx_f16_from_f64(double d) {
     return (uint16_t)(sign | r);
 }
 
-static inline uint16_t cx_f16_from_f32(float f) { return cx_f16_from_f64((double)f); }
+static inline uint16_t cx_f16_from_f32(float f) {
+    return cx_f16_from_f64((double)f);
+}
 
-static inline float cx_bf16_to_f32(uint16_t b) { return cx_f32_from_bits((uint32_t)b << 16); }
+static inline float cx_bf16_to_f32(uint16_t b) {
+    return cx_f32_from_bits((uint32_t)b << 16);
+}
 
 static inline uint16_t cx_bf16_from_f32(float f) {
     uint32_t u = cx_f32_bits(f);

@@ -24,7 +24,7 @@ static const char *fmt_ints(const int64_t *v, int count, char *buf, size_t n) {
 }
 
 #define SHAPE_STR(d) fmt_shape((d)->shape, (d)->rank, (char[160]){0}, 160)
-#define OPNAME cx_op_table[op].name
+#define OPNAME       cx_op_table[op].name
 
 /* Largest element count a tensor may have: keeps every byte size and index within int64. */
 #define CX_MAX_NUMEL (INT64_C(1) << 48)
@@ -66,8 +66,8 @@ static cx_code normalize_axis(cx_op_id op, int64_t axis, int rank, int64_t *out,
                        (long long)axis);
     if (axis < -rank || axis >= rank)
         return cx_fail(st, CX_EINVAL,
-                       "%s: expected an axis in -%d..%d for a tensor of rank %d, got: %lld",
-                       OPNAME, rank, rank - 1, rank, (long long)axis);
+                       "%s: expected an axis in -%d..%d for a tensor of rank %d, got: %lld", OPNAME,
+                       rank, rank - 1, rank, (long long)axis);
     *out = axis < 0 ? axis + rank : axis;
     return CX_OK;
 }
@@ -76,8 +76,9 @@ static cx_code normalize_axis(cx_op_id op, int64_t axis, int rank, int64_t *out,
 static cx_code normalize_axes(cx_op_id op, cx_param *p, int rank, bool sorted, cx_status *st) {
     bool seen[CX_MAX_RANK] = {false};
     if (p->n > rank)
-        return cx_fail(st, CX_EINVAL, "%s: expected at most %d axes for a tensor of rank %d, got: %s",
-                       OPNAME, rank, rank, fmt_ints(p->i, p->n, (char[200]){0}, 200));
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected at most %d axes for a tensor of rank %d, got: %s", OPNAME,
+                       rank, rank, fmt_ints(p->i, p->n, (char[200]){0}, 200));
     for (int k = 0; k < p->n; k++) {
         if (normalize_axis(op, p->i[k], rank, &p->i[k], st)) return st->code;
         if (seen[p->i[k]])
@@ -239,7 +240,8 @@ CX_INFER(cx_infer_as_type) {
 CX_INFER(cx_infer_reduce) {
     if (check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
-    cx_param *axes = cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, rank);
+    cx_param *axes =
+        cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, rank);
     if (normalize_axes(op, axes, rank, true, st)) return st->code;
     bool keep = param_bool(ps, CX_P_KEEP_AXES, false);
     cx_param_put_int(ps, CX_P_KEEP_AXES, keep);
@@ -247,8 +249,10 @@ CX_INFER(cx_infer_reduce) {
     for (int k = 0; k < axes->n; k++) reduced[axes->i[k]] = true;
     out->rank = 0;
     for (int a = 0; a < rank; a++) {
-        if (!reduced[a]) out->shape[out->rank++] = in[0].shape[a];
-        else if (keep) out->shape[out->rank++] = 1;
+        if (!reduced[a])
+            out->shape[out->rank++] = in[0].shape[a];
+        else if (keep)
+            out->shape[out->rank++] = 1;
     }
     cx_dtype t = in[0].dtype;
     if (op == CX_OP_SUM || op == CX_OP_PRODUCT) t = cx_dtype_to_aggregate(t);
@@ -265,8 +269,9 @@ CX_INFER(cx_infer_argreduce) {
     cx_param_put_int(ps, CX_P_KEEP_AXIS, keep);
     int64_t tie = cx_param_has(ps, CX_P_TIE_BREAK) ? ps->p[CX_P_TIE_BREAK].i[0] : 0;
     if (tie != 0 && tie != 1)
-        return cx_fail(st, CX_EINVAL, "%s: expected tie_break to be 0 (:low) or 1 (:high), got: %lld",
-                       OPNAME, (long long)tie);
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected tie_break to be 0 (:low) or 1 (:high), got: %lld", OPNAME,
+                       (long long)tie);
     cx_param_put_int(ps, CX_P_TIE_BREAK, tie);
     out->rank = 0;
     if (cx_param_has(ps, CX_P_AXIS)) {
@@ -274,16 +279,18 @@ CX_INFER(cx_infer_argreduce) {
         if (normalize_axis(op, ps->p[CX_P_AXIS].i[0], rank, &axis, st)) return st->code;
         ps->p[CX_P_AXIS].i[0] = axis;
         for (int a = 0; a < rank; a++) {
-            if (a != axis) out->shape[out->rank++] = in[0].shape[a];
-            else if (keep) out->shape[out->rank++] = 1;
+            if (a != axis)
+                out->shape[out->rank++] = in[0].shape[a];
+            else if (keep)
+                out->shape[out->rank++] = 1;
         }
     } else if (keep) {
         for (int a = 0; a < rank; a++) out->shape[out->rank++] = 1;
     }
     /* An empty output needs no answer; an empty set of candidates has none to give. */
     if (cx_desc_numel(out) > 0 && cx_desc_numel(&in[0]) == 0)
-        return cx_fail(st, CX_EINVAL, "%s: cannot take the %s over an empty axis of shape %s", OPNAME,
-                       OPNAME, SHAPE_STR(&in[0]));
+        return cx_fail(st, CX_EINVAL, "%s: cannot take the %s over an empty axis of shape %s",
+                       OPNAME, OPNAME, SHAPE_STR(&in[0]));
     out->dtype = CX_S64;
     compute[0] = in[0].dtype;
     return CX_OK;
@@ -313,7 +320,8 @@ CX_INFER(cx_infer_transpose) {
     }
     if (axes->n != rank)
         return cx_fail(st, CX_EINVAL, "%s: expected %d axes (a permutation) for shape %s, got: %s",
-                       OPNAME, rank, SHAPE_STR(&in[0]), fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+                       OPNAME, rank, SHAPE_STR(&in[0]),
+                       fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
     if (normalize_axes(op, axes, rank, false, st)) return st->code;
     out->rank = rank;
     for (int k = 0; k < rank; k++) out->shape[k] = in[0].shape[axes->i[k]];
@@ -368,7 +376,8 @@ CX_INFER(cx_infer_squeeze) {
     bool drop[CX_MAX_RANK] = {false};
     for (int k = 0; k < axes->n; k++) {
         if (in[0].shape[axes->i[k]] != 1)
-            return cx_fail(st, CX_EINVAL, "%s: cannot squeeze axis %lld of shape %s: its size is %lld, not 1",
+            return cx_fail(st, CX_EINVAL,
+                           "%s: cannot squeeze axis %lld of shape %s: its size is %lld, not 1",
                            OPNAME, (long long)axes->i[k], SHAPE_STR(&in[0]),
                            (long long)in[0].shape[axes->i[k]]);
         drop[axes->i[k]] = true;
@@ -386,7 +395,8 @@ static cx_code per_axis(cx_op_id op, const cx_params *ps, cx_param_id id, int ra
     const cx_param *p = &ps->p[id];
     if (p->n != rank)
         return cx_fail(st, CX_EINVAL, "%s: expected %s to have %d entries (one per axis), got: %s",
-                       OPNAME, cx_param_table[id].name, rank, fmt_ints(p->i, p->n, (char[200]){0}, 200));
+                       OPNAME, cx_param_table[id].name, rank,
+                       fmt_ints(p->i, p->n, (char[200]){0}, 200));
     return CX_OK;
 }
 
@@ -401,12 +411,14 @@ CX_INFER(cx_infer_slice) {
         for (int k = 0; k < rank; k++) s->i[k] = 1;
     }
     if (per_axis(op, ps, CX_P_STRIDES, rank, st)) return st->code;
-    int64_t *start = ps->p[CX_P_START].i, *len = ps->p[CX_P_LENGTHS].i, *stride = ps->p[CX_P_STRIDES].i;
+    int64_t *start = ps->p[CX_P_START].i, *len = ps->p[CX_P_LENGTHS].i,
+            *stride = ps->p[CX_P_STRIDES].i;
     out->rank = rank;
     for (int k = 0; k < rank; k++) {
         int64_t dim = in[0].shape[k];
         if (len[k] < 0 || len[k] > dim)
-            return cx_fail(st, CX_EINVAL, "%s: expected length %lld of axis %d to be in 0..%lld for shape %s",
+            return cx_fail(st, CX_EINVAL,
+                           "%s: expected length %lld of axis %d to be in 0..%lld for shape %s",
                            OPNAME, (long long)len[k], k, (long long)dim, SHAPE_STR(&in[0]));
         if (stride[k] < 1)
             return cx_fail(st, CX_EINVAL, "%s: expected strides to be positive, got: %s", OPNAME,
@@ -424,8 +436,8 @@ CX_INFER(cx_infer_put_slice) {
     if (check_arity(op, n_in, 2, st)) return st->code;
     int rank = in[0].rank;
     if (in[1].rank != rank)
-        return cx_fail(st, CX_EINVAL, "%s: expected the slice to have the rank of %s, got: %s", OPNAME,
-                       SHAPE_STR(&in[0]), SHAPE_STR(&in[1]));
+        return cx_fail(st, CX_EINVAL, "%s: expected the slice to have the rank of %s, got: %s",
+                       OPNAME, SHAPE_STR(&in[0]), SHAPE_STR(&in[1]));
     if (per_axis(op, ps, CX_P_START, rank, st)) return st->code;
     int64_t *start = ps->p[CX_P_START].i;
     for (int k = 0; k < rank; k++) {
@@ -444,10 +456,13 @@ CX_INFER(cx_infer_put_slice) {
 CX_INFER(cx_infer_pad) {
     if (check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
-    if (require_param(op, ps, CX_P_VALUE, st) || require_param(op, ps, CX_P_PADS, st)) return st->code;
+    if (require_param(op, ps, CX_P_VALUE, st) || require_param(op, ps, CX_P_PADS, st))
+        return st->code;
     const cx_param *pads = &ps->p[CX_P_PADS];
     if (pads->n != 3 * rank)
-        return cx_fail(st, CX_EINVAL, "%s: expected %d {low, high, interior} entries (%d integers) for shape %s, got %d integers",
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected %d {low, high, interior} entries (%d integers) for shape %s, "
+                       "got %d integers",
                        OPNAME, rank, 3 * rank, SHAPE_STR(&in[0]), pads->n);
     out->rank = rank;
     for (int k = 0; k < rank; k++) {
@@ -455,7 +470,9 @@ CX_INFER(cx_infer_pad) {
         int64_t d = in[0].shape[k];
         if (in_ < 0 || in_ > CX_MAX_NUMEL || lo < -CX_MAX_NUMEL || lo > CX_MAX_NUMEL ||
             hi < -CX_MAX_NUMEL || hi > CX_MAX_NUMEL)
-            return cx_fail(st, CX_EINVAL, "%s: expected interior padding in 0..2^48 and low/high within ±2^48 on axis %d, got: {%lld, %lld, %lld}",
+            return cx_fail(st, CX_EINVAL,
+                           "%s: expected interior padding in 0..2^48 and low/high within ±2^48 on "
+                           "axis %d, got: {%lld, %lld, %lld}",
                            OPNAME, k, (long long)lo, (long long)hi, (long long)in_);
         /* d + (d - 1) * interior, checked before the product can overflow */
         if (d > 1 && in_ > (CX_MAX_NUMEL - d) / (d - 1))
@@ -466,9 +483,11 @@ CX_INFER(cx_infer_pad) {
         int64_t grown = d == 0 ? 0 : d + (d - 1) * in_;
         int64_t size = lo + hi + grown;
         if (grown > CX_MAX_NUMEL || size < 0)
-            return cx_fail(st, CX_EINVAL, "%s: padding {%lld, %lld, %lld} gives axis %d of shape %s a size of %lld",
-                           OPNAME, (long long)lo, (long long)hi, (long long)in_, k, SHAPE_STR(&in[0]),
-                           (long long)size);
+            return cx_fail(
+                st, CX_EINVAL,
+                "%s: padding {%lld, %lld, %lld} gives axis %d of shape %s a size of %lld", OPNAME,
+                (long long)lo, (long long)hi, (long long)in_, k, SHAPE_STR(&in[0]),
+                (long long)size);
         out->shape[k] = size;
     }
     if (check_shape(op, out->shape, rank, st)) return st->code;
@@ -478,7 +497,8 @@ CX_INFER(cx_infer_pad) {
 
 CX_INFER(cx_infer_reverse) {
     if (check_arity(op, n_in, 1, st)) return st->code;
-    cx_param *axes = cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, in[0].rank);
+    cx_param *axes =
+        cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, in[0].rank);
     if (normalize_axes(op, axes, in[0].rank, true, st)) return st->code;
     *out = in[0];
     compute[0] = in[0].dtype;
@@ -489,7 +509,8 @@ CX_INFER(cx_infer_concatenate) {
     if (n_in < 1) return cx_fail(st, CX_EINVAL, "%s: expected a non-empty list of tensors", OPNAME);
     int rank = in[0].rank;
     int64_t axis = 0;
-    if (normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, rank, &axis, st))
+    if (normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, rank, &axis,
+                       st))
         return st->code;
     cx_param_put_int(ps, CX_P_AXIS, axis);
     *out = in[0];
@@ -500,8 +521,8 @@ CX_INFER(cx_infer_concatenate) {
             if (a != axis && in[k].shape[a] != in[0].shape[a]) match = false;
         if (!match)
             return cx_fail(st, CX_EINVAL,
-                           "%s: expected all shapes to match %s except on axis %lld, got: %s", OPNAME,
-                           SHAPE_STR(&in[0]), (long long)axis, SHAPE_STR(&in[k]));
+                           "%s: expected all shapes to match %s except on axis %lld, got: %s",
+                           OPNAME, SHAPE_STR(&in[0]), (long long)axis, SHAPE_STR(&in[k]));
         out->shape[axis] += in[k].shape[axis];
         t = cx_dtype_merge(t, in[k].dtype);
     }
@@ -515,7 +536,8 @@ CX_INFER(cx_infer_take) {
     if (check_arity(op, n_in, 2, st)) return st->code;
     if (require_integer(op, &in[1], "indices", st)) return st->code;
     int64_t axis = 0;
-    if (normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, in[0].rank, &axis, st))
+    if (normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, in[0].rank,
+                       &axis, st))
         return st->code;
     cx_param_put_int(ps, CX_P_AXIS, axis);
     int rank = in[0].rank - 1 + in[1].rank;
@@ -531,8 +553,8 @@ CX_INFER(cx_infer_take) {
     }
     if (check_shape(op, out->shape, out->rank, st)) return st->code;
     if (in[0].shape[axis] == 0 && cx_desc_numel(out) > 0)
-        return cx_fail(st, CX_EINVAL, "%s: cannot take from axis %lld of size 0 in shape %s", OPNAME,
-                       (long long)axis, SHAPE_STR(&in[0]));
+        return cx_fail(st, CX_EINVAL, "%s: cannot take from axis %lld of size 0 in shape %s",
+                       OPNAME, (long long)axis, SHAPE_STR(&in[0]));
     out->dtype = compute[0] = in[0].dtype;
     compute[1] = CX_S64;
     return CX_OK;
@@ -543,17 +565,20 @@ CX_INFER(cx_infer_gather) {
     if (require_integer(op, &in[1], "indices", st)) return st->code;
     int rank = in[0].rank, irank = in[1].rank;
     if (irank < 1)
-        return cx_fail(st, CX_EINVAL, "%s: expected indices of rank 1 or more, got shape %s", OPNAME,
-                       SHAPE_STR(&in[1]));
+        return cx_fail(st, CX_EINVAL, "%s: expected indices of rank 1 or more, got shape %s",
+                       OPNAME, SHAPE_STR(&in[1]));
     int64_t k = in[1].shape[irank - 1];
     if (k > rank)
-        return cx_fail(st, CX_EINVAL,
-                       "%s: expected the last indices dimension (%lld) to be at most the tensor rank (%d)",
-                       OPNAME, (long long)k, rank);
-    cx_param *axes = cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, (int)k);
+        return cx_fail(
+            st, CX_EINVAL,
+            "%s: expected the last indices dimension (%lld) to be at most the tensor rank (%d)",
+            OPNAME, (long long)k, rank);
+    cx_param *axes =
+        cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, (int)k);
     if (axes->n != k)
-        return cx_fail(st, CX_EINVAL, "%s: expected %lld axes (the last indices dimension), got: %s",
-                       OPNAME, (long long)k, fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected %lld axes (the last indices dimension), got: %s", OPNAME,
+                       (long long)k, fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
     for (int j = 0; j < axes->n; j++) {
         int64_t a = 0;
         if (normalize_axis(op, axes->i[j], rank, &a, st)) return st->code;
@@ -569,7 +594,8 @@ CX_INFER(cx_infer_gather) {
     for (int a = 0; a < rank; a++)
         if (!used[a]) {
             if (out->rank == CX_MAX_RANK)
-                return cx_fail(st, CX_EINVAL, "%s: the result would have a rank above %d", OPNAME, CX_MAX_RANK);
+                return cx_fail(st, CX_EINVAL, "%s: the result would have a rank above %d", OPNAME,
+                               CX_MAX_RANK);
             out->shape[out->rank++] = in[0].shape[a];
         }
     if (check_shape(op, out->shape, out->rank, st)) return st->code;
@@ -590,8 +616,8 @@ static cx_code dot_axes(cx_op_id op, cx_param *contract, cx_param *batch, const 
         for (int k = 0; k < lists[l]->n; k++) {
             if (normalize_axis(op, lists[l]->i[k], d->rank, &lists[l]->i[k], st)) return st->code;
             if (used[lists[l]->i[k]])
-                return cx_fail(st, CX_EINVAL, "%s: axis %lld of the %s operand is used twice", OPNAME,
-                               (long long)lists[l]->i[k], side);
+                return cx_fail(st, CX_EINVAL, "%s: axis %lld of the %s operand is used twice",
+                               OPNAME, (long long)lists[l]->i[k], side);
             used[lists[l]->i[k]] = true;
         }
     return CX_OK;
@@ -607,35 +633,39 @@ CX_INFER(cx_infer_dot) {
         /* Nx.dot/2: last axis of left with the second to last (or only) axis of right. */
         bool scalar = a->rank == 0 || b->rank == 0;
         cx_param_put_ints(ps, CX_P_CONTRACT_A, (int64_t[]){a->rank - 1}, scalar ? 0 : 1);
-        cx_param_put_ints(ps, CX_P_CONTRACT_B, (int64_t[]){b->rank >= 2 ? b->rank - 2 : 0}, scalar ? 0 : 1);
+        cx_param_put_ints(ps, CX_P_CONTRACT_B, (int64_t[]){b->rank >= 2 ? b->rank - 2 : 0},
+                          scalar ? 0 : 1);
     }
     for (int k = 0; k < 4; k++)
         if (!cx_param_has(ps, ids[k])) cx_param_put(ps, ids[k])->n = 0;
     cx_param *ca = &ps->p[CX_P_CONTRACT_A], *ba = &ps->p[CX_P_BATCH_A];
     cx_param *cb = &ps->p[CX_P_CONTRACT_B], *bb = &ps->p[CX_P_BATCH_B];
     if (ca->n != cb->n || ba->n != bb->n)
-        return cx_fail(st, CX_EINVAL,
-                       "%s: expected as many axes on both sides, got contracting %d vs %d and batch %d vs %d",
-                       OPNAME, ca->n, cb->n, ba->n, bb->n);
+        return cx_fail(
+            st, CX_EINVAL,
+            "%s: expected as many axes on both sides, got contracting %d vs %d and batch %d vs %d",
+            OPNAME, ca->n, cb->n, ba->n, bb->n);
     bool used_a[CX_MAX_RANK] = {false}, used_b[CX_MAX_RANK] = {false};
     if (dot_axes(op, ca, ba, a, "left", used_a, st) || dot_axes(op, cb, bb, b, "right", used_b, st))
         return st->code;
     for (int k = 0; k < ca->n; k++)
         if (a->shape[ca->i[k]] != b->shape[cb->i[k]])
-            return cx_fail(st, CX_EINVAL,
-                           "%s: cannot contract axis %lld of %s with axis %lld of %s (sizes %lld and %lld)",
-                           OPNAME, (long long)ca->i[k], SHAPE_STR(a), (long long)cb->i[k], SHAPE_STR(b),
-                           (long long)a->shape[ca->i[k]], (long long)b->shape[cb->i[k]]);
+            return cx_fail(
+                st, CX_EINVAL,
+                "%s: cannot contract axis %lld of %s with axis %lld of %s (sizes %lld and %lld)",
+                OPNAME, (long long)ca->i[k], SHAPE_STR(a), (long long)cb->i[k], SHAPE_STR(b),
+                (long long)a->shape[ca->i[k]], (long long)b->shape[cb->i[k]]);
     for (int k = 0; k < ba->n; k++)
         if (a->shape[ba->i[k]] != b->shape[bb->i[k]])
-            return cx_fail(st, CX_EINVAL,
-                           "%s: batch axis %lld of %s and axis %lld of %s differ (sizes %lld and %lld)",
-                           OPNAME, (long long)ba->i[k], SHAPE_STR(a), (long long)bb->i[k], SHAPE_STR(b),
-                           (long long)a->shape[ba->i[k]], (long long)b->shape[bb->i[k]]);
+            return cx_fail(
+                st, CX_EINVAL,
+                "%s: batch axis %lld of %s and axis %lld of %s differ (sizes %lld and %lld)",
+                OPNAME, (long long)ba->i[k], SHAPE_STR(a), (long long)bb->i[k], SHAPE_STR(b),
+                (long long)a->shape[ba->i[k]], (long long)b->shape[bb->i[k]]);
     int rank = a->rank + b->rank - 2 * ca->n - ba->n;
     if (rank > CX_MAX_RANK)
-        return cx_fail(st, CX_EINVAL, "%s: the result would have rank %d, above the limit of %d", OPNAME,
-                       rank, CX_MAX_RANK);
+        return cx_fail(st, CX_EINVAL, "%s: the result would have rank %d, above the limit of %d",
+                       OPNAME, rank, CX_MAX_RANK);
     out->rank = 0;
     for (int k = 0; k < ba->n; k++) out->shape[out->rank++] = a->shape[ba->i[k]];
     for (int k = 0; k < a->rank; k++)
@@ -647,7 +677,8 @@ CX_INFER(cx_infer_dot) {
     return CX_OK;
 }
 
-static cx_code creation_type(cx_op_id op, cx_params *ps, cx_dtype dflt, cx_dtype *t, cx_status *st) {
+static cx_code creation_type(cx_op_id op, cx_params *ps, cx_dtype dflt, cx_dtype *t,
+                             cx_status *st) {
     if (!cx_param_has(ps, CX_P_TYPE)) cx_param_put_int(ps, CX_P_TYPE, dflt);
     return require_type_param(op, ps, t, st);
 }
@@ -691,7 +722,8 @@ CX_INFER(cx_infer_random) {
     if (check_arity(op, n_in, 0, st)) return st->code;
     if (shape_param(op, ps, out, st)) return st->code;
     if (!cx_param_has(ps, CX_P_KEY))
-        return cx_fail(st, CX_EINVAL, "%s: the key: option is required (an integer in 0..2^64-1)", OPNAME);
+        return cx_fail(st, CX_EINVAL, "%s: the key: option is required (an integer in 0..2^64-1)",
+                       OPNAME);
     if (creation_type(op, ps, CX_F32, &out->dtype, st)) return st->code;
     if (!cx_dtype_is_float(out->dtype))
         return cx_fail(st, CX_EINVAL, "%s: expected a float type, got: %s", OPNAME,

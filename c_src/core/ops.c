@@ -31,4 +31,6 @@ int64_t cx_desc_numel(const cx_desc *d) {
     return n;
 }
 
-int cx_op_tensor_arity(cx_op_id op) { return count_tensor_args(cx_op_table[op].args); }
+int cx_op_tensor_arity(cx_op_id op) {
+    return count_tensor_args(cx_op_table[op].args);
+}

@@ -7,7 +7,7 @@
 
 #include "dtype.h"
 
-#define CX_MAX_RANK 8
+#define CX_MAX_RANK       8
 #define CX_MAX_PARAM_INTS (3 * CX_MAX_RANK) /* pads: {lo, hi, interior} per axis */
 
 typedef enum { CX_PK_INTS, CX_PK_INT, CX_PK_BOOL, CX_PK_NUMBER, CX_PK_TYPE } cx_param_kind;
@@ -21,9 +21,9 @@ typedef enum {
 
 /* One parameter. Only the fields of its kind are meaningful; INT, BOOL and TYPE use i[0]. */
 typedef struct {
-    int32_t n;                      /* INTS: how many */
-    bool is_int;                    /* NUMBER: given as an integer (exact in i[0]) */
-    double f;                       /* NUMBER: the value as a double */
+    int32_t n;   /* INTS: how many */
+    bool is_int; /* NUMBER: given as an integer (exact in i[0]) */
+    double f;    /* NUMBER: the value as a double */
     int64_t i[CX_MAX_PARAM_INTS];
 } cx_param;
 
@@ -41,7 +41,9 @@ typedef struct {
 
 extern const cx_param_info cx_param_table[CX_PARAM_COUNT];
 
-static inline bool cx_param_has(const cx_params *ps, cx_param_id id) { return (ps->set >> id) & 1u; }
+static inline bool cx_param_has(const cx_params *ps, cx_param_id id) {
+    return (ps->set >> id) & 1u;
+}
 static inline const cx_param *cx_param_get(const cx_params *ps, cx_param_id id) {
     return cx_param_has(ps, id) ? &ps->p[id] : 0;
 }

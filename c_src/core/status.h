@@ -6,11 +6,11 @@
 
 typedef enum {
     CX_OK = 0,
-    CX_EINVAL,      /* programmer error: bad shape, type, axis, option value */
-    CX_EFREED,      /* the tensor was released with free/1 */
-    CX_ENOMEM,      /* the device could not allocate */
+    CX_EINVAL,       /* programmer error: bad shape, type, axis, option value */
+    CX_EFREED,       /* the tensor was released with free/1 */
+    CX_ENOMEM,       /* the device could not allocate */
     CX_EUNSUPPORTED, /* no route can run this op */
-    CX_EDEVICE,     /* driver or device failure */
+    CX_EDEVICE,      /* driver or device failure */
 } cx_code;
 
 typedef struct {
@@ -18,7 +18,8 @@ typedef struct {
     char message[512];
 } cx_status;
 
-/* Sets code and a printf-formatted message; returns the code so callers can `return cx_fail(...)`. */
+/* Sets code and a printf-formatted message; returns the code so callers can `return cx_fail(...)`.
+ */
 cx_code cx_fail(cx_status *st, cx_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

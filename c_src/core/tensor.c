@@ -45,7 +45,8 @@ cx_code cx_tensor_pin(cx_tensor *t, cx_status *st) {
     uint64_t s = atomic_load(&t->state);
     do {
         if (s & CX_TENSOR_FREED)
-            return cx_fail(st, CX_EFREED, "the tensor was freed with Cascade.free/1 and cannot be used");
+            return cx_fail(st, CX_EFREED,
+                           "the tensor was freed with Cascade.free/1 and cannot be used");
     } while (!atomic_compare_exchange_weak(&t->state, &s, s + 1));
     return CX_OK;
 }
@@ -79,8 +80,9 @@ bool cx_tensor_is_freed(const cx_tensor *t) {
 
 cx_code cx_tensor_upload(cx_tensor *t, const void *src, size_t bytes, cx_status *st) {
     if (bytes != t->nbytes)
-        return cx_fail(st, CX_EINVAL, "expected %zu bytes for a %s tensor of %lld elements, got: %zu",
-                       t->nbytes, cx_dtype_name(t->desc.dtype), (long long)t->numel, bytes);
+        return cx_fail(st, CX_EINVAL,
+                       "expected %zu bytes for a %s tensor of %lld elements, got: %zu", t->nbytes,
+                       cx_dtype_name(t->desc.dtype), (long long)t->numel, bytes);
     return t->device->driver->upload(t->device->ctx, t->data, src, bytes, st);
 }
 

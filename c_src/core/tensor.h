@@ -17,7 +17,7 @@ typedef struct cx_tensor {
     _Atomic uint64_t state;
 } cx_tensor;
 
-#define CX_TENSOR_FREED (UINT64_C(1) << 62)
+#define CX_TENSOR_FREED    (UINT64_C(1) << 62)
 #define CX_TENSOR_RELEASED (UINT64_C(1) << 63)
 
 /* Allocates the buffer for `desc` on `dev`. On failure the tensor holds no buffer. */

@@ -8,7 +8,7 @@
 /* Above this many element operations a call moves to a dirty CPU scheduler: a normal
  * scheduler must return within about a millisecond, and a NIF call costs ~10 ns there
  * against ~2 us on a dirty one, so small calls stay where they are. */
-#define DIRTY_COST 131072.0
+#define DIRTY_COST  131072.0
 #define DIRTY_BYTES (1u << 20)
 
 static ErlNifResourceType *tensor_type;
@@ -48,7 +48,8 @@ static ERL_NIF_TERM raise_struct(ErlNifEnv *env, ERL_NIF_TERM mod, const char *m
         n = 5;
     }
     ERL_NIF_TERM map;
-    if (!enif_make_map_from_arrays(env, keys, vals, (unsigned)n, &map)) return enif_make_badarg(env);
+    if (!enif_make_map_from_arrays(env, keys, vals, (unsigned)n, &map))
+        return enif_make_badarg(env);
     return enif_raise_exception(env, map);
 }
 
@@ -134,10 +135,14 @@ static bool get_number(ErlNifEnv *env, ERL_NIF_TERM term, cx_param *p) {
         return true;
     }
     p->is_int = false;
-    if (enif_is_identical(term, am_nan)) p->f = __builtin_nan("");
-    else if (enif_is_identical(term, am_infinity)) p->f = __builtin_inf();
-    else if (enif_is_identical(term, am_neg_infinity)) p->f = -__builtin_inf();
-    else return false;
+    if (enif_is_identical(term, am_nan))
+        p->f = __builtin_nan("");
+    else if (enif_is_identical(term, am_infinity))
+        p->f = __builtin_inf();
+    else if (enif_is_identical(term, am_neg_infinity))
+        p->f = -__builtin_inf();
+    else
+        return false;
     return true;
 }
 
@@ -295,10 +300,12 @@ static ERL_NIF_TERM op_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
 static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     op_call c;
     ERL_NIF_TERM err = decode_op(env, argv, &c), res;
-    if (err) res = err;
+    if (err)
+        res = err;
     else if (c.plan.cost > DIRTY_COST)
         res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc, argv);
-    else res = run_call(env, &c);
+    else
+        res = run_call(env, &c);
     release_call(&c);
     return res;
 }
@@ -321,7 +328,8 @@ static ERL_NIF_TERM from_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     int64_t numel = 1;
     for (int k = 0; k < d.rank; k++) {
         if (shape.i[k] < 0 || (shape.i[k] > 0 && numel > (INT64_C(1) << 48) / shape.i[k]))
-            return raise_arg(env, "expected a shape of non-negative dimensions with at most 2^48 elements");
+            return raise_arg(
+                env, "expected a shape of non-negative dimensions with at most 2^48 elements");
         d.shape[k] = shape.i[k];
         numel *= shape.i[k];
     }
@@ -335,7 +343,8 @@ static ERL_NIF_TERM from_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     cx_tensor *t = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
     if (!t) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
     cx_status st = {CX_OK, ""};
-    if (cx_tensor_init(t, dev, &d, &st) != CX_OK || cx_tensor_upload(t, bin.data, bin.size, &st) != CX_OK) {
+    if (cx_tensor_init(t, dev, &d, &st) != CX_OK ||
+        cx_tensor_upload(t, bin.data, bin.size, &st) != CX_OK) {
         cx_tensor_free(t);
         enif_release_resource(t);
         return raise_status(env, &st, dev->name);
@@ -408,10 +417,10 @@ static ERL_NIF_TERM memory_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     ERL_NIF_TERM list = enif_make_list(env, 0);
     for (int k = cx_device_count() - 1; k >= 0; k--) {
         cx_device *d = cx_device_get(k);
-        ERL_NIF_TERM row = enif_make_tuple4(
-            env, am_device_name[k], enif_make_int64(env, atomic_load(&d->live_bytes)),
-            enif_make_int64(env, atomic_load(&d->peak_bytes)),
-            enif_make_int64(env, atomic_load(&d->live_tensors)));
+        ERL_NIF_TERM row = enif_make_tuple4(env, am_device_name[k],
+                                            enif_make_int64(env, atomic_load(&d->live_bytes)),
+                                            enif_make_int64(env, atomic_load(&d->peak_bytes)),
+                                            enif_make_int64(env, atomic_load(&d->live_tensors)));
         list = enif_make_list_cell(env, row, list);
     }
     return list;
@@ -461,8 +470,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
     (void)info;
     cx_status st = {CX_OK, ""};
     if (cx_devices_init(&st) != CX_OK) return 1;
-    tensor_type = enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor,
-                                          ERL_NIF_RT_CREATE, NULL);
+    tensor_type =
+        enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor, ERL_NIF_RT_CREATE, NULL);
     if (!tensor_type) return 1;
     am_ok = enif_make_atom(env, "ok");
     am_true = enif_make_atom(env, "true");
@@ -490,7 +499,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
         am_dtype_name[t] = enif_make_atom(env, name);
         am_dtype_kind[t] = enif_make_atom_len(env, name, t == CX_BF16 ? 2 : 1);
     }
-    for (int k = 0; k < CX_PARAM_COUNT; k++) am_param[k] = enif_make_atom(env, cx_param_table[k].name);
+    for (int k = 0; k < CX_PARAM_COUNT; k++)
+        am_param[k] = enif_make_atom(env, cx_param_table[k].name);
     for (int k = 0; k < cx_device_count(); k++)
         am_device_name[k] = enif_make_atom(env, cx_device_get(k)->name);
     return 0;

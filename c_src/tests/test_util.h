@@ -57,7 +57,8 @@ static inline double tu_load(cx_dtype t, const void *buf, int64_t i) {
 }
 
 /* A heap tensor on the cpu device holding `values` (converted to t). Free with tu_drop. */
-static inline cx_tensor *tu_tensor(cx_dtype t, int rank, const int64_t *shape, const double *values) {
+static inline cx_tensor *tu_tensor(cx_dtype t, int rank, const int64_t *shape,
+                                   const double *values) {
     cx_tensor *x = malloc(sizeof *x);
     cx_desc d = tu_desc(t, rank, shape);
     cx_status st = {0};
@@ -113,7 +114,7 @@ static inline void tu_expect(const cx_tensor *x, cx_dtype t, int rank, const int
     }
 }
 
-#define TU_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define TU_SHAPE(...)  ((const int64_t[]){__VA_ARGS__})
 #define TU_VALUES(...) ((const double[]){__VA_ARGS__})
 
 #endif

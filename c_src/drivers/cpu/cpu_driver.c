@@ -73,4 +73,6 @@ static const cx_driver cpu_driver = {
     .execute = cpu_execute,
 };
 
-const cx_driver *cx_cpu_driver(void) { return &cpu_driver; }
+const cx_driver *cx_cpu_driver(void) {
+    return &cpu_driver;
+}

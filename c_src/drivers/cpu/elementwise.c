@@ -85,7 +85,8 @@ static inline int64_t ipow_signed(int64_t base, int64_t e) {
     return 0;
 }
 
-/* For x < 0 this form never overflows exp, so large |x| gives 0 or 1 without inf/inf. */
+/* Below zero, exp(x) cannot overflow: 1 / (1 + exp(-x)) would flush results in the subnormal
+ * range to 0 once exp(-x) overflows. */
 #define DEF_SIGMOID(sfx, T)                                                                        \
     static inline T sigmoid_##sfx(T x) {                                                           \
         if (x >= 0) return 1 / (1 + exp(-x));                                                      \
@@ -118,7 +119,7 @@ DEF_SIGMOID(f64, double)
     DEF_UNARY(k_reciprocal_##sfx, T, T, 1 / x)                                                     \
     DEF_BINARY(k_add_##sfx, T, T, x + y)                                                           \
     DEF_BINARY(k_subtract_##sfx, T, T, x - y)                                                      \
-    DEF_BINARY(k_multiply_##sfx, T, T, x * y)                                                      \
+    DEF_BINARY(k_multiply_##sfx, T, T, (x) * (y))                                                  \
     DEF_BINARY(k_divide_##sfx, T, T, x / y)                                                        \
     DEF_BINARY(k_pow_##sfx, T, T, pow(x, y))                                                       \
     DEF_BINARY(k_max_##sfx, T, T, x > y || x != x ? x : y)                                         \
@@ -177,10 +178,13 @@ TRUTH_KERNELS(s64, int64_t)
 
 /* Kernels by op and compute type; f16 and bf16 use the f32 column. Missing entries are
  * combinations inference never produces (divide on integers, exp on integers). */
-#define FLOATS(k) {[CX_F32] = k##_f32, [CX_F64] = k##_f64}
+#define FLOATS(k)                                                                                  \
+    { [CX_F32] = k##_f32, [CX_F64] = k##_f64 }
 #define ALL(k)                                                                                     \
-    {[CX_F32] = k##_f32, [CX_F64] = k##_f64, [CX_U8] = k##_u8, [CX_S32] = k##_s32,                 \
-     [CX_S64] = k##_s64}
+    {                                                                                              \
+        [CX_F32] = k##_f32, [CX_F64] = k##_f64, [CX_U8] = k##_u8, [CX_S32] = k##_s32,              \
+        [CX_S64] = k##_s64                                                                         \
+    }
 
 static const ew_kernel kernels[CX_OP_COUNT][CX_DTYPE_COUNT] = {
     [CX_OP_NEGATE] = ALL(k_negate),
@@ -222,13 +226,17 @@ static const ew_kernel kernels[CX_OP_COUNT][CX_DTYPE_COUNT] = {
     [CX_OP_LOGICAL_XOR] = ALL(k_logical_xor),
 };
 
-static inline bool is_half(cx_dtype t) { return t == CX_F16 || t == CX_BF16; }
+static inline bool is_half(cx_dtype t) {
+    return t == CX_F16 || t == CX_BF16;
+}
 
 static inline const void *at(const void *p, int64_t i, size_t size) {
     return (const char *)p + (size_t)i * size;
 }
 
-static inline void *at_mut(void *p, int64_t i, size_t size) { return (char *)p + (size_t)i * size; }
+static inline void *at_mut(void *p, int64_t i, size_t size) {
+    return (char *)p + (size_t)i * size;
+}
 
 /* One run of n output elements: each input has inner stride s[j] (0 or 1). */
 typedef void (*run_fn)(const void *ctx, void *out, const void *const *in, const int *s, int64_t n);
@@ -368,7 +376,8 @@ static cx_code run_op(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tens
     for (int j = 1; j < n_in; j++)
         if (in[j]->desc.dtype != t)
             return cx_fail(st, CX_EINVAL, "cpu: %s expected inputs of one type, got %s and %s",
-                           cx_op_table[op].name, cx_dtype_name(t), cx_dtype_name(in[j]->desc.dtype));
+                           cx_op_table[op].name, cx_dtype_name(t),
+                           cx_dtype_name(in[j]->desc.dtype));
     if (out->desc.dtype != want)
         return cx_fail(st, CX_EINVAL, "cpu: %s on %s expected a %s output, got: %s",
                        cx_op_table[op].name, cx_dtype_name(t), cx_dtype_name(want),
@@ -440,8 +449,7 @@ typedef struct {
     cx_dtype pred, value;
 } select_plan;
 
-static void select_run(const void *ctx, void *out, const void *const *in, const int *s,
-                       int64_t n) {
+static void select_run(const void *ctx, void *out, const void *const *in, const int *s, int64_t n) {
     const select_plan *p = ctx;
     size_t ps = cx_dtype_size(p->pred), vs = cx_dtype_size(p->value);
     uint8_t mask[CHUNK];

@@ -5,8 +5,8 @@
  * exact and a sum of a narrow type rounds once, at the end. Integers reduce in int64, with sums
  * and products wrapping as uint64. Reductions walk the input once in row-major order: adjacent
  * axes of the same kind (reduced or kept) are merged, so the innermost merged axis is one
- * contiguous run, folded into one accumulator when it is reduced and elementwise into a row of
- * accumulators when it is kept. Both inner loops are branch-free and vectorise. */
+ * contiguous run, folded into one accumulator (through several partial ones) when it is
+ * reduced and elementwise into a row of accumulators when it is kept; both loops vectorise. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -100,6 +100,29 @@ FOLD_KERNELS(int64_t, imin, INT64_MAX, I_MIN)
 FOLD_KERNELS(int64_t, iall, 1, I_ALL)
 FOLD_KERNELS(int64_t, iany, 0, I_ANY)
 
+/* Max and min of a run in the form that compiles to maxpd/minpd. That form drops NaN (the
+ * exact fold above does not vectorise), so a second pass looks for one: x - x is NaN only for
+ * NaN and infinities, and runs holding either are refolded exactly. */
+#define EXTREME_RUN(name, CMP, exact)                                                              \
+    static double name(double acc, const double *x, int64_t n) {                                   \
+        double p[LANES], q[LANES], bad = 0;                                                        \
+        int64_t i = 0;                                                                             \
+        if (acc != acc) return acc;                                                                \
+        for (int j = 0; j < LANES; j++) p[j] = acc, q[j] = 0;                                      \
+        for (; i + LANES <= n; i += LANES)                                                         \
+            for (int j = 0; j < LANES; j++) p[j] = p[j] CMP x[i + j] ? p[j] : x[i + j];            \
+        for (int64_t k = 0; k < i; k += LANES)                                                     \
+            for (int j = 0; j < LANES; j++) q[j] += x[k + j] - x[k + j];                           \
+        for (; i < n; i++) p[0] = p[0] CMP x[i] ? p[0] : x[i], bad += x[i] - x[i];                 \
+        for (int j = 0; j < LANES; j++) bad += q[j];                                               \
+        if (bad != bad) return exact(acc, x, n);                                                   \
+        for (int j = 0; j < LANES; j++) acc = acc CMP p[j] ? acc : p[j];                           \
+        return acc;                                                                                \
+    }
+
+EXTREME_RUN(fmax_fast, >, fmax_run)
+EXTREME_RUN(fmin_fast, <, fmin_run)
+
 typedef struct {
     double (*run)(double, const double *, int64_t);
     void (*row)(double *, const double *, int64_t);
@@ -114,8 +137,8 @@ static fold_f64 pick_f64(cx_op_id op) {
     switch (op) {
     case CX_OP_SUM: return (fold_f64){fsum_run, fsum_row};
     case CX_OP_PRODUCT: return (fold_f64){fprod_run, fprod_row};
-    case CX_OP_REDUCE_MAX: return (fold_f64){fmax_run, fmax_row};
-    case CX_OP_REDUCE_MIN: return (fold_f64){fmin_run, fmin_row};
+    case CX_OP_REDUCE_MAX: return (fold_f64){fmax_fast, fmax_row};
+    case CX_OP_REDUCE_MIN: return (fold_f64){fmin_fast, fmin_row};
     case CX_OP_ALL: return (fold_f64){fall_run, fall_row};
     default: return (fold_f64){fany_run, fany_row};
     }
@@ -185,49 +208,87 @@ static void merge_axes(const cx_desc *d, const cx_param *axes, merged_axes *m) {
     }
 }
 
-/* What a walk feeds: folds the run of n input elements at `off` into the accumulators at
- * output offset o, as one accumulator when `reduced`, else elementwise. */
+/* What a walk feeds: the input, the accumulators (double or int64 by the input's type), the
+ * folds and their identity. */
 typedef struct {
     const cx_tensor *in;
     void *acc;
     fold_f64 ff;
     fold_i64 fi;
+    double f0;
+    int64_t i0;
 } reduce_job;
 
-typedef void (*visit_fn)(const reduce_job *j, int64_t o, int64_t off, int64_t n, bool reduced);
+/* Rows shorter than this cost more in per-call overhead than in folding: the tile kernels then
+ * fold many rows per call instead. */
+#define SHORT 16
 
-static void visit_f64(const reduce_job *j, int64_t o, int64_t off, int64_t n, bool reduced) {
-    double buf[CHUNK], *acc = j->acc;
-    for (int64_t s = 0; s < n; s += CHUNK) {
-        int64_t m = min64(CHUNK, n - s);
-        const double *x = load_f64(j->in, off + s, m, buf);
-        if (reduced)
-            acc[o] = j->ff.run(acc[o], x, m);
-        else
-            j->ff.row(acc + o + s, x, m);
+/* A tile is rows x cols contiguous input elements at `off`. tile_reduced folds each row into
+ * its own accumulator acc[r]; short rows are gathered column by column into the row kernel.
+ * tile_kept folds every row elementwise into acc[0..cols); short rows are folded `per` rows at
+ * a time into as many copies of the accumulators, combined at the end. */
+#define TILE_KERNELS(T, sfx, f, ident)                                                             \
+    static void tile_reduced_##sfx(const reduce_job *j, T *acc, int64_t off, int64_t rows,         \
+                                   int64_t cols) {                                                 \
+        T buf[CHUNK], col[CHUNK];                                                                  \
+        if (cols >= SHORT) {                                                                       \
+            for (int64_t r = 0; r < rows; r++)                                                     \
+                for (int64_t s = 0; s < cols; s += CHUNK) {                                        \
+                    int64_t m = min64(CHUNK, cols - s);                                            \
+                    acc[r] = j->f.run(acc[r], load_##sfx(j->in, off + r * cols + s, m, buf), m);   \
+                }                                                                                  \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t r0 = 0, per = CHUNK / cols; r0 < rows; r0 += per) {                           \
+            int64_t n = min64(per, rows - r0);                                                     \
+            const T *x = load_##sfx(j->in, off + r0 * cols, n * cols, buf);                        \
+            for (int64_t c = 0; c < cols; c++) {                                                   \
+                for (int64_t r = 0; r < n; r++) col[r] = x[r * cols + c];                          \
+                j->f.row(acc + r0, col, n);                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void tile_kept_##sfx(const reduce_job *j, T *acc, int64_t off, int64_t rows,            \
+                                int64_t cols) {                                                    \
+        T buf[CHUNK], wide[CHUNK];                                                                 \
+        int64_t r = 0, per = CHUNK / cols, width = per * cols;                                     \
+        if (cols < SHORT && rows >= 2 * per) {                                                     \
+            for (int64_t k = 0; k < width; k++) wide[k] = j->ident;                                \
+            for (; r + per <= rows; r += per)                                                      \
+                j->f.row(wide, load_##sfx(j->in, off + r * cols, width, buf), width);              \
+            for (int64_t c = 0; c < per; c++) j->f.row(acc, wide + c * cols, cols);                \
+        }                                                                                          \
+        for (; r < rows; r++)                                                                      \
+            for (int64_t s = 0; s < cols; s += CHUNK) {                                            \
+                int64_t m = min64(CHUNK, cols - s);                                                \
+                j->f.row(acc + s, load_##sfx(j->in, off + r * cols + s, m, buf), m);               \
+            }                                                                                      \
+    }                                                                                              \
+    static void tile_##sfx(const reduce_job *j, int64_t o, int64_t off, int64_t rows,              \
+                           int64_t cols, bool reduced) {                                           \
+        if (reduced)                                                                               \
+            tile_reduced_##sfx(j, (T *)j->acc + o, off, rows, cols);                               \
+        else                                                                                       \
+            tile_kept_##sfx(j, (T *)j->acc + o, off, rows, cols);                                  \
     }
-}
 
-static void visit_i64(const reduce_job *j, int64_t o, int64_t off, int64_t n, bool reduced) {
-    int64_t buf[CHUNK], *acc = j->acc;
-    for (int64_t s = 0; s < n; s += CHUNK) {
-        int64_t m = min64(CHUNK, n - s);
-        const int64_t *x = load_i64(j->in, off + s, m, buf);
-        if (reduced)
-            acc[o] = j->fi.run(acc[o], x, m);
-        else
-            j->fi.row(acc + o + s, x, m);
-    }
-}
+TILE_KERNELS(double, f64, ff, f0)
+TILE_KERNELS(int64_t, i64, fi, i0)
 
-/* Walks a non-empty input in row-major order: the innermost merged axis is contiguous, and the
- * outer ones advance the output offset like an odometer. */
-static void walk(const merged_axes *m, int64_t numel, visit_fn visit, const reduce_job *j) {
-    int64_t inner = m->n ? m->size[m->n - 1] : 1, idx[CX_MAX_RANK] = {0}, o = 0;
-    bool reduced = m->n ? m->reduced[m->n - 1] : true;
-    for (int64_t off = 0; off < numel; off += inner) {
-        visit(j, o, off, inner, reduced);
-        for (int k = m->n - 2; k >= 0; k--) {
+typedef void (*tile_fn)(const reduce_job *j, int64_t o, int64_t off, int64_t rows, int64_t cols,
+                        bool reduced);
+
+/* Walks a non-empty input in row-major order, a tile at a time: the two innermost merged axes,
+ * one reduced and one kept, are contiguous; the outer ones advance the output offset like an
+ * odometer. */
+static void walk(const merged_axes *m, int64_t numel, tile_fn tile, const reduce_job *j) {
+    int nt = m->n < 2 ? m->n : 2;
+    int64_t cols = nt ? m->size[m->n - 1] : 1, rows = nt == 2 ? m->size[m->n - 2] : 1;
+    int64_t idx[CX_MAX_RANK] = {0}, o = 0;
+    bool reduced = nt ? m->reduced[m->n - 1] : true;
+    for (int64_t off = 0; off < numel; off += rows * cols) {
+        tile(j, o, off, rows, cols, reduced);
+        for (int k = m->n - 1 - nt; k >= 0; k--) {
             o += m->ostride[k];
             if (++idx[k] < m->size[k]) break;
             o -= m->ostride[k] * m->size[k];
@@ -281,22 +342,23 @@ static cx_code reduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_
                       cx_status *st) {
     if (out->numel == 0) return CX_OK;
     bool is_float = cx_dtype_is_float(in->desc.dtype);
-    reduce_job j = {.in = in, .acc = malloc((size_t)out->numel * 8)};
+    reduce_job j = {.in = in,
+                    .acc = malloc((size_t)out->numel * 8),
+                    .ff = pick_f64(op),
+                    .fi = pick_i64(op),
+                    .f0 = start_f64(op, in->numel > 0),
+                    .i0 = start_i64(op, in->desc.dtype)};
     if (!j.acc) return cx_fail(st, CX_ENOMEM, "cpu: no memory for %s", cx_op_table[op].name);
-    double f0 = start_f64(op, in->numel > 0);
-    int64_t i0 = start_i64(op, in->desc.dtype);
     for (int64_t i = 0; i < out->numel; i++) {
         if (is_float)
-            ((double *)j.acc)[i] = f0;
+            ((double *)j.acc)[i] = j.f0;
         else
-            ((int64_t *)j.acc)[i] = i0;
+            ((int64_t *)j.acc)[i] = j.i0;
     }
     if (in->numel > 0) {
         merged_axes m;
         merge_axes(&in->desc, &ps->p[CX_P_AXES], &m);
-        j.ff = pick_f64(op);
-        j.fi = pick_i64(op);
-        walk(&m, in->numel, is_float ? visit_f64 : visit_i64, &j);
+        walk(&m, in->numel, is_float ? tile_f64 : tile_i64, &j);
     }
     if (is_float)
         finish_f64(j.acc, out);
@@ -320,23 +382,49 @@ static inline bool take_i64(int64_t x, int64_t b, bool max, bool high) {
     return max ? x > b : x < b;
 }
 
-/* The input as {outer, n, inner}, reduced over n. name_run handles inner == 1: the index of
- * the best element of a contiguous run. name_cols handles a block of m <= CHUNK columns: the
- * rows of n are scanned in turn, each a contiguous load. */
+/* The position of v in a run: the first or the last element equal to it, NaN matching NaN. */
+static int64_t find_f64(const double *x, int64_t n, double v, bool last) {
+    bool nan = v != v;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t at = last ? n - 1 - k : k;
+        if (x[at] == v || (nan && x[at] != x[at])) return at;
+    }
+    return 0;
+}
+
+static int64_t find_i64(const int64_t *x, int64_t n, int64_t v, bool last) {
+    for (int64_t k = 0; k < n; k++) {
+        int64_t at = last ? n - 1 - k : k;
+        if (x[at] == v) return at;
+    }
+    return 0;
+}
+
+static double extreme_f64(const double *x, int64_t n, bool max) {
+    return max ? fmax_fast(-INFINITY, x, n) : fmin_fast(INFINITY, x, n);
+}
+
+static int64_t extreme_i64(const int64_t *x, int64_t n, bool max) {
+    return max ? imax_run(INT64_MIN, x, n) : imin_run(INT64_MAX, x, n);
+}
+
+/* The input as {outer, n, inner}, reduced over n. name_run handles inner == 1, a contiguous
+ * run, chunk by chunk: the chunk's extreme comes from the vectorised folds, and only a chunk
+ * whose extreme replaces the best so far is searched for its position (the first for low ties,
+ * the last for high). name_cols handles a block of m <= CHUNK columns: the rows of n are
+ * scanned in turn, each a contiguous load. */
 #define ARG_KERNELS(T, sfx)                                                                        \
     static int64_t arg_run_##sfx(const cx_tensor *in, int64_t off, int64_t n, bool max,            \
                                  bool high) {                                                      \
         T buf[CHUNK], best = 0;                                                                    \
-        int64_t at = 0;                                                                            \
+        int64_t at = -1;                                                                           \
         for (int64_t s = 0; s < n; s += CHUNK) {                                                   \
             int64_t m = min64(CHUNK, n - s);                                                       \
             const T *x = load_##sfx(in, off + s, m, buf);                                          \
-            if (s == 0) best = x[0];                                                               \
-            for (int64_t k = s == 0; k < m; k++)                                                   \
-                if (take_##sfx(x[k], best, max, high)) {                                           \
-                    best = x[k];                                                                   \
-                    at = s + k;                                                                    \
-                }                                                                                  \
+            T e = extreme_##sfx(x, m, max);                                                        \
+            if (at >= 0 && !take_##sfx(e, best, max, high)) continue;                              \
+            best = e;                                                                              \
+            at = s + find_##sfx(x, m, e, high);                                                    \
         }                                                                                          \
         return at;                                                                                 \
     }                                                                                              \
