@@ -346,6 +346,12 @@ static void test_arg_ties(void **state) {
     cx_tensor *y = run1(CX_OP_ARGMAX, x, &ps);
     tu_expect(y, CX_S64, 2, TU_SHAPE(2, 1), TU_VALUES(1, 0), 0);
     tu_drop(y);
+    tu_drop(x);
+    /* an empty input is fine when the output is empty too */
+    x = tu_tensor(CX_F32, 2, TU_SHAPE(0, 3), TU_VALUES(0));
+    expect_arg(CX_OP_ARGMAX, x, 1, 0, 1, TU_SHAPE(0), TU_VALUES(0));
+    tu_drop(x);
+    x = tu_tensor(CX_F32, 2, TU_SHAPE(2, 3), TU_VALUES(1, 9, 9, 7, 2, 3));
     cx_params flat = {0};
     cx_param_put_int(&flat, CX_P_KEEP_AXIS, 1);
     y = run1(CX_OP_ARGMIN, x, &flat);
@@ -636,7 +642,8 @@ static double unit_random(cx_dtype t, int64_t i) {
     return (double)(h >> 11) * 0x1.0p-52 - 1.0;
 }
 
-/* Sizes across the GEMM's blocks and tiles, in place, transposed and gathered. */
+/* Sizes across the GEMM's blocks and tiles, in place, transposed and gathered, and the single
+ * row and column products that skip the tiles. */
 static void test_dot_large(void **state) {
     (void)state;
     static const dot_case cases[] = {
@@ -660,8 +667,10 @@ static void test_dot_large(void **state) {
          .ca = {1, 3},
          .cb = {0, 1}},
         {.ra = 2, .rb = 2, .sa = {1, 300}, .sb = {300, 50}, .nc = 1, .ca = {1}, .cb = {0}},
+        {.ra = 1, .rb = 2, .sa = {300}, .sb = {50, 300}, .nc = 1, .ca = {0}, .cb = {1}},
+        {.ra = 2, .rb = 1, .sa = {300, 70}, .sb = {300}, .nc = 1, .ca = {0}, .cb = {0}},
     };
-    for (int c = 0; c < 5; c++) {
+    for (int c = 0; c < 7; c++) {
         check_dot(&cases[c], CX_F32, unit_random, unit_random, 1e-4);
         check_dot(&cases[c], CX_F64, unit_random, unit_random, 1e-12);
     }

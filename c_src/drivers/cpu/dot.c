@@ -77,9 +77,19 @@ static size_t work_elems(int64_t m, int64_t n, int64_t k, int64_t nr) {
                 kernel_##sfx(kc, ap + i * kc, bp + j * kc, c + i * ldc + j, ldc,                   \
                              min64(MR, mc - i), min64(NR, nc - j));                                \
     }                                                                                              \
-    /* Products with one row or one column waste most of a tile: plain dot products instead. */    \
+    /* Products with one row or one column waste most of a tile. One row of A with contiguous,     \
+     * long rows of B scales and adds those rows; anything else is a dot product per output. */    \
     static void thin_##sfx(int64_t m, int64_t n, int64_t k, const T *a, int64_t rsa, int64_t csa,  \
                            const T *b, int64_t rsb, int64_t csb, T *c, int64_t ldc) {              \
+        if (m == 1 && csb == 1 && n >= 8) {                                                        \
+            for (int64_t j = 0; j < n; j++) c[j] = 0;                                              \
+            for (int64_t p = 0; p < k; p++) {                                                      \
+                T x = a[p * csa];                                                                  \
+                const T *restrict row = b + p * rsb;                                               \
+                for (int64_t j = 0; j < n; j++) c[j] += x * row[j];                                \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
         for (int64_t i = 0; i < m; i++)                                                            \
             for (int64_t j = 0; j < n; j++) {                                                      \
                 T s[4] = {0, 0, 0, 0};                                                             \
