@@ -56,6 +56,7 @@ defmodule Cascade.MixProject do
       app: :cascade,
       version: @version,
       elixir: "~> 1.14",
+      elixirc_paths: elixirc_paths(Mix.env()),
       compilers: [:cascade] ++ Mix.compilers(),
       start_permanent: Mix.env() == :prod,
       deps: [],
@@ -64,6 +65,9 @@ defmodule Cascade.MixProject do
       test_coverage: [ignore_modules: [Mix.Tasks.Compile.Cascade]]
     ]
   end
+
+  defp elixirc_paths(:test), do: ["lib", "test/support"]
+  defp elixirc_paths(_), do: ["lib"]
 
   def application do
     [

@@ -9,7 +9,7 @@ defmodule Cascade do
 
       iex> t = Cascade.tensor([[1.0, 2.0], [3.0, 4.0]])
       iex> t |> Cascade.dot(t) |> Cascade.add(1.0) |> Cascade.sum(axes: [1], keep_axes: true) |> Cascade.to_list()
-      [[18.0], [38.0]]
+      [[19.0], [39.0]]
 
   Numbers may stand wherever a tensor is expected and are typed as Nx would type them.
   Inputs of different types are promoted (`Cascade.Type`). Calls on large tensors run on
@@ -68,7 +68,7 @@ defmodule Cascade do
         def unquote(name)(unquote_splicing(vars), opts \\ []),
           do: Op.call(unquote(Macro.escape(spec)), unquote(vars), opts)
 
-      Enum.all?(args, fn {_, k} -> k == :tensor end) ->
+      Enum.all?(args, fn {_, k} -> k in [:tensor, :pred] end) ->
         # elementwise fast path: tensors straight to the NIF
         refs = for v <- vars, do: quote(do: %Tensor{ref: unquote(Macro.var(:"#{elem(v, 0)}_ref", __MODULE__))})
         ref_vars = for v <- vars, do: Macro.var(:"#{elem(v, 0)}_ref", __MODULE__)

@@ -2,12 +2,14 @@
 
 #include <string.h>
 
-/* Counts the `:tensor`/`:indices` arguments of an "arguments" spec; -1 when one is a list. */
+/* Counts the `:tensor`/`:indices`/`:pred` arguments of an "arguments" spec; -1 when one is a list. */
 static int count_tensor_args(const char *args) {
     int n = 0;
     for (const char *p = args; (p = strchr(p, ':')) != NULL; p++) {
         if (strncmp(p, ":tensors", 8) == 0) return -1;
-        if (strncmp(p, ":tensor", 7) == 0 || strncmp(p, ":indices", 8) == 0) n++;
+        if (strncmp(p, ":tensor", 7) == 0 || strncmp(p, ":indices", 8) == 0 ||
+            strncmp(p, ":pred", 5) == 0)
+            n++;
     }
     return n;
 }

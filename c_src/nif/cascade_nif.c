@@ -235,42 +235,44 @@ typedef struct {
     cx_plan plan;
 } op_call;
 
-/* Decodes op(op_id, [ref], params, device_id) and plans it; returns 0 or the exception. */
-static ERL_NIF_TERM decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c) {
+/* Decodes op(op_id, [ref], params, device_id) and plans it. On failure returns false with the
+ * raised exception in *err: an exception is THE_NON_VALUE, which may be 0, so it cannot double
+ * as a success flag. */
+static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL_NIF_TERM *err) {
     int op, dev;
     unsigned len;
-    char msg[160];
+    char msg[256];
     c->in = c->in_small;
     if (!enif_get_int(env, argv[0], &op) || op < 0 || op >= CX_OP_COUNT)
-        return raise_arg(env, "Cascade.Native.op/4: unknown op id");
+        return *err = raise_arg(env, "Cascade.Native.op/4: unknown op id"), false;
     c->op = (cx_op_id)op;
     if (!enif_get_int(env, argv[3], &dev) || !(c->device = cx_device_get(dev)))
-        return raise_arg(env, "Cascade.Native.op/4: unknown device id");
+        return *err = raise_arg(env, "Cascade.Native.op/4: unknown device id"), false;
     if (!enif_get_list_length(env, argv[1], &len) || len > CX_MAX_INPUTS) {
         snprintf(msg, sizeof msg, "%s: expected a list of at most %d tensors", cx_op_table[op].name,
                  CX_MAX_INPUTS);
-        return raise_arg(env, msg);
+        return *err = raise_arg(env, msg), false;
     }
     if (len > 8 && !(c->in = enif_alloc(sizeof(cx_tensor *) * len)))
-        return raise_arg(env, "out of memory decoding the arguments");
+        return *err = raise_arg(env, "out of memory decoding the arguments"), false;
     ERL_NIF_TERM head, tail = argv[1];
     c->n_in = 0;
     while (enif_get_list_cell(env, tail, &head, &tail))
         if (!get_tensor(env, head, &c->in[c->n_in++])) {
             snprintf(msg, sizeof msg, "%s: argument %d is not a Cascade tensor reference",
                      cx_op_table[op].name, c->n_in);
-            return raise_arg(env, msg);
+            return *err = raise_arg(env, msg), false;
         }
-    if (!get_params(env, argv[2], &c->ps, msg, sizeof msg)) {
-        char full[256];
-        snprintf(full, sizeof full, "%s: %s", cx_op_table[op].name, msg);
-        return raise_arg(env, full);
+    char why[160];
+    if (!get_params(env, argv[2], &c->ps, why, sizeof why)) {
+        snprintf(msg, sizeof msg, "%s: %s", cx_op_table[op].name, why);
+        return *err = raise_arg(env, msg), false;
     }
     cx_status st = {CX_OK, ""};
     if (cx_plan_op(c->op, c->device, (const cx_tensor *const *)c->in, c->n_in, &c->ps, &c->plan,
                    &st) != CX_OK)
-        return raise_status(env, &st, NULL);
-    return 0;
+        return *err = raise_status(env, &st, NULL), false;
+    return true;
 }
 
 static void release_call(op_call *c) {
@@ -291,21 +293,22 @@ static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c) {
 static ERL_NIF_TERM op_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     op_call c;
-    ERL_NIF_TERM err = decode_op(env, argv, &c);
-    ERL_NIF_TERM res = err ? err : run_call(env, &c);
+    ERL_NIF_TERM res;
+    if (decode_op(env, argv, &c, &res)) res = run_call(env, &c);
     release_call(&c);
     return res;
 }
 
 static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     op_call c;
-    ERL_NIF_TERM err = decode_op(env, argv, &c), res;
-    if (err)
-        res = err;
-    else if (c.plan.cost > DIRTY_COST)
-        res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc, argv);
-    else
-        res = run_call(env, &c);
+    ERL_NIF_TERM res; /* the exception when decoding fails */
+    if (decode_op(env, argv, &c, &res)) {
+        if (c.plan.cost > DIRTY_COST)
+            res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc,
+                                    argv);
+        else
+            res = run_call(env, &c);
+    }
     release_call(&c);
     return res;
 }

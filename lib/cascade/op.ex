@@ -88,7 +88,7 @@ defmodule Cascade.Op do
   defp args_to_params(fun, specs, args, params) do
     Enum.zip(specs, args)
     |> Enum.reduce({[], params}, fn
-      {{name, kind}, value}, {tensors, params} when kind in [:tensor, :tensors, :indices] ->
+      {{name, kind}, value}, {tensors, params} when kind in [:tensor, :tensors, :indices, :pred] ->
         {[{name, kind, value} | tensors], params}
 
       {{name, kind}, value}, {tensors, params} ->
@@ -124,6 +124,7 @@ defmodule Cascade.Op do
     Enum.map(flat, fn
       {_, _, %Tensor{ref: ref}} -> ref
       {_, :indices, n} when is_integer(n) -> scalar(n, :s64, device).ref
+      {name, :pred, n} -> scalar(number!(fun, name, n), Type.of_number(n), device).ref
       {name, :indices, other} -> bad!(fun, name, "an integer tensor", other)
       {name, :tensor, n} -> scalar(number!(fun, name, n), Type.merge_number(base, n), device).ref
     end)

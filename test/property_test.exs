@@ -1,0 +1,1728 @@
+# Property tests: every primitive of the op table, on random shapes and values, against the
+# plain-Elixir f64 reference in test/support/reference.ex.
+#
+# Each case builds its inputs already rounded to their type, runs the op, computes the same op
+# in f64 (exactly for integers) on the same inputs in the op's compute type, rounds that once to
+# the output type and compares within the tolerance stated below for the op's class and the
+# output type. The generators are hand-written and seeded per test, so every run sees the same
+# cases; a failing case prints its inputs (type, shape, values) and options.
+
+defmodule Cascade.PropertyCase do
+  @moduledoc false
+  # Generators, tolerances and the comparison shared by the property test modules below.
+
+  import ExUnit.Assertions
+  alias Cascade.Reference, as: R
+
+  defmacro __using__(_opts) do
+    quote do
+      use ExUnit.Case, async: true
+      import Cascade.PropertyCase
+      alias Cascade.Reference, as: R
+      Module.register_attribute(__MODULE__, :covered, accumulate: true)
+      @before_compile Cascade.PropertyCase
+    end
+  end
+
+  defmacro __before_compile__(_env) do
+    quote do
+      @doc false
+      def __covered__, do: @covered |> List.flatten() |> Enum.uniq()
+    end
+  end
+
+  @doc """
+  A property test of the ops in `ops` (recorded for the coverage test), with :rand seeded
+  from its name so that every run draws the same cases.
+  """
+  defmacro property(ops, name, do: block) do
+    quote do
+      @covered unquote(ops)
+      test "property: " <> unquote(name) do
+        :rand.seed(:exsss, {1, 2, :erlang.phash2(unquote(name))})
+        unquote(block)
+      end
+    end
+  end
+
+  ## Tolerances
+  #
+  # Each case compares the op's result g with the reference r (computed in f64, rounded once to
+  # the output type) by |g - r| <= rel * |r| + abs. eps = 2^-(mantissa bits) is the spacing of
+  # a type's numbers relative to a value: one unit in the last place (ulp) of r is at most
+  # eps * |r|. `abs` is the type's smallest subnormal, where relative spacing ends.
+
+  @f32 {:math.pow(2, -23), :math.pow(2, -149)}
+  @f16 {:math.pow(2, -10), :math.pow(2, -24)}
+  @bf16 {:math.pow(2, -7), :math.pow(2, -133)}
+  # f64 results appear only where a mixed-type op promotes to f64
+  @f64 {:math.pow(2, -52), :math.pow(2, -1074)}
+
+  @tolerances %{
+    # Ops that move, select or compare elements, max/min, remainder (fmod is exact), floor,
+    # ceil, round, sign, abs, negate, casts (one rounding, as the reference), creation, and
+    # every op on integers (wrapping as C's unsigned arithmetic): bit-exact, NaN equal to NaN.
+    exact: :exact,
+    # add, subtract, multiply, divide, sqrt, reciprocal: IEEE operations, rounded once by the
+    # kernel (f16/bf16 compute in f32 and round once) and once by the reference: 1 ulp.
+    arith: %{f32: @f32, f16: @f16, bf16: @bf16, f64: @f64},
+    # exp, expm1, log, log1p, rsqrt, sin, cos, tanh, sigmoid, erf, pow, atan2: f32 libm
+    # functions are within a few ulp: 8 ulp (2^-20 relative), with an absolute floor of 2^-30
+    # for results near zero. f16/bf16 compute in f32 and round once: an f32 error of a few
+    # ulp can only flip that rounding, so 1 ulp of the narrow type.
+    transcendental: %{
+      f32: {:math.pow(2, -20), :math.pow(2, -30)},
+      f16: @f16,
+      bf16: @bf16,
+      f64: {:math.pow(2, -50), :math.pow(2, -1074)}
+    }
+  }
+
+  # Sums (sum, dot) and products over n terms: 1 ulp of the result (arith above) plus the
+  # error bound of n steps in an f32 accumulator, n * 2^-24 * sum |term| for sums and
+  # n * 2^-24 * |result| for products. f32 is the narrowest accumulator a driver may use
+  # (cpu_kernels.h: f16/bf16 compute in f32); the cpu driver accumulates in f64.
+  @accumulation :math.pow(2, -24)
+
+  @doc "The tolerance table, for the report."
+  def tolerances, do: {@tolerances, @accumulation}
+
+  @doc """
+  A tolerance function `fn expected, flat_index -> allowed |difference| end`, or :exact, for
+  an op class and output type. Integers are always exact.
+  """
+  def tol(class, type, extra \\ nil)
+
+  def tol(_class, type, _extra) when type in [:u8, :s32, :s64], do: :exact
+  def tol(:exact, _type, _extra), do: :exact
+
+  def tol(class, type, nil) when class in [:arith, :transcendental] do
+    {rel, abs} = @tolerances |> Map.fetch!(class) |> Map.fetch!(type)
+    fn e, _i -> rel * magnitude(e) + abs end
+  end
+
+  # mags: per output element, sum |term| (sums) over n terms
+  def tol(:sum, type, {n, mags}) do
+    {rel, abs} = Map.fetch!(@tolerances.arith, type)
+    mags = List.to_tuple(mags)
+    fn e, i -> rel * magnitude(e) + abs + n * @accumulation * magnitude(elem(mags, i)) end
+  end
+
+  def tol(:product, type, n) do
+    {rel, abs} = Map.fetch!(@tolerances.arith, type)
+    fn e, _i -> (rel + n * @accumulation) * magnitude(e) + abs end
+  end
+
+  defp magnitude(x) when is_number(x), do: abs(x)
+  defp magnitude(_), do: 0.0
+
+  ## Generators
+
+  @floats [:f32, :f16, :bf16]
+  @ints [:s32, :s64, :u8]
+  def floats, do: @floats
+  def ints, do: @ints
+  def all_types, do: @floats ++ @ints ++ [:f64]
+
+  def int_between(lo, hi), do: lo + :rand.uniform(hi - lo + 1) - 1
+  def float_between(lo, hi), do: lo + (hi - lo) * :rand.uniform()
+  def log_uniform(lo, hi), do: :math.exp(float_between(:math.log(lo), :math.log(hi)))
+  def pick(list), do: Enum.at(list, :rand.uniform(length(list)) - 1)
+  def chance(p), do: :rand.uniform() < p
+  def random_sign, do: if(chance(0.5), do: -1, else: 1)
+
+  @doc "A dimension: 0 now and then (empty tensors), else min..max."
+  def dim(max \\ 5, min \\ 0) do
+    if min == 0 and chance(1 / 12), do: 0, else: int_between(max(min, 1), max)
+  end
+
+  @doc "A random shape: rank 0..max_rank, dims via dim/2."
+  def shape(opts \\ []) do
+    max_rank = Keyword.get(opts, :max_rank, 4)
+    min_rank = Keyword.get(opts, :min_rank, 0)
+    max_dim = Keyword.get(opts, :max_dim, 5)
+    min_dim = Keyword.get(opts, :min_dim, 0)
+    rank = int_between(min_rank, max_rank)
+    List.to_tuple(for _ <- 1..rank//1, do: dim(max_dim, min_dim))
+  end
+
+  @doc "Now and then a larger shape (past the kernels' chunk and tile sizes), else shape/1."
+  def shape_or_large(opts \\ []) do
+    cond do
+      chance(0.05) -> high_rank(opts)
+      chance(0.1) -> large(opts)
+      true -> shape(opts)
+    end
+  end
+
+  # rank 5..8 (the C core's limit) with small dimensions
+  defp high_rank(opts) do
+    min_dim = Keyword.get(opts, :min_dim, 0)
+    List.to_tuple(for _ <- 1..int_between(5, 8), do: dim(3, min_dim))
+  end
+
+  # past the f16 chunk (512), the reduction lanes and chunks, and the transpose tile (16)
+  defp large(opts) do
+    min_rank = max(Keyword.get(opts, :min_rank, 1), 1)
+
+    case int_between(min_rank, max(min_rank, 3)) do
+      1 -> {int_between(500, 2100)}
+      2 -> {int_between(17, 45), int_between(17, 70)}
+      _ -> {int_between(2, 5), int_between(17, 40), int_between(9, 33)}
+    end
+  end
+
+  @doc """
+  A mixture of floats: small integers (ties, zeros), quarters, uniform, log-uniform, and now
+  and then tiny values (subnormal in f16, or in f32 and bf16).
+  """
+  def mixed do
+    case :rand.uniform(9) do
+      n when n in [1, 2] -> int_between(-4, 4) * 1.0
+      n when n in [3, 4] -> int_between(-40, 40) / 4
+      n when n in [5, 6] -> float_between(-10.0, 10.0)
+      n when n in [7, 8] -> random_sign() * log_uniform(1.0e-3, 1.0e3)
+      9 -> random_sign() * pick([log_uniform(1.0e-8, 1.0e-4), log_uniform(1.0e-45, 1.0e-37)])
+    end
+  end
+
+  @doc "With probability p a NaN or an infinity, else gen.()."
+  def special_or(p, gen) do
+    if chance(p), do: pick([:nan, :infinity, :neg_infinity]), else: gen.()
+  end
+
+  @doc "An integer of the type: mostly small, now and then anywhere in the type's range."
+  def int_value(type) do
+    {lo, hi} = R.int_range(type)
+
+    cond do
+      type == :u8 -> int_between(0, 255)
+      chance(0.2) -> int_between(lo, hi)
+      chance(0.05) -> pick([lo, hi, 0, -1, 1])
+      true -> int_between(-100, 100)
+    end
+  end
+
+  @doc "A default value of the type: mixed/0 for floats, int_value/1 for integers."
+  def value(type), do: if(R.float?(type), do: mixed(), else: int_value(type))
+
+  @doc "A typed tensor `{type, shape, values}`, values drawn by gen and rounded to the type."
+  def gen_tensor(type, shape, gen \\ nil) do
+    gen = gen || fn -> value(type) end
+    {type, shape, for(_ <- 1..R.size(shape)//1, do: R.round_to(gen.(), type))}
+  end
+
+  ## Running and checking
+
+  @doc "A Cascade tensor from a typed tensor; a number stays a number."
+  def tensor!({:number, n}), do: n
+
+  def tensor!({type, shape, values}),
+    do: Cascade.from_binary(Cascade.Type.encode(values, type), type, shape)
+
+  @doc "The type an argument takes beside tensors of type base (Nx.Type.merge_number)."
+  def arg_type({:number, n}, base), do: R.merge_number(base, n)
+  def arg_type({type, _, _}, _base), do: type
+
+  @doc "The reference tensor of an argument, cast to the compute type."
+  def ref({:number, n}, type), do: {{}, [R.round_to(n, type)]}
+  def ref({_type, shape, values}, type), do: {shape, R.cast(values, type)}
+  def ref({type, _, _} = t), do: ref(t, type)
+
+  @doc "The merged type of the tensor arguments (numbers take it too)."
+  def base_type(args) do
+    case for({t, _, _} <- args, t != :number, do: t) do
+      [] ->
+        args
+        |> Enum.map(fn {:number, n} -> if is_integer(n), do: :s64, else: :f32 end)
+        |> Enum.reduce(&R.merge/2)
+
+      types ->
+        Enum.reduce(types, &R.merge/2)
+    end
+  end
+
+  @doc """
+  Runs `fun` (the op under test) and compares its result with the reference `expected`
+  (`{shape, values}`, not yet rounded) rounded to `out_type`, within `tol`. `inputs` is a
+  keyword list of what the case was given, printed on failure.
+  """
+  def check!(call, inputs, fun, {exp_shape, exp_values}, out_type, tol) do
+    result =
+      try do
+        fun.()
+      rescue
+        e ->
+          flunk(
+            report(call, inputs) <> "\nraised: " <> Exception.format(:error, e, __STACKTRACE__)
+          )
+      end
+
+    got_type = Cascade.Type.normalize!(Cascade.type(result))
+    got_shape = Cascade.shape(result)
+    got = Cascade.Type.decode(Cascade.to_binary(result), got_type)
+    expected = R.cast(exp_values, out_type)
+
+    header = fn ->
+      report(call, inputs) <>
+        "\nexpected: type #{inspect(out_type)}, shape #{inspect(exp_shape)}\n  #{inspect(expected, limit: :infinity)}" <>
+        "\ngot:      type #{inspect(got_type)}, shape #{inspect(got_shape)}\n  #{inspect(got, limit: :infinity)}"
+    end
+
+    if got_type != out_type or got_shape != exp_shape,
+      do: flunk(header.() <> "\nthe type or shape differs")
+
+    mismatch =
+      got
+      |> Enum.zip(expected)
+      |> Enum.with_index()
+      |> Enum.find(fn {{g, e}, i} -> not close?(g, e, tol, i) end)
+
+    case mismatch do
+      nil ->
+        :ok
+
+      {{g, e}, i} ->
+        allowed = if tol == :exact, do: "exactly", else: "within #{tol.(e, i)}"
+
+        flunk(
+          header.() <>
+            "\nfirst mismatch at flat index #{i}: expected #{inspect(e)} #{allowed}, got #{inspect(g)}"
+        )
+    end
+  end
+
+  defp close?(g, e, _tol, _i) when is_atom(g) or is_atom(e), do: g == e
+  defp close?(g, e, :exact, _i), do: g == e and is_integer(g) == is_integer(e)
+  defp close?(g, e, tol, i), do: abs(g - e) <= tol.(e, i)
+
+  defp report(call, inputs) do
+    lines =
+      for {name, input} <- inputs do
+        case input do
+          {:number, n} ->
+            "  #{name}: the number #{inspect(n)}"
+
+          {type, shape, values} when is_atom(type) and is_tuple(shape) and is_list(values) ->
+            "  #{name}: #{inspect(type)} #{inspect(shape)} #{inspect(values, limit: :infinity)}"
+
+          other ->
+            "  #{name}: #{inspect(other, limit: :infinity)}"
+        end
+      end
+
+    "#{call} failed on\n" <>
+      Enum.join(lines, "\n") <>
+      "\n(a tensor written `type shape values` is Cascade.from_binary(Cascade.Type.encode(values, type), type, shape))"
+  end
+end
+
+defmodule Cascade.PropertyTest.ElementwiseTest do
+  use Cascade.PropertyCase
+  import Bitwise
+
+  @exact_unary [:negate, :abs, :sign, :floor, :ceil, :round]
+  @arith_unary [:sqrt, :reciprocal]
+  @transcendental_unary [:exp, :expm1, :log, :log1p, :rsqrt, :sin, :cos, :tanh, :sigmoid, :erf]
+
+  # The values each unary op is tested on: its valid domain, with magnitudes that keep f16
+  # results away from the overflow threshold.
+  defp unary_gen(op, type) do
+    case op do
+      op when op in [:negate, :abs, :sign, :floor, :ceil, :round] ->
+        fn -> special_or(0.05, &mixed/0) end
+
+      op when op in [:log, :sqrt, :rsqrt] ->
+        if type == :f16,
+          do: fn -> log_uniform(1.0e-7, 6.0e4) end,
+          else: fn -> log_uniform(1.0e-30, 1.0e30) end
+
+      :reciprocal ->
+        fn -> random_sign() * log_uniform(1.0e-3, 1.0e3) end
+
+      :log1p ->
+        fn ->
+          if chance(0.3),
+            do: random_sign() * log_uniform(1.0e-6, 1.0e-2),
+            else: float_between(-0.9, 10.0)
+        end
+
+      :expm1 ->
+        fn ->
+          if chance(0.3),
+            do: random_sign() * log_uniform(1.0e-6, 1.0e-2),
+            else: float_between(-5.0, 5.0)
+        end
+
+      :exp ->
+        if type == :f16,
+          do: fn -> float_between(-10.0, 10.0) end,
+          else: fn -> float_between(-20.0, 20.0) end
+
+      op when op in [:sin, :cos] ->
+        fn -> float_between(-10.0, 10.0) end
+
+      op when op in [:tanh, :sigmoid, :erf] ->
+        fn -> float_between(-8.0, 8.0) end
+    end
+  end
+
+  defp unary_class(op) do
+    cond do
+      op in @exact_unary -> :exact
+      op in @arith_unary -> :arith
+      op in @transcendental_unary -> :transcendental
+    end
+  end
+
+  property @exact_unary ++ @arith_unary ++ @transcendental_unary,
+           "unary ops on f32/f16/bf16 match f64" do
+    for op <- @exact_unary ++ @arith_unary ++ @transcendental_unary,
+        type <- floats(),
+        _ <- 1..40 do
+      x = gen_tensor(type, shape_or_large(), unary_gen(op, type))
+      expected = R.unary(op, ref(x))
+
+      check!(
+        "Cascade.#{op}/1",
+        [tensor: x],
+        fn -> apply(Cascade, op, [tensor!(x)]) end,
+        expected,
+        type,
+        tol(unary_class(op), type)
+      )
+    end
+  end
+
+  property [:negate, :abs, :sign, :floor, :ceil, :round],
+           "unary ops on integers are exact and wrap" do
+    for op <- [:negate, :abs, :sign, :floor, :ceil, :round], type <- ints(), _ <- 1..30 do
+      x = gen_tensor(type, shape())
+
+      check!(
+        "Cascade.#{op}/1",
+        [tensor: x],
+        fn -> apply(Cascade, op, [tensor!(x)]) end,
+        R.unary(op, ref(x)),
+        type,
+        :exact
+      )
+    end
+  end
+
+  property @transcendental_unary ++ @arith_unary, "float unary ops on integers compute in f32" do
+    for op <- @transcendental_unary ++ @arith_unary, type <- [:u8, :s32], _ <- 1..15 do
+      gen =
+        case op do
+          op when op in [:log, :sqrt, :rsqrt, :reciprocal] -> fn -> int_between(1, 200) end
+          :log1p -> fn -> int_between(0, 200) end
+          op when op in [:exp, :expm1] -> fn -> int_between(0, 20) end
+          _ -> fn -> if type == :u8, do: int_between(0, 30), else: int_between(-30, 30) end
+        end
+
+      x = gen_tensor(type, shape(), gen)
+      expected = R.unary(op, ref(x, :f32))
+
+      check!(
+        "Cascade.#{op}/1",
+        [tensor: x],
+        fn -> apply(Cascade, op, [tensor!(x)]) end,
+        expected,
+        :f32,
+        tol(unary_class(op), :f32)
+      )
+    end
+  end
+
+  # NaN, infinities, zeros, overflow and values outside a function's domain, for every float
+  # op: the reference spells out IEEE 754 / C99 Annex F results.
+  @special_unary @exact_unary ++ @arith_unary ++ @transcendental_unary
+  @special_binary [:add, :subtract, :multiply, :divide, :pow, :max, :min, :remainder, :atan2]
+
+  defp negative_zero do
+    <<z::float-64>> = <<1::1, 0::63>>
+    z
+  end
+
+  defp special_value do
+    if chance(0.6),
+      do:
+        pick([
+          :nan,
+          :infinity,
+          :neg_infinity,
+          0.0,
+          negative_zero(),
+          1.0,
+          -1.0,
+          0.5,
+          -2.0,
+          3.0,
+          100.0,
+          -100.0,
+          1.0e30,
+          -1.0e30,
+          1.0e-30
+        ]),
+      else: mixed()
+  end
+
+  property @special_unary ++ @special_binary,
+           "float ops give IEEE results on NaN, infinities, zeros, overflow" do
+    for op <- @special_unary, type <- floats(), _ <- 1..20 do
+      x = gen_tensor(type, shape(max_rank: 2), &special_value/0)
+
+      check!(
+        "Cascade.#{op}/1",
+        [tensor: x],
+        fn -> apply(Cascade, op, [tensor!(x)]) end,
+        R.unary(op, ref(x)),
+        type,
+        tol(unary_class(op), type)
+      )
+    end
+
+    for op <- @special_binary, type <- floats(), _ <- 1..20 do
+      {sa, sb} = broadcast_pair()
+      left = gen_tensor(type, sa, &special_value/0)
+      right = gen_tensor(type, sb, &special_value/0)
+      run_binary(op, left, right, type)
+    end
+  end
+
+  property [:logical_not], "logical_not gives u8 truth" do
+    for type <- all_types(), _ <- 1..30 do
+      gen =
+        if R.float?(type),
+          do: fn -> pick([0.0, 0.0, 1.0, -2.5, :nan, :infinity]) end,
+          else: fn -> pick([0, 0, 1, 7]) end
+
+      x = gen_tensor(type, shape(), gen)
+
+      check!(
+        "Cascade.logical_not/1",
+        [tensor: x],
+        fn -> Cascade.logical_not(tensor!(x)) end,
+        R.unary(:logical_not, ref(x)),
+        :u8,
+        :exact
+      )
+    end
+  end
+
+  ## Binary
+
+  # Two shapes that broadcast: each operand is a suffix of the output shape with some axes 1.
+  defp broadcast_pair do
+    out = shape_or_large()
+    {operand(out), operand(out)}
+  end
+
+  defp operand(out) do
+    dims = Tuple.to_list(out)
+    dims = Enum.drop(dims, int_between(0, length(dims)))
+    dims |> Enum.map(fn d -> if chance(0.25), do: 1, else: d end) |> List.to_tuple()
+  end
+
+  @binary_float [:add, :subtract, :multiply, :divide, :pow, :max, :min, :remainder, :atan2]
+  @binary_int [:add, :subtract, :multiply, :pow, :max, :min, :remainder]
+
+  defp binary_class(op) when op in [:add, :subtract, :multiply, :divide], do: :arith
+  defp binary_class(op) when op in [:pow, :atan2], do: :transcendental
+  defp binary_class(_op), do: :exact
+
+  # {left generator, right generator} in each op's domain
+  defp binary_gens(op, type) do
+    float? = R.float?(type)
+
+    case op do
+      :divide when float? ->
+        {&mixed/0, fn -> random_sign() * log_uniform(1.0e-2, 1.0e2) end}
+
+      :remainder when float? ->
+        {&mixed/0, fn -> random_sign() * log_uniform(1.0e-1, 1.0e1) end}
+
+      # x rem 0 is 0; MIN rem -1 (which traps in C) is 0
+      :remainder ->
+        {fn -> if chance(0.1), do: elem(R.int_range(type), 0), else: int_value(type) end,
+         fn -> if chance(0.2), do: pick([0, -1]), else: int_value(type) end}
+
+      :pow when float? ->
+        pow_gens()
+
+      :pow ->
+        {fn -> if type == :u8, do: int_between(0, 12), else: int_between(-12, 12) end,
+         fn -> int_between(0, 6) end}
+
+      :divide ->
+        {fn -> int_value(type) end, fn -> random_sign() * int_between(1, 50) end}
+
+      _ ->
+        {fn -> value(type) end, fn -> value(type) end}
+    end
+  end
+
+  defp pow_gens do
+    if chance(0.2),
+      do: {fn -> float_between(-4.0, 4.0) end, fn -> int_between(-3, 3) * 1.0 end},
+      else: {fn -> log_uniform(0.1, 4.0) end, fn -> float_between(-3.0, 3.0) end}
+  end
+
+  defp binary_out(op, ta, tb) do
+    t = R.merge(ta, tb)
+    if op in [:divide, :atan2], do: R.to_float(t), else: t
+  end
+
+  defp run_binary(op, left, right, out_type) do
+    base = base_type([left, right])
+    ct = R.merge(arg_type(left, base), arg_type(right, base))
+    ct = if op in [:divide, :atan2], do: R.to_float(ct), else: ct
+    expected = R.binary(op, ref(left, ct), ref(right, ct))
+    class = if R.float?(out_type), do: binary_class(op), else: :exact
+
+    check!(
+      "Cascade.#{op}/2",
+      [left: left, right: right],
+      fn -> apply(Cascade, op, [tensor!(left), tensor!(right)]) end,
+      expected,
+      out_type,
+      tol(class, out_type)
+    )
+  end
+
+  property @binary_float, "binary ops broadcast and match f64" do
+    for op <- @binary_float,
+        type <- floats() ++ ints(),
+        op in @binary_int or R.float?(type) or op in [:divide, :atan2],
+        _ <- 1..40 do
+      {sa, sb} = broadcast_pair()
+      {ga, gb} = binary_gens(op, type)
+      left = gen_tensor(type, sa, ga)
+
+      # now and then a plain number on the right, typed as Nx types it
+      right =
+        if chance(0.1) and op not in [:pow],
+          do: {:number, R.round_to(gb.(), type)},
+          else: gen_tensor(type, sb, gb)
+
+      base = base_type([left, right])
+      out = binary_out(op, type, arg_type(right, base))
+      run_binary(op, left, right, out)
+    end
+  end
+
+  @mixed_pairs [
+    f16: :bf16,
+    f16: :f32,
+    bf16: :f32,
+    s32: :f32,
+    u8: :f16,
+    s64: :bf16,
+    u8: :s32,
+    s32: :s64,
+    u8: :s64,
+    f32: :f64
+  ]
+
+  property [:add, :subtract, :multiply, :divide, :max, :min],
+           "binary ops promote mixed types like Nx" do
+    for {ta, tb} <- @mixed_pairs,
+        op <- [:add, :subtract, :multiply, :divide, :max, :min],
+        _ <- 1..8 do
+      {sa, sb} = broadcast_pair()
+
+      {left, right} =
+        if chance(0.5),
+          do: {gen_tensor(ta, sa), gen_tensor(tb, sb)},
+          else: {gen_tensor(tb, sa), gen_tensor(ta, sb)}
+
+      right =
+        if op == :divide,
+          do:
+            gen_tensor(elem(right, 0), elem(right, 1), fn ->
+              random_sign() * int_between(1, 50)
+            end),
+          else: right
+
+      out = binary_out(op, elem(left, 0), elem(right, 0))
+      # a wider float output holds the exact result of +, -, * less often: keep the arith class
+      run_binary(op, left, right, out)
+    end
+
+    # numbers beside tensors: an integer keeps the tensor's type, a float makes integers f32
+    for type <- floats() ++ ints(), n <- [3, -2, 2.5, 0.1], op <- [:add, :multiply, :subtract] do
+      x = gen_tensor(type, shape())
+      out = R.merge_number(type, n)
+      run_binary(op, x, {:number, n}, out)
+      run_binary(op, {:number, n}, x, out)
+    end
+  end
+
+  @compare [:equal, :not_equal, :less, :less_equal, :greater, :greater_equal]
+
+  property @compare, "comparisons give exact u8 truth, NaN compares false (not_equal true)" do
+    for op <- @compare, type <- all_types(), _ <- 1..30 do
+      {sa, sb} = broadcast_pair()
+      # few distinct values, so that equal pairs are common
+      gen =
+        if R.float?(type),
+          do: fn -> special_or(0.1, fn -> pick([-1.5, 0.0, 1.0, 2.0, 1.0e4]) end) end,
+          else: fn -> pick([0, 1, 2, 100, elem(R.int_range(type), 1)]) end
+
+      left = gen_tensor(type, sa, gen)
+      right = gen_tensor(type, sb, gen)
+      expected = R.binary(op, ref(left), ref(right))
+
+      check!(
+        "Cascade.#{op}/2",
+        [left: left, right: right],
+        fn -> apply(Cascade, op, [tensor!(left), tensor!(right)]) end,
+        expected,
+        :u8,
+        :exact
+      )
+    end
+
+    # mixed types compare in the merged type
+    for {ta, tb} <- @mixed_pairs, op <- @compare, _ <- 1..4 do
+      {sa, sb} = broadcast_pair()
+      left = gen_tensor(ta, sa, fn -> pick([0, 1, 3, 300]) end)
+      right = gen_tensor(tb, sb, fn -> pick([0, 1, 3, 300]) end)
+      ct = R.merge(ta, tb)
+      expected = R.binary(op, ref(left, ct), ref(right, ct))
+
+      check!(
+        "Cascade.#{op}/2",
+        [left: left, right: right],
+        fn -> apply(Cascade, op, [tensor!(left), tensor!(right)]) end,
+        expected,
+        :u8,
+        :exact
+      )
+    end
+  end
+
+  property [:logical_and, :logical_or, :logical_xor], "logical ops give u8 truth of non-zero" do
+    for op <- [:logical_and, :logical_or, :logical_xor], type <- all_types(), _ <- 1..30 do
+      {sa, sb} = broadcast_pair()
+
+      gen =
+        if R.float?(type),
+          do: fn -> pick([0.0, 0.0, 1.0, -0.5, :nan]) end,
+          else: fn -> pick([0, 0, 1, 5]) end
+
+      other = if chance(0.3), do: pick(all_types()), else: type
+      ogen = if R.float?(other), do: fn -> pick([0.0, 1.0, 3.5]) end, else: fn -> pick([0, 2]) end
+      left = gen_tensor(type, sa, gen)
+      right = gen_tensor(other, sb, ogen)
+      ct = R.merge(type, other)
+      expected = R.binary(op, ref(left, ct), ref(right, ct))
+
+      check!(
+        "Cascade.#{op}/2",
+        [left: left, right: right],
+        fn -> apply(Cascade, op, [tensor!(left), tensor!(right)]) end,
+        expected,
+        :u8,
+        :exact
+      )
+    end
+  end
+
+  property [:select], "select picks by non-zero predicate, three-way broadcast" do
+    for type <- all_types(), _ <- 1..30 do
+      out = shape()
+      ptype = pick([:u8, :s32, :f32, :f16])
+
+      pgen =
+        if R.float?(ptype),
+          do: fn -> pick([0.0, 1.0, -2.0, :nan]) end,
+          else: fn -> pick([0, 1, 2]) end
+
+      pred = gen_tensor(ptype, operand(out), pgen)
+      ftype = if chance(0.2), do: pick(all_types()), else: type
+      on_true = gen_tensor(type, operand(out))
+
+      on_false =
+        if chance(0.1),
+          do: {:number, R.round_to(value(type), type)},
+          else: gen_tensor(ftype, operand(out))
+
+      base = base_type([on_true, on_false])
+      ct = R.merge(arg_type(on_true, base), arg_type(on_false, base))
+      expected = R.select(ref(pred), ref(on_true, ct), ref(on_false, ct))
+
+      check!(
+        "Cascade.select/3",
+        [pred: pred, on_true: on_true, on_false: on_false],
+        fn -> Cascade.select(tensor!(pred), tensor!(on_true), tensor!(on_false)) end,
+        expected,
+        ct,
+        :exact
+      )
+    end
+  end
+
+  property [:clip], "clip limits to [min, max] broadcast to the tensor's shape" do
+    for type <- floats() ++ ints(), _ <- 1..40 do
+      s = shape()
+      x = gen_tensor(type, s)
+      # now and then bounds of another type: all three compute in the merged type
+      btype = if chance(0.2), do: pick(floats() ++ ints()), else: type
+      ct = R.merge(type, btype)
+      lo_v = R.round_to(value(btype), btype)
+      hi_v = R.round_to(value(btype), btype)
+      {lo_v, hi_v} = if lo_v <= hi_v, do: {lo_v, hi_v}, else: {hi_v, lo_v}
+
+      {lo, hi} =
+        if chance(0.3),
+          do: {{:number, lo_v}, {:number, hi_v}},
+          else:
+            {gen_tensor(btype, operand(s), fn -> lo_v end),
+             gen_tensor(btype, operand(s), fn -> hi_v end)}
+
+      ct =
+        if match?({:number, _}, lo),
+          do: R.merge_number(type, lo_v) |> R.merge(R.merge_number(type, hi_v)),
+          else: ct
+
+      expected = R.clip(ref(x, ct), ref(lo, ct), ref(hi, ct))
+
+      check!(
+        "Cascade.clip/3",
+        [tensor: x, min: lo, max: hi],
+        fn -> Cascade.clip(tensor!(x), tensor!(lo), tensor!(hi)) end,
+        expected,
+        ct,
+        :exact
+      )
+    end
+  end
+
+  property [:as_type],
+           "as_type rounds once to nearest even, truncates and saturates into integers" do
+    for from <- all_types(), to <- all_types(), _ <- 1..20 do
+      gen =
+        cond do
+          chance(0.3) and near_ties?(from, to) ->
+            fn -> near_tie(from, to) end
+
+          R.float?(from) ->
+            fn ->
+              special_or(0.05, fn ->
+                case :rand.uniform(4) do
+                  1 -> mixed()
+                  2 -> random_sign() * log_uniform(1.0e-8, 1.0e-3)
+                  3 -> random_sign() * log_uniform(100.0, 1.0e20)
+                  4 -> random_sign() * (int_between(0, 600) + 0.5)
+                end
+              end)
+            end
+
+          true ->
+            fn -> int_value(from) end
+        end
+
+      x = gen_tensor(from, shape_or_large(), gen)
+      expected = R.as_type(ref(x), to)
+
+      check!(
+        "Cascade.as_type/2",
+        [tensor: x, type: to],
+        fn -> Cascade.as_type(tensor!(x), to) end,
+        expected,
+        to,
+        :exact
+      )
+    end
+  end
+
+  # Values of `from` at, just below and just above the midpoint of two neighbours of `to`:
+  # where rounding twice (through f32 or f64) differs from rounding once.
+  @precision %{f16: 11, bf16: 8, f32: 24, f64: 53, s32: 31, s64: 63, u8: 8}
+
+  defp near_ties?(from, to),
+    do: R.float?(to) and from != :u8 and @precision[from] > @precision[to] + 2
+
+  defp near_tie(from, to) do
+    p = @precision[to]
+    mid = 2 * int_between(1 <<< (p - 1), (1 <<< p) - 1) + 1
+    k = int_between(1, @precision[from] - p - 2)
+    val = (mid <<< k) + pick([-1, 0, 0, 1])
+    bits = p + 1 + k
+
+    if R.float?(from) do
+      # a normal exponent of `to`, or now and then its subnormal range
+      top =
+        case to do
+          _ when from == :f16 -> int_between(-13, 15)
+          :f16 -> if chance(0.2), do: -14 - int_between(1, 9), else: int_between(-13, 15)
+          :bf16 -> if chance(0.1), do: -126 - int_between(1, 6), else: int_between(-60, 60)
+          _ -> int_between(-60, 60)
+        end
+
+      val =
+        if top < -14 and to == :f16, do: val >>> (p - (top + 24)) <<< (p - (top + 24)), else: val
+
+      random_sign() * val * :math.pow(2, top - bits)
+    else
+      # an integer of `from`: shift the pattern up as far as the type allows
+      shift = int_between(0, @precision[from] - bits)
+      random_sign() * (val <<< shift)
+    end
+  end
+end
+
+defmodule Cascade.PropertyTest.ReduceTest do
+  use Cascade.PropertyCase
+
+  defp axes_for(shape) do
+    rank = tuple_size(shape)
+
+    if chance(0.25) do
+      nil
+    else
+      0..(rank - 1)//1
+      |> Enum.filter(fn _ -> chance(0.5) end)
+      |> Enum.shuffle()
+      |> Enum.map(fn a -> if chance(0.3), do: a - rank, else: a end)
+    end
+  end
+
+  defp reduce_opts(axes, keep) do
+    opts = if axes, do: [axes: axes], else: []
+    if keep, do: opts ++ [keep_axes: true], else: opts
+  end
+
+  defp terms(shape, out_shape) do
+    out = R.size(out_shape)
+    if out == 0, do: 0, else: div(R.size(shape), out)
+  end
+
+  property [:sum], "sum over axes within n * 2^-24 * sum |x|; integers in s64, exact" do
+    for type <- floats() ++ ints(), _ <- 1..60 do
+      s = shape_or_large()
+
+      # now and then NaN and infinities, which sum as IEEE says
+      specials = if chance(0.1), do: 0.05, else: 0.0
+
+      gen =
+        if R.float?(type),
+          do: fn -> special_or(specials, fn -> float_between(-10.0, 10.0) end) end,
+          else: fn -> int_value(type) end
+
+      x = gen_tensor(type, s, gen)
+      axes = axes_for(s)
+      keep = chance(0.3)
+      {out_shape, _} = expected = R.reduce(:sum, ref(x), type, axes, keep)
+      out = R.to_aggregate(type)
+      {_, mags} = R.reduce(:sum, R.unary(:abs, ref(x)), type, axes, keep)
+      tol = if R.float?(type), do: tol(:sum, type, {terms(s, out_shape), mags}), else: :exact
+
+      check!(
+        "Cascade.sum/2",
+        [tensor: x, options: reduce_opts(axes, keep)],
+        fn -> Cascade.sum(tensor!(x), reduce_opts(axes, keep)) end,
+        expected,
+        out,
+        tol
+      )
+    end
+  end
+
+  property [:product], "product over axes; integers in s64, wrapping" do
+    for type <- floats() ++ ints(), _ <- 1..50 do
+      s = shape(max_dim: 4, max_rank: 3)
+
+      gen =
+        if R.float?(type),
+          do: fn -> special_or(0.02, fn -> random_sign() * float_between(0.7, 1.4) end) end,
+          else: fn ->
+            if chance(0.1),
+              do: int_value(type),
+              else: int_between(-3, 3) |> max(elem(R.int_range(type), 0))
+          end
+
+      x = gen_tensor(type, s, gen)
+      axes = axes_for(s)
+      keep = chance(0.3)
+      {out_shape, _} = expected = R.reduce(:product, ref(x), type, axes, keep)
+      out = R.to_aggregate(type)
+      tol = if R.float?(type), do: tol(:product, type, terms(s, out_shape)), else: :exact
+
+      check!(
+        "Cascade.product/2",
+        [tensor: x, options: reduce_opts(axes, keep)],
+        fn -> Cascade.product(tensor!(x), reduce_opts(axes, keep)) end,
+        expected,
+        out,
+        tol
+      )
+    end
+  end
+
+  property [:reduce_max, :reduce_min, :all, :any],
+           "max/min/all/any over axes are exact, NaN wins" do
+    for op <- [:reduce_max, :reduce_min, :all, :any], type <- all_types(), _ <- 1..30 do
+      s = shape_or_large()
+
+      gen =
+        cond do
+          op in [:all, :any] and R.float?(type) ->
+            fn -> if chance(0.7), do: 1.5, else: pick([0.0, :nan]) end
+
+          op in [:all, :any] ->
+            fn -> if chance(0.7), do: 3, else: 0 end
+
+          R.float?(type) ->
+            fn -> special_or(0.02, &mixed/0) end
+
+          true ->
+            fn -> int_value(type) end
+        end
+
+      x = gen_tensor(type, s, gen)
+      axes = axes_for(s)
+      keep = chance(0.3)
+      expected = R.reduce(op, ref(x), type, axes, keep)
+      out = if op in [:all, :any], do: :u8, else: type
+
+      check!(
+        "Cascade.#{op}/2",
+        [tensor: x, options: reduce_opts(axes, keep)],
+        fn -> apply(Cascade, op, [tensor!(x), reduce_opts(axes, keep)]) end,
+        expected,
+        out,
+        :exact
+      )
+    end
+  end
+
+  property [:argmax, :argmin], "argmax/argmin with axis, tie_break and keep_axis" do
+    for op <- [:argmax, :argmin], type <- all_types(), _ <- 1..40 do
+      s = if chance(0.1), do: shape_or_large(min_dim: 1), else: shape(min_dim: 1)
+      rank = tuple_size(s)
+      # few distinct values: many ties
+      gen =
+        if R.float?(type),
+          do: fn -> special_or(0.03, fn -> pick([-1.0, 0.0, 2.5, 3.0]) end) end,
+          else: fn -> pick([0, 1, 7, elem(R.int_range(type), 1)]) end
+
+      x = gen_tensor(type, s, gen)
+      axis = if rank > 0 and chance(0.75), do: int_between(-rank, rank - 1), else: nil
+      tie = pick([:low, :high])
+      keep = chance(0.3)
+      opts = [tie_break: tie, keep_axis: keep] ++ if(axis, do: [axis: axis], else: [])
+      expected = R.argreduce(op, ref(x), axis, tie, keep)
+
+      check!(
+        "Cascade.#{op}/2",
+        [tensor: x, options: opts],
+        fn -> apply(Cascade, op, [tensor!(x), opts]) end,
+        expected,
+        :s64,
+        :exact
+      )
+    end
+  end
+end
+
+defmodule Cascade.PropertyTest.LayoutTest do
+  use Cascade.PropertyCase
+
+  # A random shape with `size` elements: its prime factors spread over 0..4 axes (and axes
+  # of size 1); for 0, a shape with a zero dimension.
+  defp shape_of_size(0) do
+    s = shape(min_rank: 1)
+    put_elem(s, :rand.uniform(tuple_size(s)) - 1, 0)
+  end
+
+  defp shape_of_size(n) do
+    rank = int_between(if(n == 1, do: 0, else: 1), 4)
+
+    n
+    |> factor(2)
+    |> Enum.reduce(List.duplicate(1, rank), fn f, dims ->
+      List.update_at(dims, :rand.uniform(rank) - 1, &(&1 * f))
+    end)
+    |> List.to_tuple()
+  end
+
+  defp factor(1, _), do: []
+  defp factor(n, p) when p * p > n, do: [n]
+
+  defp factor(n, p),
+    do: if(rem(n, p) == 0, do: [p | factor(div(n, p), p)], else: factor(n, p + 1))
+
+  defp layout_type, do: pick(all_types())
+
+  property [:reshape], "reshape keeps the row-major elements" do
+    for _ <- 1..60 do
+      type = layout_type()
+      s = shape()
+      x = gen_tensor(type, s)
+      new = shape_of_size(R.size(s))
+
+      check!(
+        "Cascade.reshape/2",
+        [tensor: x, shape: new],
+        fn -> Cascade.reshape(tensor!(x), new) end,
+        R.reshape(ref(x), new),
+        type,
+        :exact
+      )
+    end
+  end
+
+  property [:transpose], "transpose permutes axes" do
+    for _ <- 1..80 do
+      type = layout_type()
+      s = shape_or_large()
+      rank = tuple_size(s)
+      x = gen_tensor(type, s)
+
+      axes =
+        if chance(0.2),
+          do: nil,
+          else:
+            Enum.shuffle(0..(rank - 1)//1 |> Enum.to_list())
+            |> Enum.map(fn a -> if chance(0.2), do: a - rank, else: a end)
+
+      opts = if axes, do: [axes: axes], else: []
+
+      check!(
+        "Cascade.transpose/2",
+        [tensor: x, options: opts],
+        fn -> Cascade.transpose(tensor!(x), opts) end,
+        R.transpose(ref(x), axes),
+        type,
+        :exact
+      )
+    end
+  end
+
+  property [:broadcast], "broadcast repeats to a shape, with or without axes" do
+    for _ <- 1..80 do
+      type = layout_type()
+      s = shape(max_rank: 3)
+      rin = tuple_size(s)
+      rout = rin + int_between(0, 2)
+
+      axes =
+        if chance(0.3),
+          do: nil,
+          else: Enum.to_list(0..(rout - 1)//1) |> Enum.shuffle() |> Enum.take(rin) |> Enum.sort()
+
+      mapped = axes || Enum.to_list((rout - rin)..(rout - 1)//1)
+
+      out =
+        for a <- 0..(rout - 1)//1 do
+          case Enum.find_index(mapped, &(&1 == a)) do
+            nil -> dim(4)
+            k -> if elem(s, k) == 1, do: dim(4), else: elem(s, k)
+          end
+        end
+        |> List.to_tuple()
+
+      x = gen_tensor(type, s)
+      opts = if axes, do: [axes: axes], else: []
+
+      check!(
+        "Cascade.broadcast/3",
+        [tensor: x, shape: out, options: opts],
+        fn -> Cascade.broadcast(tensor!(x), out, opts) end,
+        R.broadcast(ref(x), out, axes),
+        type,
+        :exact
+      )
+    end
+  end
+
+  property [:squeeze], "squeeze drops size-1 axes" do
+    for _ <- 1..60 do
+      type = layout_type()
+
+      s =
+        shape()
+        |> Tuple.to_list()
+        |> Enum.map(fn d -> if chance(0.4), do: 1, else: d end)
+        |> List.to_tuple()
+
+      ones = for {1, k} <- Enum.with_index(Tuple.to_list(s)), do: k
+
+      axes =
+        if chance(0.3),
+          do: nil,
+          else: Enum.filter(ones, fn _ -> chance(0.6) end) |> Enum.shuffle()
+
+      x = gen_tensor(type, s)
+      opts = if axes, do: [axes: axes], else: []
+
+      check!(
+        "Cascade.squeeze/2",
+        [tensor: x, options: opts],
+        fn -> Cascade.squeeze(tensor!(x), opts) end,
+        R.squeeze(ref(x), axes),
+        type,
+        :exact
+      )
+    end
+  end
+
+  property [:slice], "slice with strides; starts clip into range as in Nx" do
+    for _ <- 1..80 do
+      type = layout_type()
+      s = shape_or_large()
+      dims = Tuple.to_list(s)
+      lengths = Enum.map(dims, &int_between(0, &1))
+      start = Enum.map(dims, &int_between(-2, &1 + 2))
+      strides = if chance(0.3), do: nil, else: Enum.map(dims, fn _ -> int_between(1, 3) end)
+      x = gen_tensor(type, s)
+      opts = if strides, do: [strides: strides], else: []
+
+      check!(
+        "Cascade.slice/4",
+        [tensor: x, start: start, lengths: lengths, options: opts],
+        fn -> Cascade.slice(tensor!(x), start, lengths, opts) end,
+        R.slice(ref(x), start, lengths, strides),
+        type,
+        :exact
+      )
+    end
+  end
+
+  property [:put_slice], "put_slice writes a slice at a clipped start" do
+    for _ <- 1..80 do
+      type = layout_type()
+      s = shape_or_large()
+      stype = if chance(0.2), do: layout_type(), else: type
+      sshape = s |> Tuple.to_list() |> Enum.map(&int_between(0, &1)) |> List.to_tuple()
+      start = s |> Tuple.to_list() |> Enum.map(&int_between(-2, &1 + 2))
+      x = gen_tensor(type, s)
+      slice = gen_tensor(stype, sshape)
+      out = R.merge(type, stype)
+      expected = R.put_slice(ref(x, out), start, ref(slice, out))
+
+      check!(
+        "Cascade.put_slice/3",
+        [tensor: x, start: start, slice: slice],
+        fn -> Cascade.put_slice(tensor!(x), start, tensor!(slice)) end,
+        expected,
+        out,
+        :exact
+      )
+    end
+  end
+
+  property [:pad], "pad with low/high (negative crops) and interior padding" do
+    for _ <- 1..80 do
+      type = layout_type()
+      s = shape()
+
+      pads =
+        for d <- Tuple.to_list(s) do
+          interior = int_between(0, 2)
+          grown = if d == 0, do: 0, else: d + (d - 1) * interior
+          lo = int_between(-2, 3)
+          hi = int_between(-2, 3)
+          # keep the size non-negative: crop at most what there is
+          lo = max(lo, -grown)
+          hi = max(hi, -(grown + lo))
+          {lo, hi, interior}
+        end
+
+      value = if R.float?(type) and chance(0.7), do: mixed(), else: int_between(-5, 5)
+      # a float value beside an integer tensor makes the result f32 (Nx.Type.merge_number)
+      value = if not R.float?(type) and chance(0.15), do: 2.5, else: value
+      out = R.merge_number(type, value)
+      x = gen_tensor(type, s)
+      expected = R.pad(ref(x, out), R.round_to(value, out), pads)
+
+      check!(
+        "Cascade.pad/3",
+        [tensor: x, value: value, pads: pads],
+        fn -> Cascade.pad(tensor!(x), value, pads) end,
+        expected,
+        out,
+        :exact
+      )
+    end
+  end
+
+  property [:reverse], "reverse along axes" do
+    for _ <- 1..60 do
+      type = layout_type()
+      s = shape_or_large()
+      rank = tuple_size(s)
+
+      axes =
+        if chance(0.25),
+          do: nil,
+          else: Enum.filter(0..(rank - 1)//1, fn _ -> chance(0.5) end) |> Enum.shuffle()
+
+      x = gen_tensor(type, s)
+      opts = if axes, do: [axes: axes], else: []
+
+      check!(
+        "Cascade.reverse/2",
+        [tensor: x, options: opts],
+        fn -> Cascade.reverse(tensor!(x), opts) end,
+        R.reverse(ref(x), axes),
+        type,
+        :exact
+      )
+    end
+  end
+
+  property [:concatenate], "concatenate along an axis, merging types" do
+    for _ <- 1..60 do
+      type = layout_type()
+      s = shape(min_rank: 1)
+      rank = tuple_size(s)
+      axis = int_between(0, rank - 1)
+      n = int_between(1, 4)
+
+      tensors =
+        for _ <- 1..n do
+          t = if chance(0.15), do: layout_type(), else: type
+          gen_tensor(t, put_elem(s, axis, dim(4)))
+        end
+
+      out = tensors |> Enum.map(&elem(&1, 0)) |> Enum.reduce(&R.merge/2)
+
+      opts =
+        if axis == 0 and chance(0.5),
+          do: [],
+          else: [axis: if(chance(0.3), do: axis - rank, else: axis)]
+
+      expected = R.concatenate(Enum.map(tensors, &ref(&1, out)), axis)
+
+      check!(
+        "Cascade.concatenate/2",
+        [tensors: tensors, options: opts],
+        fn -> Cascade.concatenate(Enum.map(tensors, &tensor!/1), opts) end,
+        expected,
+        out,
+        :exact
+      )
+    end
+  end
+
+  property [:take], "take slices at indices along an axis" do
+    for _ <- 1..60 do
+      type = layout_type()
+      s = shape(min_rank: 1, min_dim: 1)
+      rank = tuple_size(s)
+      axis = int_between(0, rank - 1)
+      ishape = shape(max_rank: 2, max_dim: 3)
+      itype = pick([:s64, :s32, :u8])
+      idx = gen_tensor(itype, ishape, fn -> int_between(0, elem(s, axis) - 1) end)
+      x = gen_tensor(type, s)
+      opts = [axis: if(chance(0.3), do: axis - rank, else: axis)]
+
+      check!(
+        "Cascade.take/3",
+        [tensor: x, indices: idx, options: opts],
+        fn -> Cascade.take(tensor!(x), tensor!(idx), opts) end,
+        R.take(ref(x), ref(idx), axis),
+        type,
+        :exact
+      )
+    end
+  end
+
+  property [:gather], "gather by coordinates along axes" do
+    for _ <- 1..60 do
+      type = layout_type()
+      s = shape(min_rank: 1, min_dim: 1)
+      rank = tuple_size(s)
+      k = int_between(1, rank)
+
+      axes =
+        if chance(0.3),
+          do: nil,
+          else: Enum.to_list(0..(rank - 1)) |> Enum.shuffle() |> Enum.take(k) |> Enum.sort()
+
+      used = axes || Enum.to_list(0..(k - 1))
+      batch = shape(max_rank: 2, max_dim: 3)
+      ishape = Tuple.append(batch, k)
+      itype = pick([:s64, :s32, :u8])
+      rows = R.size(batch)
+      values = for _ <- 1..rows//1, a <- used, do: int_between(0, elem(s, a) - 1)
+      idx = {itype, ishape, values}
+      x = gen_tensor(type, s)
+      opts = if axes, do: [axes: axes], else: []
+
+      check!(
+        "Cascade.gather/3",
+        [tensor: x, indices: idx, options: opts],
+        fn -> Cascade.gather(tensor!(x), tensor!(idx), opts) end,
+        R.gather(ref(x), ref(idx), axes),
+        type,
+        :exact
+      )
+    end
+  end
+end
+
+defmodule Cascade.PropertyTest.DotCreateTest do
+  use Cascade.PropertyCase
+
+  # Integers anywhere in their range (products wrap) unless `small`: an operand whose type is
+  # promoted to a float must stay finite there.
+  defp dot_gen(type, small \\ false) do
+    cond do
+      R.float?(type) -> fn -> float_between(-4.0, 4.0) end
+      small -> fn -> int_between(0, 20) end
+      type == :u8 -> fn -> int_between(0, 255) end
+      true -> fn -> if chance(0.1), do: int_value(type), else: int_between(-20, 20) end
+    end
+  end
+
+  defp dot_check(call, inputs, fun, a, b, expected, abs_expected, k) do
+    type = R.merge(elem(a, 0), elem(b, 0))
+    {_, mags} = abs_expected
+    tol = if R.float?(type), do: tol(:sum, type, {k, mags}), else: :exact
+    check!(call, inputs, fun, expected, type, tol)
+  end
+
+  defp abs_of({type, shape, values}), do: {type, shape, Enum.map(values, &abs/1)}
+
+  property [:dot], "dot/2 contracts like Nx.dot/2" do
+    for type <- floats() ++ ints(), _ <- 1..40 do
+      k = dim(5)
+
+      {sa, sb} =
+        cond do
+          chance(0.1) ->
+            pick([{{}, shape(max_rank: 2)}, {shape(max_rank: 2), {}}])
+
+          # past the GEMM's register tile (6 x 8) and, now and then, its cache blocks
+          # (MC = 96 rows, KC = 256 contracted)
+          chance(0.1) ->
+            {m, kk, n} =
+              if chance(0.3),
+                do: {int_between(95, 110), int_between(250, 290), int_between(3, 12)},
+                else: {int_between(17, 40), int_between(20, 70), int_between(9, 40)}
+
+            {{m, kk}, {kk, n}}
+
+          true ->
+            pa = shape(max_rank: 2, max_dim: 4)
+            a = Tuple.append(pa, k)
+
+            b =
+              if chance(0.3),
+                do: {k},
+                else: shape(max_rank: 1, max_dim: 4) |> Tuple.append(k) |> Tuple.append(dim(4))
+
+            {a, b}
+        end
+
+      btype = if chance(0.15), do: pick(floats() ++ ints()), else: type
+      ct = R.merge(type, btype)
+      a = gen_tensor(type, sa, dot_gen(type, type != ct))
+      b = gen_tensor(btype, sb, dot_gen(btype, btype != ct))
+      expected = R.dot(ref(a, ct), ref(b, ct))
+      abs_exp = R.dot(ref(abs_of(a), ct), ref(abs_of(b), ct))
+
+      kk =
+        if tuple_size(sa) == 0 or tuple_size(sb) == 0, do: 1, else: elem(sa, tuple_size(sa) - 1)
+
+      dot_check(
+        "Cascade.dot/2",
+        [left: a, right: b],
+        fn -> Cascade.dot(tensor!(a), tensor!(b)) end,
+        a,
+        b,
+        expected,
+        abs_exp,
+        kk
+      )
+    end
+  end
+
+  property [:dot], "dot/6 with batch and contracting axes like Nx.dot/6" do
+    for type <- floats() ++ ints(), _ <- 1..40 do
+      nb = int_between(0, 2)
+      nc = int_between(0, 2)
+      nfa = int_between(0, 2)
+      nfb = int_between(0, 2)
+      batch = for _ <- 1..nb//1, do: dim(3)
+      contract = for _ <- 1..nc//1, do: dim(4)
+      fa = for _ <- 1..nfa//1, do: dim(3)
+      fb = for _ <- 1..nfb//1, do: dim(3)
+      # each operand's axes in a random order: role and position
+      roles_a =
+        Enum.shuffle(
+          Enum.map(0..(nb - 1)//1, &{:b, &1}) ++
+            Enum.map(0..(nc - 1)//1, &{:c, &1}) ++ Enum.map(0..(nfa - 1)//1, &{:f, &1})
+        )
+
+      roles_b =
+        Enum.shuffle(
+          Enum.map(0..(nb - 1)//1, &{:b, &1}) ++
+            Enum.map(0..(nc - 1)//1, &{:c, &1}) ++ Enum.map(0..(nfb - 1)//1, &{:f, &1})
+        )
+
+      size = fn
+        {:b, i}, _ -> Enum.at(batch, i)
+        {:c, i}, _ -> Enum.at(contract, i)
+        {:f, i}, f -> Enum.at(f, i)
+      end
+
+      sa = roles_a |> Enum.map(&size.(&1, fa)) |> List.to_tuple()
+      sb = roles_b |> Enum.map(&size.(&1, fb)) |> List.to_tuple()
+      pos = fn roles, role -> Enum.find_index(roles, &(&1 == role)) end
+      ca = for i <- 0..(nc - 1)//1, do: pos.(roles_a, {:c, i})
+      cb = for i <- 0..(nc - 1)//1, do: pos.(roles_b, {:c, i})
+      ba = for i <- 0..(nb - 1)//1, do: pos.(roles_a, {:b, i})
+      bb = for i <- 0..(nb - 1)//1, do: pos.(roles_b, {:b, i})
+      a = gen_tensor(type, sa, dot_gen(type))
+      b = gen_tensor(type, sb, dot_gen(type))
+      expected = R.dot(ref(a), ca, ba, ref(b), cb, bb)
+      abs_exp = R.dot(ref(abs_of(a)), ca, ba, ref(abs_of(b)), cb, bb)
+      k = Enum.product(contract)
+
+      dot_check(
+        "Cascade.dot/6",
+        [left: a, contract_a: ca, batch_a: ba, right: b, contract_b: cb, batch_b: bb],
+        fn -> Cascade.dot(tensor!(a), ca, ba, tensor!(b), cb, bb) end,
+        a,
+        b,
+        expected,
+        abs_exp,
+        k
+      )
+    end
+  end
+
+  property [:full], "full fills with the value rounded to the type" do
+    for type <- all_types() ++ [nil], _ <- 1..20 do
+      s = shape()
+
+      value =
+        cond do
+          type == nil -> if chance(0.5), do: int_between(-9, 9), else: mixed()
+          R.float?(type) -> if chance(0.2), do: int_value(:s32), else: mixed()
+          true -> int_value(type)
+        end
+
+      out = type || if(is_integer(value), do: :s64, else: :f32)
+      opts = if type, do: [type: type], else: []
+
+      check!(
+        "Cascade.full/3",
+        [value: value, shape: s, options: opts],
+        fn -> Cascade.full(value, s, opts) end,
+        R.full(value, s),
+        out,
+        :exact
+      )
+    end
+  end
+
+  property [:iota], "iota counts along an axis or across the tensor" do
+    for type <- all_types() ++ [nil], _ <- 1..20 do
+      s = shape_or_large()
+      rank = tuple_size(s)
+      axis = if rank > 0 and chance(0.6), do: int_between(-rank, rank - 1), else: nil
+      opts = if(type, do: [type: type], else: []) ++ if(axis, do: [axis: axis], else: [])
+
+      check!(
+        "Cascade.iota/2",
+        [shape: s, options: opts],
+        fn -> Cascade.iota(s, opts) end,
+        R.iota(s, axis),
+        type || :s64,
+        :exact
+      )
+    end
+  end
+
+  property [:eye], "eye has ones on the diagonal of the last two axes" do
+    for type <- all_types() ++ [nil], _ <- 1..15 do
+      s = shape(min_rank: 2)
+
+      {arg, s} =
+        if chance(0.2),
+          do:
+            (
+              n = dim(5)
+              {n, {n, n}}
+            ),
+          else: {s, s}
+
+      opts = if type, do: [type: type], else: []
+
+      check!(
+        "Cascade.eye/2",
+        [shape: arg, options: opts],
+        fn -> Cascade.eye(arg, opts) end,
+        R.eye(s),
+        type || :s64,
+        :exact
+      )
+    end
+  end
+
+  # Random numbers follow the element mapping of c_src/core/philox.h, reproduced in f64 by
+  # the reference: uniform in [min, max) as min + (max - min) * u, normal as mean + std * z.
+  # The kernels compute in f32 (f64 for f64 tensors), so the transcendental tolerance applies,
+  # scaled to the interval for uniform numbers.
+  property [:random_uniform], "random_uniform follows Philox-4x32-10 and stays in [min, max)" do
+    for type <- floats() ++ [:f64], _ <- 1..15 do
+      s = shape_or_large()
+      key = if chance(0.3), do: int_between(0, 0xFFFFFFFFFFFF), else: int_between(0, 1000)
+      {lo, hi} = pick([{0.0, 1.0}, {-3.0, 5.0}, {10.0, 10.5}])
+      opts = [key: key, min: lo, max: hi, type: type]
+      t = Cascade.random_uniform(s, opts)
+      got = Cascade.Type.decode(Cascade.to_binary(t), type)
+
+      outside = Enum.find(got, fn g -> not (is_float(g) and g >= lo and g < hi) end)
+
+      assert outside == nil,
+             "Cascade.random_uniform(#{inspect(s)}, #{inspect(opts)}) gave #{inspect(outside)}, outside [#{lo}, #{hi})"
+
+      expected = for i <- 0..(R.size(s) - 1)//1, do: lo + (hi - lo) * R.uniform01(key, i, type)
+
+      {rel, abs} =
+        if type == :f64,
+          do: {:math.pow(2, -50), 0.0},
+          else: Map.fetch!(elem(tolerances(), 0).arith, type)
+
+      scale = max(abs(lo), abs(hi))
+
+      check!(
+        "Cascade.random_uniform/2",
+        [shape: s, options: opts],
+        fn -> t end,
+        {s, expected},
+        type,
+        fn _e, _i -> 2 * rel * scale + abs end
+      )
+    end
+  end
+
+  property [:random_normal], "random_normal follows Box-Muller over Philox-4x32-10" do
+    for type <- floats() ++ [:f64], _ <- 1..15 do
+      s = shape_or_large()
+      key = int_between(0, 100_000)
+      {mean, std} = pick([{0.0, 1.0}, {5.0, 0.5}, {-2.0, 3.0}])
+      opts = [key: key, mean: mean, standard_deviation: std, type: type]
+      expected = for i <- 0..(R.size(s) - 1)//1, do: mean + std * R.normal(key, i, type)
+      # Box-Muller in f32 loses up to ~2^-20 of the radius in the log and the angle
+      {rel, abs} =
+        if type == :f64,
+          do: {:math.pow(2, -44), 0.0},
+          else: Map.fetch!(elem(tolerances(), 0).transcendental, type)
+
+      check!(
+        "Cascade.random_normal/2",
+        [shape: s, options: opts],
+        fn -> Cascade.random_normal(s, opts) end,
+        {s, expected},
+        type,
+        fn e, _i -> rel * (abs(e) + std * 8) + abs end
+      )
+    end
+  end
+end
+
+defmodule Cascade.PropertyTest.LargeTest do
+  use Cascade.PropertyCase
+
+  # Calls whose cost passes the NIF's dirty-scheduler threshold (2^17 element operations) run
+  # on a dirty CPU scheduler: the same kernels, reached another way.
+  property [:exp, :add, :sum, :transpose, :as_type, :dot],
+           "ops above the dirty-scheduler threshold match too" do
+    for type <- floats() do
+      x = gen_tensor(type, {300, 480}, fn -> float_between(-5.0, 5.0) end)
+      y = gen_tensor(type, {480}, fn -> float_between(-5.0, 5.0) end)
+
+      check!(
+        "Cascade.exp/1",
+        [tensor: x],
+        fn -> Cascade.exp(tensor!(x)) end,
+        R.unary(:exp, ref(x)),
+        type,
+        tol(:transcendental, type)
+      )
+
+      check!(
+        "Cascade.add/2",
+        [left: x, right: y],
+        fn -> Cascade.add(tensor!(x), tensor!(y)) end,
+        R.binary(:add, ref(x), ref(y)),
+        type,
+        tol(:arith, type)
+      )
+
+      {_, mags} = R.reduce(:sum, R.unary(:abs, ref(x)), type, [0])
+
+      check!(
+        "Cascade.sum/2",
+        [tensor: x, options: [axes: [0]]],
+        fn -> Cascade.sum(tensor!(x), axes: [0]) end,
+        R.reduce(:sum, ref(x), type, [0]),
+        type,
+        tol(:sum, type, {300, mags})
+      )
+
+      check!(
+        "Cascade.transpose/1",
+        [tensor: x],
+        fn -> Cascade.transpose(tensor!(x)) end,
+        R.transpose(ref(x)),
+        type,
+        :exact
+      )
+
+      check!(
+        "Cascade.as_type/2",
+        [tensor: x, type: :f64],
+        fn -> Cascade.as_type(tensor!(x), :f64) end,
+        R.as_type(ref(x), :f64),
+        :f64,
+        :exact
+      )
+
+      a = gen_tensor(type, {100, 270}, fn -> float_between(-2.0, 2.0) end)
+      b = gen_tensor(type, {270, 17}, fn -> float_between(-2.0, 2.0) end)
+      {_, mags} = R.dot(R.unary(:abs, ref(a)), R.unary(:abs, ref(b)))
+
+      check!(
+        "Cascade.dot/2",
+        [left: a, right: b],
+        fn -> Cascade.dot(tensor!(a), tensor!(b)) end,
+        R.dot(ref(a), ref(b)),
+        type,
+        tol(:sum, type, {270, mags})
+      )
+    end
+  end
+end
+
+defmodule Cascade.PropertyTest do
+  use ExUnit.Case, async: true
+
+  @modules [
+    Cascade.PropertyTest.ElementwiseTest,
+    Cascade.PropertyTest.ReduceTest,
+    Cascade.PropertyTest.LayoutTest,
+    Cascade.PropertyTest.DotCreateTest,
+    Cascade.PropertyTest.LargeTest
+  ]
+
+  test "every op of the table has a property test" do
+    covered = @modules |> Enum.flat_map(& &1.__covered__()) |> MapSet.new()
+    ops = Enum.map(Cascade.__ops__(), & &1.name)
+    missing = Enum.reject(ops, &MapSet.member?(covered, &1))
+
+    assert missing == [],
+           "ops without a property test in test/property_test.exs: #{inspect(missing)}"
+
+    unknown = covered |> MapSet.to_list() |> Enum.reject(&(&1 in ops))
+    assert unknown == [], "property tests of ops that are not in the table: #{inspect(unknown)}"
+  end
+end
