@@ -64,7 +64,7 @@ cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const c
     cx_tensor **casts = n_in <= 8 ? casts_small : calloc((size_t)n_in, sizeof(*casts));
     int pinned = 0;
     cx_code rc = CX_OK;
-    memset(out, 0, sizeof *out);
+    cx_tensor_clear(out);
     if (!args || !casts) {
         rc = cx_fail(st, CX_ENOMEM, "out of host memory for %d arguments", n_in);
         goto done;

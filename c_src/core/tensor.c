@@ -25,9 +25,13 @@ static cx_code check_desc(const cx_desc *d, cx_status *st) {
     return CX_OK;
 }
 
-cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_status *st) {
+void cx_tensor_clear(cx_tensor *t) {
     memset(t, 0, sizeof *t);
     atomic_store(&t->state, CX_TENSOR_FREED | CX_TENSOR_RELEASED);
+}
+
+cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_status *st) {
+    cx_tensor_clear(t);
     t->device = dev;
     if (check_desc(desc, st) != CX_OK) return CX_EINVAL;
     t->desc = *desc;

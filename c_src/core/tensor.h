@@ -20,6 +20,8 @@ typedef struct cx_tensor {
 #define CX_TENSOR_FREED    (UINT64_C(1) << 62)
 #define CX_TENSOR_RELEASED (UINT64_C(1) << 63)
 
+/* Makes `t` an empty, already released tensor: freeing it does nothing. */
+void cx_tensor_clear(cx_tensor *t);
 /* Allocates the buffer for `desc` on `dev`. On failure the tensor holds no buffer. */
 cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_status *st);
 /* Keeps the buffer alive while an op reads it; CX_EFREED after free. */

@@ -1566,6 +1566,23 @@ static void test_tensor_lifecycle(void **state) {
 
 /* cx_tensor_init is also reached from outside the dispatcher (tensors built from user data):
  * a bad description is refused before any size is computed from it. */
+/* Regression: an op on a freed input failed before the output was set up, and freeing that
+ * output (as the NIF's resource destructor does) dereferenced a NULL device. */
+static void test_run_on_freed_input(void **state) {
+    (void)state;
+    cx_tensor *a = tu_tensor(CX_F32, 1, TU_SHAPE(2), TU_VALUES(1, 2));
+    cx_tensor_free(a);
+    cx_tensor *in[2] = {a, a};
+    cx_tensor out;
+    cx_status st = {0};
+    cx_params ps = {0};
+    assert_int_equal(cx_run(CX_OP_ADD, NULL, in, 2, &ps, &out, &st), CX_EFREED);
+    assert_non_null(strstr(st.message, "freed"));
+    cx_tensor_free(&out); /* must be a no-op */
+    cx_tensor_free(&out);
+    free(a);
+}
+
 static void test_tensor_bad_desc(void **state) {
     (void)state;
     int64_t start = live();
@@ -1944,6 +1961,7 @@ int main(void) {
         TP(test_infer_fuzz),
         cmocka_unit_test(test_tensor_lifecycle),
         cmocka_unit_test(test_tensor_bad_desc),
+        cmocka_unit_test(test_run_on_freed_input),
         cmocka_unit_test(test_tensor_deferred_release),
         cmocka_unit_test(test_tensor_unavailable_device),
         cmocka_unit_test(test_tensor_threads),
