@@ -339,20 +339,19 @@ defmodule Cascade do
 
     case Tuple.to_list(shape) do
       [] -> hd(flat)
-      dims -> dims |> tl() |> Enum.reverse() |> Enum.reduce(flat, &Enum.chunk_every(&2, &1)) |> fix_empty(dims)
+      dims -> if 0 in dims, do: empty_nested(dims), else: nest(flat, dims)
     end
   end
 
   def to_list(other), do: not_a_tensor!("to_list/1", other)
 
-  # chunk_every cannot rebuild empty inner dimensions: rebuild them from the shape instead.
-  defp fix_empty(list, dims) do
-    if Enum.any?(tl(dims), &(&1 == 0)), do: empty_nested(dims), else: list
+  defp nest(flat, dims) do
+    dims |> tl() |> Enum.reverse() |> Enum.reduce(flat, &Enum.chunk_every(&2, &1))
   end
 
+  # No elements, but the outer dimensions still give lists of empty lists: {2, 0} is [[], []].
   defp empty_nested([0 | _]), do: []
   defp empty_nested([n | rest]), do: List.duplicate(empty_nested(rest), n)
-  defp empty_nested([]), do: []
 
   @doc """
   The tensor as a plain BEAM term, `{type, shape, binary}`, that `load/1` reads back.

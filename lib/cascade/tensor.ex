@@ -45,6 +45,7 @@ defmodule Cascade.Tensor do
       end
     end
 
-    defp inspect_value(value, opts), do: Kernel.inspect(value, limit: :infinity, width: opts.width)
+    defp inspect_value(value, opts),
+      do: Kernel.inspect(value, limit: :infinity, width: opts.width, charlists: :as_lists)
   end
 end
