@@ -73,7 +73,7 @@ defmodule Cascade.MixProject do
     [
       extra_applications: [:logger],
       mod: {Cascade.Application, []},
-      env: [default_device: :cpu, gc_interval: 128 * 1024 * 1024]
+      env: [default_device: :cpu, gc_interval: 64 * 1024 * 1024]
     ]
   end
 end

@@ -7,7 +7,7 @@
 static cx_device devices[CX_MAX_DEVICES];
 static int n_devices;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static _Atomic int64_t gc_interval = INT64_C(128) << 20;
+static _Atomic int64_t gc_interval = INT64_C(64) << 20;
 
 /* a + b for b > 0, saturating: a huge interval (collection turned off) must not overflow. */
 static int64_t add_sat(int64_t a, int64_t b) {

@@ -29,7 +29,7 @@ cx_device *cx_device_get(int id);
 /* The device with this name, or NULL. */
 cx_device *cx_device_find(const char *name);
 
-/* Bytes of new allocation after which the caller is asked to collect garbage (default 128 MiB). */
+/* Bytes of new allocation after which the caller is asked to collect garbage (default 64 MiB). */
 void cx_set_gc_interval(int64_t bytes);
 int64_t cx_gc_interval(void);
 

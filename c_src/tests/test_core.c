@@ -1834,8 +1834,8 @@ static void test_device_gc(void **state) {
     for (int k = 0; k < 5; k++) tu_drop(t[k]);
     assert_false(cx_device_wants_gc(d));
     assert_int_equal(live(), start);
-    cx_set_gc_interval(INT64_C(128) << 20);
-    assert_int_equal(cx_gc_interval(), INT64_C(128) << 20);
+    cx_set_gc_interval(INT64_C(64) << 20);
+    assert_int_equal(cx_gc_interval(), INT64_C(64) << 20);
     assert_false(cx_device_wants_gc(d));
 }
 

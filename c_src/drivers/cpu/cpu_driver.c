@@ -12,9 +12,7 @@ static cx_code cpu_probe(void **ctx, cx_status *st) {
 
 static cx_code cpu_alloc(void *ctx, size_t bytes, void **out, cx_status *st) {
     (void)ctx;
-    /* 64-byte alignment for vector loads; never a zero-size request. */
-    size_t rounded = (bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    void *p = cpu_buffer_get(bytes);
     if (!p) return cx_fail(st, CX_ENOMEM, "cpu: could not allocate %zu bytes", bytes);
     *out = p;
     return CX_OK;
@@ -22,7 +20,7 @@ static cx_code cpu_alloc(void *ctx, size_t bytes, void **out, cx_status *st) {
 
 static void cpu_release(void *ctx, void *buffer) {
     (void)ctx;
-    free(buffer);
+    cpu_buffer_put(buffer);
 }
 
 static cx_code cpu_copy(void *ctx, void *dst, const void *src, size_t bytes, cx_status *st) {

@@ -24,6 +24,12 @@ cx_code cpu_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_
 /* create.c: CREATE kind (full, iota, eye, random) */
 cx_code cpu_create(cx_op_id op, const cx_params *ps, cx_tensor *out, cx_status *st);
 
+/* buffer_cache.c: 64-byte aligned host buffers; freed large ones are kept for reuse. */
+void *cpu_buffer_get(size_t bytes);
+void cpu_buffer_put(void *data);
+/* Frees every cached buffer. */
+void cpu_buffer_trim(void);
+
 /* Row-major strides in elements. */
 static inline void cpu_strides(const cx_desc *d, int64_t *strides) {
     int64_t s = 1;
