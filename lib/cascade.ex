@@ -146,7 +146,7 @@ defmodule Cascade do
     id = Device.id!(device)
 
     case Native.from_binary(binary, type, shape, id) do
-      %Tensor{} = t -> t
+      {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
       other -> Op.after_run(other, fn -> Native.from_binary(binary, type, shape, id) end)
     end
   end

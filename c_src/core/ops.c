@@ -1,8 +1,11 @@
 #include "ops.h"
 
+#include <pthread.h>
+
 #include <string.h>
 
-/* Counts the `:tensor`/`:indices`/`:pred` arguments of an "arguments" spec; -1 when one is a list. */
+/* Counts the `:tensor`/`:indices`/`:pred` arguments of an "arguments" spec; -1 when one is a list.
+ */
 static int count_tensor_args(const char *args) {
     int n = 0;
     for (const char *p = args; (p = strchr(p, ':')) != NULL; p++) {

@@ -13,9 +13,9 @@
 
 static ErlNifResourceType *tensor_type;
 
-static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_tensor_mod, am_ref, am_shape,
-    am_type, am_device, am_gc, am_oom, am_nan, am_infinity, am_neg_infinity, am_exception,
-    am_message, am_argument_error, am_cascade_error, am_code, am_driver;
+static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_gc, am_oom, am_nan, am_infinity,
+    am_neg_infinity, am_exception, am_message, am_argument_error, am_cascade_error, am_code,
+    am_driver;
 static ERL_NIF_TERM am_dtype_kind[CX_DTYPE_COUNT];
 static int dtype_bits[CX_DTYPE_COUNT] = {
 #define CX_DTYPE_BITS(id, name, kind, bits, ctype) bits,
@@ -211,16 +211,16 @@ static ERL_NIF_TERM make_shape(ErlNifEnv *env, const cx_desc *d) {
     return enif_make_tuple_from_array(env, dims, (unsigned)d->rank);
 }
 
-/* %Cascade.Tensor{ref: ..., shape: ..., type: ..., device: ...}; consumes the resource ref. */
+/* {ref, shape, type, device}, from which Elixir builds the %Cascade.Tensor{} (a 4-tuple costs
+ * less to make than the struct's map here); {:cascade_gc, tuple} when the device asks the
+ * caller to collect garbage. Consumes the resource reference. */
 static ERL_NIF_TERM make_tensor(ErlNifEnv *env, cx_tensor *t) {
-    ERL_NIF_TERM keys[5] = {am_struct, am_ref, am_shape, am_type, am_device};
-    ERL_NIF_TERM vals[5] = {am_tensor_mod, enif_make_resource(env, t), make_shape(env, &t->desc),
-                            make_type(env, t->desc.dtype), am_device_name[t->device->id]};
+    ERL_NIF_TERM res =
+        enif_make_tuple4(env, enif_make_resource(env, t), make_shape(env, &t->desc),
+                         make_type(env, t->desc.dtype), am_device_name[t->device->id]);
     enif_release_resource(t);
-    ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 5, &map);
-    if (cx_device_wants_gc(t->device)) return enif_make_tuple2(env, am_gc, map);
-    return map;
+    if (cx_device_wants_gc(t->device)) return enif_make_tuple2(env, am_gc, res);
+    return res;
 }
 
 /* ---- NIFs ------------------------------------------------------------------------------ */
@@ -487,13 +487,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
     am_message = enif_make_atom(env, "message");
     am_code = enif_make_atom(env, "code");
     am_driver = enif_make_atom(env, "driver");
-    am_tensor_mod = enif_make_atom(env, "Elixir.Cascade.Tensor");
     am_argument_error = enif_make_atom(env, "Elixir.ArgumentError");
     am_cascade_error = enif_make_atom(env, "Elixir.Cascade.Error");
-    am_ref = enif_make_atom(env, "ref");
-    am_shape = enif_make_atom(env, "shape");
-    am_type = enif_make_atom(env, "type");
-    am_device = enif_make_atom(env, "device");
     am_gc = enif_make_atom(env, "cascade_gc");
     am_oom = enif_make_atom(env, "cascade_oom");
     am_nan = enif_make_atom(env, "nan");

@@ -13,24 +13,29 @@ defmodule Cascade.Op do
   # retry once before raising.
   def run(id, refs, params, device_id) do
     case Native.op(id, refs, params, device_id) do
-      %Tensor{} = t -> t
+      {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
       other -> after_run(other, fn -> Native.op(id, refs, params, device_id) end)
     end
   end
 
   @doc false
-  def after_run({:cascade_gc, t}, _retry) do
+  def after_run({:cascade_gc, {ref, shape, type, device}}, _retry) do
     :erlang.garbage_collect()
-    t
+    %Tensor{ref: ref, shape: shape, type: type, device: device}
   end
 
   def after_run({:cascade_oom, _}, retry) do
     :erlang.garbage_collect()
 
     case retry.() do
-      %Tensor{} = t -> t
-      {:cascade_gc, t} -> t
-      {:cascade_oom, message} -> raise Cascade.Error, driver: :cpu, code: :out_of_memory, message: message
+      {:cascade_oom, message} ->
+        raise Cascade.Error, driver: :cpu, code: :out_of_memory, message: message
+
+      {:cascade_gc, tuple} ->
+        after_run({:cascade_gc, tuple}, retry)
+
+      {ref, shape, type, device} ->
+        %Tensor{ref: ref, shape: shape, type: type, device: device}
     end
   end
 
