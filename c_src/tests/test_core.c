@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "test_util.h"
+#include "../core/half_array.h"
 
 #define RANK_OF(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 #define IN(...)      ((cx_tensor *[]){__VA_ARGS__})
@@ -1566,6 +1567,37 @@ static void test_tensor_lifecycle(void **state) {
 
 /* cx_tensor_init is also reached from outside the dispatcher (tensors built from user data):
  * a bad description is refused before any size is computed from it. */
+/* The array converters (F16C where the processor has it) agree with half.h bit for bit. */
+static void test_half_array_matches_scalar(void **state) {
+    (void)state;
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof *h), *back = malloc(N * sizeof *back);
+    float *f = malloc(N * sizeof *f);
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+    cx_f16_to_f32_array(h, f, N);
+    for (int i = 0; i < N; i++) {
+        float want = cx_f16_to_f32(h[i]);
+        if (want == want)
+            assert_int_equal(cx_f32_bits(f[i]), cx_f32_bits(want));
+        else
+            assert_true(f[i] != f[i]);
+    }
+    /* every f16 value, every midpoint between neighbours, and points just beside them */
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) {
+            float a = cx_f16_to_f32((uint16_t)i), b = cx_f16_to_f32((uint16_t)(i + 1));
+            float mid = (float)(((double)a + (double)b) / 2);
+            f[i] = round == 0 ? a : round == 1 ? mid : nextafterf(mid, INFINITY);
+            if (f[i] != f[i] || isinf(f[i])) f[i] = a;
+        }
+        cx_f32_to_f16_array(f, back, N);
+        for (int i = 0; i < N; i++) assert_int_equal(back[i], cx_f16_from_f32(f[i]));
+    }
+    free(h);
+    free(back);
+    free(f);
+}
+
 /* Regression: an op on a freed input failed before the output was set up, and freeing that
  * output (as the NIF's resource destructor does) dereferenced a NULL device. */
 static void test_run_on_freed_input(void **state) {
@@ -1962,6 +1994,7 @@ int main(void) {
         cmocka_unit_test(test_tensor_lifecycle),
         cmocka_unit_test(test_tensor_bad_desc),
         cmocka_unit_test(test_run_on_freed_input),
+        cmocka_unit_test(test_half_array_matches_scalar),
         cmocka_unit_test(test_tensor_deferred_release),
         cmocka_unit_test(test_tensor_unavailable_device),
         cmocka_unit_test(test_tensor_threads),

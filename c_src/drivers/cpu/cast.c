@@ -3,6 +3,7 @@
  * every conversion into f16 or bf16 rounds once, to nearest even. */
 #include <string.h>
 
+#include "../../core/half_array.h"
 #include "cpu_kernels.h"
 
 /* C leaves out-of-range float -> integer conversions undefined, so the range is checked first;
@@ -115,6 +116,10 @@ cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st) {
     if (out->numel == 0) return CX_OK;
     if (from == to)
         memcpy(out->data, in->data, out->nbytes);
+    else if (from == CX_F16 && to == CX_F32) /* the common pair, done 8 at a time where F16C is */
+        cx_f16_to_f32_array(in->data, out->data, out->numel);
+    else if (from == CX_F32 && to == CX_F16)
+        cx_f32_to_f16_array(in->data, out->data, out->numel);
     else
         casts[from][to](in->data, out->data, out->numel);
     return CX_OK;

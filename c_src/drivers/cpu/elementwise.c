@@ -5,6 +5,7 @@
 #include <string.h>
 #include <tgmath.h>
 
+#include "../../core/half_array.h"
 #include "cpu_kernels.h"
 
 /* Elements per f16/bf16 chunk: the f32 copies of every operand stay in L1. */
@@ -328,16 +329,16 @@ static void for_each_run(const cx_tensor *const *in, int n_in, cx_tensor *out, r
 
 static void widen(cx_dtype t, const uint16_t *h, int64_t n, float *f) {
     if (t == CX_F16)
-        for (int64_t i = 0; i < n; i++) f[i] = cx_f16_to_f32(h[i]);
+        cx_f16_to_f32_array(h, f, n);
     else
-        for (int64_t i = 0; i < n; i++) f[i] = cx_bf16_to_f32(h[i]);
+        cx_bf16_to_f32_array(h, f, n);
 }
 
 static void narrow(cx_dtype t, const float *f, int64_t n, uint16_t *h) {
     if (t == CX_F16)
-        for (int64_t i = 0; i < n; i++) h[i] = cx_f16_from_f32(f[i]);
+        cx_f32_to_f16_array(f, h, n);
     else
-        for (int64_t i = 0; i < n; i++) h[i] = cx_bf16_from_f32(f[i]);
+        cx_f32_to_bf16_array(f, h, n);
 }
 
 typedef struct {
