@@ -26,7 +26,7 @@ static void add_device(const cx_driver *drv) {
     } else if (drv->probe(&dev->ctx, &st) == CX_OK) {
         dev->available = true;
     } else {
-        snprintf(dev->reason, sizeof dev->reason, "%s", st.message);
+        snprintf(dev->reason, sizeof dev->reason, "%.255s", st.message);
     }
     atomic_store(&dev->gc_mark, atomic_load(&gc_interval));
     n_devices++;
