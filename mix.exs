@@ -13,10 +13,14 @@ defmodule Mix.Tasks.Compile.Cascade do
     root = Path.dirname(__ENV__.file)
     build = Path.join(Mix.Project.build_path(), "cascade_c")
     erts = Path.join([:code.root_dir(), "erts-#{:erlang.system_info(:version)}", "include"])
-    make = System.find_executable("make") || Mix.raise("make is not installed (apt-get install make)")
+
+    make =
+      System.find_executable("make") || Mix.raise("make is not installed (apt-get install make)")
 
     {_, status} =
-      System.cmd(make, ["-s", "--no-print-directory", "-C", root, "BUILD=#{build}", "ERTS_INCLUDE_DIR=#{erts}"],
+      System.cmd(
+        make,
+        ["-s", "--no-print-directory", "-C", root, "BUILD=#{build}", "ERTS_INCLUDE_DIR=#{erts}"],
         into: IO.stream(:stdio, :line),
         stderr_to_stdout: true
       )
@@ -60,7 +64,8 @@ defmodule Cascade.MixProject do
       compilers: [:cascade] ++ Mix.compilers(),
       start_permanent: Mix.env() == :prod,
       deps: [],
-      description: "Tensors for Elixir with a C core and devices that negotiate what they can run.",
+      description:
+        "Tensors for Elixir with a C core and devices that negotiate what they can run.",
       docs: [main: "readme", extras: ["README.md"]],
       test_coverage: [ignore_modules: [Mix.Tasks.Compile.Cascade]]
     ]

@@ -53,7 +53,11 @@ defmodule Cascade do
 
         "  * `#{oname}:` (#{kind_text})" <>
           if(default == nil, do: "", else: ", default `#{inspect(default)}`")
-      end ++ if(kind == :create, do: ["  * `device:` (atom), default `Cascade.Device.default()`"], else: [])
+      end ++
+        if(kind == :create,
+          do: ["  * `device:` (atom), default `Cascade.Device.default()`"],
+          else: []
+        )
 
     @doc """
     #{op.doc}
@@ -70,10 +74,14 @@ defmodule Cascade do
 
       Enum.all?(args, fn {_, k} -> k in [:tensor, :pred] end) ->
         # elementwise fast path: tensors straight to the NIF
-        refs = for v <- vars, do: quote(do: %Tensor{ref: unquote(Macro.var(:"#{elem(v, 0)}_ref", __MODULE__))})
+        refs =
+          for v <- vars,
+              do: quote(do: %Tensor{ref: unquote(Macro.var(:"#{elem(v, 0)}_ref", __MODULE__))})
+
         ref_vars = for v <- vars, do: Macro.var(:"#{elem(v, 0)}_ref", __MODULE__)
 
-        def unquote(name)(unquote_splicing(refs)), do: Op.run(unquote(id), unquote(ref_vars), %{}, 0)
+        def unquote(name)(unquote_splicing(refs)),
+          do: Op.run(unquote(id), unquote(ref_vars), %{}, 0)
 
         def unquote(name)(unquote_splicing(vars)),
           do: Op.call(unquote(Macro.escape(spec)), unquote(vars), [])
@@ -100,7 +108,12 @@ defmodule Cascade do
   """
   def dot(a, contract_a, batch_a, b, contract_b, batch_b) do
     params =
-      for {name, value} <- [contract_a: contract_a, batch_a: batch_a, contract_b: contract_b, batch_b: batch_b],
+      for {name, value} <- [
+            contract_a: contract_a,
+            batch_a: batch_a,
+            contract_b: contract_b,
+            batch_b: batch_b
+          ],
           into: %{},
           do: {name, Op.convert!("Cascade.dot/6", name, :ints, value)}
 
@@ -112,7 +125,13 @@ defmodule Cascade do
   defp to_tensor(%Tensor{} = t, _other), do: t
 
   defp to_tensor(n, %Tensor{type: type, device: device}) when is_number(n),
-    do: from_binary(Type.encode_one(n, Type.merge_number(Type.normalize!(type), n)), Type.merge_number(Type.normalize!(type), n), {}, device: device)
+    do:
+      from_binary(
+        Type.encode_one(n, Type.merge_number(Type.normalize!(type), n)),
+        Type.merge_number(Type.normalize!(type), n),
+        {},
+        device: device
+      )
 
   defp to_tensor(other, _),
     do: raise(ArgumentError, "Cascade.dot/6: expected tensors, got: #{inspect(other)}")
@@ -138,11 +157,19 @@ defmodule Cascade do
   @spec from_binary(binary, Type.name() | Type.t(), tuple, keyword) :: Tensor.t()
   def from_binary(binary, type, shape, opts \\ []) do
     unless is_binary(binary),
-      do: raise(ArgumentError, "Cascade.from_binary/4: expected a binary, got: #{inspect(binary)}")
+      do:
+        raise(ArgumentError, "Cascade.from_binary/4: expected a binary, got: #{inspect(binary)}")
 
     type = Type.normalize!(type)
     shape = Op.convert!("Cascade.from_binary/4", :shape, :shape, shape)
-    device = Keyword.get(check_opts!("Cascade.from_binary/4", opts, [:device]), :device, Device.default())
+
+    device =
+      Keyword.get(
+        check_opts!("Cascade.from_binary/4", opts, [:device]),
+        :device,
+        Device.default()
+      )
+
     id = Device.id!(device)
 
     case Native.from_binary(binary, type, shape, id) do
@@ -212,7 +239,11 @@ defmodule Cascade do
         shape = Tuple.insert_at(inner, 0, length(list))
 
         if tuple_size(shape) > 8,
-          do: raise(ArgumentError, "Cascade.tensor/2: expected at most 8 nesting levels, got: #{tuple_size(shape)}")
+          do:
+            raise(
+              ArgumentError,
+              "Cascade.tensor/2: expected at most 8 nesting levels, got: #{tuple_size(shape)}"
+            )
 
         shape
     end
@@ -314,9 +345,15 @@ defmodule Cascade do
 
     limit =
       case opts[:limit] do
-        nil -> nil
-        n when is_integer(n) and n >= 0 -> n * Type.byte_size(type)
-        other -> raise ArgumentError, "Cascade.to_binary/2: expected limit to be a non-negative integer, got: #{inspect(other)}"
+        nil ->
+          nil
+
+        n when is_integer(n) and n >= 0 ->
+          n * Type.byte_size(type)
+
+        other ->
+          raise ArgumentError,
+                "Cascade.to_binary/2: expected limit to be a non-negative integer, got: #{inspect(other)}"
       end
 
     Native.to_binary(ref, limit)
@@ -360,7 +397,9 @@ defmodule Cascade do
       {:u8, {2}, <<1, 2>>}
   """
   @spec dump(Tensor.t()) :: {Type.name(), tuple, binary}
-  def dump(%Tensor{shape: shape, type: type} = t), do: {Type.normalize!(type), shape, to_binary(t)}
+  def dump(%Tensor{shape: shape, type: type} = t),
+    do: {Type.normalize!(type), shape, to_binary(t)}
+
   def dump(other), do: not_a_tensor!("dump/1", other)
 
   @doc """
@@ -452,15 +491,21 @@ defmodule Cascade do
 
   defp check_opts!(fun, opts, allowed) do
     unless Keyword.keyword?(opts),
-      do: raise(ArgumentError, "#{fun}: expected options as a keyword list, got: #{inspect(opts)}")
+      do:
+        raise(ArgumentError, "#{fun}: expected options as a keyword list, got: #{inspect(opts)}")
 
     for {key, _} <- opts, key not in allowed do
-      raise ArgumentError, "#{fun}: unknown option #{inspect(key)}, expected one of #{inspect(allowed)}"
+      raise ArgumentError,
+            "#{fun}: unknown option #{inspect(key)}, expected one of #{inspect(allowed)}"
     end
 
     opts
   end
 
   defp not_a_tensor!(fun, other),
-    do: raise(ArgumentError, "Cascade.#{fun}: expected a Cascade.Tensor, got: #{inspect(other, limit: 5)}")
+    do:
+      raise(
+        ArgumentError,
+        "Cascade.#{fun}: expected a Cascade.Tensor, got: #{inspect(other, limit: 5)}"
+      )
 end

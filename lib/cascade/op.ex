@@ -43,7 +43,10 @@ defmodule Cascade.Op do
   # The general path: spec is the op's entry of the table.
   def call(spec, args, opts) do
     %{id: id, name: name, args: arg_specs, opts: opt_specs, kind: kind} = spec
-    fun = "Cascade.#{name}/#{length(arg_specs) + if(opt_specs != [] or kind == :create, do: 1, else: 0)}"
+
+    fun =
+      "Cascade.#{name}/#{length(arg_specs) + if(opt_specs != [] or kind == :create, do: 1, else: 0)}"
+
     {device, opts} = take_device(fun, kind, opts)
     params = opts_to_params(fun, opt_specs, opts)
     {tensor_args, params} = args_to_params(fun, arg_specs, args, params)
@@ -93,7 +96,8 @@ defmodule Cascade.Op do
   defp args_to_params(fun, specs, args, params) do
     Enum.zip(specs, args)
     |> Enum.reduce({[], params}, fn
-      {{name, kind}, value}, {tensors, params} when kind in [:tensor, :tensors, :indices, :pred] ->
+      {{name, kind}, value}, {tensors, params}
+      when kind in [:tensor, :tensors, :indices, :pred] ->
         {[{name, kind, value} | tensors], params}
 
       {{name, kind}, value}, {tensors, params} ->
@@ -136,7 +140,10 @@ defmodule Cascade.Op do
   end
 
   defp number_type(%Tensor{type: t}), do: Type.normalize!(t)
-  defp number_type(n) when is_number(n) or n in [:nan, :infinity, :neg_infinity], do: Type.of_number(n)
+
+  defp number_type(n) when is_number(n) or n in [:nan, :infinity, :neg_infinity],
+    do: Type.of_number(n)
+
   defp number_type(_), do: :s64
 
   defp scalar(n, type, device) do
@@ -151,15 +158,24 @@ defmodule Cascade.Op do
 
   def convert!(fun, name, kind, value) when kind in [:shape, :square] do
     case value do
-      %Tensor{shape: shape} -> shape
-      n when kind == :square and is_integer(n) -> {n, n}
-      t when is_tuple(t) -> if ints?(Tuple.to_list(t)), do: t, else: bad!(fun, name, "a shape tuple of integers", t)
-      other -> bad!(fun, name, "a shape tuple of integers", other)
+      %Tensor{shape: shape} ->
+        shape
+
+      n when kind == :square and is_integer(n) ->
+        {n, n}
+
+      t when is_tuple(t) ->
+        if ints?(Tuple.to_list(t)), do: t, else: bad!(fun, name, "a shape tuple of integers", t)
+
+      other ->
+        bad!(fun, name, "a shape tuple of integers", other)
     end
   end
 
   def convert!(fun, name, kind, value) when kind in [:ints, :axes] do
-    if is_list(value) and ints?(value), do: value, else: bad!(fun, name, "a list of integers", value)
+    if is_list(value) and ints?(value),
+      do: value,
+      else: bad!(fun, name, "a list of integers", value)
   end
 
   def convert!(fun, name, kind, value) when kind in [:axis, :int] do

@@ -19,7 +19,15 @@ defmodule Cascade.Type do
 
   import Bitwise, only: [<<<: 2, >>>: 2, &&&: 2]
 
-  @types [f16: {:f, 16}, bf16: {:bf, 16}, f32: {:f, 32}, f64: {:f, 64}, u8: {:u, 8}, s32: {:s, 32}, s64: {:s, 64}]
+  @types [
+    f16: {:f, 16},
+    bf16: {:bf, 16},
+    f32: {:f, 32},
+    f64: {:f, 64},
+    u8: {:u, 8},
+    s32: {:s, 32},
+    s64: {:s, 64}
+  ]
   @names Keyword.keys(@types)
 
   @typedoc "A type atom such as `:f32`."
@@ -209,7 +217,11 @@ defmodule Cascade.Type do
   end
 
   defp bad_number(n),
-    do: raise(ArgumentError, "expected a number, :nan, :infinity or :neg_infinity, got: #{inspect(n)}")
+    do:
+      raise(
+        ArgumentError,
+        "expected a number, :nan, :infinity or :neg_infinity, got: #{inspect(n)}"
+      )
 
   @doc """
   Decodes a native-endian binary of `type` into a flat list of numbers. Non-finite floats
