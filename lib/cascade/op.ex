@@ -56,7 +56,7 @@ defmodule Cascade.Op do
         run(id, [], params, Device.id!(device || Device.default()))
 
       _ ->
-        refs = tensor_refs(fun, tensor_args, device)
+        refs = tensor_refs(fun, tensor_args)
         run(id, refs, params, 0)
     end
   end
@@ -108,7 +108,7 @@ defmodule Cascade.Op do
 
   # Tensors and numbers in tensor positions become references; numbers turn into scalar
   # tensors of the type Nx would give them beside the other arguments.
-  defp tensor_refs(fun, tensor_args, _device) do
+  defp tensor_refs(fun, tensor_args) do
     flat =
       Enum.flat_map(tensor_args, fn
         {name, :tensors, list} when is_list(list) -> Enum.map(list, &{name, :tensor, &1})
@@ -118,10 +118,17 @@ defmodule Cascade.Op do
 
     tensors = for {_, kind, %Tensor{} = t} <- flat, kind == :tensor, do: t
 
+    # the type numbers are promoted against: the tensors', else the numbers' own
     base =
-      case tensors do
-        [] -> flat |> Enum.map(fn {_, _, v} -> number_type(v) end) |> Enum.reduce(&Type.merge/2)
-        _ -> tensors |> Enum.map(&Type.normalize!(&1.type)) |> Enum.reduce(&Type.merge/2)
+      case {tensors, flat} do
+        {[], []} ->
+          :s64
+
+        {[], _} ->
+          flat |> Enum.map(fn {_, _, v} -> number_type(v) end) |> Enum.reduce(&Type.merge/2)
+
+        _ ->
+          tensors |> Enum.map(&Type.normalize!(&1.type)) |> Enum.reduce(&Type.merge/2)
       end
 
     device =
