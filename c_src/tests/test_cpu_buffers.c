@@ -1,0 +1,58 @@
+/* The cpu driver's buffer cache: reuse, alignment, eviction of sizes no longer asked for. */
+#include "test_util.h"
+
+#include "../drivers/cpu/cpu_kernels.h"
+
+static void test_alignment_and_small_buffers(void **state) {
+    (void)state;
+    for (size_t n = 0; n < 300000; n = n * 3 + 1) {
+        unsigned char *p = cpu_buffer_get(n);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % 64, 0);
+        memset(p, 0xab, n); /* ASan checks the whole size is usable */
+        cpu_buffer_put(p);
+    }
+    cpu_buffer_put(NULL);
+}
+
+static void test_large_buffers_are_reused(void **state) {
+    (void)state;
+    cpu_buffer_trim();
+    void *a = cpu_buffer_get(4 << 20);
+    cpu_buffer_put(a);
+    void *b = cpu_buffer_get((4 << 20) - 100); /* same rounded size */
+    assert_ptr_equal(a, b);
+    void *c = cpu_buffer_get(4 << 20); /* the cache is empty again: a new block */
+    assert_ptr_not_equal(b, c);
+    cpu_buffer_put(b);
+    cpu_buffer_put(c);
+    cpu_buffer_trim();
+}
+
+static void test_old_sizes_make_room(void **state) {
+    (void)state;
+    cpu_buffer_trim();
+    /* fill the cache (64 MiB) with 1 MiB buffers nobody will ask for again */
+    void *old[64];
+    for (int k = 0; k < 64; k++) old[k] = cpu_buffer_get(1 << 20);
+    for (int k = 0; k < 64; k++) cpu_buffer_put(old[k]);
+    /* a 4 MiB buffer freed now must still be cached, evicting the oldest */
+    void *big = cpu_buffer_get(4 << 20);
+    cpu_buffer_put(big);
+    assert_ptr_equal(cpu_buffer_get(4 << 20), big);
+    cpu_buffer_put(big);
+    /* a buffer larger than the whole cache is simply freed */
+    void *huge = cpu_buffer_get((size_t)65 << 20);
+    assert_non_null(huge);
+    cpu_buffer_put(huge);
+    cpu_buffer_trim();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alignment_and_small_buffers),
+        cmocka_unit_test(test_large_buffers_are_reused),
+        cmocka_unit_test(test_old_sizes_make_room),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
