@@ -325,7 +325,13 @@ defmodule CascadeTest do
 
     test "eye/2" do
       assert Cascade.eye({2, 3}) |> Cascade.to_list() == [[1, 0, 0], [0, 1, 0]]
-      assert Cascade.eye({3, 2}, type: :f32) |> Cascade.to_list() == [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
+
+      assert Cascade.eye({3, 2}, type: :f32) |> Cascade.to_list() == [
+               [1.0, 0.0],
+               [0.0, 1.0],
+               [0.0, 0.0]
+             ]
+
       assert Cascade.eye({2, 2, 2}) |> Cascade.to_list() == [[[1, 0], [0, 1]], [[1, 0], [0, 1]]]
     end
 
@@ -373,8 +379,7 @@ defmodule CascadeTest do
       assert_in_delta mean, 0.0, 0.05
       assert_in_delta sd, 1.0, 0.05
 
-      b =
-        Cascade.random_normal({20_000}, key: 3, mean: 10.0, standard_deviation: 2.0, type: :f64)
+      b = Cascade.random_normal({20_000}, key: 3, mean: 10.0, standard_deviation: 2.0, type: :f64)
 
       assert b.type == {:f, 64}
       {mean, sd} = mean_sd(Cascade.to_list(b))
@@ -451,7 +456,9 @@ defmodule CascadeTest do
       assert is_integer(bytes) and bytes >= 0
       assert is_integer(peak) and peak >= bytes
       assert is_integer(tensors) and tensors >= 0
-      assert Map.keys(memory) |> Enum.sort() == Cascade.devices() |> Enum.map(& &1.name) |> Enum.sort()
+
+      assert Map.keys(memory) |> Enum.sort() ==
+               Cascade.devices() |> Enum.map(& &1.name) |> Enum.sort()
     end
 
     test "devices/0" do
@@ -526,6 +533,49 @@ defmodule CascadeTest do
     end
   end
 
+  describe "zero-size tensors with huge dimensions" do
+    test "ops return at once (no loop over the dimensions of an empty result)" do
+      big = 200_000_000
+      z = Cascade.from_binary(<<>>, :f32, {big, 0})
+
+      cases = [
+        iota_axis: fn -> Cascade.iota({big, 0}, axis: 0) end,
+        iota: fn -> Cascade.iota({big, 0}) end,
+        full: fn -> Cascade.full(1, {big, 0}) end,
+        eye: fn -> Cascade.eye({big, 0, 2}) end,
+        random_uniform: fn -> Cascade.random_uniform({big, 0}, key: 1) end,
+        random_normal: fn -> Cascade.random_normal({0, big}, key: 1) end,
+        add: fn -> Cascade.add(z, 1.0) end,
+        exp: fn -> Cascade.exp(z) end,
+        as_type: fn -> Cascade.as_type(z, :f16) end,
+        sum: fn -> Cascade.sum(z, axes: [0]) end,
+        transpose: fn -> Cascade.transpose(z) end,
+        reverse: fn -> Cascade.reverse(z) end,
+        slice: fn -> Cascade.slice(z, [1, 0], [big - 1, 0]) end,
+        pad: fn -> Cascade.pad(z, 0.0, [{0, 0, 1}, {0, 0, 0}]) end,
+        concatenate: fn -> Cascade.concatenate([z, z], axis: 1) end,
+        broadcast: fn -> Cascade.broadcast(Cascade.zeros({1, 0}), {big, 0}) end,
+        select: fn -> Cascade.select(z, z, z) end,
+        put_slice: fn -> Cascade.put_slice(z, [0, 0], z) end
+      ]
+
+      slow =
+        for {name, fun} <- cases,
+            {us, result} = :timer.tc(fun),
+            not match?(%Tensor{}, result) or us > 100_000,
+            do: {name, div(us, 1000)}
+
+      assert slow == [], "ops slower than 100 ms on an empty result (name, ms): #{inspect(slow)}"
+    end
+
+    test "inspect does not list every empty row" do
+      t = Cascade.from_binary(<<>>, :f32, {100_000, 0})
+      text = inspect(t)
+      assert text =~ "#Cascade.Tensor<f32[100000][0] cpu"
+      assert String.length(text) < 200, "inspect gave #{String.length(text)} characters"
+    end
+  end
+
   describe "type promotion with numbers (Nx rules)" do
     test "s64 tensor + 1.5 gives f32" do
       t = Cascade.add(Cascade.tensor([1, 2]), 1.5)
@@ -596,7 +646,11 @@ defmodule CascadeTest do
     test "batched product" do
       a = Cascade.iota({2, 2, 3}, type: :f32)
       b = Cascade.ones({2, 3, 1})
-      assert Cascade.dot(a, [2], [0], b, [1], [0]) |> Cascade.to_list() == [[[3.0], [12.0]], [[21.0], [30.0]]]
+
+      assert Cascade.dot(a, [2], [0], b, [1], [0]) |> Cascade.to_list() == [
+               [[3.0], [12.0]],
+               [[21.0], [30.0]]
+             ]
     end
 
     test "outer product with no contracting axes" do
