@@ -263,7 +263,13 @@ defmodule Cascade do
       [0, 0]
   """
   @spec zeros(tuple, keyword) :: Tensor.t()
-  def zeros(shape, opts \\ []), do: full(0, shape, Keyword.put_new(opts, :type, :f32))
+  def zeros(shape, opts \\ []),
+    do:
+      full(
+        0,
+        shape,
+        Keyword.put_new(check_opts!("Cascade.zeros/2", opts, [:type, :device]), :type, :f32)
+      )
 
   @doc """
   A tensor of ones, f32 unless `type:` is given.
@@ -274,7 +280,13 @@ defmodule Cascade do
       [[1.0], [1.0]]
   """
   @spec ones(tuple, keyword) :: Tensor.t()
-  def ones(shape, opts \\ []), do: full(1, shape, Keyword.put_new(opts, :type, :f32))
+  def ones(shape, opts \\ []),
+    do:
+      full(
+        1,
+        shape,
+        Keyword.put_new(check_opts!("Cascade.ones/2", opts, [:type, :device]), :type, :f32)
+      )
 
   ## Reading
 

@@ -282,12 +282,14 @@ defmodule CascadeErrorsTest do
         Cascade.dot(m22(), [0], [], "x", [0], [])
       end
 
-      assert_raise ArgumentError, ~r/expected contract_a to be a list of integers, got: :a/, fn ->
-        Cascade.dot(m22(), :a, [], m22(), [0], [])
-      end
+      assert_raise ArgumentError,
+                   ~r/expected contract_a to be a list of .*integers.*got: :a/,
+                   fn ->
+                     Cascade.dot(m22(), :a, [], m22(), [0], [])
+                   end
 
       assert_raise ArgumentError,
-                   ~r/expected batch_b to be a list of integers, got: \[1.5\]/,
+                   ~r/expected batch_b to be a list of .*integers.*got: \[1.5\]/,
                    fn ->
                      Cascade.dot(m22(), [1], [], m22(), [0], [1.5])
                    end
@@ -376,18 +378,18 @@ defmodule CascadeErrorsTest do
   describe "bad shapes" do
     test "from_binary/4" do
       assert_all_raise([
-        {"list", ~r/expected shape to be a shape tuple of integers, got: \[2, 2\]/,
+        {"list", ~r/expected shape to be a shape tuple of integers.*got: \[2, 2\]/,
          fn -> Cascade.from_binary(<<0::128>>, :f32, [2, 2]) end},
-        {"integer", ~r/expected shape to be a shape tuple of integers, got: 4/,
+        {"integer", ~r/expected shape to be a shape tuple of integers.*got: 4/,
          fn -> Cascade.from_binary(<<0::128>>, :f32, 4) end},
-        {"float dimension", ~r/expected shape to be a shape tuple of integers, got: \{1.5\}/,
+        {"float dimension", ~r/expected shape to be a shape tuple of integers.*got: \{1.5\}/,
          fn -> Cascade.from_binary(<<0::32>>, :f32, {1.5}) end},
-        {"negative dimension", ~r/non-negative.*\{2, -1\}/,
+        {"negative dimension", ~r/non-negative.*\{2, ?-1\}/,
          fn -> Cascade.from_binary(<<>>, :f32, {2, -1}) end},
         {"rank 9", ~r/8.*(got: 9|\{1, 1, 1, 1, 1, 1, 1, 1, 1\})/,
          fn -> Cascade.from_binary(<<0::32>>, :f32, Tuple.duplicate(1, 9)) end},
         {"2^60 elements",
-         ~r/(2\^48.*\{1073741824, 1073741824\}|\{1073741824, 1073741824\}.*2\^48)/,
+         ~r/(2\^48.*\{1073741824, ?1073741824\}|\{1073741824, ?1073741824\}.*2\^48)/,
          fn -> Cascade.from_binary(<<>>, :f32, {2 ** 30, 2 ** 30}) end}
       ])
     end
@@ -395,24 +397,24 @@ defmodule CascadeErrorsTest do
     test "creation ops" do
       for make <- [&Cascade.zeros/1, &Cascade.ones/1, &Cascade.iota/1, &Cascade.full(1, &1)] do
         assert_raise ArgumentError,
-                     ~r/expected shape to be a shape tuple of integers, got: \[2\]/,
+                     ~r/expected shape to be a shape tuple of integers.*got: \[2\]/,
                      fn ->
                        make.([2])
                      end
 
         assert_raise ArgumentError,
-                     ~r/expected shape to be a shape tuple of integers, got: :foo/,
+                     ~r/expected shape to be a shape tuple of integers.*got: :foo/,
                      fn ->
                        make.(:foo)
                      end
 
-        assert_raise ArgumentError, ~r/non-negative.*\{2, -1\}/, fn -> make.({2, -1}) end
+        assert_raise ArgumentError, ~r/non-negative.*\{2, ?-1\}/, fn -> make.({2, -1}) end
 
-        assert_raise ArgumentError, ~r/rank between 0 and 8, got: 9/, fn ->
+        assert_raise ArgumentError, ~r/(rank between 0 and 8, got: 9|at most 8 dimensions)/, fn ->
           make.(Tuple.duplicate(1, 9))
         end
 
-        assert_raise ArgumentError, ~r/\{1073741824, 1073741824\}.*2\^48/, fn ->
+        assert_raise ArgumentError, ~r/\{1073741824, ?1073741824\}.*2\^48/, fn ->
           make.({2 ** 30, 2 ** 30})
         end
       end
@@ -420,7 +422,7 @@ defmodule CascadeErrorsTest do
       assert_raise ArgumentError, ~r/rank 2 or more, got: \{3\}/, fn -> Cascade.eye({3}) end
       assert_raise ArgumentError, ~r/non-negative.*\{-2, -2\}/, fn -> Cascade.eye(-2) end
 
-      assert_raise ArgumentError, ~r/rank between 0 and 8, got: 9/, fn ->
+      assert_raise ArgumentError, ~r/(rank between 0 and 8, got: 9|at most 8 dimensions)/, fn ->
         Cascade.random_normal(Tuple.duplicate(1, 9), key: 1)
       end
     end
@@ -436,12 +438,12 @@ defmodule CascadeErrorsTest do
         Cascade.reshape(m22(), {-1, -4})
       end
 
-      assert_raise ArgumentError, ~r/rank between 0 and 8, got: 9/, fn ->
+      assert_raise ArgumentError, ~r/(rank between 0 and 8, got: 9|at most 8 dimensions)/, fn ->
         Cascade.reshape(Cascade.tensor([1]), Tuple.duplicate(1, 9))
       end
 
       assert_raise ArgumentError,
-                   ~r/expected shape to be a shape tuple of integers, got: \[4\]/,
+                   ~r/expected shape to be a shape tuple of integers.*got: \[4\]/,
                    fn ->
                      Cascade.reshape(m22(), [4])
                    end
@@ -508,7 +510,7 @@ defmodule CascadeErrorsTest do
         for op <- ops_with_opts(), {oname, okind, _} <- op.opts, okind in [:axes, :axis] do
           call = with_opts(op)
           {out, dup, bad} = if okind == :axes, do: {[0, 5], [0, 0], [:a]}, else: {5, nil, 1.5}
-          expected = if okind == :axes, do: "a list of integers", else: "an integer"
+          expected = if okind == :axes, do: "a list of .*integers.*", else: "an integer.*"
           label = "#{op.name}(#{oname}: "
 
           [
@@ -707,11 +709,11 @@ defmodule CascadeErrorsTest do
         for op <- ops_with_opts(), {oname, okind, _} <- op.opts do
           {bad, expected} =
             case okind do
-              :axes -> {:foo, "expected axes to be a list of integers"}
-              :axis -> {1.5, "expected axis to be an integer"}
+              :axes -> {:foo, "expected axes to be a list of .*integers"}
+              :axis -> {1.5, "expected axis to be an integer.*"}
               :int -> {"1", "expected #{oname} to be an integer"}
               :key -> {"1", "expected #{oname} to be an integer"}
-              :ints -> {[:a], "expected #{oname} to be a list of integers"}
+              :ints -> {[:a], "expected #{oname} to be a list of .*integers"}
               :bool -> {:maybe, "expected #{oname} to be a boolean"}
               :number -> {"x", "expected #{oname} to be .*number"}
               :type -> {:f8, "unknown type"}
@@ -944,12 +946,12 @@ defmodule CascadeErrorsTest do
         Cascade.slice(t, [0], [2], strides: [0])
       end
 
-      assert_raise ArgumentError, ~r/expected start to be a list of integers, got: \{0\}/, fn ->
+      assert_raise ArgumentError, ~r/expected start to be a list of .*integers.*got: \{0\}/, fn ->
         Cascade.slice(t, {0}, [1])
       end
 
       assert_raise ArgumentError,
-                   ~r/expected lengths to be a list of integers, got: \[1.0\]/,
+                   ~r/expected lengths to be a list of .*integers.*got: \[1.0\]/,
                    fn ->
                      Cascade.slice(t, [0], [1.0])
                    end
@@ -976,7 +978,7 @@ defmodule CascadeErrorsTest do
 
       for pads <- [[1], [{1, 2}], [{1, 2, :a}, {0, 0, 0}], :foo, [{1, 2, 3, 4}]] do
         assert_raise ArgumentError,
-                     ~r/expected pads to be a list of \{low, high, interior\} integer tuples, got: #{escape(pads)}/,
+                     ~r/expected pads to be a list of .*\{low, high, interior\} integer tuples, got: #{escape(pads)}/,
                      fn ->
                        Cascade.pad(m22(), 0, pads)
                      end

@@ -184,13 +184,14 @@ static bool get_params(ErlNifEnv *env, ERL_NIF_TERM map, cx_params *ps, char *ms
         for (int k = 0; k < CX_PARAM_COUNT; k++)
             if (enif_is_identical(key, am_param[k])) id = k;
         if (id < 0) {
-            snprintf(msg, n, "unknown parameter");
+            enif_snprintf(msg, n, "unknown parameter %T", key);
             ok = false;
         } else if (!get_param(env, id, value, cx_param_put(ps, (cx_param_id)id))) {
-            static const char *kinds[] = {"a list of integers", "an integer", "a boolean",
-                                          "a number", "a type atom"};
-            snprintf(msg, n, "expected the %s parameter to be %s", cx_param_table[id].name,
-                     kinds[cx_param_table[id].kind]);
+            static const char *kinds[] = {"a list of at most 24 integers in -2^63..2^64-1",
+                                          "an integer in -2^63..2^64-1", "a boolean",
+                                          "a number (integers in -2^63..2^63-1)", "a type atom"};
+            enif_snprintf(msg, n, "expected the %s parameter to be %s, got: %T",
+                          cx_param_table[id].name, kinds[cx_param_table[id].kind], value);
             ok = false;
         }
         enif_map_iterator_next(env, &it);
@@ -324,16 +325,24 @@ static ERL_NIF_TERM from_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     char msg[256];
     if (!enif_inspect_binary(env, argv[0], &bin)) return raise_arg(env, "expected a binary");
     if (!get_dtype(env, argv[1], &d.dtype)) return raise_arg(env, "unknown type");
-    if (!get_ints(env, argv[2], &shape) || shape.n > CX_MAX_RANK)
-        return raise_arg(env, "expected a shape tuple of at most 8 non-negative integers");
+    if (!get_ints(env, argv[2], &shape) || shape.n > CX_MAX_RANK) {
+        enif_snprintf(msg, sizeof msg,
+                      "expected a shape tuple of at most 8 non-negative integers, got: %T",
+                      argv[2]);
+        return raise_arg(env, msg);
+    }
     if (!enif_get_int(env, argv[3], &dev_id) || !(dev = cx_device_get(dev_id)))
         return raise_arg(env, "unknown device id");
     d.rank = shape.n;
     int64_t numel = 1;
     for (int k = 0; k < d.rank; k++) {
-        if (shape.i[k] < 0 || (shape.i[k] > 0 && numel > (INT64_C(1) << 48) / shape.i[k]))
-            return raise_arg(
-                env, "expected a shape of non-negative dimensions with at most 2^48 elements");
+        if (shape.i[k] < 0 || (shape.i[k] > 0 && numel > (INT64_C(1) << 48) / shape.i[k])) {
+            enif_snprintf(msg, sizeof msg,
+                          "expected a shape of non-negative dimensions with at most 2^48 "
+                          "elements, got: %T",
+                          argv[2]);
+            return raise_arg(env, msg);
+        }
         d.shape[k] = shape.i[k];
         numel *= shape.i[k];
     }

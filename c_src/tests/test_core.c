@@ -1598,6 +1598,20 @@ static void test_half_array_matches_scalar(void **state) {
     free(f);
 }
 
+/* Regression: iota of {2^40, 0} walked 2^40 empty rows; an empty result now costs nothing. */
+static void test_empty_results_return_at_once(void **state) {
+    (void)state;
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_SHAPE, (int64_t[]){INT64_C(1) << 40, 0}, 2);
+    cx_param_put_int(&ps, CX_P_AXIS, 0);
+    cx_tensor out;
+    cx_status st = {0};
+    assert_int_equal(cx_run(CX_OP_IOTA, tu_cpu(), NULL, 0, &ps, &out, &st), CX_OK);
+    assert_int_equal(out.numel, 0);
+    assert_int_equal(out.desc.shape[0], INT64_C(1) << 40);
+    cx_tensor_free(&out);
+}
+
 /* Regression: an op on a freed input failed before the output was set up, and freeing that
  * output (as the NIF's resource destructor does) dereferenced a NULL device. */
 static void test_run_on_freed_input(void **state) {
@@ -1994,6 +2008,7 @@ int main(void) {
         cmocka_unit_test(test_tensor_lifecycle),
         cmocka_unit_test(test_tensor_bad_desc),
         cmocka_unit_test(test_run_on_freed_input),
+        cmocka_unit_test(test_empty_results_return_at_once),
         cmocka_unit_test(test_half_array_matches_scalar),
         cmocka_unit_test(test_tensor_deferred_release),
         cmocka_unit_test(test_tensor_unavailable_device),

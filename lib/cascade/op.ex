@@ -39,6 +39,9 @@ defmodule Cascade.Op do
     end
   end
 
+  # the most tensors one call into C takes (CX_MAX_INPUTS in c_src/core/ops.h)
+  @max_inputs 256
+
   @doc false
   # The general path: spec is the op's entry of the table.
   def call(spec, args, opts) do
@@ -51,6 +54,21 @@ defmodule Cascade.Op do
     params = opts_to_params(fun, opt_specs, opts)
     {tensor_args, params} = args_to_params(fun, arg_specs, args, params)
 
+    case {kind, tensor_args} do
+      {:layout, [{_, :tensors, list}]} when is_list(list) and length(list) > @max_inputs ->
+        # One call takes at most @max_inputs tensors (the C limit); concatenation is
+        # associative, so longer lists are joined in rounds.
+        list
+        |> Enum.chunk_every(@max_inputs)
+        |> Enum.map(&call(spec, [&1], opts))
+        |> then(&call(spec, [&1], opts))
+
+      _ ->
+        dispatch(kind, id, tensor_args, params, device, fun)
+    end
+  end
+
+  defp dispatch(kind, id, tensor_args, params, device, fun) do
     case kind do
       :create ->
         run(id, [], params, Device.id!(device || Device.default()))
@@ -153,8 +171,9 @@ defmodule Cascade.Op do
 
   defp number_type(_), do: :s64
 
+  # Numbers beside tensors wrap into integer types as the arithmetic would (Nx does the same).
   defp scalar(n, type, device) do
-    Cascade.from_binary(Type.encode_one(n, type), type, {}, device: device)
+    Cascade.from_binary(Type.encode_one(Type.wrap(n, type), type), type, {}, device: device)
   end
 
   defp number!(_fun, _name, n) when is_number(n) or n in [:nan, :infinity, :neg_infinity], do: n
@@ -171,8 +190,13 @@ defmodule Cascade.Op do
       n when kind == :square and is_integer(n) ->
         {n, n}
 
+      t when is_tuple(t) and tuple_size(t) <= 8 ->
+        if ints?(Tuple.to_list(t)),
+          do: t,
+          else: bad!(fun, name, "a shape tuple of integers in -2^63..2^63-1", t)
+
       t when is_tuple(t) ->
-        if ints?(Tuple.to_list(t)), do: t, else: bad!(fun, name, "a shape tuple of integers", t)
+        bad!(fun, name, "a shape tuple of at most 8 dimensions", t)
 
       other ->
         bad!(fun, name, "a shape tuple of integers", other)
@@ -180,13 +204,13 @@ defmodule Cascade.Op do
   end
 
   def convert!(fun, name, kind, value) when kind in [:ints, :axes] do
-    if is_list(value) and ints?(value),
+    if is_list(value) and length(value) <= 24 and ints?(value),
       do: value,
-      else: bad!(fun, name, "a list of integers", value)
+      else: bad!(fun, name, "a list of at most 24 integers in -2^63..2^63-1", value)
   end
 
   def convert!(fun, name, kind, value) when kind in [:axis, :int] do
-    if is_integer(value), do: value, else: bad!(fun, name, "an integer", value)
+    if int64?(value), do: value, else: bad!(fun, name, "an integer in -2^63..2^63-1", value)
   end
 
   def convert!(fun, name, :key, value) do
@@ -199,16 +223,24 @@ defmodule Cascade.Op do
     if is_boolean(value), do: value, else: bad!(fun, name, "a boolean", value)
   end
 
+  # C reads numeric parameters as int64 or double
+  def convert!(fun, name, :number, value) when is_integer(value) do
+    if int64?(value),
+      do: value,
+      else: bad!(fun, name, "a number (integers in -2^63..2^63-1)", value)
+  end
+
   def convert!(fun, name, :number, value), do: number!(fun, name, value)
 
   def convert!(_fun, _name, :type, value), do: Type.normalize!(value)
 
   def convert!(fun, name, :pads, value) do
-    with true <- is_list(value),
-         flat when is_list(flat) <- flatten_pads(value) do
+    with true <- is_list(value) and length(value) <= 8,
+         flat when is_list(flat) <- flatten_pads(value),
+         true <- ints?(flat) do
       flat
     else
-      _ -> bad!(fun, name, "a list of {low, high, interior} integer tuples", value)
+      _ -> bad!(fun, name, "a list of at most 8 {low, high, interior} integer tuples", value)
     end
   end
 
@@ -230,7 +262,9 @@ defmodule Cascade.Op do
     end
   end
 
-  defp ints?(list), do: Enum.all?(list, &is_integer/1)
+  defp ints?(list), do: Enum.all?(list, &int64?/1)
+
+  defp int64?(n), do: is_integer(n) and n >= -0x8000_0000_0000_0000 and n <= 0x7FFF_FFFF_FFFF_FFFF
 
   defp bad!(fun, name, expected, got) do
     raise ArgumentError, "#{fun}: expected #{name} to be #{expected}, got: #{inspect(got)}"

@@ -30,17 +30,26 @@ defmodule Cascade.Tensor do
       if Cascade.Native.freed?(t.ref) do
         "(freed)"
       else
-        numel = t.shape |> Tuple.to_list() |> Enum.product()
-        limit = if opts.limit == :infinity, do: numel, else: opts.limit
+        dims = Tuple.to_list(t.shape)
+        numel = Enum.product(dims)
+        # :infinity compares above every integer in Erlang's term order
+        limit = opts.limit
+        # an empty tensor still prints one list per row before its first zero dimension
+        rows = dims |> Enum.take_while(&(&1 != 0)) |> Enum.product()
 
-        if numel <= limit do
-          t |> Cascade.to_list() |> inspect_value(opts)
-        else
-          # Only the first `limit` elements cross from the device.
-          type = Cascade.Type.normalize!(t.type)
-          bin = Cascade.Native.to_binary(t.ref, limit * Cascade.Type.byte_size(type))
-          flat = Cascade.Type.decode(bin, type) |> Enum.map_join(", ", &Kernel.inspect/1)
-          "[#{flat}, ...]"
+        cond do
+          numel == 0 and rows > limit ->
+            "[...]"
+
+          numel <= limit ->
+            t |> Cascade.to_list() |> inspect_value(opts)
+
+          true ->
+            # Only the first `limit` elements cross from the device.
+            type = Cascade.Type.normalize!(t.type)
+            bin = Cascade.Native.to_binary(t.ref, limit * Cascade.Type.byte_size(type))
+            flat = Cascade.Type.decode(bin, type) |> Enum.map_join(", ", &Kernel.inspect/1)
+            "[#{flat}, ...]"
         end
       end
     end

@@ -147,15 +147,54 @@ defmodule Cascade.Type do
   def encode_one(n, :f64), do: float_bits(n, 64)
   def encode_one(n, :f16), do: float_bits(n, 16)
   def encode_one(n, :bf16), do: bf16_bits(n)
-  def encode_one(n, :u8), do: <<to_int(n)::unsigned-8>>
-  def encode_one(n, :s32), do: <<to_int(n)::signed-native-32>>
-  def encode_one(n, :s64), do: <<to_int(n)::signed-native-64>>
+  def encode_one(n, :u8), do: <<to_int(n, :u8)::unsigned-8>>
+  def encode_one(n, :s32), do: <<to_int(n, :s32)::signed-native-32>>
+  def encode_one(n, :s64), do: <<to_int(n, :s64)::signed-native-64>>
 
-  defp to_int(n) when is_integer(n), do: n
-  defp to_int(n) when is_float(n), do: trunc(n)
+  @int_ranges %{u8: {0, 255}, s32: {-2 ** 31, 2 ** 31 - 1}, s64: {-2 ** 63, 2 ** 63 - 1}}
 
-  defp to_int(other),
+  # Integers must fit: a number that silently wrapped would be a surprise.
+  defp to_int(n, type) when is_float(n), do: to_int(trunc(n), type)
+
+  defp to_int(n, type) when is_integer(n) do
+    {lo, hi} = Map.fetch!(@int_ranges, type)
+
+    if n < lo or n > hi do
+      raise ArgumentError, "#{inspect(n)} does not fit in #{type} (#{lo}..#{hi})"
+    end
+
+    n
+  end
+
+  defp to_int(other, _type),
     do: raise(ArgumentError, "cannot store #{inspect(other)} in an integer type")
+
+  defp to_float(n) when is_float(n), do: n
+
+  defp to_float(n) when is_integer(n) do
+    n * 1.0
+  rescue
+    ArithmeticError ->
+      reraise ArgumentError, "#{n} is beyond the range of a double", __STACKTRACE__
+  end
+
+  @doc """
+  An integer wrapped into an integer type, as the type's arithmetic would wrap it (Nx
+  gives `u8` 254 for -2 beside a `u8` tensor). Raises for integers beyond s64.
+
+      iex> Cascade.Type.wrap(-2, :u8)
+      254
+  """
+  @spec wrap(number, name) :: number
+  def wrap(n, :u8) when is_integer(n), do: to_int(n, :s64) &&& 0xFF
+
+  def wrap(n, :s32) when is_integer(n) do
+    <<v::signed-32>> = <<to_int(n, :s64)::32>>
+    v
+  end
+
+  def wrap(n, :s64) when is_integer(n), do: to_int(n, :s64)
+  def wrap(n, _type), do: n
 
   @specials %{
     16 => {0x7E00, 0x7C00, 0xFC00},
@@ -167,6 +206,13 @@ defmodule Cascade.Type do
     {nan, inf, neg} = Map.fetch!(@specials, bits)
     v = %{nan: nan, infinity: inf, neg_infinity: neg}[n] || bad_number(n)
     <<v::unsigned-native-size(bits)>>
+  end
+
+  defp float_bits(n, bits) when is_integer(n) do
+    case to_float(n) do
+      f when is_float(f) -> float_bits(f, bits)
+      inf -> float_bits(inf, bits)
+    end
   end
 
   defp float_bits(n, 16) when is_number(n), do: <<small_float(n, 5, 10)::unsigned-native-16>>
@@ -186,6 +232,7 @@ defmodule Cascade.Type do
     <<v::unsigned-native-16>>
   end
 
+  defp bf16_bits(n) when is_integer(n), do: n |> to_float() |> bf16_bits()
   defp bf16_bits(n) when is_number(n), do: <<small_float(n, 8, 7)::unsigned-native-16>>
 
   # Rounds a number straight from its f64 bits to a float with `ebits` exponent and `mbits`
