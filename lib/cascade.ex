@@ -83,6 +83,15 @@ defmodule Cascade do
         def unquote(name)(unquote_splicing(refs)),
           do: Op.run(unquote(id), unquote(ref_vars), %{}, 0)
 
+        if match?([{_, :tensor}, {_, :tensor}], args) do
+          # tensor with a number, the other common case: the number becomes a scalar directly
+          def unquote(name)(%Tensor{ref: ref} = t, n) when is_number(n),
+            do: Op.run(unquote(id), [ref, Op.scalar_ref(t, n)], %{}, 0)
+
+          def unquote(name)(n, %Tensor{ref: ref} = t) when is_number(n),
+            do: Op.run(unquote(id), [Op.scalar_ref(t, n), ref], %{}, 0)
+        end
+
         def unquote(name)(unquote_splicing(vars)),
           do: Op.call(unquote(Macro.escape(spec)), unquote(vars), [])
 

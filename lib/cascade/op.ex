@@ -171,6 +171,23 @@ defmodule Cascade.Op do
 
   defp number_type(_), do: :s64
 
+  @doc false
+  # A number beside tensor `t`, as a scalar of the type Nx would give it, on t's device.
+  def scalar_ref(%Tensor{type: type, device: device}, n) do
+    type = Type.merge_number(Type.normalize!(type), n)
+    bin = Type.encode_one(Type.wrap(n, type), type)
+
+    case Native.from_binary(bin, type, {}, Device.id!(device)) do
+      {ref, _, _, _} ->
+        ref
+
+      other ->
+        other
+        |> after_run(fn -> Native.from_binary(bin, type, {}, Device.id!(device)) end)
+        |> Map.fetch!(:ref)
+    end
+  end
+
   # Numbers beside tensors wrap into integer types as the arithmetic would (Nx does the same).
   defp scalar(n, type, device) do
     Cascade.from_binary(Type.encode_one(Type.wrap(n, type), type), type, {}, device: device)
