@@ -272,13 +272,7 @@ defmodule Cascade do
       [0, 0]
   """
   @spec zeros(tuple, keyword) :: Tensor.t()
-  def zeros(shape, opts \\ []),
-    do:
-      full(
-        0,
-        shape,
-        Keyword.put_new(check_opts!("Cascade.zeros/2", opts, [:type, :device]), :type, :f32)
-      )
+  def zeros(shape, opts \\ []), do: filled(0, shape, opts, "Cascade.zeros/2")
 
   @doc """
   A tensor of ones, f32 unless `type:` is given.
@@ -289,13 +283,12 @@ defmodule Cascade do
       [[1.0], [1.0]]
   """
   @spec ones(tuple, keyword) :: Tensor.t()
-  def ones(shape, opts \\ []),
-    do:
-      full(
-        1,
-        shape,
-        Keyword.put_new(check_opts!("Cascade.ones/2", opts, [:type, :device]), :type, :f32)
-      )
+  def ones(shape, opts \\ []), do: filled(1, shape, opts, "Cascade.ones/2")
+
+  # zeros and ones are full/3 with f32 as the default type
+  defp filled(value, shape, opts, fun) do
+    full(value, shape, Keyword.put_new(check_opts!(fun, opts, [:type, :device]), :type, :f32))
+  end
 
   ## Reading
 
