@@ -1,6 +1,12 @@
 /* Counter-based random numbers: Philox-4x32-10 (Salmon et al., SC'11). Element i of a tensor
  * depends only on the key and i, so every device and every chunking gives the same numbers.
- * The element mapping below is the definition other drivers must follow. */
+ * The element mapping below is the definition other drivers must follow, together with the
+ * scaling in c_src/drivers/cpu/create.c (one fused multiply-add in double, rounded once).
+ *
+ * Uniform numbers are exact functions of the Philox words, so every device can give them bit
+ * for bit. Normal numbers go through log, sqrt and sin/cos, which libm and device math
+ * libraries do not all round alike: across devices they agree to a few ulp, not bit for bit,
+ * and the differential tests of other drivers must compare them with a tolerance. */
 #ifndef CX_PHILOX_H
 #define CX_PHILOX_H
 
