@@ -229,6 +229,11 @@ defmodule Cascade do
   end
 
   defp list_shape(list, depth) when is_list(list) do
+    if List.improper?(list) do
+      raise ArgumentError,
+            "Cascade.tensor/2: expected a proper nested list, got: #{inspect(list, limit: 10)}"
+    end
+
     case list do
       [] ->
         {0}

@@ -885,6 +885,15 @@ defmodule CascadeErrorsTest do
       end
     end
 
+    test "improper lists" do
+      # raised Protocol.UndefinedError / FunctionClauseError from Enum
+      for value <- [[1 | 2], [[1], [2] | 3], [[1 | 2]], [[1, 2], [3 | 4]]] do
+        assert_raise ArgumentError,
+                     ~r/Cascade.tensor\/2: expected a proper nested list, got: /,
+                     fn -> Cascade.tensor(value) end
+      end
+    end
+
     test "things that are not numbers" do
       for value <- [:foo, "abc", [1, :foo], [[1.0, nil]], %{}, {1, 2}, [self()]] do
         bad = value |> List.wrap() |> List.flatten() |> Enum.find(&(not is_number(&1)))
@@ -1012,6 +1021,17 @@ defmodule CascadeErrorsTest do
                    fn ->
                      Cascade.concatenate([m22(), Cascade.iota({4})])
                    end
+
+      # improper lists raised FunctionClauseError from Enum.map
+      for value <- [[m22() | m22()], [m22(), m22() | :x]] do
+        assert_raise ArgumentError,
+                     ~r/Cascade.concatenate\/2: expected tensors to be a list of tensors, got: /,
+                     fn -> Cascade.concatenate(value) end
+
+        assert_raise ArgumentError, ~r/expected tensors to be a list of tensors/, fn ->
+          Cascade.concatenate(value, axis: 1)
+        end
+      end
     end
 
     test "concatenate of more tensors than a call takes" do

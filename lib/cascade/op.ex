@@ -129,9 +129,15 @@ defmodule Cascade.Op do
   defp tensor_refs(fun, tensor_args) do
     flat =
       Enum.flat_map(tensor_args, fn
-        {name, :tensors, list} when is_list(list) -> Enum.map(list, &{name, :tensor, &1})
-        {name, :tensors, other} -> bad!(fun, name, "a list of tensors", other)
-        arg -> [arg]
+        {name, :tensors, list} when is_list(list) ->
+          if List.improper?(list), do: bad!(fun, name, "a list of tensors", list)
+          Enum.map(list, &{name, :tensor, &1})
+
+        {name, :tensors, other} ->
+          bad!(fun, name, "a list of tensors", other)
+
+        arg ->
+          [arg]
       end)
 
     tensors = for {_, kind, %Tensor{} = t} <- flat, kind == :tensor, do: t
