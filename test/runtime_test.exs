@@ -332,4 +332,26 @@ defmodule CascadeRuntimeTest do
       assert peak_after <= max(peak_before, live_before + 384 * @mb)
     end
   end
+
+  describe "code reloading" do
+    # Reloading Cascade.Native (recompile in iex, a release upgrade) runs the NIF's upgrade
+    # callback in the same library. It used to open the resource type with ERL_NIF_RT_CREATE,
+    # which fails for an existing type: the reload failed and left tensor_type NULL, so every
+    # tensor made before raised "not a Cascade tensor reference".
+    test "reloading Cascade.Native keeps the library and existing tensors working" do
+      t = Cascade.tensor([1.0, 2.0])
+      {Cascade.Native, bin, file} = :code.get_object_code(Cascade.Native)
+
+      for _ <- 1..2 do
+        # the old code of the previous round, if any, must go before the next load
+        assert :code.soft_purge(Cascade.Native)
+        assert {:module, Cascade.Native} = :code.load_binary(Cascade.Native, file, bin)
+        assert Cascade.to_list(Cascade.add(t, t)) == [2.0, 4.0]
+        assert Cascade.to_list(Cascade.tensor([3.0])) == [3.0]
+        u = Cascade.tensor([5.0])
+        assert Cascade.free(u) == :ok
+        assert_raise ArgumentError, ~r/freed/, fn -> Cascade.exp(u) end
+      end
+    end
+  end
 end

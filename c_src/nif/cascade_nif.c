@@ -479,14 +479,16 @@ static ERL_NIF_TERM set_gc_interval_nif(ErlNifEnv *env, int argc, const ERL_NIF_
     return am_ok;
 }
 
-static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
-    (void)priv;
-    (void)info;
+/* On upgrade (the module reloaded while this library stays mapped) the resource type already
+ * exists: it must be taken over, and a failure must not clear tensor_type, which the old code
+ * still uses for every tensor. */
+static int init(ErlNifEnv *env, ErlNifResourceFlags flags) {
     cx_status st = {CX_OK, ""};
     if (cx_devices_init(&st) != CX_OK) return 1;
-    tensor_type =
-        enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor, ERL_NIF_RT_CREATE, NULL);
-    if (!tensor_type) return 1;
+    ErlNifResourceType *type =
+        enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor, flags, NULL);
+    if (!type) return 1;
+    tensor_type = type;
     am_ok = enif_make_atom(env, "ok");
     am_true = enif_make_atom(env, "true");
     am_false = enif_make_atom(env, "false");
@@ -515,9 +517,17 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
     return 0;
 }
 
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
+    (void)priv;
+    (void)info;
+    return init(env, ERL_NIF_RT_CREATE);
+}
+
 static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM info) {
+    (void)priv;
     (void)old_priv;
-    return load(env, priv, info);
+    (void)info;
+    return init(env, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER);
 }
 
 static ErlNifFunc nif_funcs[] = {
