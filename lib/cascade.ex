@@ -305,6 +305,7 @@ defmodule Cascade do
   """
   @spec shape(Tensor.t()) :: tuple
   def shape(%Tensor{shape: shape}), do: shape
+  def shape(other), do: not_a_tensor!("shape/1", other)
 
   @doc """
   The tensor's type, as Nx writes it.
@@ -314,6 +315,7 @@ defmodule Cascade do
   """
   @spec type(Tensor.t()) :: Type.t()
   def type(%Tensor{type: type}), do: type
+  def type(other), do: not_a_tensor!("type/1", other)
 
   @doc """
   The number of axes.
@@ -323,6 +325,7 @@ defmodule Cascade do
   """
   @spec rank(Tensor.t()) :: non_neg_integer
   def rank(%Tensor{shape: shape}), do: tuple_size(shape)
+  def rank(other), do: not_a_tensor!("rank/1", other)
 
   @doc """
   The number of elements.
@@ -332,6 +335,7 @@ defmodule Cascade do
   """
   @spec size(Tensor.t()) :: non_neg_integer
   def size(%Tensor{shape: shape}), do: shape |> Tuple.to_list() |> Enum.product()
+  def size(other), do: not_a_tensor!("size/1", other)
 
   @doc """
   The device the tensor lives on.
@@ -341,6 +345,7 @@ defmodule Cascade do
   """
   @spec device(Tensor.t()) :: atom
   def device(%Tensor{device: device}), do: device
+  def device(other), do: not_a_tensor!("device/1", other)
 
   @doc """
   The tensor's elements as a native-endian, row-major binary.
@@ -375,7 +380,10 @@ defmodule Cascade do
                 "Cascade.to_binary/2: expected limit to be a non-negative integer, got: #{inspect(other)}"
       end
 
-    Native.to_binary(ref, limit)
+    case Native.to_binary(ref, limit) do
+      bin when is_binary(bin) -> bin
+      oom -> Op.after_run(oom, fn -> Native.to_binary(ref, limit) end)
+    end
   end
 
   def to_binary(other, _opts), do: not_a_tensor!("to_binary/2", other)

@@ -29,7 +29,10 @@ defmodule Cascade.Op do
 
     case retry.() do
       {:cascade_oom, message} ->
-        raise Cascade.Error, driver: :cpu, code: :out_of_memory, message: message
+        raise Cascade.Error, driver: :cpu, code: :out_of_memory, message: to_string(message)
+
+      bin when is_binary(bin) ->
+        bin
 
       {:cascade_gc, tuple} ->
         after_run({:cascade_gc, tuple}, retry)
@@ -227,7 +230,7 @@ defmodule Cascade.Op do
   end
 
   def convert!(fun, name, kind, value) when kind in [:ints, :axes] do
-    if is_list(value) and length(value) <= 24 and ints?(value),
+    if proper_list?(value) and length(value) <= 24 and ints?(value),
       do: value,
       else: bad!(fun, name, "a list of at most 24 integers in -2^63..2^63-1", value)
   end
@@ -258,7 +261,7 @@ defmodule Cascade.Op do
   def convert!(_fun, _name, :type, value), do: Type.normalize!(value)
 
   def convert!(fun, name, :pads, value) do
-    with true <- is_list(value) and length(value) <= 8,
+    with true <- proper_list?(value) and length(value) <= 8,
          flat when is_list(flat) <- flatten_pads(value),
          true <- ints?(flat) do
       flat
@@ -286,6 +289,8 @@ defmodule Cascade.Op do
   end
 
   defp ints?(list), do: Enum.all?(list, &int64?/1)
+
+  defp proper_list?(value), do: is_list(value) and not List.improper?(value)
 
   defp int64?(n), do: is_integer(n) and n >= -0x8000_0000_0000_0000 and n <= 0x7FFF_FFFF_FFFF_FFFF
 

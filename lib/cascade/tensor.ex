@@ -38,7 +38,7 @@ defmodule Cascade.Tensor do
         rows = dims |> Enum.take_while(&(&1 != 0)) |> Enum.product()
 
         cond do
-          numel == 0 and rows > limit ->
+          (numel == 0 and rows > limit) or limit == 0 ->
             "[...]"
 
           numel <= limit ->
