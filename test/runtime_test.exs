@@ -44,6 +44,10 @@ defmodule CascadeRuntimeTest do
       m = Cascade.iota({2000, 2000}, type: :f32)
       bin = :crypto.strong_rand_bytes(4 * @mb)
       list = Enum.map(1..100_000, &(&1 * 0.5))
+      # libm's slowest cases: fmod with far-apart exponents (~1.5 us per element), sin of huge
+      # arguments; 40,000 elements stayed under the old element-count threshold
+      huge = Cascade.full(1.0e300, {40_000}, type: :f64)
+      tiny = Cascade.full(1.0e-300, {40_000}, type: :f64)
       drain_long_schedules()
 
       previous = :erlang.system_monitor(self(), [{:long_schedule, 2}])
@@ -52,7 +56,13 @@ defmodule CascadeRuntimeTest do
       # (Checked by hand: with the dirty-scheduler threshold of the NIF raised out of reach,
       # this test reports the 512x512 dot, exp and transpose calls.)
       try do
-        task = Task.async(fn -> run_large_ops(x, y, a, m, bin, list) end)
+        task =
+          Task.async(fn ->
+            Cascade.remainder(huge, tiny)
+            Cascade.sin(huge)
+            run_large_ops(x, y, a, m, bin, list)
+          end)
+
         assert Task.await(task, 100_000) == :done
         # (outside the window, below) the list conversions give the right answers
 
