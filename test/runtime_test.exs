@@ -60,6 +60,7 @@ defmodule CascadeRuntimeTest do
           Task.async(fn ->
             Cascade.remainder(huge, tiny)
             Cascade.sin(huge)
+            Cascade.random_normal({100_000}, key: 9, type: :f64)
             run_large_ops(x, y, a, m, bin, list)
           end)
 

@@ -6,9 +6,12 @@
 /* Relative cost of one element of an op, so that the NIF layer's threshold for moving a call
  * to a dirty scheduler holds for slow functions too. Measured with libm on this project's
  * machine: most elementwise ops take about 1 ns per element, transcendental functions 4-11 ns
- * (sin of huge arguments 45 ns), and fmod up to 1.5 us when the exponents are far apart. */
+ * (sin of huge arguments 45 ns), fmod up to 1.5 us when the exponents are far apart. */
 static double work_per_element(cx_op_id op) {
     if (op == CX_OP_REMAINDER) return 256;
+    /* Philox: ~6-10 ns per uniform, 25-35 ns per normal (log, sqrt, sin/cos) */
+    if (op == CX_OP_RANDOM_NORMAL) return 48;
+    if (op == CX_OP_RANDOM_UNIFORM) return 16;
     if (op == CX_OP_POW || cx_op_table[op].kind == CX_KIND_UNARY_FLOAT ||
         cx_op_table[op].kind == CX_KIND_BINARY_FLOAT)
         return 16;
