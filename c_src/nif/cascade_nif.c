@@ -281,9 +281,10 @@ static void release_call(op_call *c) {
 }
 
 static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c) {
+    /* cx_run_plan and cx_tensor_init empty the tensor before anything can fail, so the
+     * destructor is safe on every error path below */
     cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
     if (!out) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
-    cx_tensor_clear(out); /* the destructor may run before the dispatcher touches it */
     cx_status st = {CX_OK, ""};
     if (cx_run_plan(&c->plan, c->in, c->n_in, &c->ps, out, &st) != CX_OK) {
         enif_release_resource(out);
@@ -355,7 +356,6 @@ static ERL_NIF_TERM from_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     }
     cx_tensor *t = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
     if (!t) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
-    cx_tensor_clear(t);
     cx_status st = {CX_OK, ""};
     if (cx_tensor_init(t, dev, &d, &st) != CX_OK ||
         cx_tensor_upload(t, bin.data, bin.size, &st) != CX_OK) {
