@@ -1,5 +1,6 @@
 #include "device.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,33 +15,115 @@ static int64_t add_sat(int64_t a, int64_t b) {
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
-static void add_device(const cx_driver *drv) {
+static const cx_driver *builtins[4];
+static int n_builtins;
+static cx_code init_rc = CX_OK;
+static char init_msg[512];
+
+static cx_device *new_device(const char *driver_name, int index) {
     cx_device *dev = &devices[n_devices];
-    dev->driver = drv;
-    dev->id = n_devices;
-    snprintf(dev->name, sizeof dev->name, "%s", drv->name);
-    cx_status st = {CX_OK, ""};
-    if (drv->abi != CX_DRIVER_ABI) {
-        snprintf(dev->reason, sizeof dev->reason, "driver ABI %u, expected %u", drv->abi,
-                 CX_DRIVER_ABI);
-    } else if (drv->probe(&dev->ctx, &st) == CX_OK) {
-        dev->available = true;
-    } else {
-        snprintf(dev->reason, sizeof dev->reason, "%.255s", st.message);
-    }
+    memset(dev, 0, sizeof *dev);
+    dev->id = n_devices++;
+    dev->index = index;
+    snprintf(dev->driver_name, sizeof dev->driver_name, "%s", driver_name);
+    if (index == 0)
+        snprintf(dev->name, sizeof dev->name, "%s", driver_name);
+    else
+        snprintf(dev->name, sizeof dev->name, "%.20s:%d", driver_name, index);
     atomic_store(&dev->gc_mark, atomic_load(&gc_interval));
-    n_devices++;
+    return dev;
 }
+
+static void unavailable(const char *driver_name, const char *fmt, const char *detail) {
+    if (n_devices == CX_MAX_DEVICES) return;
+    cx_device *dev = new_device(driver_name, 0);
+    snprintf(dev->reason, sizeof dev->reason, fmt, detail);
+}
+
+/* Starts a driver and registers each of its devices (or one unavailable entry, with why). */
+static void add_driver(const char *name, const cx_driver *drv) {
+    char why[256];
+    if (drv->abi != CX_DRIVER_ABI) {
+        snprintf(why, sizeof why, "driver ABI %u, expected %u (rebuild the driver)", drv->abi,
+                 CX_DRIVER_ABI);
+        unavailable(name, "%s", why);
+        return;
+    }
+    if (!drv->ops_signature || strcmp(drv->ops_signature, cx_ops_signature) != 0) {
+        unavailable(name, "%s", "built from another op table than the NIF library (rebuild it)");
+        return;
+    }
+    cx_status st = {CX_OK, ""};
+    void *drv_ctx = NULL;
+    if (drv->probe(&drv_ctx, &st) != CX_OK) {
+        unavailable(name, "%s", st.message);
+        return;
+    }
+    int count = drv->device_count(drv_ctx);
+    if (count <= 0) {
+        unavailable(name, "%s", "the driver started but found no device");
+        return;
+    }
+    for (int k = 0; k < count && n_devices < CX_MAX_DEVICES; k++) {
+        cx_device *dev = new_device(drv->name, k);
+        dev->driver = drv;
+        st.code = CX_OK;
+        if (drv->open_device(drv_ctx, k, &dev->ctx, &dev->props, &st) == CX_OK)
+            dev->available = true;
+        else
+            snprintf(dev->reason, sizeof dev->reason, "%.255s", st.message);
+    }
+}
+
+static void load_driver(const cx_driver_spec *spec) {
+    for (int k = 0; k < n_devices; k++)
+        if (strcmp(devices[k].driver_name, spec->name) == 0) return; /* listed twice */
+    void *handle = dlopen(spec->path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *err = dlerror();
+        unavailable(spec->name, "could not load the driver: %s", err ? err : spec->path);
+        return;
+    }
+    cx_driver_entry_fn entry = (cx_driver_entry_fn)dlsym(handle, "cx_driver_entry");
+    const cx_driver *drv = entry ? entry() : NULL;
+    if (!drv) {
+        unavailable(spec->name, "%s does not export cx_driver_entry", spec->path);
+        dlclose(handle);
+        return;
+    }
+    /* the handle stays open for the life of the process: tensors may point into the driver */
+    add_driver(spec->name, drv);
+}
+
+void cx_devices_add_builtin(const cx_driver *drv) {
+    if (n_builtins < (int)(sizeof builtins / sizeof builtins[0])) builtins[n_builtins++] = drv;
+}
+
+static const cx_driver_spec *init_specs;
+static int init_n_specs;
 
 static void init_devices(void) {
-    add_device(cx_cpu_driver());
+    add_driver("cpu", cx_cpu_driver());
+    if (!devices[0].available) {
+        init_rc = CX_EDEVICE;
+        snprintf(init_msg, sizeof init_msg, "the cpu driver did not start: %s", devices[0].reason);
+        return;
+    }
+    for (int k = 0; k < n_builtins; k++) add_driver(builtins[k]->name, builtins[k]);
+    for (int k = 0; k < init_n_specs; k++)
+        if (strcmp(init_specs[k].name, "cpu") != 0) load_driver(&init_specs[k]);
 }
 
-cx_code cx_devices_init(cx_status *st) {
+cx_code cx_devices_init(const cx_driver_spec *specs, int n_specs, cx_status *st) {
+    init_specs = specs;
+    init_n_specs = n_specs;
     pthread_once(&init_once, init_devices);
-    if (n_devices == 0 || !devices[0].available)
-        return cx_fail(st, CX_EDEVICE, "the cpu driver did not start: %s", devices[0].reason);
+    if (init_rc != CX_OK) return cx_fail(st, init_rc, "%s", init_msg);
     return CX_OK;
+}
+
+cx_device *cx_device_cpu(void) {
+    return &devices[0];
 }
 
 int cx_device_count(void) {

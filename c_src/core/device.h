@@ -1,4 +1,6 @@
-/* Devices: a driver plus its context, with live memory counted. */
+/* Devices: a driver's device plus its context, with live memory counted. The registry holds the
+ * cpu device first, then the devices of the drivers loaded with dlopen, and one unavailable
+ * entry (with the reason) for each driver that could not be loaded or started. */
 #ifndef CX_DEVICE_H
 #define CX_DEVICE_H
 
@@ -10,23 +12,38 @@
 #define CX_MAX_DEVICES 16
 
 typedef struct cx_device {
-    const cx_driver *driver;
-    void *ctx;
-    int id;        /* index in the device list */
-    char name[32]; /* "cpu" */
+    const cx_driver *driver; /* NULL when the driver could not be loaded */
+    void *ctx;               /* the device's context from open_device */
+    int id;                  /* index in the device list */
+    int index;               /* the device's index within its driver */
+    char driver_name[24];    /* "cpu", "opencl" */
+    char name[32];           /* "cpu", "opencl:1" */
     bool available;
     char reason[256]; /* why not, when unavailable */
+    cx_device_props props;
     _Atomic int64_t live_bytes;
     _Atomic int64_t peak_bytes;
     _Atomic int64_t live_tensors;
     _Atomic int64_t gc_mark; /* live bytes above which a collection is asked for */
 } cx_device;
 
-/* Registers and probes the built-in drivers; safe to call more than once. */
-cx_code cx_devices_init(cx_status *st);
+/* A driver to load: its name and the path of its shared object. */
+typedef struct {
+    const char *name;
+    const char *path;
+} cx_driver_spec;
+
+/* Registers the cpu driver and then loads the given drivers, in order. Only the first call does
+ * anything; later calls return the result of the first. The cpu driver failing is the only
+ * error: other drivers that fail are listed as unavailable. */
+cx_code cx_devices_init(const cx_driver_spec *specs, int n_specs, cx_status *st);
+/* Registers a driver table that is linked in (tests). Call before cx_devices_init. */
+void cx_devices_add_builtin(const cx_driver *drv);
 int cx_device_count(void);
 cx_device *cx_device_get(int id);
-/* The device with this name, or NULL. */
+/* The cpu device (id 0). */
+cx_device *cx_device_cpu(void);
+/* The device with this name ("cpu", "test:1"), or NULL. */
 cx_device *cx_device_find(const char *name);
 
 /* Bytes of new allocation after which the caller is asked to collect garbage (default 64 MiB). */

@@ -1,7 +1,227 @@
 #include "dispatch.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "graph.h"
+
+const char *cx_route_name(cx_route r) {
+    switch (r) {
+    case CX_ROUTE_NATIVE: return "native";
+    case CX_ROUTE_DECOMPOSED: return "decomposed";
+    case CX_ROUTE_FALLBACK: return "cpu_fallback";
+    default: return "unknown";
+    }
+}
+
+/* ---- policy ------------------------------------------------------------------------------- */
+
+static _Atomic int policy = CX_POLICY_WARN;
+
+void cx_set_policy(cx_policy p) {
+    atomic_store(&policy, (int)p);
+}
+
+cx_policy cx_get_policy(void) {
+    return (cx_policy)atomic_load(&policy);
+}
+
+/* ---- stats -------------------------------------------------------------------------------- */
+
+static _Atomic long long stat_calls[CX_MAX_DEVICES][CX_OP_COUNT + 1][CX_ROUTE_COUNT];
+static _Atomic long long stat_bytes[CX_MAX_DEVICES][CX_OP_COUNT + 1][CX_ROUTE_COUNT];
+
+static void count(const cx_device *dev, int op, cx_route r, long long bytes) {
+    atomic_fetch_add_explicit(&stat_calls[dev->id][op][r], 1, memory_order_relaxed);
+    if (bytes) atomic_fetch_add_explicit(&stat_bytes[dev->id][op][r], bytes, memory_order_relaxed);
+}
+
+cx_stat cx_stats_get(int device_id, int op, cx_route route) {
+    cx_stat s = {0, 0};
+    if (device_id < 0 || device_id >= CX_MAX_DEVICES || op < 0 || op > CX_OP_COUNT ||
+        route >= CX_ROUTE_COUNT)
+        return s;
+    s.calls = atomic_load(&stat_calls[device_id][op][route]);
+    s.bytes = atomic_load(&stat_bytes[device_id][op][route]);
+    return s;
+}
+
+void cx_stats_reset(void) {
+    for (int d = 0; d < CX_MAX_DEVICES; d++)
+        for (int o = 0; o <= CX_OP_COUNT; o++)
+            for (int r = 0; r < CX_ROUTE_COUNT; r++) {
+                atomic_store(&stat_calls[d][o][r], 0);
+                atomic_store(&stat_bytes[d][o][r], 0);
+            }
+}
+
+void cx_stats_count_transfer(int device_id, long long bytes) {
+    cx_device *dev = cx_device_get(device_id);
+    if (dev) count(dev, CX_OP_COUNT, CX_ROUTE_NATIVE, bytes);
+}
+
+/* ---- warnings ----------------------------------------------------------------------------- */
+
+#define WARN_SEEN    512
+#define WARN_PENDING 16
+
+static pthread_mutex_t warn_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t warn_seen[WARN_SEEN];
+static int warn_seen_n;
+static char warn_queue[WARN_PENDING][512];
+static int warn_head, warn_count;
+static _Atomic int warn_pending;
+
+static uint64_t hash_str(uint64_t h, const char *s) {
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+/* Queues a report unless one was queued for the same (device, op, type, reason). */
+static void warn_once(const cx_device *dev, cx_op_id op, cx_dtype t, const char *reason,
+                      const char *text) {
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    h = hash_str(h, dev->name);
+    h = hash_str(h, cx_op_table[op].name);
+    h = hash_str(h, cx_dtype_name(t));
+    h = hash_str(h, reason);
+    pthread_mutex_lock(&warn_lock);
+    bool seen = false;
+    for (int k = 0; k < warn_seen_n && !seen; k++) seen = warn_seen[k] == h;
+    if (!seen) {
+        if (warn_seen_n < WARN_SEEN) warn_seen[warn_seen_n++] = h;
+        if (warn_count < WARN_PENDING) {
+            snprintf(warn_queue[(warn_head + warn_count) % WARN_PENDING], 512, "%s", text);
+            warn_count++;
+            atomic_store(&warn_pending, warn_count);
+        }
+    }
+    pthread_mutex_unlock(&warn_lock);
+}
+
+int cx_warnings_pending(void) {
+    return atomic_load_explicit(&warn_pending, memory_order_relaxed);
+}
+
+bool cx_warning_take(char *buf, size_t len) {
+    pthread_mutex_lock(&warn_lock);
+    bool any = warn_count > 0;
+    if (any) {
+        snprintf(buf, len, "%s", warn_queue[warn_head]);
+        warn_head = (warn_head + 1) % WARN_PENDING;
+        warn_count--;
+        atomic_store(&warn_pending, warn_count);
+    }
+    pthread_mutex_unlock(&warn_lock);
+    return any;
+}
+
+/* ---- the memo: the driver's answer per (device, op, types, ranks) ----------------------- */
+
+#define MEMO_SLOTS 4096
+#define MEMO_PROBE 8
+
+/* A slot holds key << 2 | (cap + 1) in one word, so readers need no lock; 0 is empty. */
+static _Atomic uint64_t memo[MEMO_SLOTS];
+
+/* The key, or 0 when the call has too many inputs to be memoized. */
+static uint64_t memo_key(const cx_device *dev, cx_op_id op, const cx_dtype *types,
+                         const cx_desc *in, int n_in) {
+    if (n_in > 4) return 0;
+    uint64_t key = (uint64_t)dev->id;
+    key = key << 8 | (uint64_t)op;
+    key = key << 3 | (uint64_t)n_in;
+    for (int k = 0; k < n_in; k++) key = key << 7 | (uint64_t)types[k] << 4 | (uint64_t)in[k].rank;
+    return key | UINT64_C(1) << 61; /* never 0 */
+}
+
+static uint32_t memo_slot(uint64_t key) {
+    return (uint32_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> 52) % MEMO_SLOTS;
+}
+
+static int memo_find(uint64_t key) {
+    uint32_t s = memo_slot(key);
+    for (int k = 0; k < MEMO_PROBE; k++) {
+        uint64_t w = atomic_load_explicit(&memo[(s + k) % MEMO_SLOTS], memory_order_acquire);
+        if (w == 0) return -1;
+        if (w >> 2 == (key & (UINT64_MAX >> 2))) return (int)(w & 3) - 1;
+    }
+    return -1;
+}
+
+static void memo_store(uint64_t key, cx_cap cap) {
+    uint64_t w = (key & (UINT64_MAX >> 2)) << 2 | (uint64_t)(cap + 1);
+    uint32_t s = memo_slot(key);
+    for (int k = 0; k < MEMO_PROBE; k++) {
+        uint64_t expected = 0;
+        _Atomic uint64_t *slot = &memo[(s + k) % MEMO_SLOTS];
+        if (atomic_compare_exchange_strong(slot, &expected, w) || expected == w) return;
+    }
+    /* full neighbourhood: the answer is simply asked again next time */
+}
+
+static cx_cap capability(cx_device *dev, cx_op_id op, const cx_dtype *types, const cx_desc *in,
+                         int n_in) {
+    uint64_t key = memo_key(dev, op, types, in, n_in);
+    if (key) {
+        int c = memo_find(key);
+        if (c >= 0) return (cx_cap)c;
+    }
+    cx_cap c = dev->driver->capability(dev->ctx, op, types, n_in);
+    if (c != CX_CAP_NATIVE && c != CX_CAP_SHAPE) c = CX_CAP_NO;
+    if (c == CX_CAP_SHAPE && !dev->driver->refine) c = CX_CAP_NO;
+    if (key) memo_store(key, c);
+    return c;
+}
+
+/* ---- choosing the route ------------------------------------------------------------------- */
+
+static void describe_types(const cx_dtype *types, int n_in, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int k = 0; k < n_in && k < 4 && used < len; k++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", k ? ", " : "",
+                                 cx_dtype_name(types[k]));
+    if (n_in > 4 && used < len) snprintf(buf + used, len - used, ", ...");
+    if (n_in == 0) snprintf(buf, len, "no tensor inputs");
+}
+
+static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int n_in,
+                            const cx_dtype *compute, const cx_params *ps, cx_route *route,
+                            char *reason, size_t len, cx_status *st) {
+    reason[0] = 0;
+    if (!dev->available)
+        return cx_fail(st, CX_EDEVICE, "device %s is unavailable: %s", dev->name, dev->reason);
+    cx_cap c = capability(dev, op, compute, in, n_in);
+    if (c == CX_CAP_SHAPE) {
+        char why[160] = "";
+        if (dev->driver->refine(dev->ctx, op, in, n_in, ps, why, sizeof why)) {
+            *route = CX_ROUTE_NATIVE;
+            return CX_OK;
+        }
+        snprintf(reason, len, "%s: %s", dev->driver_name, why[0] ? why : "shape not supported");
+    } else if (c == CX_CAP_NATIVE) {
+        *route = CX_ROUTE_NATIVE;
+        return CX_OK;
+    } else {
+        char types[96];
+        describe_types(compute, n_in, types, sizeof types);
+        snprintf(reason, len, "the %s driver has no native %s for %s", dev->driver_name,
+                 cx_op_table[op].name, types);
+    }
+    if (cx_op_table[op].kind == CX_KIND_COMPOSITE) {
+        *route = CX_ROUTE_DECOMPOSED;
+        return CX_OK;
+    }
+    if (dev == cx_device_cpu())
+        return cx_fail(st, CX_EUNSUPPORTED, "%s: no route (%s)", cx_op_table[op].name, reason);
+    *route = CX_ROUTE_FALLBACK;
+    return CX_OK;
+}
+
+/* ---- planning ----------------------------------------------------------------------------- */
 
 /* Relative cost of one element of an op, so that the NIF layer's threshold for moving a call
  * to a dirty scheduler holds for slow functions too. Measured with libm on this project's
@@ -15,16 +235,23 @@ static double work_per_element(cx_op_id op) {
     if (op == CX_OP_POW || cx_op_table[op].kind == CX_KIND_UNARY_FLOAT ||
         cx_op_table[op].kind == CX_KIND_BINARY_FLOAT)
         return 16;
+    /* a decomposition makes several passes, some of them transcendental */
+    if (cx_op_table[op].kind == CX_KIND_COMPOSITE) return 32;
     return 1;
 }
 
-cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, int n_in,
-                   cx_params *ps, cx_plan *plan, cx_status *st) {
+static cx_code check_op(cx_op_id op, int n_in, cx_status *st) {
     if ((int)op < 0 || op >= CX_OP_COUNT)
         return cx_fail(st, CX_EINVAL, "unknown op id %d", (int)op);
     if (n_in < 0 || n_in > CX_MAX_INPUTS)
         return cx_fail(st, CX_EINVAL, "%s: expected at most %d tensors, got: %d",
                        cx_op_table[op].name, CX_MAX_INPUTS, n_in);
+    return CX_OK;
+}
+
+cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, int n_in,
+                   cx_params *ps, cx_plan *plan, cx_status *st) {
+    if (check_op(op, n_in, st) != CX_OK) return st->code;
     cx_desc descs[CX_MAX_INPUTS];
     double cost = 0;
     for (int k = 0; k < n_in; k++) {
@@ -41,6 +268,9 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
     if (!plan->device) return cx_fail(st, CX_EINVAL, "%s: no device given", cx_op_table[op].name);
     if (cx_op_table[op].infer(op, descs, n_in, ps, &plan->out, plan->compute, st) != CX_OK)
         return st->code;
+    if (choose_route(plan->device, op, descs, n_in, plan->compute, ps, &plan->route, plan->reason,
+                     sizeof plan->reason, st) != CX_OK)
+        return st->code;
     double out_n = (double)cx_desc_numel(&plan->out);
     cost += out_n;
     if (op == CX_OP_DOT) {
@@ -54,45 +284,29 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
     return CX_OK;
 }
 
-/* Casts one input to its compute type on the same device, into a temporary tensor. */
+/* ---- running ------------------------------------------------------------------------------ */
+
+/* Casts one input to its compute type on the same device (negotiated like any op). */
 static cx_code cast_input(cx_device *dev, cx_tensor *src, cx_dtype to, cx_tensor *tmp,
                           cx_status *st) {
-    cx_desc d = src->desc;
-    d.dtype = to;
-    if (cx_tensor_init(tmp, dev, &d, st) != CX_OK) return st->code;
     cx_params ps = {0};
     cx_param_put_int(&ps, CX_P_TYPE, to);
-    const cx_tensor *args[1] = {src};
-    if (dev->driver->execute(dev->ctx, CX_OP_AS_TYPE, args, 1, &ps, tmp, st) != CX_OK) {
-        cx_tensor_free(tmp);
-        return st->code;
-    }
-    return CX_OK;
+    return cx_run(CX_OP_AS_TYPE, dev, &src, 1, &ps, tmp, st);
 }
 
-cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
-                    cx_tensor *out, cx_status *st) {
+static cx_code run_native(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
+                          cx_tensor *out, cx_status *st) {
     cx_device *dev = plan->device;
     const cx_tensor *args_small[8];
     cx_tensor *casts_small[8];
     const cx_tensor **args = n_in <= 8 ? args_small : malloc(sizeof(*args) * (size_t)n_in);
     cx_tensor **casts = n_in <= 8 ? casts_small : calloc((size_t)n_in, sizeof(*casts));
-    int pinned = 0;
     cx_code rc = CX_OK;
-    cx_tensor_clear(out);
     if (!args || !casts) {
         rc = cx_fail(st, CX_ENOMEM, "out of host memory for %d arguments", n_in);
         goto done;
     }
     for (int k = 0; k < n_in; k++) casts[k] = NULL;
-    for (; pinned < n_in; pinned++)
-        if ((rc = cx_tensor_pin(in[pinned], st)) != CX_OK) goto done;
-    /* An empty result needs no work, whatever the inputs: kernels need not walk empty shapes
-     * such as {2^48, 0}, which would keep a scheduler busy for days. */
-    if (cx_desc_numel(&plan->out) == 0) {
-        rc = cx_tensor_init(out, dev, &plan->out, st);
-        goto done;
-    }
     for (int k = 0; k < n_in; k++) {
         args[k] = in[k];
         if (plan->compute[k] == in[k]->desc.dtype) continue;
@@ -111,22 +325,274 @@ cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const c
     if ((rc = cx_tensor_init(out, dev, &plan->out, st)) != CX_OK) goto done;
     if ((rc = dev->driver->execute(dev->ctx, plan->op, args, n_in, ps, out, st)) != CX_OK)
         cx_tensor_free(out);
+    else
+        count(dev, plan->op, CX_ROUTE_NATIVE, 0);
 done:
     for (int k = 0; k < n_in && casts; k++)
         if (casts[k]) {
             cx_tensor_free(casts[k]);
             free(casts[k]);
         }
-    for (int k = 0; k < pinned; k++) cx_tensor_unpin(in[k]);
     if (args != args_small) free(args);
     if (casts != casts_small) free(casts);
+    return rc;
+}
+
+/* Makes `view` a cpu tensor with the contents of `src`: the same buffer when src's device
+ * keeps host memory (nothing to release), else a copy. Returns the bytes copied. */
+static cx_code to_cpu(cx_tensor *src, cx_tensor *view, bool *copied, long long *bytes,
+                      cx_status *st) {
+    cx_device *cpu = cx_device_cpu();
+    if (src->device->props.host_memory) {
+        memcpy((void *)view, (const void *)src, sizeof *view);
+        view->device = cpu;
+        atomic_store(&view->state, 0);
+        *copied = false;
+        return CX_OK;
+    }
+    if (cx_tensor_init(view, cpu, &src->desc, st) != CX_OK) return st->code;
+    if (src->device->driver->download(src->device->ctx, view->data, src->data, src->nbytes, st) !=
+        CX_OK) {
+        cx_tensor_free(view);
+        return st->code;
+    }
+    *copied = true;
+    *bytes += (long long)src->nbytes;
+    return CX_OK;
+}
+
+static long long input_bytes(const cx_desc *in, int n_in) {
+    long long b = 0;
+    for (int k = 0; k < n_in; k++)
+        b += (long long)cx_desc_numel(&in[k]) * (long long)cx_dtype_size(in[k].dtype);
+    return b;
+}
+
+static cx_code run_fallback(const cx_plan *plan, cx_tensor *const *in, int n_in,
+                            const cx_params *ps, cx_tensor *out, cx_status *st) {
+    cx_device *dev = plan->device;
+    const char *name = cx_op_table[plan->op].name;
+    if (cx_get_policy() == CX_POLICY_ERROR)
+        return cx_fail(st, CX_EUNSUPPORTED,
+                       "%s on %s would move its inputs to the cpu (%s), and the fallback policy "
+                       "is :error",
+                       name, dev->name, plan->reason);
+    cx_tensor views_small[4];
+    bool copied_small[4];
+    cx_tensor *views = n_in <= 4 ? views_small : calloc((size_t)n_in, sizeof(cx_tensor));
+    bool *copied = n_in <= 4 ? copied_small : calloc((size_t)n_in, sizeof(bool));
+    cx_tensor res;
+    cx_tensor_clear(&res);
+    long long bytes = 0;
+    int made = 0;
+    cx_code rc = CX_OK;
+    if (!views || !copied) {
+        rc = cx_fail(st, CX_ENOMEM, "out of host memory");
+        goto done;
+    }
+    for (; made < n_in; made++)
+        if ((rc = to_cpu(in[made], &views[made], &copied[made], &bytes, st)) != CX_OK) goto done;
+    cx_tensor *args_small[4];
+    cx_tensor **args = n_in <= 4 ? args_small : malloc(sizeof(cx_tensor *) * (size_t)n_in);
+    if (!args) {
+        rc = cx_fail(st, CX_ENOMEM, "out of host memory");
+        goto done;
+    }
+    for (int k = 0; k < n_in; k++) args[k] = &views[k];
+    cx_params local = *ps;
+    rc = cx_run(plan->op, cx_device_cpu(), args, n_in, &local, &res, st);
+    if (args != args_small) free(args);
+    if (rc != CX_OK) goto done;
+    if ((rc = cx_tensor_init(out, dev, &res.desc, st)) != CX_OK) goto done;
+    if ((rc = cx_tensor_upload(out, res.data, res.nbytes, st)) != CX_OK) {
+        cx_tensor_free(out);
+        goto done;
+    }
+    if (!dev->props.host_memory) bytes += (long long)res.nbytes;
+    count(dev, plan->op, CX_ROUTE_FALLBACK, bytes);
+    if (cx_get_policy() == CX_POLICY_WARN) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "Cascade: %s on %s ran on the cpu: %s; %lld bytes copied (this call). Counted in "
+                 "Cascade.stats/0; set `config :cascade, fallback: :allow` to silence this or "
+                 ":error to forbid it",
+                 name, dev->name, plan->reason, bytes);
+        warn_once(dev, plan->op, n_in ? in[0]->desc.dtype : plan->out.dtype, plan->reason, text);
+    }
+done:
+    cx_tensor_free(&res);
+    for (int k = 0; k < made; k++)
+        if (copied[k]) cx_tensor_free(&views[k]);
+    if (views && views != views_small) free(views);
+    if (copied && copied != copied_small) free(copied);
+    return rc;
+}
+
+cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
+                    cx_tensor *out, cx_status *st) {
+    cx_device *dev = plan->device;
+    int pinned = 0;
+    cx_code rc = CX_OK;
+    cx_tensor_clear(out);
+    for (; pinned < n_in; pinned++)
+        if ((rc = cx_tensor_pin(in[pinned], st)) != CX_OK) goto done;
+    /* An empty result needs no work, whatever the inputs: kernels need not walk empty shapes
+     * such as {2^48, 0}, which would keep a scheduler busy for days. */
+    if (cx_desc_numel(&plan->out) == 0) {
+        rc = cx_tensor_init(out, dev, &plan->out, st);
+        goto done;
+    }
+    switch (plan->route) {
+    case CX_ROUTE_NATIVE: rc = run_native(plan, in, n_in, ps, out, st); break;
+    case CX_ROUTE_DECOMPOSED:
+        rc = cx_graph_run(plan->op, dev, in, n_in, ps, out, st);
+        if (rc == CX_OK) count(dev, plan->op, CX_ROUTE_DECOMPOSED, 0);
+        break;
+    case CX_ROUTE_FALLBACK: rc = run_fallback(plan, in, n_in, ps, out, st); break;
+    default: rc = cx_fail(st, CX_EINVAL, "bad route");
+    }
+done:
+    for (int k = 0; k < pinned; k++) cx_tensor_unpin(in[k]);
     return rc;
 }
 
 cx_code cx_run(cx_op_id op, cx_device *device, cx_tensor *const *in, int n_in, cx_params *ps,
                cx_tensor *out, cx_status *st) {
     cx_plan plan;
+    cx_tensor_clear(out);
     if (cx_plan_op(op, device, (const cx_tensor *const *)in, n_in, ps, &plan, st) != CX_OK)
         return st->code;
     return cx_run_plan(&plan, in, n_in, ps, out, st);
+}
+
+/* ---- explain ------------------------------------------------------------------------------ */
+
+static cx_step *add_step(cx_explain *ex, cx_status *st) {
+    if (ex->n == ex->cap) {
+        int cap = ex->cap ? ex->cap * 2 : 16;
+        cx_step *s = realloc(ex->steps, sizeof(*s) * (size_t)cap);
+        if (!s) {
+            cx_fail(st, CX_ENOMEM, "out of host memory planning");
+            return NULL;
+        }
+        ex->steps = s;
+        ex->cap = cap;
+    }
+    cx_step *s = &ex->steps[ex->n++];
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+cx_code cx_explain_at(cx_op_id op, cx_device *device, const cx_desc *in, int n_in, cx_params *ps,
+                      cx_explain *ex, int depth, cx_desc *out, cx_status *st) {
+    if (check_op(op, n_in, st) != CX_OK) return st->code;
+    if (depth > 32)
+        return cx_fail(st, CX_EINVAL, "%s: decompositions nest too deep", cx_op_table[op].name);
+    cx_dtype compute[CX_MAX_INPUTS];
+    if (cx_op_table[op].infer(op, in, n_in, ps, out, compute, st) != CX_OK) return st->code;
+    cx_step *s = add_step(ex, st);
+    if (!s) return st->code;
+    s->depth = depth;
+    s->op = op;
+    s->device = device;
+    s->out = *out;
+    if (choose_route(device, op, in, n_in, compute, ps, &s->route, s->reason, sizeof s->reason,
+                     st) != CX_OK)
+        return st->code;
+    if (s->route == CX_ROUTE_FALLBACK && cx_desc_numel(out) > 0)
+        s->bytes_moved = (device->props.host_memory ? 0 : input_bytes(in, n_in)) +
+                         (device->props.host_memory ? 0
+                                                    : (long long)cx_desc_numel(out) *
+                                                          (long long)cx_dtype_size(out->dtype));
+    if (s->route == CX_ROUTE_DECOMPOSED && cx_desc_numel(out) > 0)
+        return cx_graph_plan(op, device, in, n_in, ps, ex, depth + 1, st);
+    return CX_OK;
+}
+
+cx_code cx_explain_op(cx_op_id op, cx_device *device, const cx_desc *in, int n_in, cx_params *ps,
+                      cx_explain *ex, cx_status *st) {
+    cx_desc out;
+    return cx_explain_at(op, device, in, n_in, ps, ex, 0, &out, st);
+}
+
+void cx_explain_free(cx_explain *ex) {
+    free(ex->steps);
+    ex->steps = NULL;
+    ex->n = ex->cap = 0;
+}
+
+/* ---- capabilities ------------------------------------------------------------------------- */
+
+cx_code cx_capability(cx_device *device, cx_op_id op, cx_dtype t, cx_route *route,
+                      cx_explain *steps, cx_status *st) {
+    if (check_op(op, 0, st) != CX_OK) return st->code;
+    if (!device->available)
+        return cx_fail(st, CX_EDEVICE, "device %s is unavailable: %s", device->name,
+                       device->reason);
+    if (cx_op_table[op].kind == CX_KIND_COMPOSITE) {
+        cx_desc in[8];
+        int n_in = 0;
+        cx_params ps = {0};
+        cx_op_table[op].sample(op, t, in, &n_in, &ps);
+        if (cx_explain_op(op, device, in, n_in, &ps, steps, st) != CX_OK) return st->code;
+        *route = steps->steps[0].route;
+        return CX_OK;
+    }
+    /* primitives: the driver's answer for these types; tensor arguments have type t, indices
+     * s64 and predicates u8 */
+    cx_dtype types[3] = {t, t, t};
+    cx_desc in[3] = {{t, 1, {1}}, {t, 1, {1}}, {t, 1, {1}}};
+    int n = cx_op_tensor_arity(op);
+    if (n < 0) n = 2;
+    if (n > 3) n = 3;
+    const char *args = cx_op_table[op].args;
+    if (strstr(args, ":indices")) types[n - 1] = CX_S64;
+    if (strstr(args, ":pred")) types[0] = CX_U8;
+    for (int k = 0; k < n; k++) in[k].dtype = types[k];
+    cx_cap c = capability(device, op, types, in, n);
+    cx_step *s = add_step(steps, st);
+    if (!s) return st->code;
+    s->op = op;
+    s->device = device;
+    if (c == CX_CAP_NATIVE) {
+        *route = CX_ROUTE_NATIVE;
+    } else if (c == CX_CAP_SHAPE) {
+        *route = CX_ROUTE_NATIVE;
+        snprintf(s->reason, sizeof s->reason, "native for some shapes only");
+    } else {
+        *route = device == cx_device_cpu() ? CX_ROUTE_NATIVE : CX_ROUTE_FALLBACK;
+        char tn[96];
+        describe_types(types, n, tn, sizeof tn);
+        snprintf(s->reason, sizeof s->reason, "the %s driver has no native %s for %s",
+                 device->driver_name, cx_op_table[op].name, tn);
+    }
+    s->route = *route;
+    return CX_OK;
+}
+
+/* ---- transfer ----------------------------------------------------------------------------- */
+
+cx_code cx_transfer(cx_tensor *src, cx_device *to, cx_tensor *out, cx_status *st) {
+    cx_tensor_clear(out);
+    if (cx_tensor_pin(src, st) != CX_OK) return st->code;
+    cx_code rc = cx_tensor_init(out, to, &src->desc, st);
+    cx_device *from = src->device;
+    if (rc == CX_OK && src->nbytes > 0) {
+        if (from->props.host_memory) {
+            rc = cx_tensor_upload(out, src->data, src->nbytes, st);
+        } else if (to->props.host_memory) {
+            rc = from->driver->download(from->ctx, out->data, src->data, src->nbytes, st);
+        } else {
+            void *tmp = malloc(src->nbytes);
+            rc =
+                tmp ? from->driver->download(from->ctx, tmp, src->data, src->nbytes, st)
+                    : cx_fail(st, CX_ENOMEM, "out of host memory for a %zu-byte copy", src->nbytes);
+            if (rc == CX_OK) rc = cx_tensor_upload(out, tmp, src->nbytes, st);
+            free(tmp);
+        }
+        if (rc != CX_OK) cx_tensor_free(out);
+    }
+    if (rc == CX_OK) cx_stats_count_transfer(to->id, (long long)src->nbytes);
+    cx_tensor_unpin(src);
+    return rc;
 }

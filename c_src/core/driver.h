@@ -1,6 +1,15 @@
-/* The driver table: what every device driver fills in. A driver knows nothing of the others;
- * only the dispatcher chooses. Optional drivers will be loaded with dlopen and must export
- * `cx_driver_entry`, returning this table with `abi` set to CX_DRIVER_ABI. */
+/* The driver ABI: the table of functions every device driver fills in. A driver knows nothing of
+ * the others; only the dispatcher chooses. Drivers other than `cpu` are shared objects loaded
+ * with dlopen that export
+ *
+ *     const cx_driver *cx_driver_entry(void);
+ *
+ * The core refuses a table whose `abi` is not CX_DRIVER_ABI or whose `ops_signature` differs
+ * from its own (the driver was built from another op table), and lists the driver as
+ * unavailable with the reason.
+ *
+ * A driver has a context (from probe) and one or more devices, each with its own context (from
+ * open_device); every call after that gets the device's context. */
 #ifndef CX_DRIVER_H
 #define CX_DRIVER_H
 
@@ -9,30 +18,54 @@
 
 #include "ops.h"
 
-#define CX_DRIVER_ABI 1
+#define CX_DRIVER_ABI 2
 
 struct cx_tensor;
 
+/* What a driver says about an (op, input types): native, not at all, or native for some shapes
+ * only — then `refine` decides per call and says why not. */
+typedef enum { CX_CAP_NO = 0, CX_CAP_NATIVE = 1, CX_CAP_SHAPE = 2 } cx_cap;
+
+typedef struct {
+    char name[64];    /* what the hardware calls itself */
+    char kind[16];    /* "cpu", "gpu", "accelerator", "test" */
+    long long memory; /* bytes the device can hold, 0 when unknown */
+    /* Buffers are host pointers that the cpu driver may read and write in place: moving a tensor
+     * between this device and the cpu costs no copy. */
+    bool host_memory;
+    char detail[160]; /* anything a user should know, e.g. "f16 computed in f32" */
+} cx_device_props;
+
 typedef struct cx_driver {
     unsigned abi;
-    const char *name;
-    /* Buffers are plain host pointers that the core may read and write directly. */
-    bool host_memory;
-    /* Starts the driver; *ctx is passed back to every call. On failure, the reason in st. */
-    cx_code (*probe)(void **ctx, cx_status *st);
-    cx_code (*alloc)(void *ctx, size_t bytes, void **out, cx_status *st);
-    void (*release)(void *ctx, void *buffer);
-    cx_code (*upload)(void *ctx, void *dst, const void *src, size_t bytes, cx_status *st);
-    cx_code (*download)(void *ctx, void *dst, const void *src, size_t bytes, cx_status *st);
-    /* Whether execute runs `op` natively when the inputs have the given compute types. */
-    bool (*supports)(void *ctx, cx_op_id op, const cx_dtype *types, int n_in);
-    /* Runs `op` on inputs already cast to the compute types; `out` is allocated. Parameters are
-     * normalised by inference (axes positive, defaults filled). */
-    cx_code (*execute)(void *ctx, cx_op_id op, const struct cx_tensor *const *in, int n_in,
+    const char *name;          /* "cpu", "opencl" ... also the device atom in Elixir */
+    const char *ops_signature; /* the op table it was built from: ops_signature.inc */
+    /* Starts the driver; *drv is passed to device_count and open_device. On failure the reason,
+     * which users read in Cascade.devices/0. */
+    cx_code (*probe)(void **drv, cx_status *st);
+    int (*device_count)(void *drv);
+    cx_code (*open_device)(void *drv, int index, void **dev, cx_device_props *props, cx_status *st);
+    cx_code (*alloc)(void *dev, size_t bytes, void **out, cx_status *st);
+    void (*release)(void *dev, void *buffer);
+    /* Whole-buffer copies from and to host memory (download may stop after `bytes`). */
+    cx_code (*upload)(void *dev, void *dst, const void *src, size_t bytes, cx_status *st);
+    cx_code (*download)(void *dev, void *dst, const void *src, size_t bytes, cx_status *st);
+    /* Whether execute runs `op` natively on inputs of these (compute) types. The answer must
+     * depend on nothing else: the dispatcher memoizes it. */
+    cx_cap (*capability)(void *dev, cx_op_id op, const cx_dtype *types, int n_in);
+    /* For CX_CAP_SHAPE: whether these shapes and parameters are supported; when not, the reason
+     * in `reason`. May be NULL when the driver never answers CX_CAP_SHAPE. */
+    bool (*refine)(void *dev, cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps,
+                   char *reason, size_t len);
+    /* Runs `op` on inputs already cast to the compute types; `out` is allocated on this device.
+     * Parameters are normalised by inference (axes positive, defaults filled in). */
+    cx_code (*execute)(void *dev, cx_op_id op, const struct cx_tensor *const *in, int n_in,
                        const cx_params *ps, struct cx_tensor *out, cx_status *st);
 } cx_driver;
 
-/* The portable C driver, always present. */
+typedef const cx_driver *(*cx_driver_entry_fn)(void);
+
+/* The portable C driver, always present, linked in. */
 const cx_driver *cx_cpu_driver(void);
 
 #endif

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "infer_util.h"
 
 /* Writes "{2, 3}" into buf. */
-static const char *fmt_shape(const int64_t *shape, int rank, char *buf, size_t n) {
+const char *cx_fmt_shape(const int64_t *shape, int rank, char *buf, size_t n) {
     size_t used = (size_t)snprintf(buf, n, "{");
     for (int k = 0; k < rank && used < n; k++)
         used += (size_t)snprintf(buf + used, n - used, k ? ", %lld" : "%lld", (long long)shape[k]);
@@ -15,7 +15,7 @@ static const char *fmt_shape(const int64_t *shape, int rank, char *buf, size_t n
     return buf;
 }
 
-static const char *fmt_ints(const int64_t *v, int count, char *buf, size_t n) {
+const char *cx_fmt_ints(const int64_t *v, int count, char *buf, size_t n) {
     size_t used = (size_t)snprintf(buf, n, "[");
     for (int k = 0; k < count && used < n; k++)
         used += (size_t)snprintf(buf + used, n - used, k ? ", %lld" : "%lld", (long long)v[k]);
@@ -23,13 +23,13 @@ static const char *fmt_ints(const int64_t *v, int count, char *buf, size_t n) {
     return buf;
 }
 
-#define SHAPE_STR(d) fmt_shape((d)->shape, (d)->rank, (char[160]){0}, 160)
+#define SHAPE_STR(d) cx_fmt_shape((d)->shape, (d)->rank, (char[160]){0}, 160)
 #define OPNAME       cx_op_table[op].name
 
 /* Largest element count a tensor may have: keeps every byte size and index within int64. */
 #define CX_MAX_NUMEL (INT64_C(1) << 48)
 
-static cx_code check_arity(cx_op_id op, int n_in, int want, cx_status *st) {
+cx_code cx_check_arity(cx_op_id op, int n_in, int want, cx_status *st) {
     if (n_in != want)
         return cx_fail(st, CX_EINVAL, "%s expects %d tensor argument(s), got: %d", OPNAME, want,
                        n_in);
@@ -40,7 +40,7 @@ static cx_code check_arity(cx_op_id op, int n_in, int want, cx_status *st) {
  * of the count, so that every part of the shape (what a reduction or a slice keeps, in any
  * order) stays within the limit too: {0, 2^40, 2^40} is refused, its sum over axis 0 would
  * have 2^80 elements. */
-static cx_code check_shape(cx_op_id op, const int64_t *shape, int rank, cx_status *st) {
+cx_code cx_check_shape(cx_op_id op, const int64_t *shape, int rank, cx_status *st) {
     if (rank < 0 || rank > CX_MAX_RANK)
         return cx_fail(st, CX_EINVAL, "%s: expected a rank between 0 and %d, got: %d", OPNAME,
                        CX_MAX_RANK, rank);
@@ -48,19 +48,19 @@ static cx_code check_shape(cx_op_id op, const int64_t *shape, int rank, cx_statu
     for (int k = 0; k < rank; k++) {
         if (shape[k] < 0)
             return cx_fail(st, CX_EINVAL, "%s: expected non-negative dimensions, got shape %s",
-                           OPNAME, fmt_shape(shape, rank, (char[160]){0}, 160));
+                           OPNAME, cx_fmt_shape(shape, rank, (char[160]){0}, 160));
         if (shape[k] == 0) continue;
         if (numel > CX_MAX_NUMEL / shape[k])
             return cx_fail(st, CX_EINVAL,
                            "%s: shape %s is too large: its non-zero dimensions multiply to more "
                            "than 2^48",
-                           OPNAME, fmt_shape(shape, rank, (char[160]){0}, 160));
+                           OPNAME, cx_fmt_shape(shape, rank, (char[160]){0}, 160));
         numel *= shape[k];
     }
     return CX_OK;
 }
 
-static cx_code normalize_axis(cx_op_id op, int64_t axis, int rank, int64_t *out, cx_status *st) {
+cx_code cx_normalize_axis(cx_op_id op, int64_t axis, int rank, int64_t *out, cx_status *st) {
     if (rank == 0)
         return cx_fail(st, CX_EINVAL, "%s: a tensor of rank 0 has no axes, got axis: %lld", OPNAME,
                        (long long)axis);
@@ -73,17 +73,17 @@ static cx_code normalize_axis(cx_op_id op, int64_t axis, int rank, int64_t *out,
 }
 
 /* Normalises a list of distinct axes in place; sorts them when `sorted`. */
-static cx_code normalize_axes(cx_op_id op, cx_param *p, int rank, bool sorted, cx_status *st) {
+cx_code cx_normalize_axes(cx_op_id op, cx_param *p, int rank, bool sorted, cx_status *st) {
     bool seen[CX_MAX_RANK] = {false};
     if (p->n > rank)
         return cx_fail(st, CX_EINVAL,
                        "%s: expected at most %d axes for a tensor of rank %d, got: %s", OPNAME,
-                       rank, rank, fmt_ints(p->i, p->n, (char[200]){0}, 200));
+                       rank, rank, cx_fmt_ints(p->i, p->n, (char[200]){0}, 200));
     for (int k = 0; k < p->n; k++) {
-        if (normalize_axis(op, p->i[k], rank, &p->i[k], st)) return st->code;
+        if (cx_normalize_axis(op, p->i[k], rank, &p->i[k], st)) return st->code;
         if (seen[p->i[k]])
             return cx_fail(st, CX_EINVAL, "%s: axis %lld is given more than once in %s", OPNAME,
-                           (long long)p->i[k], fmt_ints(p->i, p->n, (char[200]){0}, 200));
+                           (long long)p->i[k], cx_fmt_ints(p->i, p->n, (char[200]){0}, 200));
         seen[p->i[k]] = true;
     }
     if (sorted) {
@@ -94,21 +94,21 @@ static cx_code normalize_axes(cx_op_id op, cx_param *p, int rank, bool sorted, c
     return CX_OK;
 }
 
-static cx_param *put_all_axes(cx_params *ps, cx_param_id id, int rank) {
+cx_param *cx_put_all_axes(cx_params *ps, cx_param_id id, int rank) {
     cx_param *p = cx_param_put(ps, id);
     p->n = rank;
     for (int k = 0; k < rank; k++) p->i[k] = k;
     return p;
 }
 
-static bool param_bool(const cx_params *ps, cx_param_id id, bool dflt) {
+bool cx_param_bool(const cx_params *ps, cx_param_id id, bool dflt) {
     const cx_param *p = cx_param_get(ps, id);
     return p ? p->i[0] != 0 : dflt;
 }
 
 /* NumPy broadcasting of two shapes, aligned on the right. */
-static cx_code broadcast_shapes(cx_op_id op, const cx_desc *a, const cx_desc *b, cx_desc *out,
-                                cx_status *st) {
+cx_code cx_broadcast_shapes(cx_op_id op, const cx_desc *a, const cx_desc *b, cx_desc *out,
+                            cx_status *st) {
     int rank = a->rank > b->rank ? a->rank : b->rank;
     for (int k = 0; k < rank; k++) {
         int ka = k - (rank - a->rank), kb = k - (rank - b->rank);
@@ -121,25 +121,25 @@ static cx_code broadcast_shapes(cx_op_id op, const cx_desc *a, const cx_desc *b,
     }
     out->rank = rank;
     /* small inputs can broadcast to more elements than any tensor may have */
-    return check_shape(op, out->shape, rank, st);
+    return cx_check_shape(op, out->shape, rank, st);
 }
 
-static cx_code require_integer(cx_op_id op, const cx_desc *d, const char *what, cx_status *st) {
+cx_code cx_require_integer(cx_op_id op, const cx_desc *d, const char *what, cx_status *st) {
     if (cx_dtype_is_float(d->dtype))
         return cx_fail(st, CX_EINVAL, "%s: expected %s to have an integer type, got: %s", OPNAME,
                        what, cx_dtype_name(d->dtype));
     return CX_OK;
 }
 
-static cx_code require_param(cx_op_id op, const cx_params *ps, cx_param_id id, cx_status *st) {
+cx_code cx_require_param(cx_op_id op, const cx_params *ps, cx_param_id id, cx_status *st) {
     if (!cx_param_has(ps, id))
         return cx_fail(st, CX_EINVAL, "%s: the %s parameter is required", OPNAME,
                        cx_param_table[id].name);
     return CX_OK;
 }
 
-static cx_code require_type_param(cx_op_id op, const cx_params *ps, cx_dtype *out, cx_status *st) {
-    if (require_param(op, ps, CX_P_TYPE, st)) return st->code;
+cx_code cx_require_type_param(cx_op_id op, const cx_params *ps, cx_dtype *out, cx_status *st) {
+    if (cx_require_param(op, ps, CX_P_TYPE, st)) return st->code;
     int64_t t = ps->p[CX_P_TYPE].i[0];
     if (!cx_dtype_valid((int)t) || t != (int)t)
         return cx_fail(st, CX_EINVAL, "%s: unknown type code %lld", OPNAME, (long long)t);
@@ -148,10 +148,10 @@ static cx_code require_type_param(cx_op_id op, const cx_params *ps, cx_dtype *ou
 }
 
 /* A shape given as the SHAPE parameter, checked. */
-static cx_code shape_param(cx_op_id op, const cx_params *ps, cx_desc *out, cx_status *st) {
-    if (require_param(op, ps, CX_P_SHAPE, st)) return st->code;
+cx_code cx_shape_param(cx_op_id op, const cx_params *ps, cx_desc *out, cx_status *st) {
+    if (cx_require_param(op, ps, CX_P_SHAPE, st)) return st->code;
     const cx_param *p = &ps->p[CX_P_SHAPE];
-    if (check_shape(op, p->i, p->n, st)) return st->code;
+    if (cx_check_shape(op, p->i, p->n, st)) return st->code;
     out->rank = p->n;
     memcpy(out->shape, p->i, sizeof(int64_t) * (size_t)p->n);
     return CX_OK;
@@ -164,7 +164,7 @@ static cx_dtype merge_number(cx_dtype t, const cx_param *num) {
 
 CX_INFER(cx_infer_unary) {
     (void)ps;
-    if (check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
     *out = in[0];
     if (cx_op_table[op].kind == CX_KIND_UNARY_FLOAT) out->dtype = cx_dtype_to_float(in[0].dtype);
     compute[0] = out->dtype;
@@ -174,12 +174,12 @@ CX_INFER(cx_infer_unary) {
 CX_INFER(cx_infer_logical) {
     (void)ps;
     int want = op == CX_OP_LOGICAL_NOT ? 1 : 2;
-    if (check_arity(op, n_in, want, st)) return st->code;
+    if (cx_check_arity(op, n_in, want, st)) return st->code;
     if (want == 1) {
         *out = in[0];
         compute[0] = in[0].dtype;
     } else {
-        if (broadcast_shapes(op, &in[0], &in[1], out, st)) return st->code;
+        if (cx_broadcast_shapes(op, &in[0], &in[1], out, st)) return st->code;
         compute[0] = compute[1] = cx_dtype_merge(in[0].dtype, in[1].dtype);
     }
     out->dtype = CX_U8;
@@ -188,8 +188,8 @@ CX_INFER(cx_infer_logical) {
 
 CX_INFER(cx_infer_binary) {
     (void)ps;
-    if (check_arity(op, n_in, 2, st)) return st->code;
-    if (broadcast_shapes(op, &in[0], &in[1], out, st)) return st->code;
+    if (cx_check_arity(op, n_in, 2, st)) return st->code;
+    if (cx_broadcast_shapes(op, &in[0], &in[1], out, st)) return st->code;
     cx_dtype t = cx_dtype_merge(in[0].dtype, in[1].dtype);
     if (cx_op_table[op].kind == CX_KIND_BINARY_FLOAT) t = cx_dtype_to_float(t);
     compute[0] = compute[1] = t;
@@ -199,10 +199,10 @@ CX_INFER(cx_infer_binary) {
 
 CX_INFER(cx_infer_select) {
     (void)ps;
-    if (check_arity(op, n_in, 3, st)) return st->code;
+    if (cx_check_arity(op, n_in, 3, st)) return st->code;
     cx_desc tmp;
-    if (broadcast_shapes(op, &in[0], &in[1], &tmp, st)) return st->code;
-    if (broadcast_shapes(op, &tmp, &in[2], out, st)) return st->code;
+    if (cx_broadcast_shapes(op, &in[0], &in[1], &tmp, st)) return st->code;
+    if (cx_broadcast_shapes(op, &tmp, &in[2], out, st)) return st->code;
     cx_dtype t = cx_dtype_merge(in[1].dtype, in[2].dtype);
     compute[0] = in[0].dtype; /* drivers read the predicate as "non-zero" in its own type */
     compute[1] = compute[2] = t;
@@ -212,10 +212,10 @@ CX_INFER(cx_infer_select) {
 
 CX_INFER(cx_infer_clip) {
     (void)ps;
-    if (check_arity(op, n_in, 3, st)) return st->code;
+    if (cx_check_arity(op, n_in, 3, st)) return st->code;
     for (int k = 1; k < 3; k++) {
         cx_desc b;
-        if (broadcast_shapes(op, &in[0], &in[k], &b, st)) return st->code;
+        if (cx_broadcast_shapes(op, &in[0], &in[k], &b, st)) return st->code;
         if (b.rank != in[0].rank || memcmp(b.shape, in[0].shape, sizeof(int64_t) * (size_t)b.rank))
             return cx_fail(st, CX_EINVAL, "%s: expected %s to broadcast to the shape %s, got: %s",
                            OPNAME, k == 1 ? "min" : "max", SHAPE_STR(&in[0]), SHAPE_STR(&in[k]));
@@ -228,9 +228,9 @@ CX_INFER(cx_infer_clip) {
 }
 
 CX_INFER(cx_infer_as_type) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
     cx_dtype t = CX_F32;
-    if (require_type_param(op, ps, &t, st)) return st->code;
+    if (cx_require_type_param(op, ps, &t, st)) return st->code;
     *out = in[0];
     out->dtype = t;
     compute[0] = in[0].dtype;
@@ -238,12 +238,12 @@ CX_INFER(cx_infer_as_type) {
 }
 
 CX_INFER(cx_infer_reduce) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
     cx_param *axes =
-        cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, rank);
-    if (normalize_axes(op, axes, rank, true, st)) return st->code;
-    bool keep = param_bool(ps, CX_P_KEEP_AXES, false);
+        cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : cx_put_all_axes(ps, CX_P_AXES, rank);
+    if (cx_normalize_axes(op, axes, rank, true, st)) return st->code;
+    bool keep = cx_param_bool(ps, CX_P_KEEP_AXES, false);
     cx_param_put_int(ps, CX_P_KEEP_AXES, keep);
     bool reduced[CX_MAX_RANK] = {false};
     for (int k = 0; k < axes->n; k++) reduced[axes->i[k]] = true;
@@ -263,9 +263,9 @@ CX_INFER(cx_infer_reduce) {
 }
 
 CX_INFER(cx_infer_argreduce) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
-    bool keep = param_bool(ps, CX_P_KEEP_AXIS, false);
+    bool keep = cx_param_bool(ps, CX_P_KEEP_AXIS, false);
     cx_param_put_int(ps, CX_P_KEEP_AXIS, keep);
     int64_t tie = cx_param_has(ps, CX_P_TIE_BREAK) ? ps->p[CX_P_TIE_BREAK].i[0] : 0;
     if (tie != 0 && tie != 1)
@@ -276,7 +276,7 @@ CX_INFER(cx_infer_argreduce) {
     out->rank = 0;
     if (cx_param_has(ps, CX_P_AXIS)) {
         int64_t axis = 0;
-        if (normalize_axis(op, ps->p[CX_P_AXIS].i[0], rank, &axis, st)) return st->code;
+        if (cx_normalize_axis(op, ps->p[CX_P_AXIS].i[0], rank, &axis, st)) return st->code;
         ps->p[CX_P_AXIS].i[0] = axis;
         for (int a = 0; a < rank; a++) {
             if (a != axis)
@@ -297,8 +297,8 @@ CX_INFER(cx_infer_argreduce) {
 }
 
 CX_INFER(cx_infer_reshape) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
-    if (shape_param(op, ps, out, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_shape_param(op, ps, out, st)) return st->code;
     if (cx_desc_numel(out) != cx_desc_numel(&in[0]))
         return cx_fail(st, CX_EINVAL,
                        "%s: cannot reshape %s (%lld elements) into %s (%lld elements)", OPNAME,
@@ -310,7 +310,7 @@ CX_INFER(cx_infer_reshape) {
 }
 
 CX_INFER(cx_infer_transpose) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
     cx_param *axes = cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : NULL;
     if (!axes) {
@@ -321,8 +321,8 @@ CX_INFER(cx_infer_transpose) {
     if (axes->n != rank)
         return cx_fail(st, CX_EINVAL, "%s: expected %d axes (a permutation) for shape %s, got: %s",
                        OPNAME, rank, SHAPE_STR(&in[0]),
-                       fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
-    if (normalize_axes(op, axes, rank, false, st)) return st->code;
+                       cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+    if (cx_normalize_axes(op, axes, rank, false, st)) return st->code;
     out->rank = rank;
     for (int k = 0; k < rank; k++) out->shape[k] = in[0].shape[axes->i[k]];
     out->dtype = compute[0] = in[0].dtype;
@@ -330,8 +330,8 @@ CX_INFER(cx_infer_transpose) {
 }
 
 CX_INFER(cx_infer_broadcast) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
-    if (shape_param(op, ps, out, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_shape_param(op, ps, out, st)) return st->code;
     int rin = in[0].rank, rout = out->rank;
     if (rin > rout)
         return cx_fail(st, CX_EINVAL, "%s: cannot broadcast shape %s to the smaller rank of %s",
@@ -344,12 +344,12 @@ CX_INFER(cx_infer_broadcast) {
     }
     if (axes->n != rin)
         return cx_fail(st, CX_EINVAL, "%s: expected %d axes (one per input axis), got: %s", OPNAME,
-                       rin, fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
-    if (normalize_axes(op, axes, rout, false, st)) return st->code;
+                       rin, cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+    if (cx_normalize_axes(op, axes, rout, false, st)) return st->code;
     for (int k = 0; k < rin; k++) {
         if (k > 0 && axes->i[k] <= axes->i[k - 1])
             return cx_fail(st, CX_EINVAL, "%s: expected increasing axes, got: %s", OPNAME,
-                           fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+                           cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
         int64_t d = in[0].shape[k], t = out->shape[axes->i[k]];
         if (d != 1 && d != t)
             return cx_fail(st, CX_EINVAL,
@@ -363,7 +363,7 @@ CX_INFER(cx_infer_broadcast) {
 }
 
 CX_INFER(cx_infer_squeeze) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
     cx_param *axes = cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : NULL;
     if (!axes) {
@@ -372,7 +372,7 @@ CX_INFER(cx_infer_squeeze) {
         for (int k = 0; k < rank; k++)
             if (in[0].shape[k] == 1) axes->i[axes->n++] = k;
     }
-    if (normalize_axes(op, axes, rank, true, st)) return st->code;
+    if (cx_normalize_axes(op, axes, rank, true, st)) return st->code;
     bool drop[CX_MAX_RANK] = {false};
     for (int k = 0; k < axes->n; k++) {
         if (in[0].shape[axes->i[k]] != 1)
@@ -391,17 +391,17 @@ CX_INFER(cx_infer_squeeze) {
 
 /* Checks that an INTS parameter has one entry per axis. */
 static cx_code per_axis(cx_op_id op, const cx_params *ps, cx_param_id id, int rank, cx_status *st) {
-    if (require_param(op, ps, id, st)) return st->code;
+    if (cx_require_param(op, ps, id, st)) return st->code;
     const cx_param *p = &ps->p[id];
     if (p->n != rank)
         return cx_fail(st, CX_EINVAL, "%s: expected %s to have %d entries (one per axis), got: %s",
                        OPNAME, cx_param_table[id].name, rank,
-                       fmt_ints(p->i, p->n, (char[200]){0}, 200));
+                       cx_fmt_ints(p->i, p->n, (char[200]){0}, 200));
     return CX_OK;
 }
 
 CX_INFER(cx_infer_slice) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
     if (per_axis(op, ps, CX_P_START, rank, st) || per_axis(op, ps, CX_P_LENGTHS, rank, st))
         return st->code;
@@ -422,7 +422,7 @@ CX_INFER(cx_infer_slice) {
                            OPNAME, (long long)len[k], k, (long long)dim, SHAPE_STR(&in[0]));
         if (stride[k] < 1)
             return cx_fail(st, CX_EINVAL, "%s: expected strides to be positive, got: %s", OPNAME,
-                           fmt_ints(stride, rank, (char[200]){0}, 200));
+                           cx_fmt_ints(stride, rank, (char[200]){0}, 200));
         /* Nx clips the start so that the slice has the asked length. */
         if (start[k] > dim - len[k]) start[k] = dim - len[k];
         if (start[k] < 0) start[k] = 0;
@@ -433,7 +433,7 @@ CX_INFER(cx_infer_slice) {
 }
 
 CX_INFER(cx_infer_put_slice) {
-    if (check_arity(op, n_in, 2, st)) return st->code;
+    if (cx_check_arity(op, n_in, 2, st)) return st->code;
     int rank = in[0].rank;
     if (in[1].rank != rank)
         return cx_fail(st, CX_EINVAL, "%s: expected the slice to have the rank of %s, got: %s",
@@ -454,9 +454,9 @@ CX_INFER(cx_infer_put_slice) {
 }
 
 CX_INFER(cx_infer_pad) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
-    if (require_param(op, ps, CX_P_VALUE, st) || require_param(op, ps, CX_P_PADS, st))
+    if (cx_require_param(op, ps, CX_P_VALUE, st) || cx_require_param(op, ps, CX_P_PADS, st))
         return st->code;
     const cx_param *pads = &ps->p[CX_P_PADS];
     if (pads->n != 3 * rank)
@@ -490,16 +490,16 @@ CX_INFER(cx_infer_pad) {
                 (long long)size);
         out->shape[k] = size;
     }
-    if (check_shape(op, out->shape, rank, st)) return st->code;
+    if (cx_check_shape(op, out->shape, rank, st)) return st->code;
     out->dtype = compute[0] = merge_number(in[0].dtype, &ps->p[CX_P_VALUE]);
     return CX_OK;
 }
 
 CX_INFER(cx_infer_reverse) {
-    if (check_arity(op, n_in, 1, st)) return st->code;
-    cx_param *axes =
-        cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, in[0].rank);
-    if (normalize_axes(op, axes, in[0].rank, true, st)) return st->code;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    cx_param *axes = cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES]
+                                                 : cx_put_all_axes(ps, CX_P_AXES, in[0].rank);
+    if (cx_normalize_axes(op, axes, in[0].rank, true, st)) return st->code;
     *out = in[0];
     compute[0] = in[0].dtype;
     return CX_OK;
@@ -509,8 +509,8 @@ CX_INFER(cx_infer_concatenate) {
     if (n_in < 1) return cx_fail(st, CX_EINVAL, "%s: expected a non-empty list of tensors", OPNAME);
     int rank = in[0].rank;
     int64_t axis = 0;
-    if (normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, rank, &axis,
-                       st))
+    if (cx_normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, rank, &axis,
+                          st))
         return st->code;
     cx_param_put_int(ps, CX_P_AXIS, axis);
     *out = in[0];
@@ -526,18 +526,18 @@ CX_INFER(cx_infer_concatenate) {
         out->shape[axis] += in[k].shape[axis];
         t = cx_dtype_merge(t, in[k].dtype);
     }
-    if (check_shape(op, out->shape, rank, st)) return st->code;
+    if (cx_check_shape(op, out->shape, rank, st)) return st->code;
     out->dtype = t;
     for (int k = 0; k < n_in; k++) compute[k] = t;
     return CX_OK;
 }
 
 CX_INFER(cx_infer_take) {
-    if (check_arity(op, n_in, 2, st)) return st->code;
-    if (require_integer(op, &in[1], "indices", st)) return st->code;
+    if (cx_check_arity(op, n_in, 2, st)) return st->code;
+    if (cx_require_integer(op, &in[1], "indices", st)) return st->code;
     int64_t axis = 0;
-    if (normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, in[0].rank,
-                       &axis, st))
+    if (cx_normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, in[0].rank,
+                          &axis, st))
         return st->code;
     cx_param_put_int(ps, CX_P_AXIS, axis);
     int rank = in[0].rank - 1 + in[1].rank;
@@ -551,7 +551,7 @@ CX_INFER(cx_infer_take) {
         else
             out->shape[out->rank++] = in[0].shape[a];
     }
-    if (check_shape(op, out->shape, out->rank, st)) return st->code;
+    if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
     if (in[0].shape[axis] == 0 && cx_desc_numel(out) > 0)
         return cx_fail(st, CX_EINVAL, "%s: cannot take from axis %lld of size 0 in shape %s",
                        OPNAME, (long long)axis, SHAPE_STR(&in[0]));
@@ -561,8 +561,8 @@ CX_INFER(cx_infer_take) {
 }
 
 CX_INFER(cx_infer_gather) {
-    if (check_arity(op, n_in, 2, st)) return st->code;
-    if (require_integer(op, &in[1], "indices", st)) return st->code;
+    if (cx_check_arity(op, n_in, 2, st)) return st->code;
+    if (cx_require_integer(op, &in[1], "indices", st)) return st->code;
     int rank = in[0].rank, irank = in[1].rank;
     if (irank < 1)
         return cx_fail(st, CX_EINVAL, "%s: expected indices of rank 1 or more, got shape %s",
@@ -574,17 +574,17 @@ CX_INFER(cx_infer_gather) {
             "%s: expected the last indices dimension (%lld) to be at most the tensor rank (%d)",
             OPNAME, (long long)k, rank);
     cx_param *axes =
-        cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : put_all_axes(ps, CX_P_AXES, (int)k);
+        cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : cx_put_all_axes(ps, CX_P_AXES, (int)k);
     if (axes->n != k)
         return cx_fail(st, CX_EINVAL,
                        "%s: expected %lld axes (the last indices dimension), got: %s", OPNAME,
-                       (long long)k, fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+                       (long long)k, cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
     for (int j = 0; j < axes->n; j++) {
         int64_t a = 0;
-        if (normalize_axis(op, axes->i[j], rank, &a, st)) return st->code;
+        if (cx_normalize_axis(op, axes->i[j], rank, &a, st)) return st->code;
         if (j > 0 && a <= axes->i[j - 1])
             return cx_fail(st, CX_EINVAL, "%s: expected axes in increasing order, got: %s", OPNAME,
-                           fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+                           cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
         axes->i[j] = a;
     }
     bool used[CX_MAX_RANK] = {false};
@@ -598,7 +598,7 @@ CX_INFER(cx_infer_gather) {
                                CX_MAX_RANK);
             out->shape[out->rank++] = in[0].shape[a];
         }
-    if (check_shape(op, out->shape, out->rank, st)) return st->code;
+    if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
     for (int j = 0; j < axes->n; j++)
         if (in[0].shape[axes->i[j]] == 0 && cx_desc_numel(out) > 0)
             return cx_fail(st, CX_EINVAL, "%s: cannot gather from axis %lld of size 0", OPNAME,
@@ -614,7 +614,8 @@ static cx_code dot_axes(cx_op_id op, cx_param *contract, cx_param *batch, const 
     cx_param *lists[2] = {contract, batch};
     for (int l = 0; l < 2; l++)
         for (int k = 0; k < lists[l]->n; k++) {
-            if (normalize_axis(op, lists[l]->i[k], d->rank, &lists[l]->i[k], st)) return st->code;
+            if (cx_normalize_axis(op, lists[l]->i[k], d->rank, &lists[l]->i[k], st))
+                return st->code;
             if (used[lists[l]->i[k]])
                 return cx_fail(st, CX_EINVAL, "%s: axis %lld of the %s operand is used twice",
                                OPNAME, (long long)lists[l]->i[k], side);
@@ -624,7 +625,7 @@ static cx_code dot_axes(cx_op_id op, cx_param *contract, cx_param *batch, const 
 }
 
 CX_INFER(cx_infer_dot) {
-    if (check_arity(op, n_in, 2, st)) return st->code;
+    if (cx_check_arity(op, n_in, 2, st)) return st->code;
     const cx_desc *a = &in[0], *b = &in[1];
     cx_param_id ids[4] = {CX_P_CONTRACT_A, CX_P_BATCH_A, CX_P_CONTRACT_B, CX_P_BATCH_B};
     bool any = false;
@@ -672,7 +673,7 @@ CX_INFER(cx_infer_dot) {
         if (!used_a[k]) out->shape[out->rank++] = a->shape[k];
     for (int k = 0; k < b->rank; k++)
         if (!used_b[k]) out->shape[out->rank++] = b->shape[k];
-    if (check_shape(op, out->shape, out->rank, st)) return st->code;
+    if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
     out->dtype = compute[0] = compute[1] = cx_dtype_merge(a->dtype, b->dtype);
     return CX_OK;
 }
@@ -680,26 +681,26 @@ CX_INFER(cx_infer_dot) {
 static cx_code creation_type(cx_op_id op, cx_params *ps, cx_dtype dflt, cx_dtype *t,
                              cx_status *st) {
     if (!cx_param_has(ps, CX_P_TYPE)) cx_param_put_int(ps, CX_P_TYPE, dflt);
-    return require_type_param(op, ps, t, st);
+    return cx_require_type_param(op, ps, t, st);
 }
 
 CX_INFER(cx_infer_full) {
     (void)in;
     (void)compute;
-    if (check_arity(op, n_in, 0, st)) return st->code;
-    if (require_param(op, ps, CX_P_VALUE, st)) return st->code;
-    if (shape_param(op, ps, out, st)) return st->code;
+    if (cx_check_arity(op, n_in, 0, st)) return st->code;
+    if (cx_require_param(op, ps, CX_P_VALUE, st)) return st->code;
+    if (cx_shape_param(op, ps, out, st)) return st->code;
     return creation_type(op, ps, ps->p[CX_P_VALUE].is_int ? CX_S64 : CX_F32, &out->dtype, st);
 }
 
 CX_INFER(cx_infer_iota) {
     (void)in;
     (void)compute;
-    if (check_arity(op, n_in, 0, st)) return st->code;
-    if (shape_param(op, ps, out, st)) return st->code;
+    if (cx_check_arity(op, n_in, 0, st)) return st->code;
+    if (cx_shape_param(op, ps, out, st)) return st->code;
     if (cx_param_has(ps, CX_P_AXIS)) {
         int64_t axis = 0;
-        if (normalize_axis(op, ps->p[CX_P_AXIS].i[0], out->rank, &axis, st)) return st->code;
+        if (cx_normalize_axis(op, ps->p[CX_P_AXIS].i[0], out->rank, &axis, st)) return st->code;
         ps->p[CX_P_AXIS].i[0] = axis;
     }
     return creation_type(op, ps, CX_S64, &out->dtype, st);
@@ -708,8 +709,8 @@ CX_INFER(cx_infer_iota) {
 CX_INFER(cx_infer_eye) {
     (void)in;
     (void)compute;
-    if (check_arity(op, n_in, 0, st)) return st->code;
-    if (shape_param(op, ps, out, st)) return st->code;
+    if (cx_check_arity(op, n_in, 0, st)) return st->code;
+    if (cx_shape_param(op, ps, out, st)) return st->code;
     if (out->rank < 2)
         return cx_fail(st, CX_EINVAL, "%s: expected a shape of rank 2 or more, got: %s", OPNAME,
                        SHAPE_STR(out));
@@ -719,8 +720,8 @@ CX_INFER(cx_infer_eye) {
 CX_INFER(cx_infer_random) {
     (void)in;
     (void)compute;
-    if (check_arity(op, n_in, 0, st)) return st->code;
-    if (shape_param(op, ps, out, st)) return st->code;
+    if (cx_check_arity(op, n_in, 0, st)) return st->code;
+    if (cx_shape_param(op, ps, out, st)) return st->code;
     if (!cx_param_has(ps, CX_P_KEY))
         return cx_fail(st, CX_EINVAL, "%s: the key: option is required (an integer in 0..2^64-1)",
                        OPNAME);

@@ -1,5 +1,7 @@
 #include "ops.h"
 
+#include "decompose.h"
+
 #include <pthread.h>
 
 #include <string.h>
@@ -19,10 +21,17 @@ static int count_tensor_args(const char *args) {
 
 const cx_op_info cx_op_table[CX_OP_COUNT] = {
 #define CX_OP(id, name, kind, args, opts, infer, doc, ex, res)                                     \
-    {name, CX_KIND_##kind, args, opts, infer},
+    {name, CX_KIND_##kind, args, opts, infer, NULL, NULL},
+#define CX_COMPOSITE(id, name, args, opts, infer, decompose, sample, doc, ex, res)                 \
+    {name, CX_KIND_COMPOSITE, args, opts, infer, decompose, sample},
 #include "ops.def"
 #undef CX_OP
+#undef CX_COMPOSITE
 };
+
+const char cx_ops_signature[] =
+#include "ops_signature.inc"
+    ;
 
 int cx_op_find(const char *name) {
     for (int k = 0; k < CX_OP_COUNT; k++)

@@ -19,15 +19,22 @@ typedef enum {
     CX_KIND_ARGREDUCE,
     CX_KIND_LAYOUT, /* moves elements without arithmetic */
     CX_KIND_DOT,
-    CX_KIND_CREATE, /* no tensor inputs */
+    CX_KIND_CREATE,    /* no tensor inputs */
+    CX_KIND_COMPOSITE, /* not a primitive: has a decomposition into other ops (decompose.c) */
 } cx_op_kind;
 
 typedef enum {
-#define CX_OP(id, name, kind, args, opts, infer, doc, ex, res) CX_OP_##id,
+#define CX_OP(id, name, kind, args, opts, infer, doc, ex, res)                     CX_OP_##id,
+#define CX_COMPOSITE(id, name, args, opts, infer, decompose, sample, doc, ex, res) CX_OP_##id,
 #include "ops.def"
 #undef CX_OP
+#undef CX_COMPOSITE
     CX_OP_COUNT
 } cx_op_id;
+
+/* Every op name in table order, joined with commas (ops_signature.inc). A driver built from
+ * another table is refused when it is loaded. */
+extern const char cx_ops_signature[];
 
 /* A tensor's type and shape, without its data: what inference works on. */
 typedef struct {
@@ -47,12 +54,22 @@ typedef struct {
 typedef cx_code (*cx_infer_fn)(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps,
                                cx_desc *out, cx_dtype *compute, cx_status *st);
 
+struct cx_graph;
+/* A composite's decomposition: builds the op from others on a graph (graph.h) whose first
+ * values are the op's inputs, and returns the value of the result. */
+typedef int (*cx_decompose_fn)(struct cx_graph *g, const int *in, int n_in, const cx_params *ps);
+/* Representative inputs of type `t` for a composite, used to list the steps of its
+ * decomposition in capability tables. Fills in[], *n_in and ps. */
+typedef void (*cx_sample_fn)(cx_op_id op, cx_dtype t, cx_desc *in, int *n_in, cx_params *ps);
+
 typedef struct {
     const char *name;
     cx_op_kind kind;
     const char *args; /* see ops.def */
     const char *opts;
     cx_infer_fn infer;
+    cx_decompose_fn decompose; /* composites only */
+    cx_sample_fn sample;       /* composites only */
 } cx_op_info;
 
 extern const cx_op_info cx_op_table[CX_OP_COUNT];

@@ -30,7 +30,7 @@ typedef struct {
 /* `set` has bit `id` on when the parameter was given; the slots of unset ones are garbage,
  * so a fresh record needs only `set = 0` (it is built on the stack on every call). */
 typedef struct {
-    uint32_t set;
+    uint64_t set;
     cx_param p[CX_PARAM_COUNT];
 } cx_params;
 
@@ -49,7 +49,7 @@ static inline const cx_param *cx_param_get(const cx_params *ps, cx_param_id id) 
 }
 /* Marks a parameter set and returns its slot to fill. */
 static inline cx_param *cx_param_put(cx_params *ps, cx_param_id id) {
-    ps->set |= 1u << id;
+    ps->set |= UINT64_C(1) << id;
     return &ps->p[id];
 }
 void cx_param_put_ints(cx_params *ps, cx_param_id id, const int64_t *v, int n);

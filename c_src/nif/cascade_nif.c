@@ -484,7 +484,7 @@ static ERL_NIF_TERM set_gc_interval_nif(ErlNifEnv *env, int argc, const ERL_NIF_
  * still uses for every tensor. */
 static int init(ErlNifEnv *env, ErlNifResourceFlags flags) {
     cx_status st = {CX_OK, ""};
-    if (cx_devices_init(&st) != CX_OK) return 1;
+    if (cx_devices_init(NULL, 0, &st) != CX_OK) return 1;
     ErlNifResourceType *type =
         enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor, flags, NULL);
     if (!type) return 1;

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "test_util.h"
+#include "../core/decompose.h"
 #include "../core/half_array.h"
 
 #define RANK_OF(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
@@ -1785,8 +1786,8 @@ static void test_tensor_threads(void **state) {
 static void test_devices(void **state) {
     (void)state;
     cx_status st = {0};
-    assert_int_equal(cx_devices_init(&st), CX_OK);
-    assert_int_equal(cx_devices_init(&st), CX_OK); /* twice is fine */
+    assert_int_equal(cx_devices_init(NULL, 0, &st), CX_OK);
+    assert_int_equal(cx_devices_init(NULL, 0, &st), CX_OK); /* twice is fine */
     assert_true(cx_device_count() >= 1);
     cx_device *cpu = cx_device_find("cpu");
     assert_non_null(cpu);
@@ -1800,7 +1801,7 @@ static void test_devices(void **state) {
     assert_null(cx_device_find("gpu"));
     assert_null(cx_device_find(""));
     assert_null(cx_device_find("cpu0"));
-    assert_true(cpu->driver->host_memory);
+    assert_true(cpu->props.host_memory);
     assert_int_equal(cpu->driver->abi, CX_DRIVER_ABI);
 }
 
@@ -1929,8 +1930,16 @@ static void test_ops_table(void **state) {
     assert_int_equal(cx_op_table[CX_OP_##oid].kind, CX_KIND_##okind);                              \
     assert_true(cx_op_table[CX_OP_##oid].infer == oinfer);                                         \
     count++;
+#define CX_COMPOSITE(oid, oname, oargs, oopts, oinfer, odec, osample, odoc, oex, ores)             \
+    assert_int_equal(cx_op_find(oname), CX_OP_##oid);                                              \
+    assert_int_equal(cx_op_table[CX_OP_##oid].kind, CX_KIND_COMPOSITE);                            \
+    assert_true(cx_op_table[CX_OP_##oid].infer == oinfer);                                         \
+    assert_true(cx_op_table[CX_OP_##oid].decompose == odec);                                       \
+    assert_true(cx_op_table[CX_OP_##oid].sample == osample);                                       \
+    count++;
 #include "../core/ops.def"
 #undef CX_OP
+#undef CX_COMPOSITE
     assert_int_equal(count, CX_OP_COUNT);
     assert_int_equal(cx_op_find("nope"), -1);
     assert_int_equal(cx_op_find(""), -1);

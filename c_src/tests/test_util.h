@@ -18,7 +18,7 @@
 
 static inline cx_device *tu_cpu(void) {
     cx_status st = {0};
-    assert_int_equal(cx_devices_init(&st), CX_OK);
+    assert_int_equal(cx_devices_init(NULL, 0, &st), CX_OK);
     return cx_device_find("cpu");
 }
 

@@ -14,41 +14,59 @@ defmodule Cascade.OpTable do
   def ops do
     @ops_def
     |> File.read!()
-    |> entries("CX_OP")
+    |> entries(["CX_OP", "CX_COMPOSITE"])
     |> Enum.with_index()
-    |> Enum.map(fn {[id, name, kind, args, opts, infer, doc, example, result], index} ->
-      %{
-        id: index,
-        c_id: id,
-        name: String.to_atom(name),
-        kind: kind |> String.downcase() |> String.to_atom(),
-        args: parse_args(args),
-        opts: parse_opts(opts),
-        infer: infer,
-        doc: doc,
-        example: example,
-        result: result
-      }
+    |> Enum.map(fn
+      {{"CX_OP", [id, name, kind, args, opts, _infer, doc, example, result]}, index} ->
+        op(
+          index,
+          id,
+          name,
+          kind |> String.downcase() |> String.to_atom(),
+          args,
+          opts,
+          doc,
+          example,
+          result
+        )
+
+      {{"CX_COMPOSITE", [id, name, args, opts, _infer, _dec, _sample, doc, example, result]},
+       index} ->
+        op(index, id, name, :composite, args, opts, doc, example, result)
     end)
+  end
+
+  defp op(index, id, name, kind, args, opts, doc, example, result) do
+    %{
+      id: index,
+      c_id: id,
+      name: String.to_atom(name),
+      kind: kind,
+      args: parse_args(args),
+      opts: parse_opts(opts),
+      doc: doc,
+      example: example,
+      result: result
+    }
   end
 
   @doc "The parameters in id order: `{name_atom, kind_atom}`."
   def params do
     @params_def
     |> File.read!()
-    |> entries("CX_PARAM")
-    |> Enum.map(fn [_id, name, kind] ->
+    |> entries(["CX_PARAM"])
+    |> Enum.map(fn {_, [_id, name, kind]} ->
       {String.to_atom(name), kind |> String.downcase() |> String.to_atom()}
     end)
   end
 
-  # Finds every `MACRO(...)` outside comments and returns its arguments: identifiers as
-  # strings, adjacent string literals joined and unescaped.
-  defp entries(text, macro) do
+  # Finds every `MACRO(...)` of the given macros outside comments, in order, and returns
+  # `{macro, arguments}`: identifiers as strings, adjacent string literals joined and unescaped.
+  defp entries(text, macros) do
     text
     |> strip_comments()
     |> tokens()
-    |> collect(macro, [])
+    |> collect(macros, [])
   end
 
   defp strip_comments(text) do
@@ -69,14 +87,18 @@ defmodule Cascade.OpTable do
 
   defp unescape(s), do: s |> String.replace("\\\"", "\"") |> String.replace("\\\\", "\\")
 
-  defp collect([], _macro, acc), do: Enum.reverse(acc)
+  defp collect([], _macros, acc), do: Enum.reverse(acc)
 
-  defp collect([{:tok, macro}, {:tok, "("} | rest], macro, acc) do
-    {args, rest} = arguments(rest, [], [])
-    collect(rest, macro, [args | acc])
+  defp collect([{:tok, macro}, {:tok, "("} | rest], macros, acc) do
+    if macro in macros do
+      {args, rest} = arguments(rest, [], [])
+      collect(rest, macros, [{macro, args} | acc])
+    else
+      collect(rest, macros, acc)
+    end
   end
 
-  defp collect([_ | rest], macro, acc), do: collect(rest, macro, acc)
+  defp collect([_ | rest], macros, acc), do: collect(rest, macros, acc)
 
   defp arguments([{:tok, ")"} | rest], cur, args), do: {Enum.reverse([join(cur) | args]), rest}
   defp arguments([{:tok, ","} | rest], cur, args), do: arguments(rest, [], [join(cur) | args])
