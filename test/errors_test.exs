@@ -7,6 +7,9 @@ defmodule CascadeErrorsTest do
   alias Cascade.Tensor
 
   @ops Cascade.__ops__()
+  # Valid calls of the composites, one module per family (test/support/calls_*.ex): each has
+  # valid_call(name) -> {inputs, fun} | nil and with_opts(name) -> fun(opts) | nil.
+  @call_modules [Cascade.TestCalls.NN, Cascade.TestCalls.Conv]
   @huge 2 ** 70
   @huge_text "1180591620717411303424"
   @not_a_double 2 ** 1024
@@ -94,7 +97,8 @@ defmodule CascadeErrorsTest do
             {[], fn [] -> Cascade.random_normal({2}, key: 1) end}
 
           _ ->
-            nil
+            # composites: test/support/calls_*.ex
+            Enum.find_value(@call_modules, & &1.valid_call(name))
         end
     end
   end
@@ -114,6 +118,7 @@ defmodule CascadeErrorsTest do
       :eye -> &Cascade.eye({2, 2}, &1)
       # key: is required; keep non-keyword options as given
       n when n in [:random_uniform, :random_normal] -> &apply(Cascade, n, [{2}, with_key(&1)])
+      _ -> Enum.find_value(@call_modules, & &1.with_opts(name))
     end
   end
 
