@@ -21,9 +21,11 @@ TEST_SRC := $(wildcard c_src/tests/test_*.c)
 LIB_OBJ := $(patsubst c_src/%.c,$(BUILD)/%.o,$(CORE_SRC) $(CPU_SRC))
 NIF_OBJ := $(patsubst c_src/%.c,$(BUILD)/%.o,$(NIF_SRC))
 TEST_BIN := $(patsubst c_src/tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# drivers loaded with dlopen; the test driver is built only for tests
+TEST_DRIVER := $(BUILD)/cascade_driver_test.so
 HEADERS := $(wildcard c_src/core/*.h c_src/core/*.def c_src/drivers/*/*.h c_src/tests/*.h)
 
-.PHONY: all lib test test-asan test-valgrind format format-check clean
+.PHONY: all lib test-driver test test-asan test-valgrind format format-check clean
 
 all: $(BUILD)/cascade_nif.so
 
@@ -43,11 +45,18 @@ $(BUILD)/libcascade_core.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/cascade_nif.so: $(NIF_OBJ) $(BUILD)/libcascade_core.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $(NIF_OBJ) $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $(NIF_OBJ) $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS) -ldl
 
-$(BUILD)/tests/%: c_src/tests/%.c $(BUILD)/libcascade_core.a $(HEADERS)
+test-driver: $(TEST_DRIVER)
+
+# The driver carries its own copy of the core and cpu kernels (hidden symbols), as an
+# out-of-tree driver would; it exports only cx_driver_entry.
+$(TEST_DRIVER): c_src/drivers/test/test_driver.c $(BUILD)/libcascade_core.a $(HEADERS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $< $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/%: c_src/tests/%.c $(BUILD)/libcascade_core.a $(TEST_DRIVER) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libcascade_core.a $(LDFLAGS) -lcmocka $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DCX_TEST_DRIVER='"$(abspath $(TEST_DRIVER))"' -o $@ $< $(BUILD)/libcascade_core.a $(LDFLAGS) -lcmocka $(LDLIBS) -ldl
 
 test: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done

@@ -1,0 +1,179 @@
+/* The test driver: a device double, built only for tests, that claims a fixed subset of the ops
+ * so that every route of the dispatcher (native, decomposed, moved to the cpu, refused) can be
+ * exercised without hardware.
+ *
+ * - Two devices, "test" and "test:1". Buffers are NOT host memory: a buffer handle is the
+ *   address XORed with a key, so a core that dereferenced one instead of calling download would
+ *   crash in the tests rather than pass by luck.
+ * - Native: elementwise ops except erf, remainder and atan2; sum and reduce_max; every layout op
+ *   except take and gather; as_type; full and iota; dot only when it contracts at most 64
+ *   elements (a shape refinement, with a reason); the composite relu on f32 (its own kernel).
+ *   Nothing in f16 or bf16. Everything else is refused, so it is decomposed or falls back.
+ * - Kernels are the cpu driver's, run on the decoded buffers. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/tensor.h"
+
+#define TEST_DEVICES 2
+#define HANDLE_KEY   ((uintptr_t)0x5A5A5A5A5A5A5A50u)
+
+static const char signature[] =
+#include "../../core/ops_signature.inc"
+    ;
+
+typedef struct {
+    int index;
+} test_device;
+
+static test_device devices[TEST_DEVICES];
+static int relu_op = -1; /* looked up by name: the driver needs no composite at compile time */
+
+static void *decode(const void *handle) {
+    return handle ? (void *)((uintptr_t)handle ^ HANDLE_KEY) : NULL;
+}
+
+static void *encode(void *p) {
+    return p ? (void *)((uintptr_t)p ^ HANDLE_KEY) : NULL;
+}
+
+static cx_code test_probe(void **drv, cx_status *st) {
+    *drv = devices;
+    relu_op = cx_op_find("relu");
+    return CX_OK;
+}
+
+static int test_device_count(void *drv) {
+    return TEST_DEVICES;
+}
+
+static cx_code test_open_device(void *drv, int index, void **dev, cx_device_props *props,
+                                cx_status *st) {
+    devices[index].index = index;
+    *dev = &devices[index];
+    snprintf(props->name, sizeof props->name, "test device %d", index);
+    snprintf(props->kind, sizeof props->kind, "test");
+    props->memory = 1LL << 30;
+    props->host_memory = false;
+    snprintf(props->detail, sizeof props->detail,
+             "a test double: a fixed subset of the ops, no f16/bf16, dot up to 64 contracted");
+    return CX_OK;
+}
+
+static cx_code test_alloc(void *dev, size_t bytes, void **out, cx_status *st) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) return cx_fail(st, CX_ENOMEM, "test: could not allocate %zu bytes", bytes);
+    *out = encode(p);
+    return CX_OK;
+}
+
+static void test_release(void *dev, void *buffer) {
+    free(decode(buffer));
+}
+
+static cx_code test_upload(void *dev, void *dst, const void *src, size_t bytes, cx_status *st) {
+    if (bytes) memcpy(decode(dst), src, bytes);
+    return CX_OK;
+}
+
+static cx_code test_download(void *dev, void *dst, const void *src, size_t bytes, cx_status *st) {
+    if (bytes) memcpy(dst, decode(src), bytes);
+    return CX_OK;
+}
+
+static cx_cap test_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
+    for (int k = 0; k < n_in; k++)
+        if (types[k] == CX_F16 || types[k] == CX_BF16) return CX_CAP_NO;
+    if ((int)op == relu_op) return n_in == 1 && types[0] == CX_F32 ? CX_CAP_NATIVE : CX_CAP_NO;
+    switch (op) {
+    case CX_OP_ERF:
+    case CX_OP_REMAINDER:
+    case CX_OP_ATAN2:
+    case CX_OP_TAKE:
+    case CX_OP_GATHER: return CX_CAP_NO;
+    case CX_OP_SUM:
+    case CX_OP_REDUCE_MAX:
+    case CX_OP_FULL:
+    case CX_OP_IOTA: return CX_CAP_NATIVE;
+    case CX_OP_DOT: return CX_CAP_SHAPE;
+    default: break;
+    }
+    switch (cx_op_table[op].kind) {
+    case CX_KIND_UNARY:
+    case CX_KIND_UNARY_FLOAT:
+    case CX_KIND_BINARY:
+    case CX_KIND_BINARY_FLOAT:
+    case CX_KIND_COMPARE:
+    case CX_KIND_LOGICAL:
+    case CX_KIND_SELECT:
+    case CX_KIND_CAST:
+    case CX_KIND_LAYOUT: return CX_CAP_NATIVE;
+    default: return CX_CAP_NO;
+    }
+}
+
+static bool test_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps,
+                        char *reason, size_t len) {
+    if (op != CX_OP_DOT) return true;
+    const cx_param *ca = cx_param_get(ps, CX_P_CONTRACT_A);
+    int64_t k = 1;
+    for (int j = 0; ca && j < ca->n; j++) k *= in[0].shape[ca->i[j]];
+    if (k <= 64) return true;
+    snprintf(reason, len, "dot contracts %lld elements, more than the test device's 64",
+             (long long)k);
+    return false;
+}
+
+static cx_code test_execute(void *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
+                            const cx_params *ps, cx_tensor *out, cx_status *st) {
+    if ((int)op == relu_op) {
+        const float *x = decode(in[0]->data);
+        float *y = decode(out->data);
+        for (int64_t k = 0; k < out->numel; k++) y[k] = x[k] > 0 ? x[k] : 0.0f;
+        return CX_OK;
+    }
+    /* the cpu kernels read only type, shape and data: give them decoded views */
+    cx_tensor views_small[8];
+    const cx_tensor *args_small[8];
+    cx_tensor *views = n_in <= 8 ? views_small : malloc(sizeof(cx_tensor) * (size_t)n_in);
+    const cx_tensor **args = n_in <= 8 ? args_small : malloc(sizeof(cx_tensor *) * (size_t)n_in);
+    if (!views || !args) {
+        if (views != views_small) free(views);
+        if (args != args_small) free(args);
+        return cx_fail(st, CX_ENOMEM, "test: out of host memory");
+    }
+    for (int k = 0; k < n_in; k++) {
+        memcpy((void *)&views[k], (const void *)in[k], sizeof views[k]);
+        views[k].data = decode(in[k]->data);
+        args[k] = &views[k];
+    }
+    cx_tensor res;
+    memcpy((void *)&res, (const void *)out, sizeof res);
+    res.data = decode(out->data);
+    cx_code rc = cx_cpu_driver()->execute(NULL, op, args, n_in, ps, &res, st);
+    if (views != views_small) free(views);
+    if (args != args_small) free(args);
+    return rc;
+}
+
+static const cx_driver test_driver = {
+    .abi = CX_DRIVER_ABI,
+    .name = "test",
+    .ops_signature = signature,
+    .probe = test_probe,
+    .device_count = test_device_count,
+    .open_device = test_open_device,
+    .alloc = test_alloc,
+    .release = test_release,
+    .upload = test_upload,
+    .download = test_download,
+    .capability = test_capability,
+    .refine = test_refine,
+    .execute = test_execute,
+};
+
+__attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {
+    return &test_driver;
+}
