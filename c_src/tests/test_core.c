@@ -606,7 +606,7 @@ static void test_plan_bad_calls(void **state) {
     for (int op = 0; op < CX_OP_COUNT; op++) {
         int n = cx_op_tensor_arity((cx_op_id)op);
         if (n < 0) continue;
-        cx_tensor *many[4] = {x, x, x, x};
+        cx_tensor *many[8] = {x, x, x, x, x, x, x, x}; /* batch_norm takes 5 */
         cx_params empty = {0};
         fail_n((cx_op_id)op, &empty, many, n + 1, WORDS("expects", "got: "));
         if (n > 0) fail_n((cx_op_id)op, &empty, many, n - 1, WORDS("expects", "got: "));
@@ -1418,7 +1418,7 @@ static void test_infer_fuzz(void **state) {
     static const int64_t ints[] = {
         0, 1, 2, -1, -2, 3, 7, -8, INT64_MAX, INT64_MIN, 1, 0, 1ll << 48, -(1ll << 48), 1ll << 47};
     const int n_dims = sizeof dims / sizeof dims[0], n_ints = sizeof ints / sizeof ints[0];
-    cx_tensor *in[4];
+    cx_tensor *in[8]; /* up to the largest arity (batch_norm: 5) */
     int accepted = 0;
     for (int iter = 0; iter < 60000; iter++) {
         cx_op_id op = (cx_op_id)(rnd() % CX_OP_COUNT);
