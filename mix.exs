@@ -1,8 +1,10 @@
 defmodule Mix.Tasks.Compile.Cascade do
   @moduledoc """
-  Builds Cascade's C library with `make` and installs `cascade_nif.so` into `priv/`.
+  Builds Cascade's C library with `make` and installs `cascade_nif.so`, and the optional
+  drivers that were built (`cascade_driver_<name>.so`), into `priv/`. In the test environment
+  it also builds the test driver, a device double that the tests load.
 
-  The shared object is copied to a temporary file and renamed into place, so a running VM
+  Each shared object is copied to a temporary file and renamed into place, so a running VM
   that has the old library loaded keeps its mapping intact. `make`'s exit status is honoured:
   a failed build fails `mix compile`.
   """
@@ -17,10 +19,13 @@ defmodule Mix.Tasks.Compile.Cascade do
     make =
       System.find_executable("make") || Mix.raise("make is not installed (apt-get install make)")
 
+    targets = if Mix.env() == :test, do: ["all", "test-driver"], else: ["all"]
+
     {_, status} =
       System.cmd(
         make,
-        ["-s", "--no-print-directory", "-C", root, "BUILD=#{build}", "ERTS_INCLUDE_DIR=#{erts}"],
+        ["-s", "--no-print-directory", "-C", root, "BUILD=#{build}", "ERTS_INCLUDE_DIR=#{erts}"] ++
+          targets,
         into: IO.stream(:stdio, :line),
         stderr_to_stdout: true
       )
@@ -29,16 +34,25 @@ defmodule Mix.Tasks.Compile.Cascade do
 
     priv = Path.join(root, "priv")
     File.mkdir_p!(priv)
-    built = Path.join(build, "cascade_nif.so")
-    target = Path.join(priv, "cascade_nif.so")
 
+    installed =
+      for built <- [
+            Path.join(build, "cascade_nif.so") | Path.wildcard("#{build}/cascade_driver_*.so")
+          ],
+          install(built, Path.join(priv, Path.basename(built))),
+          do: built
+
+    if installed == [], do: {:noop, []}, else: {:ok, []}
+  end
+
+  defp install(built, target) do
     if stale?(built, target) do
       tmp = target <> ".#{System.unique_integer([:positive])}.tmp"
       File.cp!(built, tmp)
       File.rename!(tmp, target)
-      {:ok, []}
+      true
     else
-      {:noop, []}
+      false
     end
   end
 
@@ -78,7 +92,12 @@ defmodule Cascade.MixProject do
     [
       extra_applications: [:logger],
       mod: {Cascade.Application, []},
-      env: [default_device: :cpu, gc_interval: 64 * 1024 * 1024]
+      env: [
+        default_device: :cpu,
+        fallback: :warn,
+        drivers: [:cuda, :opencl, :blas, :cpu],
+        gc_interval: 64 * 1024 * 1024
+      ]
     ]
   end
 end

@@ -55,7 +55,7 @@ defmodule Cascade do
           if(default == nil, do: "", else: ", default `#{inspect(default)}`")
       end ++
         if(kind == :create,
-          do: ["  * `device:` (atom), default `Cascade.Device.default()`"],
+          do: ["  * `device:` (`:cpu`, `{:opencl, 1}` ...), default `Cascade.Device.default()`"],
           else: []
         )
 
@@ -496,22 +496,190 @@ defmodule Cascade do
   end
 
   @doc """
-  The devices of this build, available or not, with the reason when not.
+  Every device of every driver Cascade was asked to load (`config :cascade, drivers: [...]`),
+  available or not, with the reason when not: a driver that was not built, a library or device
+  missing at run time. Each entry has `:device` (the name to pass as `device:`), `:driver`,
+  `:available`, `:reason`, and the device's `:name`, `:kind`, `:memory` (bytes),
+  `:host_memory` and `:detail`.
 
-      iex> Cascade.devices() |> Enum.map(& &1.name) |> Enum.member?(:cpu)
-      true
+      iex> cpu = Cascade.devices() |> Enum.find(&(&1.device == :cpu))
+      iex> {cpu.available, cpu.reason, cpu.host_memory}
+      {true, nil, true}
   """
   @spec devices() :: [map]
   def devices, do: Device.list()
 
   @doc """
-  Sets the default device for the whole node.
+  Sets the default device for the whole node (see `Cascade.Device` for the order in which
+  defaults apply).
 
       iex> Cascade.put_default_device(:cpu)
       :ok
   """
-  @spec put_default_device(atom) :: :ok
+  @spec put_default_device(Device.t()) :: :ok
   def put_default_device(device), do: Device.put_default(device)
+
+  @doc """
+  Runs `fun` with `device` as the default device of the calling process and of the tasks it
+  starts (`Task.async/1` and friends, which inherit it through `$callers`). The previous
+  default comes back afterwards, even when `fun` raises.
+
+      iex> Cascade.with_device(:cpu, fn -> Task.await(Task.async(fn -> Cascade.iota({2}) end)).device end)
+      :cpu
+  """
+  @spec with_device(Device.t(), (() -> result)) :: result when result: term
+  def with_device(device, fun), do: Device.with_device(device, fun)
+
+  @doc """
+  Copies `tensor` to `device` and returns the copy (the tensor itself when it is already
+  there). Counted in `stats/0` as a `:transfer` onto the target device.
+
+      iex> t = Cascade.tensor([1.0, 2.0])
+      iex> Cascade.transfer(t, :cpu) == t
+      true
+  """
+  @spec transfer(Tensor.t(), Device.t()) :: Tensor.t()
+  def transfer(%Tensor{ref: ref, device: from} = t, device) do
+    id = Device.id!(device)
+
+    if Device.id!(from) == id do
+      t
+    else
+      case Native.transfer(ref, id) do
+        {ref, shape, type, dev} -> %Tensor{ref: ref, shape: shape, type: type, device: dev}
+        other -> Op.after_run(other, fn -> Native.transfer(ref, id) end)
+      end
+    end
+  end
+
+  def transfer(other, _device), do: not_a_tensor!("transfer/2", other)
+
+  @doc """
+  What each op does on `device` for each type its tensor arguments may have:
+  `%{{op, type} => route}` where route is
+
+    * `:native` — the device's driver runs it;
+    * `:shape_dependent` — native for some shapes only (`explain/3` tells for given inputs);
+    * `{:decomposed, steps}` — a composite the driver does not run itself: its decomposition
+      runs on the device; `steps` lists `{op, route}` for each step on representative inputs;
+    * `:cpu_fallback` — the inputs are copied to the cpu, the op runs there and the result is
+      copied back (subject to the `fallback:` policy).
+
+  `mix cascade.devices` prints this as a table.
+
+      iex> caps = Cascade.capabilities(:cpu)
+      iex> caps[{:add, :f32}]
+      :native
+      iex> {:decomposed, steps} = caps[{:softmax, :f32}]
+      iex> {:exp, :native} in steps
+      true
+  """
+  @spec capabilities(Device.t()) :: %{{atom, atom} => term}
+  def capabilities(device \\ Device.default()) do
+    for {op, type, route, steps} <- Native.capabilities(Device.id!(device)), into: %{} do
+      value =
+        case {route, steps} do
+          {:decomposed, [_ | children]} ->
+            {:decomposed,
+             for({1, op, _, route, _, _, _, _} <- children, do: {op, route}) |> Enum.uniq()}
+
+          {:native, [{_, _, _, _, _, _, _, "native for some shapes only"}]} ->
+            :shape_dependent
+
+          {route, _} ->
+            route
+        end
+
+      {{op, type}, value}
+    end
+  end
+
+  @doc """
+  The plan for `Cascade.<op>(args..., opts)`, without running it: a map with the op, the
+  device, the route (`:native`, `:decomposed` or `:cpu_fallback`), the result's type and shape,
+  the reason when the route is not native, the bytes a fallback would move, and for a
+  decomposed op its `:steps`, each planned the same way. Arguments are checked as the op
+  itself checks them.
+
+      iex> x = Cascade.tensor([[1.0, 2.0, 3.0]])
+      iex> plan = Cascade.explain(:softmax, [x])
+      iex> {plan.route, plan.device, plan.shape}
+      {:decomposed, :cpu, {1, 3}}
+      iex> Enum.map(plan.steps, & &1.op)
+      [:reduce_max, :subtract, :exp, :sum, :divide]
+  """
+  @spec explain(atom, list, keyword) :: map
+  def explain(op, args, opts \\ []) when is_atom(op) and is_list(args) do
+    spec =
+      Enum.find(@ops, &(&1.name == op)) ||
+        raise ArgumentError,
+              "Cascade.explain/3: unknown op #{inspect(op)}, expected one of #{inspect(@op_names)}"
+
+    if length(args) != length(spec.args) do
+      raise ArgumentError,
+            "Cascade.explain/3: #{op} takes #{length(spec.args)} positional argument(s) " <>
+              "(#{Enum.map_join(spec.args, ", ", &elem(&1, 0))}), got: #{length(args)}"
+    end
+
+    Op.call(Map.take(spec, [:id, :name, :args, :opts, :kind]), args, opts, :explain)
+  end
+
+  @doc """
+  How many times each op ran on each device by each route, and the bytes each route moved
+  between devices: `%{{device, op, route} => %{calls: n, bytes: b}}`. Steps of decompositions
+  count as ops of their own; explicit transfers appear as `{device, :transfer, :transfer}`.
+
+      iex> Cascade.reset_stats()
+      iex> Cascade.add(Cascade.tensor([1.0]), Cascade.tensor([2.0]))
+      iex> Cascade.stats()[{:cpu, :add, :native}]
+      %{calls: 1, bytes: 0}
+  """
+  @spec stats() :: %{{Device.t(), atom, atom} => %{calls: integer, bytes: integer}}
+  def stats do
+    for {device, op, route, calls, bytes} <- Native.stats(), into: %{} do
+      {{device, op, route}, %{calls: calls, bytes: bytes}}
+    end
+  end
+
+  @doc """
+  Sets every counter of `stats/0` to zero.
+
+      iex> Cascade.reset_stats()
+      :ok
+  """
+  @spec reset_stats() :: :ok
+  def reset_stats, do: Native.reset_stats()
+
+  @doc """
+  Sets what a fallback to the cpu costs the caller, for the whole node: `:allow` (copy
+  silently), `:warn` (copy and log once per device, op, type and reason) or `:error` (raise
+  `Cascade.Error` with code `:unsupported` instead of moving data). The initial policy is
+  `config :cascade, fallback: ...` (`:warn` by default).
+
+      iex> Cascade.put_fallback_policy(:warn)
+      :ok
+  """
+  @spec put_fallback_policy(:allow | :warn | :error) :: :ok
+  def put_fallback_policy(policy) when policy in [:allow, :warn, :error] do
+    :persistent_term.put({__MODULE__, :fallback}, policy)
+    Native.set_policy(policy)
+  end
+
+  def put_fallback_policy(other) do
+    raise ArgumentError,
+          "Cascade.put_fallback_policy/1: expected :allow, :warn or :error, got: #{inspect(other)}"
+  end
+
+  @doc """
+  The fallback policy in force (see `put_fallback_policy/1`).
+
+      iex> Cascade.fallback_policy()
+      :warn
+  """
+  @spec fallback_policy() :: :allow | :warn | :error
+  def fallback_policy do
+    :persistent_term.get({__MODULE__, :fallback}, Application.get_env(:cascade, :fallback, :warn))
+  end
 
   @doc false
   def __op_names__, do: @op_names

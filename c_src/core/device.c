@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static cx_device devices[CX_MAX_DEVICES];
 static int n_devices;
@@ -78,6 +79,13 @@ static void add_driver(const char *name, const cx_driver *drv) {
 static void load_driver(const cx_driver_spec *spec) {
     for (int k = 0; k < n_devices; k++)
         if (strcmp(devices[k].driver_name, spec->name) == 0) return; /* listed twice */
+    if (access(spec->path, F_OK) != 0) {
+        unavailable(spec->name,
+                    "not built: %s does not exist (a driver is built only where its "
+                    "toolkit was found at build time)",
+                    spec->path);
+        return;
+    }
     void *handle = dlopen(spec->path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char *err = dlerror();

@@ -24,7 +24,10 @@ static int dtype_bits[CX_DTYPE_COUNT] = {
 };
 static ERL_NIF_TERM am_dtype_name[CX_DTYPE_COUNT];
 static ERL_NIF_TERM am_param[CX_PARAM_COUNT];
-static ERL_NIF_TERM am_device_name[CX_MAX_DEVICES];
+static ERL_NIF_TERM am_driver_name[CX_MAX_DEVICES];
+static ERL_NIF_TERM am_op_name[CX_OP_COUNT + 1];
+static ERL_NIF_TERM am_route[CX_ROUTE_COUNT];
+static ERL_NIF_TERM am_warn, am_allow, am_error, am_transfer;
 
 static void tensor_dtor(ErlNifEnv *env, void *obj) {
     (void)env;
@@ -212,13 +215,37 @@ static ERL_NIF_TERM make_shape(ErlNifEnv *env, const cx_desc *d) {
     return enif_make_tuple_from_array(env, dims, (unsigned)d->rank);
 }
 
+/* The device as Elixir names it: the driver's atom for its first device, {atom, index} after. */
+static ERL_NIF_TERM make_device(ErlNifEnv *env, const cx_device *dev) {
+    if (dev->index == 0) return am_driver_name[dev->id];
+    return enif_make_tuple2(env, am_driver_name[dev->id], enif_make_int(env, dev->index));
+}
+
+static ERL_NIF_TERM make_string(ErlNifEnv *env, const char *text) {
+    ERL_NIF_TERM res;
+    size_t len = strlen(text);
+    unsigned char *p = enif_make_new_binary(env, len, &res);
+    if (p) memcpy(p, text, len);
+    return res;
+}
+
+/* Wraps a result in {:cascade_warn, [message], result} when fallback reports wait (policy
+ * :warn): Elixir logs them. */
+static ERL_NIF_TERM with_warnings(ErlNifEnv *env, ERL_NIF_TERM res) {
+    if (!cx_warnings_pending()) return res;
+    char msg[512];
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    while (cx_warning_take(msg, sizeof msg))
+        list = enif_make_list_cell(env, make_string(env, msg), list);
+    return enif_make_tuple3(env, am_warn, list, res);
+}
+
 /* {ref, shape, type, device}, from which Elixir builds the %Cascade.Tensor{} (a 4-tuple costs
  * less to make than the struct's map here); {:cascade_gc, tuple} when the device asks the
  * caller to collect garbage. Consumes the resource reference. */
 static ERL_NIF_TERM make_tensor(ErlNifEnv *env, cx_tensor *t) {
-    ERL_NIF_TERM res =
-        enif_make_tuple4(env, enif_make_resource(env, t), make_shape(env, &t->desc),
-                         make_type(env, t->desc.dtype), am_device_name[t->device->id]);
+    ERL_NIF_TERM res = enif_make_tuple4(env, enif_make_resource(env, t), make_shape(env, &t->desc),
+                                        make_type(env, t->desc.dtype), make_device(env, t->device));
     enif_release_resource(t);
     if (cx_device_wants_gc(t->device)) return enif_make_tuple2(env, am_gc, res);
     return res;
@@ -288,9 +315,10 @@ static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c) {
     cx_status st = {CX_OK, ""};
     if (cx_run_plan(&c->plan, c->in, c->n_in, &c->ps, out, &st) != CX_OK) {
         enif_release_resource(out);
-        return raise_status(env, &st, c->plan.device->name);
+        /* an exception is not a term to wrap: reports wait for the next call */
+        return raise_status(env, &st, c->plan.device->driver_name);
     }
-    return make_tensor(env, out);
+    return with_warnings(env, make_tensor(env, out));
 }
 
 static ERL_NIF_TERM op_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -361,7 +389,7 @@ static ERL_NIF_TERM from_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
         cx_tensor_upload(t, bin.data, bin.size, &st) != CX_OK) {
         cx_tensor_free(t);
         enif_release_resource(t);
-        return raise_status(env, &st, dev->name);
+        return raise_status(env, &st, dev->driver_name);
     }
     return make_tensor(env, t);
 }
@@ -393,7 +421,7 @@ static ERL_NIF_TERM to_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     cx_code rc = dst ? cx_tensor_download(t, dst, bytes, &st)
                      : cx_fail(&st, CX_ENOMEM, "could not allocate a %zu-byte binary", bytes);
     cx_tensor_unpin(t);
-    return rc == CX_OK ? res : raise_status(env, &st, t->device->name);
+    return rc == CX_OK ? res : raise_status(env, &st, t->device->driver_name);
 }
 
 static ERL_NIF_TERM to_binary_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -424,14 +452,15 @@ static ERL_NIF_TERM freed_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return cx_tensor_is_freed(t) ? am_true : am_false;
 }
 
-/* [{device, live_bytes, peak_bytes, live_tensors}] */
+/* [{device, live_bytes, peak_bytes, live_tensors}] for the available devices */
 static ERL_NIF_TERM memory_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     (void)argv;
     ERL_NIF_TERM list = enif_make_list(env, 0);
     for (int k = cx_device_count() - 1; k >= 0; k--) {
         cx_device *d = cx_device_get(k);
-        ERL_NIF_TERM row = enif_make_tuple4(env, am_device_name[k],
+        if (!d->available) continue;
+        ERL_NIF_TERM row = enif_make_tuple4(env, make_device(env, d),
                                             enif_make_int64(env, atomic_load(&d->live_bytes)),
                                             enif_make_int64(env, atomic_load(&d->peak_bytes)),
                                             enif_make_int64(env, atomic_load(&d->live_tensors)));
@@ -440,24 +469,173 @@ static ERL_NIF_TERM memory_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     return list;
 }
 
-/* [{name, available, reason}] in device-id order */
+/* [{id, device, driver, available, reason, %{name, kind, memory, host_memory, detail}}] in
+ * device-id order */
 static ERL_NIF_TERM devices_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     (void)argv;
     ERL_NIF_TERM list = enif_make_list(env, 0);
     for (int k = cx_device_count() - 1; k >= 0; k--) {
         cx_device *d = cx_device_get(k);
-        ErlNifBinary reason;
-        size_t len = strlen(d->reason);
-        if (!enif_alloc_binary(len, &reason)) return enif_make_badarg(env);
-        memcpy(reason.data, d->reason, len);
-        list = enif_make_list_cell(env,
-                                   enif_make_tuple3(env, am_device_name[k],
-                                                    d->available ? am_true : am_false,
-                                                    enif_make_binary(env, &reason)),
-                                   list);
+        ERL_NIF_TERM keys[5] = {enif_make_atom(env, "name"), enif_make_atom(env, "kind"),
+                                enif_make_atom(env, "memory"), enif_make_atom(env, "host_memory"),
+                                enif_make_atom(env, "detail")};
+        ERL_NIF_TERM vals[5] = {make_string(env, d->props.name), make_string(env, d->props.kind),
+                                enif_make_int64(env, d->props.memory),
+                                d->props.host_memory ? am_true : am_false,
+                                make_string(env, d->props.detail)};
+        ERL_NIF_TERM props;
+        if (!enif_make_map_from_arrays(env, keys, vals, 5, &props)) return enif_make_badarg(env);
+        ERL_NIF_TERM row[6] = {enif_make_int(env, k),       make_device(env, d),
+                               am_driver_name[k],           d->available ? am_true : am_false,
+                               make_string(env, d->reason), props};
+        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 6), list);
     }
     return list;
+}
+
+/* [{depth, op, device, route, type, shape, bytes_moved, reason}] for explain and capabilities */
+static ERL_NIF_TERM make_steps(ErlNifEnv *env, const cx_explain *ex) {
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (int k = ex->n - 1; k >= 0; k--) {
+        const cx_step *s = &ex->steps[k];
+        ERL_NIF_TERM row[8] = {enif_make_int(env, s->depth),         am_op_name[s->op],
+                               make_device(env, s->device),          am_route[s->route],
+                               make_type(env, s->out.dtype),         make_shape(env, &s->out),
+                               enif_make_int64(env, s->bytes_moved), make_string(env, s->reason)};
+        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 8), list);
+    }
+    return list;
+}
+
+/* explain(op_id, [ref], params, device_id): the plan, nothing run. */
+static ERL_NIF_TERM explain_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    op_call c;
+    ERL_NIF_TERM res;
+    if (!decode_op(env, argv, &c, &res)) {
+        release_call(&c);
+        return res;
+    }
+    cx_desc descs_small[8];
+    cx_desc *descs = c.n_in <= 8 ? descs_small : enif_alloc(sizeof(cx_desc) * (size_t)c.n_in);
+    if (!descs) {
+        release_call(&c);
+        return raise_arg(env, "out of memory");
+    }
+    for (int k = 0; k < c.n_in; k++) descs[k] = c.in[k]->desc;
+    cx_explain ex = {0};
+    cx_status st = {CX_OK, ""};
+    if (cx_explain_op(c.op, c.plan.device, descs, c.n_in, &c.ps, &ex, &st) == CX_OK)
+        res = make_steps(env, &ex);
+    else
+        res = raise_status(env, &st, NULL);
+    cx_explain_free(&ex);
+    if (descs != descs_small) enif_free(descs);
+    release_call(&c);
+    return res;
+}
+
+/* capabilities(device_id): [{op, type, route, steps}] for every op and type the op takes */
+static ERL_NIF_TERM capabilities_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    int id;
+    cx_device *dev;
+    if (!enif_get_int(env, argv[0], &id) || !(dev = cx_device_get(id)))
+        return raise_arg(env, "unknown device id");
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (int op = CX_OP_COUNT - 1; op >= 0; op--)
+        for (int t = CX_DTYPE_COUNT - 1; t >= 0; t--) {
+            cx_route r;
+            cx_explain ex = {0};
+            cx_status st = {CX_OK, ""};
+            cx_code rc = cx_capability(dev, (cx_op_id)op, (cx_dtype)t, &r, &ex, &st);
+            if (rc == CX_OK) {
+                ERL_NIF_TERM row[4] = {am_op_name[op], am_dtype_name[t], am_route[r],
+                                       make_steps(env, &ex)};
+                list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 4), list);
+            }
+            cx_explain_free(&ex);
+            if (rc == CX_EDEVICE) return raise_status(env, &st, dev->driver_name);
+        }
+    return list;
+}
+
+/* [{device, op | :transfer, route, calls, bytes}] for every counter that is not zero */
+static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    (void)argv;
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (int d = cx_device_count() - 1; d >= 0; d--)
+        for (int op = CX_OP_COUNT; op >= 0; op--)
+            for (int r = CX_ROUTE_COUNT - 1; r >= 0; r--) {
+                cx_stat s = cx_stats_get(d, op, (cx_route)r);
+                if (s.calls == 0) continue;
+                ERL_NIF_TERM row[5] = {make_device(env, cx_device_get(d)), am_op_name[op],
+                                       op == CX_OP_COUNT ? am_transfer : am_route[r],
+                                       enif_make_int64(env, s.calls),
+                                       enif_make_int64(env, s.bytes)};
+                list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 5), list);
+            }
+    return list;
+}
+
+static ERL_NIF_TERM reset_stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    (void)argv;
+    cx_stats_reset();
+    return am_ok;
+}
+
+static bool get_policy(ErlNifEnv *env, ERL_NIF_TERM term, cx_policy *p) {
+    if (enif_is_identical(term, am_allow))
+        *p = CX_POLICY_ALLOW;
+    else if (enif_is_identical(term, am_warn))
+        *p = CX_POLICY_WARN;
+    else if (enif_is_identical(term, am_error))
+        *p = CX_POLICY_ERROR;
+    else
+        return false;
+    return true;
+}
+
+static ERL_NIF_TERM set_policy_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    cx_policy p;
+    if (!get_policy(env, argv[0], &p)) return raise_arg(env, "expected :allow, :warn or :error");
+    cx_set_policy(p);
+    return am_ok;
+}
+
+/* transfer(ref, device_id) */
+static ERL_NIF_TERM transfer_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
+    cx_tensor *t;
+    int id;
+    cx_device *to;
+    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    if (!enif_get_int(env, argv[1], &id) || !(to = cx_device_get(id)))
+        return raise_arg(env, "unknown device id");
+    cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
+    if (!out) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
+    cx_status st = {CX_OK, ""};
+    if (cx_transfer(t, to, out, &st) != CX_OK) {
+        enif_release_resource(out);
+        return raise_status(env, &st, to->driver_name);
+    }
+    return make_tensor(env, out);
+}
+
+static ERL_NIF_TERM transfer_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    return transfer_run(env, argv);
+}
+
+static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    cx_tensor *t;
+    if (get_tensor(env, argv[0], &t) && t->nbytes > DIRTY_BYTES)
+        return enif_schedule_nif(env, "transfer_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, transfer_dirty,
+                                 argc, argv);
+    return transfer_run(env, argv);
 }
 
 /* The op names in id order: lets Elixir check that its compiled table matches the library. */
@@ -482,9 +660,30 @@ static ERL_NIF_TERM set_gc_interval_nif(ErlNifEnv *env, int argc, const ERL_NIF_
 /* On upgrade (the module reloaded while this library stays mapped) the resource type already
  * exists: it must be taken over, and a failure must not clear tensor_type, which the old code
  * still uses for every tensor. */
-static int init(ErlNifEnv *env, ErlNifResourceFlags flags) {
+/* load_info: %{drivers: [{name_atom, path_binary}], fallback: policy} */
+static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
     cx_status st = {CX_OK, ""};
-    if (cx_devices_init(NULL, 0, &st) != CX_OK) return 1;
+    cx_driver_spec specs[CX_MAX_DEVICES];
+    char names[CX_MAX_DEVICES][24], paths[CX_MAX_DEVICES][1024];
+    int n = 0;
+    ERL_NIF_TERM list, head, value;
+    if (enif_is_map(env, info) &&
+        enif_get_map_value(env, info, enif_make_atom(env, "drivers"), &list)) {
+        while (n < CX_MAX_DEVICES && enif_get_list_cell(env, list, &head, &list)) {
+            int arity;
+            const ERL_NIF_TERM *el;
+            ErlNifBinary path;
+            if (!enif_get_tuple(env, head, &arity, &el) || arity != 2 ||
+                !enif_get_atom(env, el[0], names[n], sizeof names[n], ERL_NIF_LATIN1) ||
+                !enif_inspect_binary(env, el[1], &path) || path.size >= sizeof paths[n])
+                return 1;
+            memcpy(paths[n], path.data, path.size);
+            paths[n][path.size] = 0;
+            specs[n] = (cx_driver_spec){names[n], paths[n]};
+            n++;
+        }
+    }
+    if (cx_devices_init(specs, n, &st) != CX_OK) return 1;
     ErlNifResourceType *type =
         enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor, flags, NULL);
     if (!type) return 1;
@@ -513,21 +712,32 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags) {
     for (int k = 0; k < CX_PARAM_COUNT; k++)
         am_param[k] = enif_make_atom(env, cx_param_table[k].name);
     for (int k = 0; k < cx_device_count(); k++)
-        am_device_name[k] = enif_make_atom(env, cx_device_get(k)->name);
+        am_driver_name[k] = enif_make_atom(env, cx_device_get(k)->driver_name);
+    for (int k = 0; k < CX_OP_COUNT; k++) am_op_name[k] = enif_make_atom(env, cx_op_table[k].name);
+    am_transfer = enif_make_atom(env, "transfer");
+    am_op_name[CX_OP_COUNT] = am_transfer;
+    for (int r = 0; r < CX_ROUTE_COUNT; r++)
+        am_route[r] = enif_make_atom(env, cx_route_name((cx_route)r));
+    am_warn = enif_make_atom(env, "warn");
+    am_allow = enif_make_atom(env, "allow");
+    am_error = enif_make_atom(env, "error");
+    cx_policy p;
+    if (enif_is_map(env, info) &&
+        enif_get_map_value(env, info, enif_make_atom(env, "fallback"), &value) &&
+        get_policy(env, value, &p))
+        cx_set_policy(p);
     return 0;
 }
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
     (void)priv;
-    (void)info;
-    return init(env, ERL_NIF_RT_CREATE);
+    return init(env, ERL_NIF_RT_CREATE, info);
 }
 
 static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM info) {
     (void)priv;
     (void)old_priv;
-    (void)info;
-    return init(env, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER);
+    return init(env, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER, info);
 }
 
 static ErlNifFunc nif_funcs[] = {
@@ -540,6 +750,12 @@ static ErlNifFunc nif_funcs[] = {
     {"devices", 0, devices_nif, 0},
     {"ops", 0, ops_nif, 0},
     {"set_gc_interval", 1, set_gc_interval_nif, 0},
+    {"explain", 4, explain_nif, 0},
+    {"capabilities", 1, capabilities_nif, 0},
+    {"stats", 0, stats_nif, 0},
+    {"reset_stats", 0, reset_stats_nif, 0},
+    {"set_policy", 1, set_policy_nif, 0},
+    {"transfer", 2, transfer_nif, 0},
 };
 
 ERL_NIF_INIT(Elixir.Cascade.Native, nif_funcs, load, NULL, upgrade, NULL)

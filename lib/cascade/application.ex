@@ -6,7 +6,19 @@ defmodule Cascade.Application do
   def start(_type, _args) do
     check_native!()
     Cascade.Native.set_gc_interval(Application.fetch_env!(:cascade, :gc_interval))
+    Cascade.Native.set_policy(fallback_policy!())
     Supervisor.start_link([], strategy: :one_for_one, name: Cascade.Supervisor)
+  end
+
+  defp fallback_policy! do
+    case Application.get_env(:cascade, :fallback, :warn) do
+      policy when policy in [:allow, :warn, :error] ->
+        policy
+
+      other ->
+        raise ArgumentError,
+              "config :cascade, fallback: expected :allow, :warn or :error, got: #{inspect(other)}"
+    end
   end
 
   # A library that failed to load, or one built from another op table, must stop the start

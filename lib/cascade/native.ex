@@ -4,9 +4,19 @@ defmodule Cascade.Native do
   # decodes the parameter map with the same table, so no op is written out here.
   @on_load :load
 
+  # The drivers to load come from `config :cascade, drivers: [...]` (cpu is always there) and
+  # the fallback policy from `fallback:`; both are read once, when the library loads. A driver
+  # that is not built or fails to load is listed as unavailable with the reason.
   def load do
-    path = :filename.join(:code.priv_dir(:cascade), ~c"cascade_nif")
-    :erlang.load_nif(path, 0)
+    priv = :code.priv_dir(:cascade)
+
+    drivers =
+      for name <- Application.get_env(:cascade, :drivers, [:cuda, :opencl, :blas, :cpu]),
+          is_atom(name) and name != :cpu,
+          do: {name, IO.chardata_to_string(:filename.join(priv, ~c"cascade_driver_#{name}.so"))}
+
+    info = %{drivers: drivers, fallback: Application.get_env(:cascade, :fallback, :warn)}
+    :erlang.load_nif(:filename.join(priv, ~c"cascade_nif"), info)
   end
 
   defp nif!, do: :erlang.nif_error(:cascade_nif_not_loaded)
@@ -20,4 +30,10 @@ defmodule Cascade.Native do
   def devices, do: nif!()
   def ops, do: nif!()
   def set_gc_interval(_bytes), do: nif!()
+  def explain(_op_id, _refs, _params, _device_id), do: nif!()
+  def capabilities(_device_id), do: nif!()
+  def stats, do: nif!()
+  def reset_stats, do: nif!()
+  def set_policy(_policy), do: nif!()
+  def transfer(_ref, _device_id), do: nif!()
 end

@@ -5,6 +5,7 @@ defmodule Cascade.Op do
   # handles the results the NIF may return besides a tensor.
 
   alias Cascade.{Device, Native, Tensor, Type}
+  require Logger
 
   @doc false
   # The one call into C for an op. A tensor is the usual answer; {:cascade_gc, tensor} asks
@@ -19,6 +20,16 @@ defmodule Cascade.Op do
   end
 
   @doc false
+  # Fallback reports under `fallback: :warn`, once per (device, op, type, reason).
+  def after_run({:cascade_warn, messages, result}, retry) do
+    for message <- messages, do: Logger.warning(message)
+
+    case result do
+      {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
+      other -> after_run(other, retry)
+    end
+  end
+
   def after_run({:cascade_gc, {ref, shape, type, device}}, _retry) do
     :erlang.garbage_collect()
     %Tensor{ref: ref, shape: shape, type: type, device: device}
@@ -34,8 +45,11 @@ defmodule Cascade.Op do
       bin when is_binary(bin) ->
         bin
 
-      {:cascade_gc, tuple} ->
-        after_run({:cascade_gc, tuple}, retry)
+      {tag, _} = other when tag == :cascade_gc ->
+        after_run(other, retry)
+
+      {:cascade_warn, _, _} = other ->
+        after_run(other, retry)
 
       {ref, shape, type, device} ->
         %Tensor{ref: ref, shape: shape, type: type, device: device}
@@ -47,7 +61,7 @@ defmodule Cascade.Op do
 
   @doc false
   # The general path: spec is the op's entry of the table.
-  def call(spec, args, opts) do
+  def call(spec, args, opts, mode \\ :run) do
     %{id: id, name: name, args: arg_specs, opts: opt_specs, kind: kind} = spec
 
     fun =
@@ -64,23 +78,45 @@ defmodule Cascade.Op do
         list
         |> Enum.chunk_every(@max_inputs)
         |> Enum.map(&call(spec, [&1], opts))
-        |> then(&call(spec, [&1], opts))
+        |> then(&call(spec, [&1], opts, mode))
 
       _ ->
-        dispatch(kind, id, tensor_args, params, device, fun)
+        {refs, device_id} =
+          case kind do
+            :create -> {[], Device.id!(device || Device.default())}
+            _ -> {tensor_refs(fun, tensor_args), 0}
+          end
+
+        case mode do
+          :run -> run(id, refs, params, device_id)
+          :explain -> Native.explain(id, refs, params, device_id) |> plan_tree()
+        end
     end
   end
 
-  defp dispatch(kind, id, tensor_args, params, device, fun) do
-    case kind do
-      :create ->
-        run(id, [], params, Device.id!(device || Device.default()))
-
-      _ ->
-        refs = tensor_refs(fun, tensor_args)
-        run(id, refs, params, 0)
-    end
+  # The steps of explain come depth-first with their depth; nest them.
+  defp plan_tree(steps) do
+    {[root], []} = nest(steps, 0)
+    root
   end
+
+  defp nest([{depth, op, device, route, type, shape, bytes, reason} | rest], depth) do
+    {children, rest} = nest(rest, depth + 1)
+
+    step =
+      %{op: op, device: device, route: route, type: type, shape: shape}
+      |> put_if(reason != "", :reason, reason)
+      |> put_if(route == :cpu_fallback, :bytes_moved, bytes)
+      |> put_if(route == :decomposed, :steps, children)
+
+    {siblings, rest} = nest(rest, depth)
+    {[step | siblings], rest}
+  end
+
+  defp nest(rest, _depth), do: {[], rest}
+
+  defp put_if(map, true, key, value), do: Map.put(map, key, value)
+  defp put_if(map, false, _key, _value), do: map
 
   defp take_device(fun, :create, opts) do
     check_keyword!(fun, opts)
