@@ -27,7 +27,7 @@ static ERL_NIF_TERM am_param[CX_PARAM_COUNT];
 static ERL_NIF_TERM am_driver_name[CX_MAX_DEVICES];
 static ERL_NIF_TERM am_op_name[CX_OP_COUNT + 1];
 static ERL_NIF_TERM am_route[CX_ROUTE_COUNT];
-static ERL_NIF_TERM am_warn, am_allow, am_error, am_transfer;
+static ERL_NIF_TERM am_warn, am_allow, am_error, am_transfer, am_cascade_warn;
 
 static void tensor_dtor(ErlNifEnv *env, void *obj) {
     (void)env;
@@ -237,7 +237,7 @@ static ERL_NIF_TERM with_warnings(ErlNifEnv *env, ERL_NIF_TERM res) {
     ERL_NIF_TERM list = enif_make_list(env, 0);
     while (cx_warning_take(msg, sizeof msg))
         list = enif_make_list_cell(env, make_string(env, msg), list);
-    return enif_make_tuple3(env, am_warn, list, res);
+    return enif_make_tuple3(env, am_cascade_warn, list, res);
 }
 
 /* {ref, shape, type, device}, from which Elixir builds the %Cascade.Tensor{} (a 4-tuple costs
@@ -719,6 +719,7 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
     for (int r = 0; r < CX_ROUTE_COUNT; r++)
         am_route[r] = enif_make_atom(env, cx_route_name((cx_route)r));
     am_warn = enif_make_atom(env, "warn");
+    am_cascade_warn = enif_make_atom(env, "cascade_warn");
     am_allow = enif_make_atom(env, "allow");
     am_error = enif_make_atom(env, "error");
     cx_policy p;
