@@ -14,7 +14,7 @@ defmodule Cascade.Tensor do
           ref: reference,
           shape: tuple,
           type: Cascade.Type.t(),
-          device: atom
+          device: Cascade.Device.t()
         }
 
   defimpl Inspect do
@@ -22,9 +22,12 @@ defmodule Cascade.Tensor do
 
     def inspect(%{shape: shape, type: {kind, bits}, device: device} = t, opts) do
       dims = shape |> Tuple.to_list() |> Enum.map_join(&"[#{&1}]")
-      header = "#{kind}#{bits}#{dims} #{device}"
+      header = "#{kind}#{bits}#{dims} #{device_name(device)}"
       concat(["#Cascade.Tensor<", header, " ", body(t, opts), ">"])
     end
+
+    defp device_name({driver, index}), do: "#{driver}:#{index}"
+    defp device_name(driver), do: to_string(driver)
 
     defp body(t, opts) do
       if Cascade.Native.freed?(t.ref) do
