@@ -1900,7 +1900,7 @@ static void test_params_table(void **state) {
 #include "../core/params.def"
 #undef CX_PARAM
     assert_int_equal(count, CX_PARAM_COUNT);
-    assert_true(CX_PARAM_COUNT <= 32); /* `set` is a 32-bit mask */
+    assert_true(CX_PARAM_COUNT <= 64); /* `set` is a 64-bit mask */
     const char *unknown[] = {"", "Axes", "axes ", "ax", "nope", "std", "standard_deviation_"};
     for (size_t k = 0; k < sizeof unknown / sizeof unknown[0]; k++)
         assert_int_equal(cx_param_find(unknown[k]), -1);
