@@ -366,7 +366,7 @@ static void test_capabilities(void **state) {
 static void test_transfer(void **state) {
     (void)state;
     cx_tensor *x = tu_tensor(CX_S32, 2, TU_SHAPE(2, 2), TU_VALUES(1, -2, 3, 4));
-    cx_tensor a, b, c;
+    cx_tensor a, b, c, d;
     cx_status st = {0};
     long long before = cx_stats_get(test_dev1->id, CX_OP_COUNT, CX_ROUTE_NATIVE).bytes;
     assert_int_equal(cx_transfer(x, test_dev, &a, &st), CX_OK);
@@ -384,7 +384,7 @@ static void test_transfer(void **state) {
     assert_non_null(strstr(st.message, "cpu and test"));
     /* a freed tensor cannot be transferred */
     cx_tensor_free(&a);
-    assert_int_equal(cx_transfer(&a, cpu, &c, &st), CX_EFREED);
+    assert_int_equal(cx_transfer(&a, cpu, &d, &st), CX_EFREED);
     cx_tensor_free(&b);
     cx_tensor_free(&c);
     tu_drop(x);
