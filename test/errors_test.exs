@@ -722,6 +722,7 @@ defmodule CascadeErrorsTest do
               :bool -> {:maybe, "expected #{oname} to be a boolean"}
               :number -> {"x", "expected #{oname} to be .*number"}
               :type -> {:f8, "unknown type"}
+              :padding -> {:middle, "expected #{oname} to be :valid, :same or "}
               {:choice, atoms} -> {:middle, "expected #{oname} to be one of #{escape(atoms)}"}
               other -> flunk("option kind #{inspect(other)} is new: add it to this test")
             end

@@ -306,6 +306,25 @@ defmodule Cascade.Op do
     end
   end
 
+  # conv and pool padding: :valid -> [0], :same -> [1], [{lo, hi}, {lo, hi}] -> [lo, hi, lo, hi]
+  def convert!(fun, name, :padding, value) do
+    case value do
+      :valid ->
+        [0]
+
+      :same ->
+        [1]
+
+      [{lo_h, hi_h}, {lo_w, hi_w}] ->
+        if ints?([lo_h, hi_h, lo_w, hi_w]),
+          do: [lo_h, hi_h, lo_w, hi_w],
+          else: bad!(fun, name, ":valid, :same or [{low, high}, {low, high}] integers", value)
+
+      _ ->
+        bad!(fun, name, ":valid, :same or [{low, high}, {low, high}] integers", value)
+    end
+  end
+
   def convert!(fun, name, {:choice, atoms}, value) do
     Enum.find_index(atoms, &(&1 == value)) || bad!(fun, name, "one of #{inspect(atoms)}", value)
   end
