@@ -127,12 +127,11 @@ defmodule CascadeNegotiationTest do
       end
     end
 
-    test "a decomposition whose steps the device lacks: decomposed there, each step moved" do
+    test "a composite none of whose steps the device runs moves once, as a whole" do
       x = on_test([1.0, 2.0], type: :f16)
       plan = Cascade.explain(:softmax, [x])
-      assert plan.route == :decomposed
-      assert Enum.all?(plan.steps, &(&1.route == :cpu_fallback))
-      assert Enum.all?(plan.steps, &(&1.bytes_moved > 0))
+      assert %{route: :cpu_fallback, bytes_moved: 8} = plan
+      assert plan.reason =~ "no native softmax for f16, nor any step of its decomposition"
 
       capture_log(fn ->
         assert same_bits?(
@@ -141,7 +140,24 @@ defmodule CascadeNegotiationTest do
                )
       end)
 
-      assert Cascade.stats()[{:test, :exp, :cpu_fallback}].calls == 1
+      stats = Cascade.stats()
+      assert stats[{:test, :softmax, :cpu_fallback}] == %{calls: 1, bytes: 8}
+      refute Map.has_key?(stats, {:test, :exp, :cpu_fallback})
+    end
+
+    test "a decomposition with some steps on the device: decomposed there, the others moved" do
+      # the test device runs f64 reduce_max, subtract, exp, sum natively: log_softmax stays
+      x = on_test([[1.0, 2.0]], type: :f64)
+      plan = Cascade.explain(:log_softmax, [x])
+      assert plan.route == :decomposed
+      assert Enum.any?(plan.steps, &(&1.route == :native))
+
+      capture_log(fn ->
+        assert same_bits?(
+                 Cascade.log_softmax(x),
+                 Cascade.log_softmax(Cascade.tensor([[1.0, 2.0]], type: :f64))
+               )
+      end)
     end
 
     test "shape refinement: dot is native up to 64 contracted elements" do
@@ -206,8 +222,7 @@ defmodule CascadeNegotiationTest do
       assert caps[{:relu, :f32}] == :native
       assert {:decomposed, steps} = caps[{:softmax, :f32}]
       assert {:exp, :native} in steps
-      assert {:decomposed, f16_steps} = caps[{:softmax, :f16}]
-      assert {:exp, :cpu_fallback} in f16_steps
+      assert caps[{:softmax, :f16}] == :cpu_fallback
       # the cpu runs every primitive natively and every composite as its decomposition
       for {{op, _type}, route} <- Cascade.capabilities(:cpu) do
         composite? = Enum.find(Cascade.__ops__(), &(&1.name == op)).kind == :composite

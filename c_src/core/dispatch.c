@@ -188,6 +188,19 @@ static void describe_types(const cx_dtype *types, int n_in, char *buf, size_t le
     if (n_in == 0) snprintf(buf, len, "no tensor inputs");
 }
 
+/* True when not one step of the decomposition of composite `op` would run natively on `dev`:
+ * then moving the composite's inputs to the cpu once beats moving every step's. */
+static bool decomposition_all_moved(cx_device *dev, cx_op_id op, const cx_desc *in, int n_in,
+                                    const cx_params *ps) {
+    cx_explain ex = {0};
+    cx_status st = {CX_OK, ""};
+    bool all_moved = cx_graph_plan(op, dev, in, n_in, ps, &ex, 1, &st) == CX_OK && ex.n > 0;
+    for (int k = 0; k < ex.n && all_moved; k++)
+        if (ex.steps[k].route == CX_ROUTE_NATIVE) all_moved = false;
+    cx_explain_free(&ex);
+    return all_moved;
+}
+
 static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int n_in,
                             const cx_dtype *compute, const cx_params *ps, cx_route *route,
                             char *reason, size_t len, cx_status *st) {
@@ -213,6 +226,11 @@ static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int 
     }
     if (cx_op_table[op].kind == CX_KIND_COMPOSITE) {
         *route = CX_ROUTE_DECOMPOSED;
+        if (dev != cx_device_cpu() && decomposition_all_moved(dev, op, in, n_in, ps)) {
+            size_t used = strlen(reason);
+            snprintf(reason + used, len - used, ", nor any step of its decomposition");
+            *route = CX_ROUTE_FALLBACK;
+        }
         return CX_OK;
     }
     if (dev == cx_device_cpu())

@@ -3,8 +3,9 @@
  *   native      the device's driver claims the op for these types (and shapes): it runs there;
  *   decomposed  the op is a composite the device does not claim: its decomposition runs on the
  *               same device, each step negotiated again (graph.h);
- *   cpu_fallback a primitive the device cannot run: the inputs are copied to the cpu device, the
- *               op runs there and the result is copied back — subject to the fallback policy.
+ *   cpu_fallback a primitive the device cannot run, or a composite none of whose steps the
+ *               device runs natively: the inputs are copied to the cpu device once, the op
+ *               runs there and the result is copied back — subject to the fallback policy.
  *
  * The driver's answer for (device, op, input types, ranks) is memoized; every op that runs is
  * counted per (device, op, route) with the bytes it moved (stats). */
