@@ -134,7 +134,8 @@ static uint64_t memo_key(const cx_device *dev, cx_op_id op, const cx_dtype *type
     key = key << 8 | (uint64_t)op;
     key = key << 3 | (uint64_t)n_in;
     for (int k = 0; k < n_in; k++) key = key << 7 | (uint64_t)types[k] << 4 | (uint64_t)in[k].rank;
-    return key | UINT64_C(1) << 61; /* never 0 */
+    if (n_in == 0) key = key << 3 | (uint64_t)types[0]; /* creation: the result's type */
+    return key | UINT64_C(1) << 61;                     /* never 0 */
 }
 
 static uint32_t memo_slot(uint64_t key) {
@@ -185,7 +186,7 @@ static void describe_types(const cx_dtype *types, int n_in, char *buf, size_t le
         used += (size_t)snprintf(buf + used, len - used, "%s%s", k ? ", " : "",
                                  cx_dtype_name(types[k]));
     if (n_in > 4 && used < len) snprintf(buf + used, len - used, ", ...");
-    if (n_in == 0) snprintf(buf, len, "no tensor inputs");
+    if (n_in == 0) snprintf(buf, len, "a %s result", cx_dtype_name(types[0]));
 }
 
 /* True when not one step of the decomposition of composite `op` would run natively on `dev`:
@@ -286,8 +287,9 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
     if (!plan->device) return cx_fail(st, CX_EINVAL, "%s: no device given", cx_op_table[op].name);
     if (cx_op_table[op].infer(op, descs, n_in, ps, &plan->out, plan->compute, st) != CX_OK)
         return st->code;
-    if (choose_route(plan->device, op, descs, n_in, plan->compute, ps, &plan->route, plan->reason,
-                     sizeof plan->reason, st) != CX_OK)
+    /* creation ops have no inputs: the driver is asked about the result's type */
+    if (choose_route(plan->device, op, descs, n_in, n_in ? plan->compute : &plan->out.dtype, ps,
+                     &plan->route, plan->reason, sizeof plan->reason, st) != CX_OK)
         return st->code;
     double out_n = (double)cx_desc_numel(&plan->out);
     cost += out_n;
@@ -514,8 +516,8 @@ cx_code cx_explain_at(cx_op_id op, cx_device *device, const cx_desc *in, int n_i
     s->op = op;
     s->device = device;
     s->out = *out;
-    if (choose_route(device, op, in, n_in, compute, ps, &s->route, s->reason, sizeof s->reason,
-                     st) != CX_OK)
+    if (choose_route(device, op, in, n_in, n_in ? compute : &out->dtype, ps, &s->route, s->reason,
+                     sizeof s->reason, st) != CX_OK)
         return st->code;
     if (s->route == CX_ROUTE_FALLBACK && cx_desc_numel(out) > 0)
         s->bytes_moved = (device->props.host_memory ? 0 : input_bytes(in, n_in)) +

@@ -50,8 +50,9 @@ typedef struct cx_driver {
     /* Whole-buffer copies from and to host memory (download may stop after `bytes`). */
     cx_code (*upload)(void *dev, void *dst, const void *src, size_t bytes, cx_status *st);
     cx_code (*download)(void *dev, void *dst, const void *src, size_t bytes, cx_status *st);
-    /* Whether execute runs `op` natively on inputs of these (compute) types. The answer must
-     * depend on nothing else: the dispatcher memoizes it. */
+    /* Whether execute runs `op` natively on inputs of these (compute) types; for creation ops
+     * (n_in == 0) types[0] is the result's type. The answer must depend on nothing else: the
+     * dispatcher memoizes it. */
     cx_cap (*capability)(void *dev, cx_op_id op, const cx_dtype *types, int n_in);
     /* For CX_CAP_SHAPE: whether these shapes and parameters are supported; when not, the reason
      * in `reason`. May be NULL when the driver never answers CX_CAP_SHAPE. */
