@@ -450,7 +450,7 @@ defmodule CascadeTest do
   end
 
   describe "memory/0 and devices/0" do
-    test "memory/0 lists every device with integer counters" do
+    test "memory/0 lists every available device with integer counters" do
       memory = Cascade.memory()
       assert %{cpu: %{bytes: bytes, peak_bytes: peak, tensors: tensors}} = memory
       assert is_integer(bytes) and bytes >= 0
@@ -458,17 +458,26 @@ defmodule CascadeTest do
       assert is_integer(tensors) and tensors >= 0
 
       assert Map.keys(memory) |> Enum.sort() ==
-               Cascade.devices() |> Enum.map(& &1.name) |> Enum.sort()
+               Cascade.devices()
+               |> Enum.filter(& &1.available)
+               |> Enum.map(& &1.device)
+               |> Enum.sort()
     end
 
     test "devices/0" do
       devices = Cascade.devices()
-      assert %{name: :cpu, available: true, reason: nil} in devices
+
+      assert %{device: :cpu, driver: :cpu, available: true, reason: nil} =
+               Enum.find(devices, &(&1.device == :cpu))
 
       for d <- devices do
-        assert %{name: name, available: available, reason: reason} = d
-        assert is_atom(name) and is_boolean(available)
+        assert %{device: device, driver: driver, available: available, reason: reason} = d
+        assert is_atom(device) or match?({^driver, i} when is_integer(i) and i > 0, device)
+        assert is_boolean(available)
         if available, do: assert(reason == nil), else: assert(is_binary(reason) and reason != "")
+        assert %{name: name, kind: kind, memory: memory, host_memory: host, detail: detail} = d
+        assert is_binary(name) and is_binary(kind) and is_binary(detail)
+        assert is_integer(memory) and memory >= 0 and is_boolean(host)
       end
     end
 
