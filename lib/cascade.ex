@@ -116,19 +116,21 @@ defmodule Cascade do
       [[[3.0], [12.0]], [[21.0], [30.0]]]
   """
   def dot(a, contract_a, batch_a, b, contract_b, batch_b) do
-    params =
-      for {name, value} <- [
-            contract_a: contract_a,
-            batch_a: batch_a,
-            contract_b: contract_b,
-            batch_b: batch_b
-          ],
-          into: %{},
-          do: {name, Op.convert!("Cascade.dot/6", name, :ints, value)}
-
+    params = dot_params(contract_a, batch_a, contract_b, batch_b)
     %Tensor{ref: ra} = to_tensor(a, b)
     %Tensor{ref: rb} = to_tensor(b, a)
     Op.run(@dot_spec.id, [ra, rb], params, 0)
+  end
+
+  defp dot_params(contract_a, batch_a, contract_b, batch_b) do
+    for {name, value} <- [
+          contract_a: contract_a,
+          batch_a: batch_a,
+          contract_b: contract_b,
+          batch_b: batch_b
+        ],
+        into: %{},
+        do: {name, Op.convert!("Cascade.dot/6", name, :ints, value)}
   end
 
   defp to_tensor(%Tensor{} = t, _other), do: t
@@ -599,7 +601,8 @@ defmodule Cascade do
   device, the route (`:native`, `:decomposed` or `:cpu_fallback`), the result's type and shape,
   the reason when the route is not native, the bytes a fallback would move, and for a
   decomposed op its `:steps`, each planned the same way. Arguments are checked as the op
-  itself checks them.
+  itself checks them. The batched dot is `explain(:dot, [a, contract_a, batch_a, b,
+  contract_b, batch_b])`.
 
       iex> x = Cascade.tensor([[1.0, 2.0, 3.0]])
       iex> plan = Cascade.explain(:softmax, [x])
@@ -609,7 +612,17 @@ defmodule Cascade do
       [:reduce_max, :subtract, :exp, :sum, :divide]
   """
   @spec explain(atom, list, keyword) :: map
-  def explain(op, args, opts \\ []) when is_atom(op) and is_list(args) do
+  def explain(op, args, opts \\ [])
+
+  # the batched dot/6
+  def explain(:dot, [a, contract_a, batch_a, b, contract_b, batch_b], []) do
+    params = dot_params(contract_a, batch_a, contract_b, batch_b)
+    %Tensor{ref: ra} = to_tensor(a, b)
+    %Tensor{ref: rb} = to_tensor(b, a)
+    Op.explain(@dot_spec.id, [ra, rb], params)
+  end
+
+  def explain(op, args, opts) when is_atom(op) and is_list(args) do
     spec =
       Enum.find(@ops, &(&1.name == op)) ||
         raise ArgumentError,

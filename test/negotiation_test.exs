@@ -199,6 +199,17 @@ defmodule CascadeNegotiationTest do
       assert Cascade.stats() == %{}
     end
 
+    test "the batched dot/6" do
+      a = Cascade.iota({2, 2, 3}, type: :f32)
+      b = Cascade.ones({2, 3, 1})
+
+      assert %{op: :dot, route: :native, shape: {2, 2, 1}} =
+               Cascade.explain(:dot, [a, [2], [0], b, [1], [0]])
+
+      assert %{op: :dot, shape: {2, 2}} =
+               Cascade.explain(:dot, [Cascade.iota({2, 3}), Cascade.iota({3, 2})])
+    end
+
     test "checks arguments as the op does" do
       assert_raise ArgumentError, ~r/unknown op :nope/, fn -> Cascade.explain(:nope, []) end
 

@@ -94,6 +94,9 @@ defmodule Cascade.Op do
     end
   end
 
+  @doc false
+  def explain(id, refs, params), do: Native.explain(id, refs, params, 0) |> plan_tree()
+
   # The steps of explain come depth-first with their depth; nest them.
   defp plan_tree(steps) do
     {[root], []} = nest(steps, 0)
