@@ -22,8 +22,9 @@
  *                       one reduction; otherwise the KH*KW strided slices on a last axis.
  *   pool gradients      every window position's values put back where they were read, with pad
  *                       (low i - lo, interior s - 1), and summed; max_pool2d_grad sends the
- *                       gradient to the first maximum of each window (argmax, ties to the lowest
- *                       position), like Nx.window_scatter_max. */
+ *                       gradient to the first maximum of each window among its real elements
+ *                       (argmax over the candidates, ties to the lowest position), like
+ *                       Nx.window_scatter_max. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -634,6 +635,15 @@ cx_val cx_decompose_conv2d_grad_kernel(cx_graph *g, const cx_val *in, int n_in,
 
 /* ---- pool decompositions -------------------------------------------------------------------- */
 
+/* Whether some window reads the padding. */
+static bool reads_padding(const geom *gm) {
+    int64_t in_hw[2] = {gm->h, gm->w};
+    for (int a = 0; a < 2; a++)
+        if (gm->lo[a] > 0 || (gm->out[a] - 1) * gm->s[a] + gm->k[a] - gm->lo[a] > in_hw[a])
+            return true;
+    return false;
+}
+
 /* The lowest value of a type: the padding of maxima. */
 static double lowest(cx_dtype t) {
     switch (t) {
@@ -815,18 +825,41 @@ cx_val cx_decompose_max_pool2d_grad(cx_graph *g, const cx_val *in, int n_in, con
     cx_dtype t = cx_dtype_to_float(cx_dtype_merge(xd.dtype, gd.dtype));
     int64_t kk = gm.k[0] * gm.k[1], s5[5];
     cx_val cols = window_cols(g, in[0], lowest(xd.dtype), &gm);
-    /* the first maximum of each window */
+    /* the candidates: the elements equal to their window's maximum, padding excluded (it never
+     * wins, not even a tie with an element of the lowest value) */
+    int64_t axis = 4;
+    cx_val m = cx_g_reduce(g, CX_OP_REDUCE_MAX, cols, &axis, 1, true);
+    cx_val cand = cx_g_binary(g, CX_OP_EQUAL, cols, m);
+    cx_g_drop(g, cols);
+    cx_g_drop(g, m);
+    if (reads_padding(&gm)) {
+        /* which window positions are real elements: the same windows over ones */
+        geom one = gm;
+        one.n = one.c = one.o = 1;
+        cx_desc od;
+        layout_shape(&one, 1, gm.h, gm.w, CX_U8, &od);
+        cx_val ones = cx_g_full(g, 1, CX_U8, od.shape, 4);
+        cx_val valid = window_cols(g, ones, 0, &one);
+        cx_g_drop(g, ones);
+        cx_val c = cx_g_binary(g, CX_OP_LOGICAL_AND, cand, valid);
+        cx_g_drop(g, cand);
+        cx_g_drop(g, valid);
+        cand = c;
+    }
+    /* the first candidate of each window (none when the maximum is NaN) */
     cx_params ap = {0};
     cx_param_put_int(&ap, CX_P_AXIS, 4);
     cx_param_put_int(&ap, CX_P_KEEP_AXIS, true);
     cx_param_put_int(&ap, CX_P_TIE_BREAK, 0);
-    cx_val idx = cx_g_op(g, CX_OP_ARGMAX, &cols, 1, &ap);
-    cx_g_drop(g, cols);
+    cx_val idx = cx_g_op(g, CX_OP_ARGMAX, &cand, 1, &ap);
     out_shape_plus(&gm, kk, s5);
     cx_val pos = cx_g_iota(g, s5, 5, 4, CX_S64);
-    cx_val mask = cx_g_binary(g, CX_OP_EQUAL, pos, idx);
+    cx_val first = cx_g_binary(g, CX_OP_EQUAL, pos, idx);
     cx_g_drop(g, pos);
     cx_g_drop(g, idx);
+    cx_val mask = cx_g_binary(g, CX_OP_LOGICAL_AND, first, cand);
+    cx_g_drop(g, first);
+    cx_g_drop(g, cand);
     out_shape_plus(&gm, 1, s5);
     cx_val gy = cx_g_cast(g, in[1], t);
     cx_val g5 = cx_g_reshape(g, gy, s5, 5);

@@ -467,8 +467,10 @@ static void check_pools(const conv_case *cc) {
         for (int64_t c = 0; c < ys[1]; c++)
             for (int64_t r = 0; r < ys[2]; r++)
                 for (int64_t q = 0; q < ys[3]; q++) {
+                    /* the maximum over the padded window; the gradient's target, the first
+                     * maximum among the real elements */
                     int64_t yi = idx4(ys, n, c, r, q), best_at = -1;
-                    double best = 0, sum = 0;
+                    double best = lowest(cc->t), sum = 0;
                     for (int64_t i = 0; i < cc->kh; i++)
                         for (int64_t j = 0; j < cc->kw; j++) {
                             int64_t h = r * g.s[0] + i - g.lo[0], w = q * g.s[1] + j - g.lo[1];
@@ -479,7 +481,7 @@ static void check_pools(const conv_case *cc) {
                                 sum += v;
                                 dav[xi] += gy[yi] / area;
                             }
-                            if (best_at == -1 || v > best) {
+                            if (real && (best_at == -1 || v > best)) {
                                 best = v;
                                 best_at = xi;
                             }
@@ -595,6 +597,53 @@ static void test_pools_known_values(void **state) {
     tu_expect(y, CX_F32, 4, TU_SHAPE(1, 1, 2, 2), TU_VALUES(5, 0, 0, 0), 0);
     tu_drop(y);
     tu_drop(z);
+    tu_drop(g);
+    /* padding never takes the gradient, not even in a tie with the lowest value: u8 zeros and
+     * f32 -infinity below one row of padding */
+    cx_tensor *u = tu_tensor(CX_U8, 4, TU_SHAPE(1, 1, 2, 1), TU_VALUES(0, 5));
+    cx_tensor *f = tu_tensor(CX_F32, 4, TU_SHAPE(1, 1, 2, 1), TU_VALUES(-INFINITY, 5));
+    g = tu_tensor(CX_F32, 4, TU_SHAPE(1, 1, 2, 1), TU_VALUES(7, 9));
+    for (int k = 0; k < 2; k++) {
+        cx_params p5 = {0};
+        cx_param_put_ints(&p5, CX_P_WINDOW, TU_SHAPE(2, 1), 2);
+        cx_param_put_ints(&p5, CX_P_STRIDES, TU_SHAPE(1, 1), 2);
+        cx_param_put_ints(&p5, CX_P_PADDING, TU_SHAPE(1, 0, 0, 0), 4);
+        y = run(CX_OP_MAX_POOL2D_GRAD, k ? f : u, g, &p5);
+        tu_expect(y, CX_F32, 4, TU_SHAPE(1, 1, 2, 1), TU_VALUES(7, 9), 0);
+        tu_drop(y);
+    }
+    /* a window wholly in the padding: the lowest value, and its gradient is dropped */
+    cx_params p6 = {0};
+    cx_param_put_ints(&p6, CX_P_WINDOW, TU_SHAPE(1, 1), 2);
+    cx_param_put_ints(&p6, CX_P_PADDING, TU_SHAPE(1, 0, 0, 0), 4);
+    y = run(CX_OP_MAX_POOL2D, f, NULL, &p6);
+    tu_expect(y, CX_F32, 4, TU_SHAPE(1, 1, 3, 1), TU_VALUES(-INFINITY, -INFINITY, 5), 0);
+    tu_drop(y);
+    cx_params p7 = {0};
+    cx_param_put_ints(&p7, CX_P_WINDOW, TU_SHAPE(1, 1), 2);
+    cx_param_put_ints(&p7, CX_P_PADDING, TU_SHAPE(1, 0, 0, 0), 4);
+    cx_tensor *g3 = tu_tensor(CX_F32, 4, TU_SHAPE(1, 1, 3, 1), TU_VALUES(1, 2, 3));
+    y = run(CX_OP_MAX_POOL2D_GRAD, u, g3, &p7);
+    tu_expect(y, CX_F32, 4, TU_SHAPE(1, 1, 2, 1), TU_VALUES(2, 3), 0);
+    tu_drop(y);
+    /* a window whose maximum is NaN passes no gradient */
+    cx_tensor *nan = tu_tensor(CX_F32, 4, TU_SHAPE(1, 1, 2, 2), TU_VALUES(1, NAN, 2, 3));
+    cx_tensor *g1 = tu_tensor(CX_F32, 4, TU_SHAPE(1, 1, 1, 1), TU_VALUES(4));
+    cx_params p8 = {0};
+    cx_param_put_ints(&p8, CX_P_WINDOW, TU_SHAPE(2, 2), 2);
+    y = run(CX_OP_MAX_POOL2D, nan, NULL, &p8);
+    tu_expect(y, CX_F32, 4, TU_SHAPE(1, 1, 1, 1), TU_VALUES(NAN), 0);
+    tu_drop(y);
+    cx_params p9 = {0};
+    cx_param_put_ints(&p9, CX_P_WINDOW, TU_SHAPE(2, 2), 2);
+    y = run(CX_OP_MAX_POOL2D_GRAD, nan, g1, &p9);
+    tu_expect(y, CX_F32, 4, TU_SHAPE(1, 1, 2, 2), TU_VALUES(0, 0, 0, 0), 0);
+    tu_drop(y);
+    tu_drop(nan);
+    tu_drop(g1);
+    tu_drop(g3);
+    tu_drop(u);
+    tu_drop(f);
     tu_drop(g);
     tu_drop(x);
 }
