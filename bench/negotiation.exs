@@ -24,4 +24,10 @@ round.()
 times = Enum.sort(for _ <- 1..rounds, do: round.())
 best = hd(times)
 median = Enum.at(times, div(rounds, 2))
-:io.format("one-element add: best ~.1f ns/call, median ~.1f ns/call (~b rounds of ~b calls)~n", [best, median, rounds, calls])
+
+:io.format("one-element add: best ~.1f ns/call, median ~.1f ns/call (~b rounds of ~b calls)~n", [
+  best,
+  median,
+  rounds,
+  calls
+])
