@@ -14,24 +14,6 @@
 #     output type (one rounding each; the avg also divides first): (KH*KW + 1) ulp of
 #     sum |contributions|.
 
-# Cascade.PropertyCase is defined in test/property_test.exs. `mix test` requires the test files
-# in parallel without resolving dependencies between them (Kernel.ParallelCompiler.require/2):
-# when that file is part of the run, wait for it to load; when it is not (only this file was
-# named), load it here.
-property_file_in_run? =
-  case Enum.filter(System.argv(), &String.contains?(&1, ".exs")) do
-    [] -> true
-    files -> Enum.any?(files, &String.contains?(&1, "property_test.exs"))
-  end
-
-loaded? =
-  property_file_in_run? and
-    Enum.any?(1..1200, fn _ ->
-      Code.ensure_loaded?(Cascade.PropertyCase) or (Process.sleep(50) && false)
-    end)
-
-unless loaded?, do: Code.require_file("property_test.exs", __DIR__)
-
 defmodule Cascade.PropertyTest.ConvTest do
   use Cascade.PropertyCase
 

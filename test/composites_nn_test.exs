@@ -15,24 +15,6 @@
 # model composite, computes each step in the input's own type: its u is that type's (2^-11 for
 # f16, 2^-8 for bf16).
 
-# Cascade.PropertyCase is defined in test/property_test.exs, and `mix test` requires the test
-# files in parallel without waiting for modules defined by another one: when that file is part
-# of the run, wait until it has loaded; when it is not (this file named alone), load it here.
-# (As test/composites_conv_test.exs does; the case module would be simpler in test/support.)
-property_file_in_run? =
-  case Enum.filter(System.argv(), &String.ends_with?(&1, ".exs")) do
-    [] -> true
-    files -> Enum.any?(files, &String.ends_with?(&1, "property_test.exs"))
-  end
-
-loaded? =
-  property_file_in_run? and
-    Enum.any?(1..1200, fn _ ->
-      Code.ensure_loaded?(Cascade.PropertyCase) or (Process.sleep(50) && false)
-    end)
-
-unless loaded?, do: Code.require_file("property_test.exs", __DIR__)
-
 defmodule Cascade.CompositesNNTest.Ref do
   @moduledoc false
   # f64 references of the nn composites on flat lists of numbers (already rounded to their
