@@ -58,26 +58,12 @@ CX_INFER(cx_infer_softmax) {
  * standard_deviation take ddof too. */
 CX_INFER(cx_infer_float_reduce) {
     if (cx_check_arity(op, n_in, 1, st)) return st->code;
-    int rank = in[0].rank;
-    cx_param *axes =
-        cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : cx_put_all_axes(ps, CX_P_AXES, rank);
-    if (cx_normalize_axes(op, axes, rank, true, st)) return st->code;
-    bool keep = cx_param_bool(ps, CX_P_KEEP_AXES, false);
-    cx_param_put_int(ps, CX_P_KEEP_AXES, keep);
+    if (cx_reduce_shape(op, &in[0], ps, out, st)) return st->code;
     if (op == CX_OP_VARIANCE || op == CX_OP_STANDARD_DEVIATION) {
         if (non_negative_param(op, ps, CX_P_DDOF, 0, st)) return st->code;
         if (!isfinite(ps->p[CX_P_DDOF].f))
             return cx_fail(st, CX_EINVAL, "%s: expected ddof to be a finite number, got: %g",
                            OPNAME, ps->p[CX_P_DDOF].f);
-    }
-    bool reduced[CX_MAX_RANK] = {false};
-    for (int k = 0; k < axes->n; k++) reduced[axes->i[k]] = true;
-    out->rank = 0;
-    for (int a = 0; a < rank; a++) {
-        if (!reduced[a])
-            out->shape[out->rank++] = in[0].shape[a];
-        else if (keep)
-            out->shape[out->rank++] = 1;
     }
     out->dtype = cx_dtype_to_float(in[0].dtype);
     compute[0] = in[0].dtype;

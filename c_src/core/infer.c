@@ -237,9 +237,9 @@ CX_INFER(cx_infer_as_type) {
     return CX_OK;
 }
 
-CX_INFER(cx_infer_reduce) {
-    if (cx_check_arity(op, n_in, 1, st)) return st->code;
-    int rank = in[0].rank;
+cx_code cx_reduce_shape(cx_op_id op, const cx_desc *in, cx_params *ps, cx_desc *out,
+                        cx_status *st) {
+    int rank = in->rank;
     cx_param *axes =
         cx_param_has(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : cx_put_all_axes(ps, CX_P_AXES, rank);
     if (cx_normalize_axes(op, axes, rank, true, st)) return st->code;
@@ -250,10 +250,16 @@ CX_INFER(cx_infer_reduce) {
     out->rank = 0;
     for (int a = 0; a < rank; a++) {
         if (!reduced[a])
-            out->shape[out->rank++] = in[0].shape[a];
+            out->shape[out->rank++] = in->shape[a];
         else if (keep)
             out->shape[out->rank++] = 1;
     }
+    return CX_OK;
+}
+
+CX_INFER(cx_infer_reduce) {
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_reduce_shape(op, &in[0], ps, out, st)) return st->code;
     cx_dtype t = in[0].dtype;
     if (op == CX_OP_SUM || op == CX_OP_PRODUCT) t = cx_dtype_to_aggregate(t);
     if (op == CX_OP_ALL || op == CX_OP_ANY) t = CX_U8;

@@ -29,6 +29,9 @@ cx_code cx_broadcast_shapes(cx_op_id op, const cx_desc *a, const cx_desc *b, cx_
 cx_code cx_require_integer(cx_op_id op, const cx_desc *d, const char *what, cx_status *st);
 cx_code cx_require_param(cx_op_id op, const cx_params *ps, cx_param_id id, cx_status *st);
 cx_code cx_require_type_param(cx_op_id op, const cx_params *ps, cx_dtype *out, cx_status *st);
+/* A reduction's result shape: normalises the AXES (all when not given, sorted) and KEEP_AXES
+ * parameters and fills out's shape and rank (not its type). */
+cx_code cx_reduce_shape(cx_op_id op, const cx_desc *in, cx_params *ps, cx_desc *out, cx_status *st);
 /* The SHAPE parameter, checked, into out's shape and rank. */
 cx_code cx_shape_param(cx_op_id op, const cx_params *ps, cx_desc *out, cx_status *st);
 
