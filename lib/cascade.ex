@@ -585,9 +585,6 @@ defmodule Cascade do
             {:decomposed,
              for({1, op, _, route, _, _, _, _} <- children, do: {op, route}) |> Enum.uniq()}
 
-          {:native, [{_, _, _, _, _, _, _, "native for some shapes only"}]} ->
-            :shape_dependent
-
           {route, _} ->
             route
         end

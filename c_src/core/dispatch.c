@@ -578,6 +578,7 @@ cx_code cx_capability(cx_device *device, cx_op_id op, cx_dtype t, cx_route *rout
         *route = CX_ROUTE_NATIVE;
     } else if (c == CX_CAP_SHAPE) {
         *route = CX_ROUTE_NATIVE;
+        s->shape_dependent = true;
         snprintf(s->reason, sizeof s->reason, "native for some shapes only");
     } else {
         *route = device == cx_device_cpu() ? CX_ROUTE_NATIVE : CX_ROUTE_FALLBACK;

@@ -58,6 +58,7 @@ typedef struct {
     cx_route route;
     cx_desc out;
     long long bytes_moved; /* cpu_fallback: bytes copied to the cpu and back */
+    bool shape_dependent;  /* capabilities: native for some shapes only (refine decides) */
     char reason[192];
 } cx_step;
 

@@ -27,7 +27,7 @@ static ERL_NIF_TERM am_param[CX_PARAM_COUNT];
 static ERL_NIF_TERM am_driver_name[CX_MAX_DEVICES];
 static ERL_NIF_TERM am_op_name[CX_OP_COUNT + 1];
 static ERL_NIF_TERM am_route[CX_ROUTE_COUNT];
-static ERL_NIF_TERM am_warn, am_allow, am_error, am_transfer, am_cascade_warn;
+static ERL_NIF_TERM am_warn, am_allow, am_error, am_transfer, am_cascade_warn, am_shape_dependent;
 
 static void tensor_dtor(ErlNifEnv *env, void *obj) {
     (void)env;
@@ -536,7 +536,8 @@ static ERL_NIF_TERM explain_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return res;
 }
 
-/* capabilities(device_id): [{op, type, route, steps}] for every op and type the op takes */
+/* capabilities(device_id): [{op, type, route | :shape_dependent, steps}] for every op and type
+ * the op takes */
 static ERL_NIF_TERM capabilities_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     int id;
@@ -551,7 +552,9 @@ static ERL_NIF_TERM capabilities_nif(ErlNifEnv *env, int argc, const ERL_NIF_TER
             cx_status st = {CX_OK, ""};
             cx_code rc = cx_capability(dev, (cx_op_id)op, (cx_dtype)t, &r, &ex, &st);
             if (rc == CX_OK) {
-                ERL_NIF_TERM row[4] = {am_op_name[op], am_dtype_name[t], am_route[r],
+                bool some_shapes = ex.n > 0 && ex.steps[0].shape_dependent;
+                ERL_NIF_TERM row[4] = {am_op_name[op], am_dtype_name[t],
+                                       some_shapes ? am_shape_dependent : am_route[r],
                                        make_steps(env, &ex)};
                 list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 4), list);
             }
@@ -720,6 +723,7 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
         am_route[r] = enif_make_atom(env, cx_route_name((cx_route)r));
     am_warn = enif_make_atom(env, "warn");
     am_cascade_warn = enif_make_atom(env, "cascade_warn");
+    am_shape_dependent = enif_make_atom(env, "shape_dependent");
     am_allow = enif_make_atom(env, "allow");
     am_error = enif_make_atom(env, "error");
     cx_policy p;

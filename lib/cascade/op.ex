@@ -89,13 +89,14 @@ defmodule Cascade.Op do
 
         case mode do
           :run -> run(id, refs, params, device_id)
-          :explain -> Native.explain(id, refs, params, device_id) |> plan_tree()
+          :explain -> explain(id, refs, params, device_id)
         end
     end
   end
 
   @doc false
-  def explain(id, refs, params), do: Native.explain(id, refs, params, 0) |> plan_tree()
+  def explain(id, refs, params, device_id \\ 0),
+    do: Native.explain(id, refs, params, device_id) |> plan_tree()
 
   # The steps of explain come depth-first with their depth; nest them.
   defp plan_tree(steps) do
