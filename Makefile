@@ -25,9 +25,19 @@ TEST_BIN := $(patsubst c_src/tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_DRIVER := $(BUILD)/cascade_driver_test.so
 HEADERS := $(wildcard c_src/core/*.h c_src/core/*.def c_src/drivers/*/*.h c_src/tests/*.h)
 
-.PHONY: all lib test-driver test test-asan test-valgrind format format-check clean
+.PHONY: all lib drivers test-driver test test-asan test-valgrind format format-check clean
 
-all: $(BUILD)/cascade_nif.so
+# Optional drivers. Each c_src/drivers/<name>/driver.mk appends its shared object
+# ($(BUILD)/cascade_driver_<name>.so) to DRIVER_SO when its toolkit is found, and gives the rule
+# that builds it; a driver whose toolkit is missing is simply not built (the NIF then lists it as
+# unavailable: "not built"). DRIVER_TESTS may name extra test programs a driver needs.
+DRIVER_SO :=
+DRIVER_TESTS :=
+include $(sort $(wildcard c_src/drivers/*/driver.mk))
+
+all: $(BUILD)/cascade_nif.so $(DRIVER_SO)
+
+drivers: $(DRIVER_SO)
 
 lib: $(BUILD)/libcascade_core.a
 
@@ -54,19 +64,22 @@ test-driver: $(TEST_DRIVER)
 $(TEST_DRIVER): c_src/drivers/test/test_driver.c $(BUILD)/libcascade_core.a $(HEADERS)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $< $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/%: c_src/tests/%.c $(BUILD)/libcascade_core.a $(TEST_DRIVER) $(HEADERS)
+# CX_BUILD_DIR lets a test find the optional drivers built beside it (cascade_driver_<name>.so).
+$(BUILD)/tests/%: c_src/tests/%.c $(BUILD)/libcascade_core.a $(TEST_DRIVER) $(DRIVER_SO) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DCX_TEST_DRIVER='"$(abspath $(TEST_DRIVER))"' -o $@ $< $(BUILD)/libcascade_core.a $(LDFLAGS) -lcmocka $(LDLIBS) -ldl
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DCX_TEST_DRIVER='"$(abspath $(TEST_DRIVER))"' \
+	  -DCX_BUILD_DIR='"$(abspath $(BUILD))"' -o $@ $< $(BUILD)/libcascade_core.a $(LDFLAGS) \
+	  -lcmocka $(LDLIBS) -ldl
 
-test: $(TEST_BIN)
-	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+test: $(TEST_BIN) $(DRIVER_TESTS)
+	@set -e; for t in $(TEST_BIN) $(DRIVER_TESTS); do echo "== $$t"; $$t; done
 
 test-asan:
 	$(MAKE) test BUILD=build/asan OPT=-O1 CC=clang \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 
-test-valgrind: $(TEST_BIN)
-	@set -e; for t in $(TEST_BIN); do echo "== valgrind $$t"; \
+test-valgrind: $(TEST_BIN) $(DRIVER_TESTS)
+	@set -e; for t in $(TEST_BIN) $(DRIVER_TESTS); do echo "== valgrind $$t"; \
 	  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $$t; done
 
 format:
