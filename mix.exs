@@ -77,12 +77,29 @@ defmodule Cascade.MixProject do
       elixirc_paths: elixirc_paths(Mix.env()),
       compilers: [:cascade] ++ Mix.compilers(),
       start_permanent: Mix.env() == :prod,
-      deps: [],
+      deps: deps(),
       description:
         "Tensors for Elixir with a C core and devices that negotiate what they can run.",
       docs: [main: "readme", extras: ["README.md"]],
       test_coverage: [ignore_modules: [Mix.Tasks.Compile.Cascade]]
     ]
+  end
+
+  # Nx is optional: Cascade.Backend (lib/cascade/backend.ex) is compiled only when Nx is
+  # present. An optional hex dependency must still be fetched to compile Cascade itself, and
+  # hex is unreachable on some machines, so it is declared only where it can be had:
+  #
+  #   * CASCADE_NX_PATH=/path/to/nx (a local checkout of Nx's `nx` folder): Nx from there;
+  #   * otherwise, when Hex is installed: `{:nx, "~> 0.7", optional: true}`, so that an
+  #     application depending on Cascade and on Nx compiles Nx first;
+  #   * otherwise no dependency at all: `mix compile` and `mix test` need no hex package
+  #     (the Nx tests are then skipped).
+  defp deps do
+    cond do
+      path = System.get_env("CASCADE_NX_PATH") -> [{:nx, path: path, optional: true}]
+      Code.ensure_loaded?(Hex) -> [{:nx, "~> 0.7", optional: true}]
+      true -> []
+    end
   end
 
   defp elixirc_paths(:test), do: ["lib", "test/support"]

@@ -638,6 +638,8 @@ defmodule Cascade do
   How many times each op ran on each device by each route, and the bytes each route moved
   between devices: `%{{device, op, route} => %{calls: n, bytes: b}}`. Steps of decompositions
   count as ops of their own; explicit transfers appear as `{device, :transfer, :transfer}`.
+  Nx callbacks that `Cascade.Backend` runs on `Nx.BinaryBackend` appear as
+  `{device, nx_callback, :binary_fallback}`.
 
       iex> Cascade.reset_stats()
       iex> Cascade.add(Cascade.tensor([1.0]), Cascade.tensor([2.0]))
@@ -646,7 +648,7 @@ defmodule Cascade do
   """
   @spec stats() :: %{{Device.t(), atom, atom} => %{calls: integer, bytes: integer}}
   def stats do
-    for {device, op, route, calls, bytes} <- Native.stats(), into: %{} do
+    for {device, op, route, calls, bytes} <- Native.stats(), into: Cascade.Fallback.stats() do
       {{device, op, route}, %{calls: calls, bytes: bytes}}
     end
   end
@@ -658,7 +660,10 @@ defmodule Cascade do
       :ok
   """
   @spec reset_stats() :: :ok
-  def reset_stats, do: Native.reset_stats()
+  def reset_stats do
+    Cascade.Fallback.reset()
+    Native.reset_stats()
+  end
 
   @doc """
   Sets what a fallback to the cpu costs the caller, for the whole node: `:allow` (copy

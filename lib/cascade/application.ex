@@ -7,6 +7,7 @@ defmodule Cascade.Application do
     check_native!()
     Cascade.Native.set_gc_interval(Application.fetch_env!(:cascade, :gc_interval))
     Cascade.Native.set_policy(fallback_policy!())
+    Cascade.Fallback.init()
     Supervisor.start_link([], strategy: :one_for_one, name: Cascade.Supervisor)
   end
 

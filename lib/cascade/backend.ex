@@ -1,0 +1,571 @@
+if Code.ensure_loaded?(Nx) do
+  defmodule Cascade.Backend do
+    @moduledoc """
+    An `Nx.Backend` that runs Nx through Cascade's negotiation.
+
+        config :nx, default_backend: {Cascade.Backend, device: :opencl}
+
+    or `Nx.default_backend({Cascade.Backend, device: :cpu})`. The option `device:` names the
+    Cascade device tensors are created on (default: `Cascade.Device.default/0`).
+
+    Each callback that Cascade has an op for calls that op, so the device negotiates it as
+    any Cascade call (native, decomposed on the device, or the C dispatcher's cpu fallback).
+    A callback or type Cascade cannot run at all — complex and the integer types other than
+    u8/s32/s64, sort, fft, linear algebra, `map`/`reduce` with Elixir functions, windows,
+    indexed updates, bitwise ops — runs on `Nx.BinaryBackend`: its inputs are copied to host
+    binaries and the result copied back. Such a fallback obeys the `fallback:` policy
+    (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
+    `:unsupported` before anything moves) and is counted in `Cascade.stats/0` as
+    `{device, callback, :binary_fallback}`.
+
+    Tensors of a type Cascade has no storage for keep their data as a host binary (still
+    `Cascade.Backend` tensors, on their device by name); every op on them falls back.
+
+    Only compiled when Nx is a dependency of the application.
+    """
+    @behaviour Nx.Backend
+
+    # tensor: a Cascade.Tensor; binary: the data of a tensor whose type Cascade lacks.
+    defstruct [:tensor, :binary, :device]
+
+    alias Nx.Tensor, as: T
+    alias Cascade.Backend, as: B
+
+    @native_types [{:f, 16}, {:bf, 16}, {:f, 32}, {:f, 64}, {:u, 8}, {:s, 32}, {:s, 64}]
+
+    ## Creation
+
+    @impl true
+    def init(opts) do
+      case Keyword.validate(opts, [:device]) do
+        {:ok, opts} ->
+          if device = opts[:device], do: Cascade.Device.id!(device)
+          opts
+
+        {:error, keys} ->
+          raise ArgumentError,
+                "Cascade.Backend: unknown option(s) #{inspect(keys)}, expected :device"
+      end
+    end
+
+    defp device(opts), do: opts[:device] || Cascade.Device.default()
+
+    @impl true
+    def constant(%T{type: type, shape: shape} = out, number, opts)
+        when type in @native_types and (is_number(number) or is_atom(number)) do
+      value = if is_atom(number), do: number, else: cast_number(number, type)
+      out(out, Cascade.full(value, shape, type: type, device: device(opts)))
+    end
+
+    def constant(out, number, opts),
+      do: fallback_create(:constant, out, [number, []], device(opts))
+
+    # a float given for an integer type truncates, as Nx's BinaryBackend does
+    defp cast_number(n, {k, _}) when k in [:s, :u] and is_float(n), do: trunc(n)
+    defp cast_number(n, _), do: n
+
+    @impl true
+    def from_binary(%T{type: type, shape: shape} = out, binary, opts) do
+      device = device(opts)
+
+      if type in @native_types do
+        out(out, Cascade.from_binary(binary, type, shape, device: device))
+      else
+        %{out | data: %B{binary: binary, device: device}}
+      end
+    end
+
+    @impl true
+    def eye(%T{type: type, shape: shape} = out, opts) when type in @native_types do
+      rank = tuple_size(shape)
+      rows = Cascade.iota(shape, axis: rank - 2, type: :s64, device: device(opts))
+      cols = Cascade.iota(shape, axis: rank - 1, type: :s64, device: device(opts))
+      out(out, Cascade.equal(rows, cols) |> Cascade.as_type(type))
+    end
+
+    def eye(out, opts), do: fallback_create(:eye, out, [[]], device(opts))
+
+    @impl true
+    def iota(%T{type: type, shape: shape} = out, axis, opts) when type in @native_types do
+      out(out, Cascade.iota(shape, axis: axis, type: type, device: device(opts)))
+    end
+
+    def iota(out, axis, opts), do: fallback_create(:iota, out, [axis, []], device(opts))
+
+    ## Memory and conversion
+
+    @impl true
+    def to_binary(%T{data: %B{binary: bin}, type: {_, bits}}, limit) when is_binary(bin),
+      do: binary_part(bin, 0, min(byte_size(bin), limit * div(bits, 8)))
+
+    def to_binary(%T{data: %B{tensor: t}}, limit), do: Cascade.to_binary(t, limit: limit)
+
+    @impl true
+    def backend_copy(%T{data: %B{tensor: %Cascade.Tensor{} = t}} = tensor, B, opts) do
+      device = device(opts)
+      # tensors are immutable, so a copy on the same device may share the buffer
+      %{tensor | data: %B{tensor: Cascade.transfer(t, device), device: device}}
+    end
+
+    def backend_copy(%T{data: %B{binary: bin}} = tensor, B, opts) when is_binary(bin),
+      do: %{tensor | data: %B{binary: bin, device: device(opts)}}
+
+    def backend_copy(tensor, Nx.Tensor, opts), do: backend_copy(tensor, Nx.BinaryBackend, opts)
+
+    def backend_copy(tensor, backend, opts),
+      do: backend.from_binary(tensor, to_binary(tensor, Nx.size(tensor)), opts)
+
+    @impl true
+    def backend_transfer(%T{data: %B{} = data} = tensor, backend, opts) do
+      copy = backend_copy(tensor, backend, opts)
+
+      # the copy may share the buffer (same device): only a real move releases it
+      case copy.data do
+        %B{tensor: same} when same == data.tensor and same != nil -> copy
+        _ -> tap(copy, fn _ -> backend_deallocate(tensor) end)
+      end
+    end
+
+    @impl true
+    def backend_deallocate(%T{data: %B{tensor: %Cascade.Tensor{ref: ref} = t}}) do
+      if Cascade.Native.freed?(ref) do
+        :already_deallocated
+      else
+        Cascade.free(t)
+      end
+    end
+
+    def backend_deallocate(%T{data: %B{}}), do: :ok
+
+    @impl true
+    def inspect(%T{} = tensor, inspect_opts) do
+      limit = if inspect_opts.limit == :infinity, do: :infinity, else: inspect_opts.limit + 1
+      size = Nx.size(tensor)
+
+      binary =
+        case tensor.data do
+          %B{tensor: %Cascade.Tensor{ref: ref}} when ref != nil ->
+            if Cascade.Native.freed?(ref), do: nil, else: to_binary(tensor, min(limit, size))
+
+          _ ->
+            to_binary(tensor, min(limit, size))
+        end
+
+      if binary,
+        do: Nx.Backend.inspect(tensor, binary, inspect_opts),
+        else: Inspect.Algebra.string("(deallocated)")
+    end
+
+    @impl true
+    def to_batched(out, tensor, opts) do
+      if native?([out, tensor]) do
+        t = cx(tensor)
+        batch = elem(out.shape, 0)
+        size = elem(tensor.shape, 0)
+        full = div(size, batch)
+        rest = tl(Tuple.to_list(tensor.shape))
+        zeros = Enum.map(rest, fn _ -> 0 end)
+        ranges = for i <- 0..(full - 1)//1, do: {i * batch, batch}
+
+        ranges =
+          if rem(size, batch) != 0 and opts[:leftover] == :repeat,
+            do: ranges ++ [{full * batch, rem(size, batch)}],
+            else: ranges
+
+        Stream.map(ranges, fn
+          {start, ^batch} ->
+            out(out, Cascade.slice(t, [start | zeros], [batch | rest]))
+
+          {start, len} ->
+            tail = Cascade.slice(t, [start | zeros], [len | rest])
+            head = Cascade.slice(t, [0 | zeros], [batch - len | rest])
+            out(out, Cascade.concatenate([tail, head], axis: 0))
+        end)
+      else
+        fallback(:to_batched, out, [tensor, opts])
+      end
+    end
+
+    ## Shape and type
+
+    @impl true
+    def as_type(%T{type: type} = out, tensor) do
+      if native?([out, tensor]) do
+        t = cx(tensor)
+        # Nx turns NaN and infinities into integers its own way; keep its answer
+        if Nx.Type.float?(tensor.type) and not Nx.Type.float?(type),
+          do: fallback(:as_type, out, [tensor]),
+          else: out(out, Cascade.as_type(t, type))
+      else
+        fallback(:as_type, out, [tensor])
+      end
+    end
+
+    @impl true
+    def bitcast(out, tensor),
+      do: from_binary(out, to_binary(tensor, Nx.size(tensor)), dev(tensor))
+
+    @impl true
+    def reshape(out, tensor),
+      do: native_or(:reshape, out, [tensor], &Cascade.reshape(&1, out.shape))
+
+    @impl true
+    def squeeze(out, tensor, axes),
+      do: native_or(:squeeze, out, [tensor, axes], fn t, _ -> Cascade.reshape(t, out.shape) end)
+
+    @impl true
+    def broadcast(out, tensor, shape, axes) do
+      native_or(:broadcast, out, [tensor, shape, axes], fn t, shape, axes ->
+        Cascade.broadcast(t, shape, axes: axes)
+      end)
+    end
+
+    @impl true
+    def transpose(out, tensor, axes),
+      do: native_or(:transpose, out, [tensor, axes], &Cascade.transpose(&1, axes: &2))
+
+    @impl true
+    def pad(out, tensor, pad_value, config) do
+      native_or(:pad, out, [tensor, pad_value, config], fn t, v, config ->
+        Cascade.pad(cast(t, out.type), scalar(v), config)
+      end)
+    end
+
+    @impl true
+    def reverse(out, tensor, axes),
+      do: native_or(:reverse, out, [tensor, axes], &Cascade.reverse(&1, axes: &2))
+
+    ## Indexing
+
+    @impl true
+    def slice(out, tensor, start, lengths, strides) do
+      native_or(:slice, out, [tensor, start, lengths, strides], fn t, start, lengths, strides ->
+        Cascade.slice(t, Enum.map(start, &index/1), lengths, strides: strides)
+      end)
+    end
+
+    @impl true
+    def put_slice(out, tensor, start, slice) do
+      native_or(:put_slice, out, [tensor, start, slice], fn t, start, s ->
+        Cascade.put_slice(cast(t, out.type), Enum.map(start, &index/1), cast(s, out.type))
+      end)
+    end
+
+    @impl true
+    def take(out, tensor, indices, axis) do
+      native_or(:take, out, [tensor, indices, axis], fn t, i, axis ->
+        Cascade.take(t, Cascade.as_type(i, :s64), axis: axis)
+      end)
+    end
+
+    @impl true
+    def gather(out, tensor, indices, opts) do
+      native_or(:gather, out, [tensor, indices, opts], fn t, i, opts ->
+        Cascade.gather(t, Cascade.as_type(i, :s64), axes: opts[:axes])
+      end)
+    end
+
+    @impl true
+    def concatenate(out, tensors, axis) do
+      if native?([out | tensors]) do
+        out(out, Cascade.concatenate(Enum.map(tensors, &cast(cx(&1), out.type)), axis: axis))
+      else
+        fallback(:concatenate, out, [tensors, axis])
+      end
+    end
+
+    @impl true
+    def select(out, pred, on_true, on_false) do
+      native_or(:select, out, [pred, on_true, on_false], fn p, t, f ->
+        Cascade.select(p, cast(t, out.type), cast(f, out.type))
+      end)
+    end
+
+    @impl true
+    def clip(out, tensor, min, max) do
+      native_or(:clip, out, [tensor, min, max], fn t, min, max ->
+        Cascade.clip(cast(t, out.type), cast(min, out.type), cast(max, out.type))
+      end)
+    end
+
+    @impl true
+    def dot(out, a, contract_a, batch_a, b, contract_b, batch_b) do
+      native_or(:dot, out, [a, contract_a, batch_a, b, contract_b, batch_b], fn a,
+                                                                                ca,
+                                                                                ba,
+                                                                                b,
+                                                                                cb,
+                                                                                bb ->
+        Cascade.dot(cast(a, out.type), ca, ba, cast(b, out.type), cb, bb)
+      end)
+    end
+
+    ## Reductions
+
+    for op <- [:sum, :product, :reduce_max, :reduce_min, :all, :any] do
+      @impl true
+      def unquote(op)(out, tensor, opts) do
+        native_or(unquote(op), out, [tensor, opts], fn t, opts ->
+          t = if unquote(op) in [:sum, :product], do: cast(t, out.type), else: t
+          Cascade.unquote(op)(t, axes: opts[:axes], keep_axes: opts[:keep_axes] || false)
+        end)
+      end
+    end
+
+    for op <- [:argmax, :argmin] do
+      @impl true
+      def unquote(op)(out, tensor, opts) do
+        native_or(unquote(op), out, [tensor, opts], fn t, opts ->
+          Cascade.unquote(op)(t,
+            axis: opts[:axis],
+            tie_break: opts[:tie_break] || :low,
+            keep_axis: opts[:keep_axis] || false
+          )
+        end)
+      end
+    end
+
+    ## Element-wise
+
+    # Arithmetic runs in the output type, as Nx defines it.
+    for op <- [:add, :subtract, :multiply, :divide, :pow, :max, :min, :atan2] do
+      @impl true
+      def unquote(op)(out, left, right) do
+        native_or(unquote(op), out, [left, right], fn l, r ->
+          Cascade.unquote(op)(cast(l, out.type), cast(r, out.type))
+        end)
+      end
+    end
+
+    # Comparisons compare in the inputs' merged type and give u8.
+    for op <- [:equal, :not_equal, :less, :less_equal, :greater, :greater_equal] do
+      @impl true
+      def unquote(op)(out, left, right) do
+        native_or(unquote(op), out, [left, right], fn l, r ->
+          type = Nx.Type.merge(left.type, right.type)
+          Cascade.unquote(op)(cast(l, type), cast(r, type))
+        end)
+      end
+    end
+
+    for op <- [:logical_and, :logical_or, :logical_xor] do
+      @impl true
+      def unquote(op)(out, left, right),
+        do: native_or(unquote(op), out, [left, right], &Cascade.unquote(op)(&1, &2))
+    end
+
+    @impl true
+    def logical_not(out, tensor),
+      do: native_or(:logical_not, out, [tensor], &Cascade.logical_not/1)
+
+    # Nx's remainder of integers by zero raises; keep it where Cascade would return 0.
+    @impl true
+    def remainder(out, left, right) do
+      if Nx.Type.integer?(out.type),
+        do: fallback(:remainder, out, [left, right]),
+        else:
+          native_or(:remainder, out, [left, right], fn l, r ->
+            Cascade.remainder(cast(l, out.type), cast(r, out.type))
+          end)
+    end
+
+    # Unary ops Cascade has, computed in the output type.
+    for op <-
+          [:negate, :abs, :sign, :floor, :ceil, :round] ++
+            [:exp, :expm1, :log, :log1p, :sqrt, :rsqrt, :sin, :cos, :tanh, :sigmoid, :erf] do
+      @impl true
+      def unquote(op)(out, tensor),
+        do: native_or(unquote(op), out, [tensor], &Cascade.unquote(op)(cast(&1, out.type)))
+    end
+
+    @impl true
+    def is_nan(out, tensor) do
+      if Nx.Type.float?(tensor.type),
+        do: native_or(:is_nan, out, [tensor], &Cascade.not_equal(&1, &1)),
+        else: fallback(:is_nan, out, [tensor])
+    end
+
+    ## Everything else runs on Nx.BinaryBackend
+
+    binary_fallbacks = [
+      :quotient,
+      :bitwise_and,
+      :bitwise_or,
+      :bitwise_xor,
+      :left_shift,
+      :right_shift
+    ]
+
+    for op <- binary_fallbacks do
+      @impl true
+      def unquote(op)(out, left, right), do: fallback(unquote(op), out, [left, right])
+    end
+
+    unary_fallbacks =
+      [:tan, :cosh, :sinh, :acos, :asin, :atan, :acosh, :asinh, :atanh, :cbrt, :erfc, :erf_inv] ++
+        [:bitwise_not, :conjugate, :count_leading_zeros, :population_count, :real, :imag] ++
+        [:is_infinity]
+
+    for op <- unary_fallbacks do
+      @impl true
+      def unquote(op)(out, tensor), do: fallback(unquote(op), out, [tensor])
+    end
+
+    @impl true
+    def take_along_axis(out, tensor, indices, axis),
+      do: fallback(:take_along_axis, out, [tensor, indices, axis])
+
+    @impl true
+    def conv(out, tensor, kernel, opts), do: fallback(:conv, out, [tensor, kernel, opts])
+
+    @impl true
+    def reduce(out, tensor, acc, opts, fun), do: fallback(:reduce, out, [tensor, acc, opts, fun])
+
+    @impl true
+    def window_reduce(out, tensor, acc, shape, opts, fun),
+      do: fallback(:window_reduce, out, [tensor, acc, shape, opts, fun])
+
+    for op <- [:window_sum, :window_product, :window_max, :window_min] do
+      @impl true
+      def unquote(op)(out, tensor, shape, opts),
+        do: fallback(unquote(op), out, [tensor, shape, opts])
+    end
+
+    @impl true
+    def map(out, tensor, opts, fun), do: fallback(:map, out, [tensor, opts, fun])
+
+    for op <- [:sort, :argsort, :fft, :ifft] do
+      @impl true
+      def unquote(op)(out, tensor, opts), do: fallback(unquote(op), out, [tensor, opts])
+    end
+
+    for op <- [:window_scatter_max, :window_scatter_min] do
+      @impl true
+      def unquote(op)(out, tensor, source, init, shape, opts),
+        do: fallback(unquote(op), out, [tensor, source, init, shape, opts])
+    end
+
+    for op <- [:indexed_add, :indexed_put] do
+      @impl true
+      def unquote(op)(out, tensor, indices, updates, opts),
+        do: fallback(unquote(op), out, [tensor, indices, updates, opts])
+    end
+
+    @impl true
+    def lu(out, tensor, opts), do: fallback(:lu, out, [tensor, opts])
+
+    @impl true
+    def triangular_solve(out, a, b, opts), do: fallback(:triangular_solve, out, [a, b, opts])
+
+    # Optional callbacks that Nx.BinaryBackend implements itself; the others take Nx's
+    # default implementations, written with Nx ops, which run here.
+    @impl true
+    def eigh(out, tensor, opts), do: fallback(:eigh, out, [tensor, opts])
+
+    ## Helpers
+
+    # A tensor argument as a Cascade tensor (tensors of other backends are copied in).
+    defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}), do: t
+
+    defp cx(%T{type: type, shape: shape} = t),
+      do: Cascade.from_binary(Nx.to_binary(t), type, shape)
+
+    defp cast(%Cascade.Tensor{type: type} = t, type), do: t
+    defp cast(t, type), do: Cascade.as_type(t, type)
+
+    defp dev(%T{data: %B{device: device}}), do: [device: device]
+    defp dev(_), do: []
+
+    # Wraps a Cascade result as `out`, with out's type and shape.
+    defp out(%T{type: type, shape: shape} = out, %Cascade.Tensor{} = t) do
+      t = cast(t, type)
+      t = if t.shape == shape, do: t, else: Cascade.reshape(t, shape)
+      %{out | data: %B{tensor: t, device: t.device}}
+    end
+
+    defp scalar(%Cascade.Tensor{} = t), do: t |> Cascade.to_list() |> number()
+    defp scalar(n), do: n
+
+    defp number(n) when is_number(n) or n in [:nan, :infinity, :neg_infinity], do: n
+
+    defp index(%T{} = t), do: Nx.to_number(t)
+    defp index(i) when is_integer(i), do: i
+
+    # Runs `fun` on Cascade tensors when the output and every tensor argument have a type
+    # Cascade stores; else the callback falls back to Nx.BinaryBackend. Tensor arguments
+    # reach `fun` as Cascade tensors, the others as given.
+    defp native_or(op, out, args, fun) do
+      if native?([out | args]) do
+        args = Enum.map(args, fn a -> if match?(%T{}, a), do: cx(a), else: a end)
+        out(out, apply(fun, args))
+      else
+        fallback(op, out, args)
+      end
+    end
+
+    defp native?(terms) do
+      Enum.all?(terms, fn
+        %T{type: type} -> type in @native_types
+        list when is_list(list) -> Enum.all?(list, &(not match?(%T{}, &1) or native?([&1])))
+        _ -> true
+      end)
+    end
+
+    ## The fallback to Nx.BinaryBackend
+
+    defp fallback_create(op, out, args, device) do
+      Cascade.Fallback.check!(device, op, types(out), "no Cascade op", out_bytes(out))
+      apply(Nx.BinaryBackend, op, [out | args]) |> from_host(device)
+    end
+
+    defp fallback(op, out, args) do
+      device = Enum.find_value(List.flatten(args), &device_of/1) || Cascade.Device.default()
+      in_bytes = args |> List.flatten() |> Enum.map(&tensor_bytes/1) |> Enum.sum()
+      reason = reason(op, out, args)
+      Cascade.Fallback.check!(device, op, types(out), reason, in_bytes + out_bytes(out))
+
+      host_args = Enum.map(args, &to_host/1)
+      apply(Nx.BinaryBackend, op, [out | host_args]) |> from_host(device)
+    end
+
+    defp reason(op, out, args) do
+      others = args |> List.flatten() |> Enum.filter(&match?(%T{}, &1)) |> Enum.map(& &1.type)
+
+      case Enum.reject(Enum.uniq(List.wrap(types(out)) ++ others), &(&1 in @native_types)) do
+        [] -> "Cascade has no #{op}"
+        lacking -> "Cascade has no type #{Enum.map_join(lacking, ", ", &Nx.Type.to_string/1)}"
+      end
+    end
+
+    defp types(%T{type: type}), do: type
+    defp types(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.map(& &1.type)
+
+    defp device_of(%T{data: %B{device: device}}), do: device
+    defp device_of(_), do: nil
+
+    defp tensor_bytes(%T{data: %B{}, type: {_, bits}} = t), do: Nx.size(t) * div(bits, 8)
+    defp tensor_bytes(_), do: 0
+
+    defp out_bytes(%T{type: {_, bits}} = t), do: Nx.size(t) * div(bits, 8)
+
+    defp out_bytes(tuple) when is_tuple(tuple),
+      do: tuple |> Tuple.to_list() |> Enum.map(&out_bytes/1) |> Enum.sum()
+
+    defp to_host(%T{data: %B{}} = t),
+      do: %{t | data: %Nx.BinaryBackend{state: to_binary(t, Nx.size(t))}}
+
+    defp to_host(list) when is_list(list), do: Enum.map(list, &to_host/1)
+    defp to_host(other), do: other
+
+    defp from_host(%T{data: %Nx.BinaryBackend{state: bin}} = t, device),
+      do: from_binary(t, bin, device: device)
+
+    defp from_host(%T{} = t, _device), do: t
+
+    defp from_host(tuple, device) when is_tuple(tuple),
+      do: tuple |> Tuple.to_list() |> Enum.map(&from_host(&1, device)) |> List.to_tuple()
+
+    defp from_host(list, device) when is_list(list), do: Enum.map(list, &from_host(&1, device))
+    defp from_host(%Stream{} = s, device), do: Stream.map(s, &from_host(&1, device))
+  end
+end
