@@ -525,7 +525,13 @@ if Code.ensure_loaded?(Nx) do
       Cascade.Fallback.check!(device, op, types(out), reason, in_bytes + out_bytes(out))
 
       host_args = Enum.map(args, &to_host/1)
-      apply(Nx.BinaryBackend, op, [out | host_args]) |> from_host(device)
+
+      # Nx.BinaryBackend builds tensors of the default backend inside some callbacks (and
+      # in the functions given to map/reduce): they must be its own while it runs
+      Nx.with_default_backend(Nx.BinaryBackend, fn ->
+        apply(Nx.BinaryBackend, op, [out | host_args])
+      end)
+      |> from_host(device)
     end
 
     defp reason(op, out, args) do
