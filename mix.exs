@@ -78,6 +78,7 @@ defmodule Cascade.MixProject do
       compilers: [:cascade] ++ Mix.compilers(),
       start_permanent: Mix.env() == :prod,
       deps: deps(),
+      build_path: build_path(),
       description:
         "Tensors for Elixir with a C core and devices that negotiate what they can run.",
       docs: [main: "readme", extras: ["README.md"]],
@@ -100,6 +101,12 @@ defmodule Cascade.MixProject do
       Code.ensure_loaded?(Hex) -> [{:nx, "~> 0.7", optional: true}]
       true -> []
     end
+  end
+
+  # A build with Nx has its own build folder: Cascade.Backend exists only there, so going
+  # back to a build without Nx never finds a stale Cascade.Backend compiled against it.
+  defp build_path do
+    if System.get_env("CASCADE_NX_PATH"), do: "_build/nx", else: "_build"
   end
 
   defp elixirc_paths(:test), do: ["lib", "test/support"]

@@ -1,0 +1,164 @@
+defmodule Cascade.BackendTest do
+  # Cascade.Backend under Nx: memory semantics, conversion, inspect, devices, and the
+  # fallback to Nx.BinaryBackend (counted, policed). Needs Nx (CASCADE_NX_PATH, see mix.exs);
+  # tagged :nx, which test_helper.exs excludes when Nx is absent. Stats and the policy are
+  # global: not async.
+  use ExUnit.Case, async: false
+  import ExUnit.CaptureLog
+
+  @moduletag :nx
+
+  setup do
+    Cascade.reset_stats()
+    Nx.default_backend(Cascade.Backend)
+
+    on_exit(fn -> Cascade.put_fallback_policy(:warn) end)
+    :ok
+  end
+
+  defp cx(tensor), do: tensor.data.tensor
+
+  describe "conversion" do
+    test "tensors are Cascade tensors, and read back as Nx expects" do
+      t = Nx.tensor([[1.0, 2.0], [3.0, 4.0]])
+      assert %{__struct__: Cascade.Backend, device: :cpu} = t.data
+      assert %Cascade.Tensor{type: {:f, 32}, shape: {2, 2}} = cx(t)
+      assert Nx.to_flat_list(t) == [1.0, 2.0, 3.0, 4.0]
+      assert Nx.to_binary(t, limit: 2) == <<1.0::float-32-native, 2.0::float-32-native>>
+      assert Nx.to_binary(t, limit: 0) == ""
+    end
+
+    test "inspect prints as Nx.BinaryBackend does" do
+      for t <- [Nx.iota({2, 3}), Nx.tensor([1.5, :nan], type: :f16), Nx.iota({100})] do
+        expected = inspect(Nx.backend_copy(t, Nx.BinaryBackend))
+        assert inspect(t) == expected
+      end
+
+      assert inspect(Nx.iota({1000}), limit: 3) =~ "[0, 1, 2, ...]"
+    end
+
+    test "tensors of a type Cascade lacks keep their data on the host, and ops on them fall back" do
+      Cascade.put_fallback_policy(:allow)
+      t = Nx.tensor([1, 2, 3], type: :u16)
+      assert %{__struct__: Cascade.Backend, tensor: nil, binary: <<1::16-native, _::binary>>} = t.data
+      assert t |> Nx.add(1) |> Nx.to_flat_list() == [2, 3, 4]
+      assert %{calls: 1} = Cascade.stats()[{:cpu, :add, :binary_fallback}]
+    end
+  end
+
+  describe "memory" do
+    test "backend_deallocate releases the tensor, and says so the second time" do
+      t = Nx.tensor([1, 2, 3])
+      assert Nx.backend_deallocate(t) == :ok
+      assert Nx.backend_deallocate(t) == :already_deallocated
+      assert inspect(t) =~ "(deallocated)"
+    end
+
+    test "backend_copy keeps the original, backend_transfer releases it" do
+      t = Nx.tensor([1.0, 2.0])
+      copy = Nx.backend_copy(t, Nx.BinaryBackend)
+      assert %{__struct__: Nx.BinaryBackend} = copy.data
+      assert Nx.to_flat_list(t) == [1.0, 2.0]
+
+      moved = Nx.backend_transfer(t, Nx.BinaryBackend)
+      assert Nx.to_flat_list(moved) == [1.0, 2.0]
+      assert Nx.backend_deallocate(t) == :already_deallocated
+
+      back = Nx.backend_transfer(moved, Cascade.Backend)
+      assert %{__struct__: Cascade.Backend} = back.data
+      assert Nx.to_flat_list(back) == [1.0, 2.0]
+    end
+
+    test "a transfer between devices moves the data and counts it" do
+      t = Nx.tensor([1.0, 2.0], backend: {Cascade.Backend, device: :cpu})
+      on_test = Nx.backend_transfer(t, {Cascade.Backend, device: :test})
+      assert %{__struct__: Cascade.Backend, device: :test} = on_test.data
+      assert Cascade.device(cx(on_test)) == :test
+      assert Nx.backend_deallocate(t) == :already_deallocated
+      assert %{calls: 1} = Cascade.stats()[{:test, :transfer, :transfer}]
+      assert on_test |> Nx.exp() |> Nx.to_flat_list() |> length() == 2
+    end
+
+    test "a transfer to the same device keeps the tensor usable" do
+      t = Nx.tensor([1.0, 2.0])
+      same = Nx.backend_transfer(t, Cascade.Backend)
+      assert Nx.to_flat_list(same) == [1.0, 2.0]
+    end
+
+    test "to_batched splits along the first axis, repeating or discarding the leftover" do
+      t = Nx.iota({5, 2})
+      batches = t |> Nx.to_batched(2) |> Enum.map(&Nx.to_flat_list/1)
+      assert batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
+      assert t |> Nx.to_batched(2, leftover: :discard) |> Enum.count() == 2
+    end
+  end
+
+  describe "the fallback to Nx.BinaryBackend" do
+    test "is counted in Cascade.stats/0 with the bytes it copied" do
+      Cascade.put_fallback_policy(:allow)
+      t = Nx.tensor([3, 1, 2])
+      assert t |> Nx.sort() |> Nx.to_flat_list() == [1, 2, 3]
+      assert %{calls: 1, bytes: 48} = Cascade.stats()[{:cpu, :sort, :binary_fallback}]
+    end
+
+    test "logs once under :warn" do
+      Cascade.put_fallback_policy(:warn)
+      t = Nx.tensor([3.0, 1.0])
+
+      log = capture_log(fn -> Nx.cbrt(t) end)
+      assert log =~ "cbrt on :cpu"
+      assert log =~ "Nx.BinaryBackend"
+      assert capture_log(fn -> Nx.cbrt(t) end) == ""
+    end
+
+    test "raises before running under :error" do
+      Cascade.put_fallback_policy(:error)
+
+      assert_raise Cascade.Error, ~r/sort on :cpu .* fallback policy is :error/, fn ->
+        Nx.sort(Nx.tensor([3, 1, 2]))
+      end
+
+      refute Cascade.stats()[{:cpu, :sort, :binary_fallback}]
+      # native callbacks are unaffected
+      assert Nx.tensor([1, 2]) |> Nx.add(1) |> Nx.to_flat_list() == [2, 3]
+    end
+
+    test "runs functions given to map and reduce on Nx.BinaryBackend" do
+      Cascade.put_fallback_policy(:allow)
+      t = Nx.tensor([1, 2, 3])
+      assert t |> Nx.map(&Nx.add(&1, 1)) |> Nx.to_flat_list() == [2, 3, 4]
+      assert t |> Nx.reduce(0, &Nx.add/2) |> Nx.to_number() == 6
+    end
+  end
+
+  describe "native callbacks" do
+    test "run through Cascade's negotiation" do
+      a = Nx.iota({2, 3}, type: :f32)
+      b = Nx.iota({3, 2}, type: :f32)
+      assert Nx.dot(a, b) |> Nx.to_flat_list() == [10.0, 13.0, 28.0, 40.0]
+      assert Nx.exp(a) |> Nx.sum(axes: [1]) |> Nx.shape() == {2}
+      assert %{calls: 1} = Cascade.stats()[{:cpu, :dot, :native}]
+      refute Enum.any?(Cascade.stats(), &match?({{_, _, :binary_fallback}, _}, &1))
+    end
+
+    test "follow Nx's output types" do
+      assert Nx.divide(Nx.tensor([1, 2]), 2) |> Nx.type() == {:f, 32}
+
+      assert Nx.add(Nx.tensor([1], type: :u8), Nx.tensor([1.0], type: :f64)) |> Nx.type() ==
+               {:f, 64}
+
+      assert Nx.equal(Nx.tensor([1, 2]), 2) |> Nx.to_flat_list() == [0, 1]
+      assert Nx.argmax(Nx.tensor([[1, 9], [7, 2]]), axis: 1) |> Nx.to_flat_list() == [1, 0]
+    end
+
+    test "work on the test device, where the C dispatcher negotiates" do
+      Cascade.put_fallback_policy(:allow)
+      t = Nx.tensor([[1.0, -2.0, 3.0]], backend: {Cascade.Backend, device: :test})
+      assert t |> Nx.abs() |> Nx.sum() |> Nx.to_number() == 6.0
+      assert %{calls: 1} = Cascade.stats()[{:test, :abs, :native}]
+      # erf is not native on the test driver: the C dispatcher moves it to the cpu
+      assert t |> Nx.erf() |> Nx.shape() == {1, 3}
+      assert %{calls: 1} = Cascade.stats()[{:test, :erf, :cpu_fallback}]
+    end
+  end
+end
