@@ -358,15 +358,21 @@ if Code.ensure_loaded?(Nx) do
     def logical_not(out, tensor),
       do: native_or(:logical_not, out, [tensor], &Cascade.logical_not/1)
 
-    # Nx's remainder of integers by zero raises; keep it where Cascade would return 0.
+    # Nx's integer remainder by zero raises (Cascade's gives 0): only a divisor with a zero
+    # goes to Nx.BinaryBackend, which raises as Nx does.
     @impl true
     def remainder(out, left, right) do
-      if Nx.Type.integer?(out.type),
-        do: fallback(:remainder, out, [left, right]),
-        else:
-          native_or(:remainder, out, [left, right], fn l, r ->
-            Cascade.remainder(cast(l, out.type), cast(r, out.type))
-          end)
+      zero_divisor? =
+        Nx.Type.integer?(out.type) and native?([right]) and
+          Cascade.any(Cascade.equal(cx(right), 0)) |> Cascade.to_list() == 1
+
+      if zero_divisor? do
+        fallback(:remainder, out, [left, right])
+      else
+        native_or(:remainder, out, [left, right], fn l, r ->
+          Cascade.remainder(cast(l, out.type), cast(r, out.type))
+        end)
+      end
     end
 
     # Unary ops Cascade has, computed in the output type.
@@ -376,6 +382,19 @@ if Code.ensure_loaded?(Nx) do
       @impl true
       def unquote(op)(out, tensor),
         do: native_or(unquote(op), out, [tensor], &Cascade.unquote(op)(cast(&1, out.type)))
+    end
+
+    @impl true
+    def is_infinity(out, tensor) do
+      native_or(:is_infinity, out, [tensor], fn t ->
+        if Nx.Type.float?(tensor.type),
+          do:
+            Cascade.equal(
+              Cascade.abs(t),
+              Cascade.full(:infinity, {}, type: t.type, device: t.device)
+            ),
+          else: Cascade.full(0, t.shape, type: :u8, device: t.device)
+      end)
     end
 
     @impl true
@@ -403,8 +422,7 @@ if Code.ensure_loaded?(Nx) do
 
     unary_fallbacks =
       [:tan, :cosh, :sinh, :acos, :asin, :atan, :acosh, :asinh, :atanh, :cbrt, :erfc, :erf_inv] ++
-        [:bitwise_not, :conjugate, :count_leading_zeros, :population_count, :real, :imag] ++
-        [:is_infinity]
+        [:bitwise_not, :conjugate, :count_leading_zeros, :population_count, :real, :imag]
 
     for op <- unary_fallbacks do
       @impl true

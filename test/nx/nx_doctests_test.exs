@@ -14,20 +14,35 @@ if Code.ensure_loaded?(Nx) do
       Nx.global_default_backend(Cascade.Backend)
       Cascade.put_fallback_policy(:allow)
       Cascade.reset_stats()
+      # doctests whose every callback ran on Cascade, and those with a fallback
+      tally = :counters.new(2, [])
 
       on_exit(fn ->
-        report(Cascade.stats())
+        report(Cascade.stats(), tally)
         {backend, policy} = previous
         Nx.global_default_backend(backend)
         Cascade.put_fallback_policy(policy)
       end)
+
+      %{tally: tally}
+    end
+
+    setup %{tally: tally} do
+      before = fallback_calls()
+      on_exit(fn -> :counters.add(tally, if(fallback_calls() > before, do: 2, else: 1), 1) end)
+    end
+
+    defp fallback_calls do
+      for {{_, _, :binary_fallback}, %{calls: n}} <- Cascade.stats(),
+          reduce: 0,
+          do: (acc -> acc + n)
     end
 
     doctest Nx, except: [:moduledoc, default_backend: 1]
     doctest Nx.LinAlg
 
     # Calls by route; the callbacks that ran on Nx.BinaryBackend, most frequent first.
-    defp report(stats) do
+    defp report(stats, tally) do
       by_route =
         Enum.reduce(stats, %{}, fn {{_dev, _op, route}, %{calls: n}}, acc ->
           Map.update(acc, route, n, &(&1 + n))
@@ -39,6 +54,8 @@ if Code.ensure_loaded?(Nx) do
 
       text =
         "Cascade.stats/0 after the Nx doctests\n" <>
+          "doctests with every callback on Cascade: #{:counters.get(tally, 1)}, " <>
+          "with a fallback to Nx.BinaryBackend: #{:counters.get(tally, 2)}\n" <>
           "calls by route: #{inspect(by_route)}\n" <>
           "Nx.BinaryBackend fallbacks by callback: " <>
           inspect(Enum.sort_by(fallbacks, &(-elem(&1, 1))), limit: :infinity) <> "\n"
