@@ -100,11 +100,18 @@ if Code.ensure_loaded?(Nx) do
 
     def to_binary(%T{data: %B{tensor: t}}, limit), do: Cascade.to_binary(t, limit: limit)
 
+    # A copy is a tensor of its own (deallocating the original leaves it intact), so on the
+    # same device it is a real copy (reshape copies), elsewhere a transfer.
     @impl true
     def backend_copy(%T{data: %B{tensor: %Cascade.Tensor{} = t}} = tensor, B, opts) do
       device = device(opts)
-      # tensors are immutable, so a copy on the same device may share the buffer
-      %{tensor | data: %B{tensor: Cascade.transfer(t, device), device: device}}
+
+      copy =
+        if Cascade.Device.id!(device) == Cascade.Device.id!(t.device),
+          do: Cascade.reshape(t, t.shape),
+          else: Cascade.transfer(t, device)
+
+      %{tensor | data: %B{tensor: copy, device: device}}
     end
 
     def backend_copy(%T{data: %B{binary: bin}} = tensor, B, opts) when is_binary(bin),
@@ -115,16 +122,20 @@ if Code.ensure_loaded?(Nx) do
     def backend_copy(tensor, backend, opts),
       do: backend.from_binary(tensor, to_binary(tensor, Nx.size(tensor)), opts)
 
+    # A transfer to the same device keeps the tensor as it is; any other frees the original.
     @impl true
-    def backend_transfer(%T{data: %B{} = data} = tensor, backend, opts) do
-      copy = backend_copy(tensor, backend, opts)
+    def backend_transfer(%T{data: %B{tensor: %Cascade.Tensor{} = t}} = tensor, B, opts) do
+      device = device(opts)
 
-      # the copy may share the buffer (same device): only a real move releases it
-      case copy.data do
-        %B{tensor: same} when same == data.tensor and same != nil -> copy
-        _ -> tap(copy, fn _ -> backend_deallocate(tensor) end)
+      if Cascade.Device.id!(device) == Cascade.Device.id!(t.device) do
+        %{tensor | data: %B{tensor: t, device: device}}
+      else
+        tap(backend_copy(tensor, B, opts), fn _ -> backend_deallocate(tensor) end)
       end
     end
+
+    def backend_transfer(tensor, backend, opts),
+      do: tap(backend_copy(tensor, backend, opts), fn _ -> backend_deallocate(tensor) end)
 
     @impl true
     def backend_deallocate(%T{data: %B{tensor: %Cascade.Tensor{ref: ref} = t}}) do

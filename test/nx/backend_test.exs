@@ -40,7 +40,10 @@ defmodule Cascade.BackendTest do
     test "tensors of a type Cascade lacks keep their data on the host, and ops on them fall back" do
       Cascade.put_fallback_policy(:allow)
       t = Nx.tensor([1, 2, 3], type: :u16)
-      assert %{__struct__: Cascade.Backend, tensor: nil, binary: <<1::16-native, _::binary>>} = t.data
+
+      assert %{__struct__: Cascade.Backend, tensor: nil, binary: <<1::16-native, _::binary>>} =
+               t.data
+
       assert t |> Nx.add(1) |> Nx.to_flat_list() == [2, 3, 4]
       assert %{calls: 1} = Cascade.stats()[{:cpu, :add, :binary_fallback}]
     end
@@ -77,6 +80,13 @@ defmodule Cascade.BackendTest do
       assert Nx.backend_deallocate(t) == :already_deallocated
       assert %{calls: 1} = Cascade.stats()[{:test, :transfer, :transfer}]
       assert on_test |> Nx.exp() |> Nx.to_flat_list() |> length() == 2
+    end
+
+    test "a copy on the same device outlives the original" do
+      t = Nx.tensor([1.0, 2.0])
+      copy = Nx.backend_copy(t, Cascade.Backend)
+      assert Nx.backend_deallocate(t) == :ok
+      assert Nx.to_flat_list(copy) == [1.0, 2.0]
     end
 
     test "a transfer to the same device keeps the tensor usable" do
