@@ -58,14 +58,18 @@ defmodule Cascade.Fallback do
   @doc false
   # The counters in the shape of Cascade.stats/0.
   def stats do
-    for {{_, _, @route} = key, calls, bytes} <- :ets.tab2list(@table),
+    rows = if :ets.whereis(@table) == :undefined, do: [], else: :ets.tab2list(@table)
+
+    for {{_, _, @route} = key, calls, bytes} <- rows,
         into: %{},
         do: {key, %{calls: calls, bytes: bytes}}
   end
 
   @doc false
   def reset do
-    :ets.match_delete(@table, {{:_, :_, @route}, :_, :_})
+    if :ets.whereis(@table) != :undefined,
+      do: :ets.match_delete(@table, {{:_, :_, @route}, :_, :_})
+
     :ok
   end
 
