@@ -57,9 +57,9 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     props->memory = pages > 0 && page > 0 ? (long long)pages * page : 0;
     props->host_memory = true;
     snprintf(props->detail, sizeof props->detail,
-             "OpenBLAS %s, %d threads shared by all callers; dot and dense in OpenBLAS, f16/bf16 "
-             "through f32; other ops: the cpu kernels",
-             version, blas_threads);
+             "%d OpenBLAS threads shared by all callers; dot and dense in OpenBLAS (f16/bf16 "
+             "through f32); other ops: the cpu kernels",
+             blas_threads);
     return CX_OK;
 }
 
@@ -86,6 +86,9 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
         return n_in == 3 && is_float(types[0]) && types[1] == types[0] && types[2] == types[0]
                    ? CX_CAP_SHAPE
                    : CX_CAP_NO;
+    /* random numbers exist in float types only: claim no more than the op accepts */
+    if (op == CX_OP_RANDOM_UNIFORM || op == CX_OP_RANDOM_NORMAL)
+        return is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     return cx_op_table[op].kind == CX_KIND_COMPOSITE ? CX_CAP_NO : CX_CAP_NATIVE;
 }
 
