@@ -738,7 +738,7 @@ defmodule CascadeErrorsTest do
       for name <- [:full, :iota, :eye, :random_uniform, :random_normal] do
         op = Enum.find(@ops, &(&1.name == name))
 
-        assert_raise ArgumentError, ~r/unknown device :gpu, expected one of \[:cpu/, fn ->
+        assert_raise ArgumentError, ~r/unknown device :gpu, expected one of \[(.*, )?:cpu/, fn ->
           with_opts(op).(device: :gpu)
         end
       end
@@ -1182,7 +1182,7 @@ defmodule CascadeErrorsTest do
     test "put_default_device/1" do
       for device <- [:gpu, "cpu", nil, 1] do
         assert_raise ArgumentError,
-                     ~r/unknown device #{escape(device)}, expected one of \[:cpu/,
+                     ~r/unknown device #{escape(device)}, expected one of \[(.*, )?:cpu/,
                      fn ->
                        Cascade.put_default_device(device)
                      end

@@ -1,0 +1,279 @@
+/* DOT through OpenBLAS: Nx.dot/6 as a batch of GEMMs, one cblas_?gemm per batch element.
+ *
+ * For one batch element the free axes of a index the rows (M), the contracted axes the inner
+ * dimension (K) and the free axes of b the columns (N); the output, batch ++ free a ++ free b, is
+ * one row-major M x N block per batch element (the cpu driver's dot.c reads them the same way).
+ *
+ * An operand is passed to OpenBLAS in place when it has the GEMM's type and its rows and columns
+ * each walk memory with one stride, one of them 1: a plain matrix (NoTrans, ld = row stride) or
+ * a transposed one (Trans, ld = column stride). That covers the contraction axes Nx users write
+ * (last of a with first of b, either transposed, batch axes in front). Anything else, and every
+ * f16/bf16 operand, is first packed into a contiguous f32 (or f64) matrix. f16/bf16 products are
+ * computed in f32 and rounded once, as the cpu driver does. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cpu/cpu_kernels.h"
+#include "blas_kernels.h"
+
+bool blas_dims_fit(int64_t m, int64_t n, int64_t k) {
+    return m <= INT_MAX && n <= INT_MAX && k <= INT_MAX;
+}
+
+/* Some axes of an operand, in the order in which they index one dimension of its matrix. */
+typedef struct {
+    int n;
+    int64_t size[CX_MAX_RANK], stride[CX_MAX_RANK];
+} axes_view;
+
+static void view_of(const cx_tensor *t, const int64_t *axes, int n, axes_view *v) {
+    int64_t strides[CX_MAX_RANK];
+    cpu_strides(&t->desc, strides);
+    v->n = n;
+    for (int k = 0; k < n; k++) {
+        v->size[k] = t->desc.shape[axes[k]];
+        v->stride[k] = strides[axes[k]];
+    }
+}
+
+/* The axes of t in neither list, in order: its free axes. */
+static void free_view(const cx_tensor *t, const cx_param *x, const cx_param *y, axes_view *v) {
+    bool used[CX_MAX_RANK] = {false};
+    int64_t axes[CX_MAX_RANK];
+    int n = 0;
+    for (int k = 0; k < x->n; k++) used[x->i[k]] = true;
+    for (int k = 0; k < y->n; k++) used[y->i[k]] = true;
+    for (int a = 0; a < t->desc.rank; a++)
+        if (!used[a]) axes[n++] = a;
+    view_of(t, axes, n, v);
+}
+
+static int64_t view_count(const axes_view *v) {
+    int64_t c = 1;
+    for (int k = 0; k < v->n; k++) c *= v->size[k];
+    return c;
+}
+
+/* Whether the axes walk memory with one stride, like a single axis; sets it (0 when the view
+ * has a single index, so that any leading dimension will do). */
+static bool view_stride(const axes_view *v, int64_t *stride) {
+    int64_t s = 0, last = -1;
+    for (int k = v->n - 1; k >= 0; k--) {
+        if (v->size[k] == 1) continue;
+        if (last >= 0 && v->stride[k] != v->stride[last] * v->size[last]) return false;
+        if (last < 0) s = v->stride[k];
+        last = k;
+    }
+    *stride = s;
+    return true;
+}
+
+/* The element offset of each index of the view, in row-major order of its axes. */
+static int64_t *view_offsets(const axes_view *v) {
+    int64_t count = view_count(v), idx[CX_MAX_RANK] = {0}, o = 0;
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+    if (!off) return NULL;
+    for (int64_t i = 0; i < count; i++) {
+        off[i] = o;
+        for (int k = v->n - 1; k >= 0; k--) {
+            o += v->stride[k];
+            if (++idx[k] < v->size[k]) break;
+            o -= v->stride[k] * v->size[k];
+            idx[k] = 0;
+        }
+    }
+    return off;
+}
+
+/* One operand as a batch of rows x cols matrices. */
+typedef struct {
+    const cx_tensor *t;
+    axes_view batch, rows, cols;
+    int64_t nrows, ncols;
+    bool direct;           /* read in place by OpenBLAS */
+    CBLAS_TRANSPOSE trans; /* when direct */
+    int64_t ld;            /* when direct */
+    int64_t *roff, *coff;  /* when packed: offsets of its rows and columns */
+    void *packed;          /* when packed: nrows x ncols, row-major, in the GEMM's type */
+} operand;
+
+/* Decides how OpenBLAS reads the operand: in place (BLAS needs ld >= the stored row length and
+ * one unit stride), or packed, for which it builds the offset tables and the scratch. */
+static bool operand_prepare(operand *x, cx_dtype gemm_type) {
+    int64_t rs, cs;
+    x->nrows = view_count(&x->rows);
+    x->ncols = view_count(&x->cols);
+    if (x->t->desc.dtype == gemm_type && view_stride(&x->rows, &rs) && view_stride(&x->cols, &cs)) {
+        int64_t need_n = x->ncols > 1 ? x->ncols : 1, need_t = x->nrows > 1 ? x->nrows : 1;
+        if ((cs == 1 || cs == 0) && (rs == 0 || rs >= need_n) && rs <= INT_MAX) {
+            x->direct = true;
+            x->trans = CblasNoTrans;
+            x->ld = rs ? rs : need_n;
+            return true;
+        }
+        if (rs == 1 && cs >= need_t && cs <= INT_MAX) {
+            x->direct = true;
+            x->trans = CblasTrans;
+            x->ld = cs;
+            return true;
+        }
+    }
+    size_t es = gemm_type == CX_F64 ? sizeof(double) : sizeof(float);
+    size_t elems = (size_t)(x->nrows * x->ncols);
+    x->direct = false;
+    x->trans = CblasNoTrans;
+    x->ld = x->ncols > 1 ? x->ncols : 1;
+    x->roff = view_offsets(&x->rows);
+    x->coff = view_offsets(&x->cols);
+    x->packed = malloc(es * (elems ? elems : 1));
+    return x->roff && x->coff && x->packed;
+}
+
+static void operand_release(operand *x) {
+    free(x->roff);
+    free(x->coff);
+    free(x->packed);
+}
+
+/* Packs the operand's matrix at element offset base into x->packed, converting to f32. */
+static void pack_f32(const operand *x, int64_t base) {
+    const void *p = x->t->data;
+    float *dst = x->packed;
+    for (int64_t i = 0; i < x->nrows; i++, dst += x->ncols) {
+        int64_t r = base + x->roff[i];
+        const int64_t *c = x->coff;
+        switch (x->t->desc.dtype) {
+        case CX_F16:
+            for (int64_t q = 0; q < x->ncols; q++)
+                dst[q] = cx_f16_to_f32(((const uint16_t *)p)[r + c[q]]);
+            break;
+        case CX_BF16:
+            for (int64_t q = 0; q < x->ncols; q++)
+                dst[q] = cx_bf16_to_f32(((const uint16_t *)p)[r + c[q]]);
+            break;
+        default:
+            for (int64_t q = 0; q < x->ncols; q++) dst[q] = ((const float *)p)[r + c[q]];
+            break;
+        }
+    }
+}
+
+static void pack_f64(const operand *x, int64_t base) {
+    const double *p = x->t->data;
+    double *dst = x->packed;
+    for (int64_t i = 0; i < x->nrows; i++, dst += x->ncols)
+        for (int64_t q = 0; q < x->ncols; q++) dst[q] = p[base + x->roff[i] + x->coff[q]];
+}
+
+typedef struct {
+    operand a, b;
+    int64_t m, n, k, batch;
+} dot_job;
+
+static void job_init(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, dot_job *j) {
+    const cx_param *ca = &ps->p[CX_P_CONTRACT_A], *ba = &ps->p[CX_P_BATCH_A];
+    const cx_param *cb = &ps->p[CX_P_CONTRACT_B], *bb = &ps->p[CX_P_BATCH_B];
+    memset(j, 0, sizeof *j);
+    j->a.t = a;
+    j->b.t = b;
+    view_of(a, ba->i, ba->n, &j->a.batch);
+    view_of(b, bb->i, bb->n, &j->b.batch);
+    free_view(a, ca, ba, &j->a.rows);
+    view_of(a, ca->i, ca->n, &j->a.cols);
+    view_of(b, cb->i, cb->n, &j->b.rows);
+    free_view(b, cb, bb, &j->b.cols);
+    j->m = view_count(&j->a.rows);
+    j->k = view_count(&j->a.cols);
+    j->n = view_count(&j->b.cols);
+    j->batch = view_count(&j->a.batch);
+}
+
+/* Element offsets of the batch element in a and b, advanced like an odometer. */
+typedef struct {
+    int64_t idx[CX_MAX_RANK];
+    int64_t a, b;
+} batch_walk;
+
+static void batch_next(const dot_job *j, batch_walk *w) {
+    const axes_view *va = &j->a.batch, *vb = &j->b.batch;
+    for (int k = va->n - 1; k >= 0; k--) {
+        w->a += va->stride[k];
+        w->b += vb->stride[k];
+        if (++w->idx[k] < va->size[k]) return;
+        w->a -= va->stride[k] * va->size[k];
+        w->b -= vb->stride[k] * vb->size[k];
+        w->idx[k] = 0;
+    }
+}
+
+/* f32, f16 and bf16: sgemm, into an f32 scratch that is rounded when the output is a half. */
+static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
+    int64_t m = j->m, n = j->n, k = j->k;
+    bool half = out->desc.dtype != CX_F32;
+    float *c32 = NULL;
+    bool ok = operand_prepare(&j->a, CX_F32) && operand_prepare(&j->b, CX_F32);
+    ok = ok && (!half || (c32 = malloc(sizeof(float) * (size_t)(m * n))));
+    batch_walk w = {{0}, 0, 0};
+    for (int64_t bi = 0; ok && bi < j->batch; bi++, batch_next(j, &w)) {
+        const float *a = j->a.packed, *b = j->b.packed;
+        if (j->a.direct)
+            a = (const float *)j->a.t->data + w.a;
+        else
+            pack_f32(&j->a, w.a);
+        if (j->b.direct)
+            b = (const float *)j->b.t->data + w.b;
+        else
+            pack_f32(&j->b, w.b);
+        float *c = half ? c32 : (float *)out->data + bi * m * n;
+        cblas_sgemm(CblasRowMajor, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, 1.0f, a,
+                    (int)j->a.ld, b, (int)j->b.ld, 0.0f, c, (int)n);
+        uint16_t *h = (uint16_t *)out->data + bi * m * n;
+        if (out->desc.dtype == CX_F16)
+            for (int64_t i = 0; i < m * n; i++) h[i] = cx_f16_from_f32(c32[i]);
+        else if (out->desc.dtype == CX_BF16)
+            for (int64_t i = 0; i < m * n; i++) h[i] = cx_bf16_from_f32(c32[i]);
+    }
+    free(c32);
+    return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");
+}
+
+static cx_code dot_f64(dot_job *j, cx_tensor *out, cx_status *st) {
+    int64_t m = j->m, n = j->n, k = j->k;
+    bool ok = operand_prepare(&j->a, CX_F64) && operand_prepare(&j->b, CX_F64);
+    batch_walk w = {{0}, 0, 0};
+    for (int64_t bi = 0; ok && bi < j->batch; bi++, batch_next(j, &w)) {
+        const double *a = j->a.packed, *b = j->b.packed;
+        if (j->a.direct)
+            a = (const double *)j->a.t->data + w.a;
+        else
+            pack_f64(&j->a, w.a);
+        if (j->b.direct)
+            b = (const double *)j->b.t->data + w.b;
+        else
+            pack_f64(&j->b, w.b);
+        cblas_dgemm(CblasRowMajor, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, 1.0, a,
+                    (int)j->a.ld, b, (int)j->b.ld, 0.0, (double *)out->data + bi * m * n, (int)n);
+    }
+    return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");
+}
+
+cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
+                 cx_status *st) {
+    cx_dtype t = out->desc.dtype;
+    if (t != CX_F32 && t != CX_F64 && t != CX_F16 && t != CX_BF16)
+        return cpu_dot(a, b, ps, out, st);
+    if (out->numel == 0) return CX_OK;
+    dot_job j;
+    job_init(a, b, ps, &j);
+    if (j.k == 0) {
+        memset(out->data, 0, out->nbytes); /* all-zero bits are zero in every float type */
+        return CX_OK;
+    }
+    if (!blas_dims_fit(j.m, j.n, j.k)) return cpu_dot(a, b, ps, out, st);
+    cx_code rc = t == CX_F64 ? dot_f64(&j, out, st) : dot_f32(&j, out, st);
+    operand_release(&j.a);
+    operand_release(&j.b);
+    return rc;
+}

@@ -1,0 +1,131 @@
+/* The blas driver: OpenBLAS on host memory.
+ *
+ * - One device, "blas". Its buffers are host memory from the cpu driver's allocator, so moving a
+ *   tensor between :blas and :cpu, or falling back, copies nothing.
+ * - Native: every primitive the cpu driver runs, with the driver's own copy of the cpu kernels
+ *   (linked in, hidden, as an out-of-tree driver would carry them), except that dot in f32, f64,
+ *   f16 and bf16 runs on OpenBLAS GEMM (blas_dot.c); and the dense composite when its three
+ *   inputs share a float type (blas_dense.c). conv2d and its gradients are not claimed: their
+ *   decompositions (im2col, then one dot) run on this device, and that dot is OpenBLAS's GEMM.
+ * - Threads: OpenBLAS's own pool, sized to the cores (OPENBLAS_NUM_THREADS overrides it). Its
+ *   pthread build runs one multithreaded level-3 call at a time (a lock inside the library), so
+ *   two BEAM processes multiplying at once share the cores instead of running 2 x cores threads;
+ *   GEMMs small enough for OpenBLAS to run single-threaded go side by side. bench/blas measures
+ *   one caller against two.
+ * - Linked against libopenblas: without it dlopen fails and the device is listed as unavailable
+ *   with dlerror's reason. */
+#include <cblas.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../core/tensor.h"
+#include "blas_kernels.h"
+
+static const char signature[] =
+#include "../../core/ops_signature.inc"
+    ;
+
+static int blas_threads;
+
+static cx_code blas_probe(void **drv, cx_status *st) {
+    *drv = NULL;
+    blas_threads = openblas_get_num_threads();
+    return CX_OK;
+}
+
+static int blas_device_count(void *drv) {
+    return 1;
+}
+
+/* "0.3.21" out of "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." */
+static void openblas_version(char *out, size_t len) {
+    const char *config = openblas_get_config();
+    const char *v = config ? strchr(config, ' ') : NULL;
+    snprintf(out, len, "%.*s", v ? (int)strcspn(v + 1, " ") : 1, v ? v + 1 : "?");
+}
+
+static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_props *props,
+                                cx_status *st) {
+    char version[32];
+    openblas_version(version, sizeof version);
+    *dev = NULL;
+    snprintf(props->name, sizeof props->name, "OpenBLAS %s (%s kernels)", version,
+             openblas_get_corename());
+    snprintf(props->kind, sizeof props->kind, "cpu");
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    props->memory = pages > 0 && page > 0 ? (long long)pages * page : 0;
+    props->host_memory = true;
+    snprintf(props->detail, sizeof props->detail,
+             "%d OpenBLAS threads shared by all callers; dot and dense in OpenBLAS (f16/bf16 "
+             "through f32); other ops: the cpu kernels",
+             blas_threads);
+    return CX_OK;
+}
+
+/* Host buffers from the cpu driver's allocator (this driver's copy of it). */
+static cx_code blas_alloc(void *dev, size_t bytes, void **out, cx_status *st) {
+    return cx_cpu_driver()->alloc(NULL, bytes, out, st);
+}
+
+static void blas_release(void *dev, void *buffer) {
+    cx_cpu_driver()->release(NULL, buffer);
+}
+
+static cx_code blas_copy(void *dev, void *dst, const void *src, size_t bytes, cx_status *st) {
+    if (bytes) memcpy(dst, src, bytes);
+    return CX_OK;
+}
+
+static bool is_float(cx_dtype t) {
+    return t == CX_F16 || t == CX_BF16 || t == CX_F32 || t == CX_F64;
+}
+
+static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
+    if (op == CX_OP_DENSE)
+        return n_in == 3 && is_float(types[0]) && types[1] == types[0] && types[2] == types[0]
+                   ? CX_CAP_SHAPE
+                   : CX_CAP_NO;
+    /* random numbers exist in float types only: claim no more than the op accepts */
+    if (op == CX_OP_RANDOM_UNIFORM || op == CX_OP_RANDOM_NORMAL)
+        return is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
+    return cx_op_table[op].kind == CX_KIND_COMPOSITE ? CX_CAP_NO : CX_CAP_NATIVE;
+}
+
+static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps,
+                        char *reason, size_t len) {
+    if (op != CX_OP_DENSE) return true;
+    int64_t k = in[1].shape[0], n = in[1].shape[1], m = 1;
+    for (int a = 0; a + 1 < in[0].rank; a++) m *= in[0].shape[a];
+    if (blas_dims_fit(m, n, k)) return true;
+    snprintf(reason, len, "dense of %lld x %lld x %lld exceeds OpenBLAS's 32-bit dimensions",
+             (long long)m, (long long)k, (long long)n);
+    return false;
+}
+
+static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
+                            const cx_params *ps, cx_tensor *out, cx_status *st) {
+    if (op == CX_OP_DOT) return blas_dot(in[0], in[1], ps, out, st);
+    if (op == CX_OP_DENSE) return blas_dense(in[0], in[1], in[2], out, st);
+    return cx_cpu_driver()->execute(NULL, op, in, n_in, ps, out, st);
+}
+
+static const cx_driver blas_driver = {
+    .abi = CX_DRIVER_ABI,
+    .name = "blas",
+    .ops_signature = signature,
+    .probe = blas_probe,
+    .device_count = blas_device_count,
+    .open_device = blas_open_device,
+    .alloc = blas_alloc,
+    .release = blas_release,
+    .upload = blas_copy,
+    .download = blas_copy,
+    .capability = blas_capability,
+    .refine = blas_refine,
+    .execute = blas_execute,
+};
+
+__attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {
+    return &blas_driver;
+}

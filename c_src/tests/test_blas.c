@@ -1,0 +1,412 @@
+/* The blas driver (c_src/drivers/blas), loaded with dlopen from the build directory as the NIF
+ * loads it: every GEMM path against the cpu driver (plain and transposed contraction axes,
+ * several contracted axes, batches, f16/bf16/f64, integers, empty dimensions), dense with and
+ * without a bias vector, conv2d and its gradients (whose dot runs on OpenBLAS), the routes the
+ * dispatcher counts, and two threads multiplying at once. Skipped, saying so, when the driver was
+ * not built (no OpenBLAS at build time). */
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#define BLAS_SO CX_BUILD_DIR "/cascade_driver_blas.so"
+
+static cx_device *blas, *cpu;
+
+static int setup(void **state) {
+    (void)state;
+    static const cx_driver_spec specs[] = {{"blas", BLAS_SO}};
+    cx_status st = {0};
+    if (cx_devices_init(specs, 1, &st) != CX_OK) return -1;
+    cpu = cx_device_find("cpu");
+    blas = cx_device_find("blas");
+    if (!blas || !blas->available) {
+        fprintf(stderr, "blas device unavailable: %s\n", blas ? blas->reason : "not listed");
+        return -1;
+    }
+    return 0;
+}
+
+/* Deterministic values in [-1, 1), varied enough that a wrong index shows. */
+static double value_at(int64_t i, int seed) {
+    uint64_t x = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15u + (uint64_t)seed * 0xBF58476D1CE4E5B9u;
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBu;
+    x ^= x >> 29;
+    return (double)(x >> 11) / (double)(UINT64_C(1) << 52) - 1.0;
+}
+
+/* A cpu tensor of the type and shape holding value_at (integers: small ones). */
+static cx_tensor *filled(cx_dtype t, int rank, const int64_t *shape, int seed) {
+    cx_desc d = tu_desc(t, rank, shape);
+    int64_t n = cx_desc_numel(&d);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        double x = value_at(i, seed);
+        v[i] = cx_dtype_is_float(t) ? x : (double)(int64_t)(x * 8.0);
+    }
+    cx_tensor *out = tu_tensor(t, rank, shape, v);
+    free(v);
+    return out;
+}
+
+static cx_tensor *moved(cx_tensor *x, cx_device *to) {
+    cx_tensor *y = malloc(sizeof *y);
+    cx_status st = {0};
+    assert_int_equal(cx_transfer(x, to, y, &st), CX_OK);
+    return y;
+}
+
+static cx_tensor *run_on(cx_device *dev, cx_op_id op, cx_tensor **in, int n, const cx_params *ps) {
+    cx_tensor *out = malloc(sizeof *out);
+    cx_params local = ps ? *ps : (cx_params){0};
+    cx_status st = {0};
+    if (cx_run(op, dev, in, n, &local, out, &st) != CX_OK)
+        fail_msg("%s on %s failed: %s", cx_op_table[op].name, dev->name, st.message);
+    return out;
+}
+
+static double tolerance(cx_dtype t) {
+    switch (t) {
+    case CX_F64: return 1e-12;
+    case CX_F32: return 2e-5;
+    case CX_F16: return 2e-3;
+    case CX_BF16: return 1.6e-2;
+    default: return 0;
+    }
+}
+
+/* Runs op on the blas device and on the cpu on the same inputs and compares, and checks that the
+ * call on blas was counted once on `route` (not at all when the result is empty: the dispatcher
+ * runs no kernel then). */
+static void compare(cx_op_id op, cx_tensor **in, int n, const cx_params *ps, cx_route route) {
+    cx_tensor *on_blas[8];
+    for (int k = 0; k < n; k++) on_blas[k] = moved(in[k], blas);
+    long long before = cx_stats_get(blas->id, op, route).calls;
+    cx_tensor *got = run_on(blas, op, on_blas, n, ps);
+    long long added = cx_stats_get(blas->id, op, route).calls - before;
+    cx_tensor *want = run_on(cpu, op, in, n, ps);
+    assert_ptr_equal(got->device, blas);
+    assert_int_equal(got->desc.dtype, want->desc.dtype);
+    assert_int_equal(got->desc.rank, want->desc.rank);
+    for (int a = 0; a < want->desc.rank; a++)
+        assert_int_equal(got->desc.shape[a], want->desc.shape[a]);
+    if (added != (want->numel > 0))
+        fail_msg("%s on blas: counted %lld times on route %s", cx_op_table[op].name, added,
+                 cx_route_name(route));
+    cx_tensor *host = moved(got, cpu);
+    double tol = tolerance(want->desc.dtype);
+    for (int64_t i = 0; i < want->numel; i++) {
+        double g = tu_load(want->desc.dtype, host->data, i);
+        double w = tu_load(want->desc.dtype, want->data, i);
+        if (!(fabs(g - w) <= tol * (1.0 + fabs(w))))
+            fail_msg("%s element %lld: cpu %.17g, blas %.17g (tolerance %g)", cx_op_table[op].name,
+                     (long long)i, w, g, tol);
+    }
+    tu_drop(host);
+    tu_drop(got);
+    tu_drop(want);
+    for (int k = 0; k < n; k++) tu_drop(on_blas[k]);
+}
+
+static void dot_params(cx_params *ps, const int64_t *ca, int nca, const int64_t *ba, int nba,
+                       const int64_t *cb, int ncb, const int64_t *bb, int nbb) {
+    *ps = (cx_params){0};
+    cx_param_put_ints(ps, CX_P_CONTRACT_A, ca, nca);
+    cx_param_put_ints(ps, CX_P_BATCH_A, ba, nba);
+    cx_param_put_ints(ps, CX_P_CONTRACT_B, cb, ncb);
+    cx_param_put_ints(ps, CX_P_BATCH_B, bb, nbb);
+}
+
+typedef struct {
+    int ra;
+    int64_t sa[4];
+    int rb;
+    int64_t sb[4];
+    int nca;
+    int64_t ca[3];
+    int nba;
+    int64_t ba[2];
+    int ncb;
+    int64_t cb[3];
+    int nbb;
+    int64_t bb[2];
+} dot_case;
+
+/* Each case in every float type and s32; every one must run natively on blas. */
+static void run_dot_cases(const dot_case *cases, int n_cases) {
+    static const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16, CX_S32};
+    for (int c = 0; c < n_cases; c++) {
+        const dot_case *d = &cases[c];
+        cx_params ps;
+        dot_params(&ps, d->ca, d->nca, d->ba, d->nba, d->cb, d->ncb, d->bb, d->nbb);
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            cx_tensor *in[2] = {filled(types[t], d->ra, d->sa, 2 * c + 1),
+                                filled(types[t], d->rb, d->sb, 2 * c + 2)};
+            compare(CX_OP_DOT, in, 2, &ps, CX_ROUTE_NATIVE);
+            tu_drop(in[0]);
+            tu_drop(in[1]);
+        }
+    }
+}
+
+static void test_dot_matrices(void **state) {
+    (void)state;
+    static const dot_case cases[] = {
+        /* a {m, k} . b {k, n}, sizes around OpenBLAS's blocking and 1 on every side */
+        {2, {37, 53}, 2, {53, 29}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        {2, {1, 64}, 2, {64, 70}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        {2, {70, 64}, 2, {64, 1}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        {2, {5, 1}, 2, {1, 7}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        {2, {130, 150}, 2, {150, 140}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        /* vectors: matrix . vector, vector . matrix, vector . vector */
+        {2, {9, 11}, 1, {11}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        {1, {11}, 2, {11, 9}, 1, {0}, 0, {0}, 1, {0}, 0, {0}},
+        {1, {33}, 1, {33}, 1, {0}, 0, {0}, 1, {0}, 0, {0}},
+    };
+    run_dot_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_dot_transposed(void **state) {
+    (void)state;
+    static const dot_case cases[] = {
+        /* a {k, m} contracted on its first axis: OpenBLAS reads it transposed */
+        {2, {23, 17}, 2, {23, 19}, 1, {0}, 0, {0}, 1, {0}, 0, {0}},
+        /* b {n, k} contracted on its last axis */
+        {2, {17, 23}, 2, {19, 23}, 1, {1}, 0, {0}, 1, {1}, 0, {0}},
+        /* both */
+        {2, {23, 17}, 2, {19, 23}, 1, {0}, 0, {0}, 1, {1}, 0, {0}},
+        /* two contracted axes in order (in place) and swapped (packed) */
+        {3, {4, 5, 6}, 3, {5, 6, 7}, 2, {1, 2}, 0, {0}, 2, {0, 1}, 0, {0}},
+        {3, {4, 5, 6}, 3, {6, 5, 7}, 2, {1, 2}, 0, {0}, 2, {1, 0}, 0, {0}},
+        /* free axes that do not collapse to one stride: packed */
+        {3, {3, 8, 4}, 2, {8, 5}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+    };
+    run_dot_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_dot_batched(void **state) {
+    (void)state;
+    static const dot_case cases[] = {
+        /* {b, m, k} . {b, k, n} */
+        {3, {4, 6, 9}, 3, {4, 9, 5}, 1, {2}, 1, {0}, 1, {1}, 1, {0}},
+        /* two batch axes, b transposed */
+        {4, {2, 3, 6, 9}, 4, {2, 3, 5, 9}, 1, {3}, 2, {0, 1}, 1, {3}, 2, {0, 1}},
+        /* the batch axis in the middle of a and last in b */
+        {3, {6, 4, 9}, 3, {9, 5, 4}, 1, {2}, 1, {1}, 1, {0}, 1, {2}},
+    };
+    run_dot_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_dot_empty(void **state) {
+    (void)state;
+    static const dot_case cases[] = {
+        {2, {0, 5}, 2, {5, 3}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},       /* m = 0 */
+        {2, {4, 0}, 2, {0, 3}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},       /* k = 0: zeros */
+        {2, {4, 5}, 2, {5, 0}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},       /* n = 0 */
+        {3, {0, 4, 5}, 3, {0, 5, 3}, 1, {2}, 1, {0}, 1, {1}, 1, {0}}, /* no batch */
+    };
+    run_dot_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+/* dense with a bias vector or a number, in every float type: native on blas.
+ * Integer inputs are refused and decompose (their dot still runs on blas). */
+static void test_dense(void **state) {
+    (void)state;
+    static const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16};
+    static const struct {
+        int rx;
+        int64_t sx[3];
+        int64_t in, out;
+        int rb;
+    } cases[] = {
+        {2, {7, 13}, 13, 5, 1}, {3, {2, 3, 40}, 40, 33, 1}, {1, {9}, 9, 4, 0},
+        {2, {6, 0}, 0, 3, 1},   {2, {0, 4}, 4, 3, 1},       {2, {300, 70}, 70, 90, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            cx_tensor *in[3] = {
+                filled(types[t], cases[c].rx, cases[c].sx, 3),
+                filled(types[t], 2, TU_SHAPE(cases[c].in, cases[c].out), 4),
+                filled(types[t], cases[c].rb, TU_SHAPE(cases[c].out), 5),
+            };
+            compare(CX_OP_DENSE, in, 3, NULL, CX_ROUTE_NATIVE);
+            for (int k = 0; k < 3; k++) tu_drop(in[k]);
+        }
+    cx_tensor *ints[3] = {filled(CX_S32, 2, TU_SHAPE(4, 6), 6),
+                          filled(CX_S32, 2, TU_SHAPE(6, 3), 7), filled(CX_S32, 1, TU_SHAPE(3), 8)};
+    long long dots = cx_stats_get(blas->id, CX_OP_DOT, CX_ROUTE_NATIVE).calls;
+    compare(CX_OP_DENSE, ints, 3, NULL, CX_ROUTE_DECOMPOSED);
+    assert_true(cx_stats_get(blas->id, CX_OP_DOT, CX_ROUTE_NATIVE).calls > dots);
+    for (int k = 0; k < 3; k++) tu_drop(ints[k]);
+}
+
+typedef struct {
+    int layout;
+    int64_t n, c, h, w, o, kh, kw, groups;
+    int64_t s[2], d[2], pads[4];
+} conv_case;
+
+static void conv_params(const conv_case *cc, cx_params *ps) {
+    *ps = (cx_params){0};
+    cx_param_put_ints(ps, CX_P_STRIDES, cc->s, 2);
+    cx_param_put_ints(ps, CX_P_KERNEL_DILATION, cc->d, 2);
+    cx_param_put_ints(ps, CX_P_PADDING, cc->pads, 4);
+    cx_param_put_int(ps, CX_P_FEATURE_GROUP_SIZE, cc->groups);
+    cx_param_put_int(ps, CX_P_LAYOUT, cc->layout);
+}
+
+/* Ops of any kind that moved to the cpu from blas so far. */
+static long long fallbacks(void) {
+    long long n = 0;
+    for (int op = 0; op < CX_OP_COUNT; op++)
+        n += cx_stats_get(blas->id, op, CX_ROUTE_FALLBACK).calls;
+    return n;
+}
+
+static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t lo, int64_t hi) {
+    return (in + lo + hi - ((k - 1) * d + 1)) / s + 1;
+}
+
+/* conv2d and both gradients decompose on blas (never to the cpu), their dot runs natively on
+ * OpenBLAS, and the results match the cpu's. */
+static void test_conv2d_and_gradients(void **state) {
+    (void)state;
+    static const conv_case cases[] = {
+        {0, 2, 3, 9, 8, 4, 3, 3, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+        {0, 1, 4, 10, 9, 6, 3, 2, 2, {2, 1}, {1, 2}, {1, 2, 0, 1}},
+        {1, 2, 6, 7, 7, 3, 2, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+        {1, 1, 2, 5, 6, 4, 1, 1, 1, {1, 2}, {1, 1}, {0, 0, 0, 0}},
+    };
+    static const cx_dtype types[] = {CX_F32, CX_F64, CX_BF16};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            const conv_case *cc = &cases[c];
+            cx_dtype ty = types[t];
+            bool nhwc = cc->layout == 1;
+            int64_t oh = out_size(cc->h, cc->kh, cc->s[0], cc->d[0], cc->pads[0], cc->pads[1]);
+            int64_t ow = out_size(cc->w, cc->kw, cc->s[1], cc->d[1], cc->pads[2], cc->pads[3]);
+            int64_t cg = cc->c / cc->groups;
+            int64_t xs[4] = {cc->n, cc->c, cc->h, cc->w}, ks[4] = {cc->o, cg, cc->kh, cc->kw};
+            int64_t ys[4] = {cc->n, cc->o, oh, ow};
+            if (nhwc) {
+                memcpy(xs, (int64_t[]){cc->n, cc->h, cc->w, cc->c}, sizeof xs);
+                memcpy(ks, (int64_t[]){cc->kh, cc->kw, cg, cc->o}, sizeof ks);
+                memcpy(ys, (int64_t[]){cc->n, oh, ow, cc->o}, sizeof ys);
+            }
+            cx_params ps;
+            conv_params(cc, &ps);
+            cx_tensor *x = filled(ty, 4, xs, 11), *k = filled(ty, 4, ks, 12);
+            cx_tensor *gy = filled(ty, 4, ys, 13);
+            long long dots = cx_stats_get(blas->id, CX_OP_DOT, CX_ROUTE_NATIVE).calls;
+            long long moved_before = fallbacks();
+
+            compare(CX_OP_CONV2D, (cx_tensor *[]){x, k}, 2, &ps, CX_ROUTE_DECOMPOSED);
+            cx_params pi = ps;
+            cx_param_put_ints(&pi, CX_P_INPUT_SHAPE, xs, 4);
+            compare(CX_OP_CONV2D_GRAD_INPUT, (cx_tensor *[]){gy, k}, 2, &pi, CX_ROUTE_DECOMPOSED);
+            cx_params pk = ps;
+            cx_param_put_ints(&pk, CX_P_KERNEL_SHAPE, ks, 4);
+            compare(CX_OP_CONV2D_GRAD_KERNEL, (cx_tensor *[]){x, gy}, 2, &pk, CX_ROUTE_DECOMPOSED);
+            assert_true(cx_stats_get(blas->id, CX_OP_DOT, CX_ROUTE_NATIVE).calls >= dots + 3);
+            assert_int_equal(fallbacks(), moved_before);
+            tu_drop(x);
+            tu_drop(k);
+            tu_drop(gy);
+        }
+}
+
+/* The device as users see it: host memory, a cpu, OpenBLAS named; every primitive native. */
+static void test_device_and_capabilities(void **state) {
+    (void)state;
+    assert_true(blas->props.host_memory);
+    assert_string_equal(blas->props.kind, "cpu");
+    assert_non_null(strstr(blas->props.name, "OpenBLAS"));
+    assert_non_null(strstr(blas->props.detail, "threads"));
+    for (int op = 0; op < CX_OP_COUNT; op++) {
+        if (cx_op_table[op].kind == CX_KIND_COMPOSITE) continue;
+        cx_route r;
+        cx_explain ex = {0};
+        cx_status st = {0};
+        cx_dtype t = cx_op_table[op].kind == CX_KIND_LOGICAL ? CX_U8 : CX_F32;
+        if (cx_capability(blas, (cx_op_id)op, t, &r, &ex, &st) == CX_OK)
+            if (r != CX_ROUTE_NATIVE)
+                fail_msg("%s on blas: %s", cx_op_table[op].name, cx_route_name(r));
+        cx_explain_free(&ex);
+    }
+}
+
+typedef struct {
+    cx_tensor *a, *b, *want;
+    int rounds;
+    int failures;
+} worker;
+
+static void *multiply_many(void *arg) {
+    worker *w = arg;
+    cx_params ps;
+    dot_params(&ps, TU_SHAPE(1), 1, NULL, 0, TU_SHAPE(0), 1, NULL, 0);
+    for (int r = 0; r < w->rounds; r++) {
+        cx_tensor out;
+        cx_params local = ps;
+        cx_status st = {0};
+        if (cx_run(CX_OP_DOT, blas, (cx_tensor *[]){w->a, w->b}, 2, &local, &out, &st) != CX_OK) {
+            w->failures++;
+            continue;
+        }
+        const float *g = out.data, *e = w->want->data;
+        for (int64_t i = 0; i < out.numel; i++)
+            if (!(fabsf(g[i] - e[i]) <= 1e-4f * (1.0f + fabsf(e[i])))) {
+                w->failures++;
+                break;
+            }
+        cx_tensor_free(&out);
+    }
+    return NULL;
+}
+
+/* Two threads multiplying on blas at once (the BEAM's two dirty schedulers) get right answers. */
+static void test_concurrent_callers(void **state) {
+    (void)state;
+    worker w[2];
+    pthread_t th[2];
+    cx_params ps;
+    dot_params(&ps, TU_SHAPE(1), 1, NULL, 0, TU_SHAPE(0), 1, NULL, 0);
+    for (int k = 0; k < 2; k++) {
+        int64_t n = 160 + 40 * k;
+        cx_tensor *a = filled(CX_F32, 2, TU_SHAPE(n, n), 20 + k);
+        cx_tensor *b = filled(CX_F32, 2, TU_SHAPE(n, n), 30 + k);
+        w[k] = (worker){moved(a, blas), moved(b, blas), NULL, 10, 0};
+        w[k].want = run_on(cpu, CX_OP_DOT, (cx_tensor *[]){a, b}, 2, &ps);
+        tu_drop(a);
+        tu_drop(b);
+    }
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, multiply_many, &w[k]), 0);
+    for (int k = 0; k < 2; k++) {
+        pthread_join(th[k], NULL);
+        assert_int_equal(w[k].failures, 0);
+        tu_drop(w[k].a);
+        tu_drop(w[k].b);
+        tu_drop(w[k].want);
+    }
+}
+
+int main(void) {
+    if (access(BLAS_SO, F_OK) != 0) {
+        printf("test_blas: skipped: %s was not built (no OpenBLAS found at build time)\n", BLAS_SO);
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_and_capabilities),
+        cmocka_unit_test(test_dot_matrices),
+        cmocka_unit_test(test_dot_transposed),
+        cmocka_unit_test(test_dot_batched),
+        cmocka_unit_test(test_dot_empty),
+        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_conv2d_and_gradients),
+        cmocka_unit_test(test_concurrent_callers),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

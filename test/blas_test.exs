@@ -1,0 +1,115 @@
+# The blas driver (c_src/drivers/blas) as Elixir users see it: listed, its GEMMs counted as
+# native, nothing copied between :blas and :cpu, and two processes multiplying at once. Its
+# every claim is also checked against the cpu by test/capability_honesty_test.exs.
+
+defmodule CascadeBlasTest do
+  use ExUnit.Case, async: false
+
+  @blas Enum.find(Cascade.devices(), &(&1.device == :blas))
+
+  unless @blas && @blas.available do
+    IO.puts("blas: skipped, the device is unavailable: #{inspect(@blas && @blas.reason)}")
+    @moduletag skip: "the blas device is unavailable"
+  end
+
+  setup do
+    Cascade.reset_stats()
+    :ok
+  end
+
+  # n x m numbers in [-1, 1) from a seed, as a list of rows
+  defp matrix(n, m, seed) do
+    :rand.seed(:exsss, {seed, 7, 11})
+    for _ <- 1..n, do: for(_ <- 1..m, do: :rand.uniform() * 2 - 1)
+  end
+
+  defp close?(a, b, tol) do
+    Enum.zip(List.flatten(Cascade.to_list(a)), List.flatten(Cascade.to_list(b)))
+    |> Enum.all?(fn {x, y} -> abs(x - y) <= tol * (1 + abs(y)) end)
+  end
+
+  test "the device is listed: host memory, a cpu, OpenBLAS and its threads named" do
+    assert %{available: true, driver: :blas, kind: "cpu", host_memory: true} = @blas
+    assert @blas.name =~ "OpenBLAS"
+    assert @blas.detail =~ ~r/\d+ OpenBLAS threads/
+  end
+
+  test "dot on :blas runs natively there and agrees with the cpu" do
+    a = matrix(37, 53, 1)
+    b = matrix(53, 29, 2)
+    got = Cascade.dot(Cascade.tensor(a, device: :blas), Cascade.tensor(b, device: :blas))
+    want = Cascade.dot(Cascade.tensor(a), Cascade.tensor(b))
+
+    assert got.device == :blas
+    assert got.shape == {37, 29}
+    assert close?(got, want, 1.0e-5)
+    assert Cascade.stats()[{:blas, :dot, :native}] == %{calls: 1, bytes: 0}
+
+    assert %{route: :native, device: :blas} =
+             Cascade.explain(:dot, [
+               Cascade.tensor(a, device: :blas),
+               Cascade.tensor(b, device: :blas)
+             ])
+  end
+
+  test "dense is native on :blas; conv2d decomposes there with its dot on OpenBLAS; no bytes move" do
+    x = Cascade.tensor(matrix(8, 16, 3), device: :blas)
+    w = Cascade.tensor(matrix(16, 4, 4), device: :blas)
+    bias = Cascade.tensor(hd(matrix(1, 4, 5)), device: :blas)
+    y = Cascade.dense(x, w, bias)
+
+    want =
+      Cascade.dense(
+        Cascade.transfer(x, :cpu),
+        Cascade.transfer(w, :cpu),
+        Cascade.transfer(bias, :cpu)
+      )
+
+    assert close?(y, want, 1.0e-5)
+
+    img = Cascade.reshape(Cascade.iota({2 * 3 * 9 * 9}, type: :f32, device: :blas), {2, 3, 9, 9})
+    kern = Cascade.ones({4, 3, 3, 3}, device: :blas)
+    conv = Cascade.conv2d(img, kern, strides: [2, 2], padding: :same)
+
+    cpu_conv =
+      Cascade.conv2d(Cascade.transfer(img, :cpu), Cascade.transfer(kern, :cpu),
+        strides: [2, 2],
+        padding: :same
+      )
+
+    assert conv.device == :blas
+    assert close?(conv, cpu_conv, 1.0e-6)
+    _ = Cascade.softmax(y)
+
+    stats = Cascade.stats()
+    assert stats[{:blas, :dense, :native}].calls == 1
+    assert stats[{:blas, :conv2d, :decomposed}].calls == 1
+    assert stats[{:blas, :dot, :native}].calls >= 1
+
+    on_blas = for {{:blas, _, _} = key, s} <- stats, do: {key, s}
+    assert on_blas != []
+    assert for({{_, _, :cpu_fallback} = key, _} <- on_blas, do: key) == []
+    assert for({key, %{bytes: b}} <- on_blas, b != 0, do: key) == []
+  end
+
+  test "two processes multiplying at once on :blas both get the right products" do
+    jobs =
+      for k <- 1..2 do
+        a = matrix(96 + 32 * k, 96 + 32 * k, 10 + k)
+        b = matrix(96 + 32 * k, 96 + 32 * k, 20 + k)
+        want = Cascade.dot(Cascade.tensor(a), Cascade.tensor(b))
+        {Cascade.tensor(a, device: :blas), Cascade.tensor(b, device: :blas), want}
+      end
+
+    results =
+      jobs
+      |> Enum.map(fn {a, b, want} ->
+        Task.async(fn -> for _ <- 1..20, do: close?(Cascade.dot(a, b), want, 1.0e-5) end)
+      end)
+      |> Task.await_many(60_000)
+
+    assert Enum.all?(List.flatten(results))
+    assert length(List.flatten(results)) == 40
+    assert Cascade.stats()[{:blas, :dot, :native}].calls == 40
+  end
+end
