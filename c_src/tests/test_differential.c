@@ -1329,6 +1329,18 @@ static cx_route run_case(report *rep, const char *where, bool claimed_native, co
                 cx_route_name(plan.route), plan.reason);
         goto done;
     }
+    /* what explain says in advance is what runs */
+    cx_desc descs[MAX_CASE_IN];
+    for (int k = 0; k < c->n_in; k++) descs[k] = on_dev[k]->desc;
+    cx_params ps_explain = c->ps;
+    cx_explain ex = {0};
+    if (cx_explain_op(c->op, dev, descs, c->n_in, &ps_explain, &ex, &st) != CX_OK)
+        failure(rep, "%s, %s: explain failed: %s", where, label, st.message);
+    else if (ex.n < 1 || ex.steps[0].route != plan.route ||
+             ex.steps[0].out.dtype != plan.out.dtype || ex.steps[0].out.rank != plan.out.rank)
+        failure(rep, "%s, %s: explain routes it %s, the plan %s", where, label,
+                ex.n ? cx_route_name(ex.steps[0].route) : "nowhere", cx_route_name(plan.route));
+    cx_explain_free(&ex);
     cx_stats_reset();
     if (cx_run_plan(&plan, on_dev, c->n_in, &ps_dev, got, &st) != CX_OK) {
         failure(rep, "%s, %s: failed on the device (routed %s): %s", where, label,
@@ -1409,6 +1421,22 @@ static bool verbose(void) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
+/* What the driver answers for a composite on its sample's compute types. cx_capability routes a
+ * composite by its sample's shapes only, and marks no composite shape-dependent: a composite the
+ * driver claims for some shapes would look native (or not claimed at all) from there. So for
+ * composites the driver itself is asked, as the dispatcher asks it. */
+static cx_cap composite_claim(cx_device *dev, cx_op_id op, cx_dtype t) {
+    cx_desc in[8], out;
+    cx_dtype compute[8];
+    int n_in = 0;
+    cx_params ps = {0};
+    cx_status st = {0};
+    cx_op_table[op].sample(op, t, in, &n_in, &ps);
+    if (cx_op_table[op].infer(op, in, n_in, &ps, &out, compute, &st) != CX_OK) return CX_CAP_NO;
+    cx_cap c = dev->driver->capability(dev->ctx, op, n_in ? compute : &out.dtype, n_in);
+    return c == CX_CAP_SHAPE && !dev->driver->refine ? CX_CAP_NO : c;
+}
+
 /* Every claim of one device: (op, type) that cx_capability routes native, or native for some
  * shapes (the driver's CX_CAP_SHAPE). */
 static void check_device(report *rep) {
@@ -1428,6 +1456,9 @@ static void check_device(report *rep) {
             }
             bool some_shapes = ex.n > 0 && ex.steps[0].shape_dependent;
             cx_explain_free(&ex);
+            if (cx_op_table[op].kind == CX_KIND_COMPOSITE &&
+                composite_claim(dev, (cx_op_id)op, (cx_dtype)t) == CX_CAP_SHAPE)
+                some_shapes = true;
             if (route != CX_ROUTE_NATIVE && !some_shapes) continue;
             rep->claims++;
             some_shapes ? rep->shape_claims++ : rep->native_claims++;
@@ -1505,9 +1536,15 @@ static void note_skip(const char *fmt, ...) {
 }
 
 static void add_driver(const char *name, const char *path) {
-    for (int k = 0; k < n_drivers; k++)
-        if (strcmp(drivers[k].name, name) == 0) return;
-    if (n_drivers == MAX_DRIVERS) return;
+    static char seen[2 * MAX_DRIVERS][24];
+    static int n_seen;
+    for (int k = 0; k < n_seen; k++)
+        if (strcmp(seen[k], name) == 0) return;
+    if (n_seen == 2 * MAX_DRIVERS || n_drivers == MAX_DRIVERS) {
+        note_skip("  %-8s skipped: more than %d drivers", name, MAX_DRIVERS);
+        return;
+    }
+    snprintf(seen[n_seen++], sizeof seen[0], "%s", name);
     if (getenv("CX_DIFF_DRIVERS") && *getenv("CX_DIFF_DRIVERS") &&
         !listed("CX_DIFF_DRIVERS", name)) {
         note_skip("  %-8s skipped: not in CX_DIFF_DRIVERS", name);
@@ -1586,12 +1623,13 @@ static int setup_devices(void **state) {
  * in CX_DIFF_DRIVERS / CX_DIFF_REQUIRE accounted for. */
 static void test_drivers_found(void **state) {
     (void)state;
-    printf("differential: drivers loaded:");
+    printf("differential: drivers found:");
     for (int k = 0; k < n_drivers; k++) printf(" %s (%s)", drivers[k].name, drivers[k].path);
     printf("\ndifferential: devices checked:");
     for (int k = 0; k < n_checked; k++)
         printf(" %s [%s]", checked[k]->name, checked[k]->props.name);
-    printf("%s\n", n_checked ? "" : " none");
+    printf("%s\n",
+           n_checked ? "" : " none: no device other than the cpu is available, nothing to compare");
     if (skipped_log[0]) printf("differential: not checked:\n%s", skipped_log);
     fflush(stdout);
     const char *vars[] = {"CX_DIFF_DRIVERS", "CX_DIFF_REQUIRE"};
