@@ -17,12 +17,15 @@
  *                              unavailable driver is otherwise only reported, with its reason)
  *   CX_DIFF_VERBOSE=1          print every claim checked
  *
- * On a GPU machine without Erlang: build here (`make build/tests/test_differential
- * build/cascade_driver_cuda.so`), copy build/tests/test_differential and
- * build/cascade_driver_cuda.so into one directory there (the binary links the core statically
- * and needs only libcmocka), and run
+ * On a GPU machine without Erlang: build the binary and the driver (`make
+ * build/tests/test_differential build/cascade_driver_cuda.so`, where nvcc is), copy
+ * build/tests/test_differential and build/cascade_driver_cuda.so into one directory there (the
+ * binary links the core statically; it needs libcmocka.so.0, libm and libdl only), and run
  *
  *   CX_DIFF_DIR=. CX_DIFF_DRIVERS=cuda CX_DIFF_REQUIRE=cuda ./test_differential
+ *
+ * (CX_DIFF_VERBOSE=1 lists every claim with its cases; the last lines give one summary per
+ * device, and the failures, the first 60, with the elements that differ.)
  *
  * To add a driver's tolerances, see tolerance_table below; to add an op, give it a generator in
  * generator_for(). */
