@@ -556,6 +556,16 @@ cx_code cx_capability(cx_device *device, cx_op_id op, cx_dtype t, cx_route *rout
         cx_op_table[op].sample(op, t, in, &n_in, &ps);
         if (cx_explain_op(op, device, in, n_in, &ps, steps, st) != CX_OK) return st->code;
         *route = steps->steps[0].route;
+        /* the plan judged the sample shapes only: a composite the driver claims for some shapes
+         * is marked so, as a primitive is */
+        cx_dtype types[8];
+        for (int k = 0; k < n_in; k++) types[k] = in[k].dtype;
+        if (*route == CX_ROUTE_NATIVE && device != cx_device_cpu() &&
+            capability(device, op, types, in, n_in) == CX_CAP_SHAPE) {
+            steps->steps[0].shape_dependent = true;
+            snprintf(steps->steps[0].reason, sizeof steps->steps[0].reason,
+                     "native for some shapes only");
+        }
         return CX_OK;
     }
     /* primitives: the driver's answer for these types; tensor arguments have type t, indices
