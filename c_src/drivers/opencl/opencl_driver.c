@@ -10,6 +10,7 @@
  *   kept; kernel objects are created once per name. Setting a kernel's arguments and enqueueing
  *   it happen under the device's lock, so concurrent callers never launch each other's
  *   arguments. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,24 @@ cx_code ocl_fail(cx_status *st, cl_int err, const char *what) {
                    "opencl: %s failed (OpenCL error %d)", what, (int)err);
 }
 
+/* PoCL compiles and links kernels in child processes and waits for them with waitpid, which
+ * fails with ECHILD ("Final linking of kernel ... failed") when SIGCHLD is ignored, as the BEAM
+ * ignores it. The BEAM's own children are spawned by its forker process (erl_child_setup), so
+ * the default disposition (children are kept until waited for) costs it nothing. */
+static void let_children_be_waited_for(void) {
+    struct sigaction old;
+    if (sigaction(SIGCHLD, NULL, &old) == 0 && old.sa_handler == SIG_IGN) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(SIGCHLD, &dfl, NULL);
+    }
+}
+
 static cx_code ocl_probe(void **drv, cx_status *st) {
     ocl_driver *d = &driver_state;
+    let_children_be_waited_for();
     cl_uint np = 0;
     cl_platform_id platforms[MAX_DEVICES];
     cl_int err = clGetPlatformIDs(MAX_DEVICES, platforms, &np);
@@ -92,7 +109,7 @@ static bool has_extension(cl_device_id id, const char *ext) {
 }
 
 static void device_props(ocl_device *dev, cx_device_props *props) {
-    char name[128] = "", version[64] = "";
+    char name[256] = "", version[256] = "";
     cl_device_type type = 0;
     cl_ulong mem = 0;
     clGetDeviceInfo(dev->device, CL_DEVICE_NAME, sizeof name - 1, name, NULL);
@@ -100,6 +117,14 @@ static void device_props(ocl_device *dev, cx_device_props *props) {
     clGetDeviceInfo(dev->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     clGetDeviceInfo(dev->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
     snprintf(props->name, sizeof props->name, "%s", name);
+    /* "OpenCL 3.0 PoCL HSTR: ...": the standard, then the driver's own version */
+    char *cut = version, driver[64] = "";
+    clGetDeviceInfo(dev->device, CL_DRIVER_VERSION, sizeof driver - 1, driver, NULL);
+    for (int words = 0; *cut && words < 2; words++) {
+        cut += strspn(cut, " ");
+        cut += strcspn(cut, " ");
+    }
+    snprintf(cut, sizeof version - (size_t)(cut - version), ", driver %s", driver);
     snprintf(props->kind, sizeof props->kind, "%s",
              type & CL_DEVICE_TYPE_GPU           ? "gpu"
              : type & CL_DEVICE_TYPE_ACCELERATOR ? "accelerator"

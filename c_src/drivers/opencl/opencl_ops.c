@@ -3,7 +3,7 @@
  *
  * Native: elementwise unary/binary/compare/logical ops (the expressions of opencl_source.c),
  * select and clip, as_type, sum/product/reduce_max/reduce_min/all/any, reshape, squeeze,
- * transpose, broadcast, slice and reverse, for f16 (stored; computed in f32), f32, f64 (with
+ * transpose, broadcast, slice and reverse, full, for f16 (stored; computed in f32), f32, f64 (with
  * cl_khr_fp64), u8, s32 and s64; dot on f32/f64 through CLBlast when its operands are
  * [batch, rows, cols] blocks (shape-dependent); the composites softmax and log_softmax, and
  * layer_norm over trailing axes (shape-dependent). Everything else is refused, so the dispatcher
@@ -86,6 +86,8 @@ cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types,
     case CX_OP_REVERSE: return CX_CAP_NATIVE;
     default: break;
     }
+    /* the value is converted by the cpu driver and the buffer filled with its bytes */
+    if (op == CX_OP_FULL) return CX_CAP_NATIVE;
     if (kind == CX_KIND_CREATE) return CX_CAP_NO;
     for (int k = 0; k < n_in; k++)
         if (!ocl_type_supported(types[k], fp64)) return CX_CAP_NO;
@@ -338,6 +340,23 @@ static cx_code run_layout(ocl_device *dev, cx_op_id op, const cx_tensor *in, con
     return launch(dev, name, args, 4, (size_t)out->numel, 0, st);
 }
 
+/* full: one element made by the cpu driver (so the conversion of the value is the cpu's, bit
+ * for bit), then the buffer filled with its bytes. */
+static cx_code run_full(ocl_device *dev, const cx_params *ps, cx_tensor *out, cx_status *st) {
+    uint64_t bytes = 0;
+    cx_tensor one;
+    memset(&one, 0, sizeof one);
+    one.desc.dtype = out->desc.dtype;
+    one.desc.rank = 0;
+    one.numel = 1;
+    one.nbytes = cx_dtype_size(out->desc.dtype);
+    one.data = &bytes;
+    if (cx_cpu_driver()->execute(NULL, CX_OP_FULL, NULL, 0, ps, &one, st) != CX_OK) return st->code;
+    cl_int err = clEnqueueFillBuffer(dev->queue, (cl_mem)out->data, &bytes, one.nbytes, 0,
+                                     out->nbytes, 0, NULL, NULL);
+    return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueFillBuffer");
+}
+
 /* ---- reductions ------------------------------------------------------------------------ */
 
 static cx_code run_reduce(ocl_device *dev, cx_op_id op, const cx_tensor *in, const cx_params *ps,
@@ -482,6 +501,9 @@ cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, in
     case CX_KIND_REDUCE: return run_reduce(dev, op, in[0], ps, out, st);
     case CX_KIND_LAYOUT: return run_layout(dev, op, in[0], ps, out, st);
     case CX_KIND_DOT: return run_dot(dev, in[0], in[1], ps, out, st);
+    case CX_KIND_CREATE:
+        if (op == CX_OP_FULL) return run_full(dev, ps, out, st);
+        break;
     default: break;
     }
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)

@@ -255,7 +255,9 @@ static void reduce_kernel(text *b, cx_op_id op, const char *name, cx_dtype t, bo
 
 static const char prelude[] =
     "#define LD_f16(p, i) vload_half((i), (p))\n"
-    "#define ST_f16(p, i, v) vstore_half_rte((v), (i), (p))\n"
+    /* NaN is stored as the cpu driver stores it: the sign kept, the quiet bit, no payload */
+    "#define ST_f16(p, i, v) do { if (isnan(v)) ((__global ushort *)(p))[i] = signbit(v) ? "
+    "(ushort)0xfe00 : (ushort)0x7e00; else vstore_half_rte((v), (i), (p)); } while (0)\n"
     "#define LD_f32(p, i) ((p)[i])\n"
     "#define ST_f32(p, i, v) ((p)[i] = (float)(v))\n"
     "#define LD_f64(p, i) ((p)[i])\n"
