@@ -24,8 +24,10 @@ defmodule CascadeNegotiationTest do
       assert %{available: true, driver: :test} = devices[{:test, 1}]
       assert %{available: true, kind: "cpu", host_memory: true} = devices[:cpu]
 
-      for name <- [:cuda, :opencl, :blas] do
-        assert %{available: false, reason: "not built: " <> _} = devices[name]
+      # optional drivers are built where their toolkit is (the OpenCL one wherever the ICD
+      # loader's headers are), and unavailable at run time with the reason
+      for name <- [:cuda, :opencl, :blas], not devices[name].available do
+        assert devices[name].reason =~ ~r/^(not built: |opencl: no OpenCL platform)/
       end
     end
 
