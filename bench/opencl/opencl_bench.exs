@@ -89,7 +89,7 @@ for {name, make, run} <- cases do
       OpenCLBench.sync(run.(input))
 
       for {{dev, op, route}, _} <- Cascade.stats(),
-          route != :native,
+          route == :cpu_fallback,
           do: raise("#{name} on #{inspect(device)}: #{op} ran #{route} on #{inspect(dev)}")
 
       OpenCLBench.timed(fn -> OpenCLBench.sync(run.(input)) end, min_seconds)
