@@ -1,0 +1,95 @@
+/* The opencl driver's shared declarations: the device context, the kernel-argument structs that
+ * the OpenCL C source declares identically (opencl_source.c), and the kernel families
+ * (opencl_ops.c). */
+#ifndef CX_OPENCL_DRIVER_H
+#define CX_OPENCL_DRIVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <CL/cl.h>
+/* the ICD loader's "no platform" code (cl_ext.h), without pulling the whole header in */
+#ifndef CL_PLATFORM_NOT_FOUND_KHR
+#define CL_PLATFORM_NOT_FOUND_KHR -1001
+#endif
+
+#include "../../core/tensor.h"
+
+/* Work-items per group of the reductions that split one output over a group. */
+#define OCL_REDUCE_GROUP 64
+/* Reductions over at most this many elements per output use one work-item per output. */
+#define OCL_REDUCE_SERIAL 256
+/* Kernels created so far per device (one per (op, types) actually used). */
+#define OCL_MAX_KERNELS 1024
+
+typedef struct {
+    char name[48];
+    cl_kernel kernel;
+} ocl_kernel_slot;
+
+typedef struct {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue; /* the one queue of this device, in order */
+    bool fp64;              /* cl_khr_fp64: f64 kernels are built and claimed */
+    bool fp16;              /* cl_khr_fp16 (f16 is computed in f32 either way) */
+    size_t max_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    /* Guards the program, the kernel table and every clSetKernelArg + enqueue: a cl_kernel holds
+     * its arguments, so two threads setting them at once would launch each other's. */
+    pthread_mutex_t lock;
+    cl_program program; /* built on first use, then kept */
+    bool build_failed;
+    char build_error[256];
+    int n_kernels;
+    ocl_kernel_slot kernels[OCL_MAX_KERNELS];
+} ocl_device;
+
+/* ---- kernel argument structs: the same layout as the typedefs in the OpenCL source ---- */
+
+/* Elementwise broadcasting: output element i reads input j at sum(coord_k * st[j][k]). */
+typedef struct {
+    cl_long n;
+    cl_int rank;
+    cl_int pad;
+    cl_long shape[CX_MAX_RANK];
+    cl_long st[3][CX_MAX_RANK];
+} ocl_bcast;
+
+/* Reductions: output g enumerates the kept axes, each output folds the reduced ones. */
+typedef struct {
+    cl_long nout, nred;
+    cl_int krank, rrank;
+    cl_long kshape[CX_MAX_RANK], kst[CX_MAX_RANK];
+    cl_long rshape[CX_MAX_RANK], rst[CX_MAX_RANK];
+} ocl_reduce;
+
+/* Softmax rows: row (o, i) holds the elements o * n * inner + k * inner + i, k < n. */
+typedef struct {
+    cl_long outer, n, inner;
+} ocl_rows;
+
+/* layer_norm over the trailing `rank` axes of `shape` (n elements per row); gamma and beta are
+ * read at sum(coord_k * gst[k]) and sum(coord_k * bst[k]). */
+typedef struct {
+    cl_long rows, n;
+    cl_int rank;
+    cl_int pad;
+    cl_long shape[CX_MAX_RANK], gst[CX_MAX_RANK], bst[CX_MAX_RANK];
+} ocl_norm;
+
+/* opencl_driver.c: the kernel called `name`, from the device's program (built on first use).
+ * Call with dev->lock held. NULL with the reason in st when it cannot be had. */
+cl_kernel ocl_kernel(ocl_device *dev, const char *name, cx_status *st);
+/* Reports an OpenCL error code as a CX_EDEVICE status. */
+cx_code ocl_fail(cx_status *st, cl_int err, const char *what);
+
+/* opencl_ops.c */
+cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types, int n_in);
+bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
+                const cx_params *ps, char *reason, size_t len);
+cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
+                    const cx_params *ps, cx_tensor *out, cx_status *st);
+
+#endif

@@ -1,0 +1,513 @@
+/* What the opencl driver claims, and how it runs each claimed op: argument structs filled on the
+ * host, one kernel launch (or a buffer copy, or a CLBlast GEMM) per op.
+ *
+ * Native: elementwise unary/binary/compare/logical ops (the expressions of opencl_source.c),
+ * select and clip, as_type, sum/product/reduce_max/reduce_min/all/any, reshape, squeeze,
+ * transpose, broadcast, slice and reverse, full, for f16 (stored; computed in f32), f32, f64 (with
+ * cl_khr_fp64), u8, s32 and s64; dot on f32/f64 through CLBlast when its operands are
+ * [batch, rows, cols] blocks (shape-dependent); the composites softmax and log_softmax, and
+ * layer_norm over trailing axes (shape-dependent). Everything else is refused, so the dispatcher
+ * decomposes it or moves it to the cpu. bf16 has no kernels. */
+#include <stdio.h>
+#include <string.h>
+
+#ifdef CX_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+#include "opencl_source.h"
+
+/* Work-items per group of the one-dimensional launches. */
+#define GROUP 256
+
+typedef struct {
+    size_t size;
+    const void *value;
+} karg;
+
+#define ARG(x)   ((karg){sizeof(x), &(x)})
+#define MEM(t)   ((karg){sizeof(cl_mem), &(t)->data})
+#define MAX_ARGS 8
+
+static size_t round_up(size_t n, size_t m) {
+    return (n + m - 1) / m * m;
+}
+
+/* Sets the arguments and enqueues `name` over `global` work-items in groups of `local` (0: the
+ * driver's default), all under the device's lock. */
+static cx_code launch(ocl_device *dev, const char *name, const karg *args, int n_args,
+                      size_t global, size_t local, cx_status *st) {
+    if (global == 0) return CX_OK;
+    if (!local) {
+        local = dev->max_group < GROUP ? dev->max_group : GROUP;
+        global = round_up(global, local);
+    }
+    pthread_mutex_lock(&dev->lock);
+    cl_kernel k = ocl_kernel(dev, name, st);
+    cl_int err = CL_SUCCESS;
+    for (int j = 0; k && j < n_args && err == CL_SUCCESS; j++)
+        err = clSetKernelArg(k, (cl_uint)j, args[j].size, args[j].value);
+    if (k && err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(dev->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);
+    pthread_mutex_unlock(&dev->lock);
+    if (!k) return st->code;
+    if (err != CL_SUCCESS) {
+        char what[96];
+        snprintf(what, sizeof what, "launching %s", name);
+        return ocl_fail(st, err, what);
+    }
+    return CX_OK;
+}
+
+static void strides_of(const cx_desc *d, int64_t *s) {
+    int64_t n = 1;
+    for (int k = d->rank - 1; k >= 0; k--) {
+        s[k] = n;
+        n *= d->shape[k];
+    }
+}
+
+/* ---- capability ------------------------------------------------------------------------ */
+
+static bool is_float(cx_dtype t) {
+    return t == CX_F16 || t == CX_F32 || t == CX_F64;
+}
+
+cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types, int n_in) {
+    cx_op_kind kind = cx_op_table[op].kind;
+    bool fp64 = dev->fp64;
+    switch (op) {
+    /* moves without arithmetic: any element size */
+    case CX_OP_RESHAPE:
+    case CX_OP_SQUEEZE:
+    case CX_OP_TRANSPOSE:
+    case CX_OP_BROADCAST:
+    case CX_OP_SLICE:
+    case CX_OP_REVERSE: return CX_CAP_NATIVE;
+    default: break;
+    }
+    /* the value is converted by the cpu driver and the buffer filled with its bytes */
+    if (op == CX_OP_FULL) return CX_CAP_NATIVE;
+    if (kind == CX_KIND_CREATE) return CX_CAP_NO;
+    for (int k = 0; k < n_in; k++)
+        if (!ocl_type_supported(types[k], fp64)) return CX_CAP_NO;
+    switch (kind) {
+    case CX_KIND_UNARY:
+    case CX_KIND_UNARY_FLOAT:
+    case CX_KIND_BINARY:
+    case CX_KIND_BINARY_FLOAT:
+    case CX_KIND_COMPARE:
+    case CX_KIND_LOGICAL:
+        if (n_in == 2 && types[1] != types[0]) return CX_CAP_NO;
+        return ocl_elementwise_expr(op, types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
+    case CX_KIND_SELECT:
+        if (op == CX_OP_CLIP && types[1] != types[0]) return CX_CAP_NO;
+        return types[1] == types[2] ? CX_CAP_NATIVE : CX_CAP_NO;
+    /* the result type is a parameter: refine checks it */
+    case CX_KIND_CAST: return CX_CAP_SHAPE;
+    case CX_KIND_REDUCE: return CX_CAP_NATIVE;
+    case CX_KIND_DOT:
+#ifdef CX_HAVE_CLBLAST
+        return types[0] == types[1] && (types[0] == CX_F32 || types[0] == CX_F64) ? CX_CAP_SHAPE
+                                                                                  : CX_CAP_NO;
+#else
+        return CX_CAP_NO;
+#endif
+    case CX_KIND_COMPOSITE:
+        if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)
+            return is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
+        if (op == CX_OP_LAYER_NORM)
+            return is_float(types[0]) && types[1] == types[0] && types[2] == types[0] ? CX_CAP_SHAPE
+                                                                                      : CX_CAP_NO;
+        return CX_CAP_NO;
+    default: return CX_CAP_NO;
+    }
+}
+
+/* Whether the axes are first..first+n-1 in order. */
+static bool consecutive(const cx_param *p, int64_t first) {
+    for (int k = 0; p && k < p->n; k++)
+        if (p->i[k] != first + k) return false;
+    return true;
+}
+
+static int count(const cx_param *p) {
+    return p ? p->n : 0;
+}
+
+/* dot in CLBlast's terms: A is [batch, M, K] (or [batch, K, M], transposed), B is [batch, K, N]
+ * (or [batch, N, K]). */
+typedef struct {
+    bool ta, tb;
+    int64_t batch, m, n, k;
+} gemm_shape;
+
+static bool gemm_layout(const cx_desc *a, const cx_desc *b, const cx_params *ps, gemm_shape *g) {
+    const cx_param *ca = cx_param_get(ps, CX_P_CONTRACT_A), *cb = cx_param_get(ps, CX_P_CONTRACT_B);
+    const cx_param *ba = cx_param_get(ps, CX_P_BATCH_A), *bb = cx_param_get(ps, CX_P_BATCH_B);
+    int nb = count(ba), nc = count(ca);
+    if (count(bb) != nb || count(cb) != nc || !consecutive(ba, 0) || !consecutive(bb, 0))
+        return false;
+    /* contracted axes last in A (no transpose) or right after the batch axes (transposed) */
+    if (consecutive(ca, a->rank - nc))
+        g->ta = false;
+    else if (consecutive(ca, nb))
+        g->ta = true;
+    else
+        return false;
+    if (consecutive(cb, nb))
+        g->tb = false;
+    else if (consecutive(cb, b->rank - nc))
+        g->tb = true;
+    else
+        return false;
+    g->batch = g->m = g->n = g->k = 1;
+    for (int j = 0; j < nb; j++) g->batch *= a->shape[j];
+    for (int j = 0; j < nc; j++) g->k *= a->shape[ca->i[j]];
+    for (int j = nb; j < a->rank; j++) g->m *= a->shape[j];
+    for (int j = nb; j < b->rank; j++) g->n *= b->shape[j];
+    g->m = g->k ? g->m / g->k : 0;
+    g->n = g->k ? g->n / g->k : 0;
+    if (!g->k) { /* the free sizes, counted without the empty contraction */
+        g->m = g->n = 1;
+        for (int j = nb; j < a->rank; j++) {
+            bool c = false;
+            for (int q = 0; q < nc; q++) c = c || ca->i[q] == j;
+            if (!c) g->m *= a->shape[j];
+        }
+        for (int j = nb; j < b->rank; j++) {
+            bool c = false;
+            for (int q = 0; q < nc; q++) c = c || cb->i[q] == j;
+            if (!c) g->n *= b->shape[j];
+        }
+    }
+    return true;
+}
+
+bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
+                const cx_params *ps, char *reason, size_t len) {
+    if (op == CX_OP_AS_TYPE) {
+        cx_dtype t = (cx_dtype)ps->p[CX_P_TYPE].i[0];
+        if (ocl_type_supported(t, dev->fp64)) return true;
+        snprintf(reason, len, "opencl has no %s kernels",
+                 cx_dtype_valid(t) ? cx_dtype_name(t) : "?");
+        return false;
+    }
+    if (op == CX_OP_DOT) {
+        gemm_shape g;
+        if (gemm_layout(&in[0], &in[1], ps, &g)) return true;
+        snprintf(reason, len,
+                 "CLBlast takes [batch, rows, cols] operands: these contraction/batch axes need a "
+                 "transpose first");
+        return false;
+    }
+    if (op == CX_OP_LAYER_NORM) {
+        const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+        if (axes && consecutive(axes, in[0].rank - axes->n)) return true;
+        snprintf(reason, len, "the opencl layer_norm kernel normalises over trailing axes only");
+        return false;
+    }
+    return true;
+}
+
+/* ---- elementwise ----------------------------------------------------------------------- */
+
+/* The output shape with size-1 axes dropped and neighbouring axes merged where every input
+ * steps through them as one (as the cpu driver does). */
+static void bcast_init(ocl_bcast *b, const cx_tensor *const *in, int n_in, const cx_desc *out) {
+    int64_t full[3][CX_MAX_RANK];
+    memset(b, 0, sizeof *b);
+    for (int j = 0; j < n_in; j++) {
+        int64_t rs[CX_MAX_RANK];
+        const cx_desc *d = &in[j]->desc;
+        strides_of(d, rs);
+        int lead = out->rank - d->rank;
+        for (int k = 0; k < out->rank; k++) {
+            int kj = k - lead;
+            full[j][k] = kj >= 0 && d->shape[kj] != 1 ? rs[kj] : 0;
+        }
+    }
+    b->n = cx_desc_numel(out);
+    for (int k = 0; k < out->rank; k++) {
+        int64_t n = out->shape[k];
+        if (n == 1) continue;
+        int r = b->rank;
+        bool merge = r > 0;
+        for (int j = 0; j < n_in && merge; j++) merge = b->st[j][r - 1] == full[j][k] * n;
+        if (merge) {
+            b->shape[r - 1] *= n;
+        } else {
+            b->shape[r] = n;
+            b->rank++;
+        }
+        for (int j = 0; j < n_in; j++) b->st[j][b->rank - 1] = full[j][k];
+    }
+    if (b->rank == 0) {
+        b->rank = 1;
+        b->shape[0] = 1;
+    }
+}
+
+static cx_code run_elementwise(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
+                               cx_tensor *out, cx_status *st) {
+    ocl_bcast b;
+    bcast_init(&b, in, n_in, &out->desc);
+    char name[64];
+    if (op == CX_OP_SELECT)
+        snprintf(name, sizeof name, "sel_%s_%s", ocl_type_tag(in[0]->desc.dtype),
+                 ocl_type_tag(in[1]->desc.dtype));
+    else if (op == CX_OP_CLIP)
+        snprintf(name, sizeof name, "clip_%s", ocl_type_tag(in[0]->desc.dtype));
+    else
+        snprintf(name, sizeof name, "ew_%s_%s", cx_op_table[op].name,
+                 ocl_type_tag(in[0]->desc.dtype));
+    karg args[MAX_ARGS];
+    int n = 0;
+    args[n++] = MEM(out);
+    for (int j = 0; j < n_in; j++) args[n++] = MEM(in[j]);
+    args[n++] = ARG(b);
+    return launch(dev, name, args, n, (size_t)out->numel, 0, st);
+}
+
+static cx_code run_cast(ocl_device *dev, const cx_tensor *in, cx_tensor *out, cx_status *st) {
+    if (in->desc.dtype == out->desc.dtype) {
+        cl_int err = clEnqueueCopyBuffer(dev->queue, (cl_mem)in->data, (cl_mem)out->data, 0, 0,
+                                         out->nbytes, 0, NULL, NULL);
+        return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueCopyBuffer");
+    }
+    char name[64];
+    snprintf(name, sizeof name, "cast_%s_%s", ocl_type_tag(in->desc.dtype),
+             ocl_type_tag(out->desc.dtype));
+    cl_long n = out->numel;
+    karg args[] = {MEM(out), MEM(in), ARG(n)};
+    return launch(dev, name, args, 3, (size_t)n, 0, st);
+}
+
+/* ---- layout ---------------------------------------------------------------------------- */
+
+static cx_code run_layout(ocl_device *dev, cx_op_id op, const cx_tensor *in, const cx_params *ps,
+                          cx_tensor *out, cx_status *st) {
+    if (op == CX_OP_RESHAPE || op == CX_OP_SQUEEZE) {
+        cl_int err = clEnqueueCopyBuffer(dev->queue, (cl_mem)in->data, (cl_mem)out->data, 0, 0,
+                                         out->nbytes, 0, NULL, NULL);
+        return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueCopyBuffer");
+    }
+    const cx_desc *d = &in->desc;
+    int64_t is[CX_MAX_RANK];
+    strides_of(d, is);
+    ocl_bcast b;
+    memset(&b, 0, sizeof b);
+    b.n = out->numel;
+    b.rank = out->desc.rank;
+    for (int k = 0; k < b.rank; k++) b.shape[k] = out->desc.shape[k];
+    cl_long base = 0;
+    const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+    switch (op) {
+    case CX_OP_TRANSPOSE:
+        for (int k = 0; k < b.rank; k++) b.st[0][k] = is[axes ? axes->i[k] : d->rank - 1 - k];
+        break;
+    case CX_OP_BROADCAST:
+        for (int k = 0; k < d->rank; k++) {
+            int64_t to = axes ? axes->i[k] : out->desc.rank - d->rank + k;
+            b.st[0][to] = d->shape[k] == 1 ? 0 : is[k];
+        }
+        break;
+    case CX_OP_SLICE: {
+        const int64_t *start = ps->p[CX_P_START].i, *stride = ps->p[CX_P_STRIDES].i;
+        for (int k = 0; k < d->rank; k++) {
+            base += start[k] * is[k];
+            b.st[0][k] = stride[k] * is[k];
+        }
+        break;
+    }
+    default: /* reverse */
+        for (int k = 0; k < d->rank; k++) b.st[0][k] = is[k];
+        for (int j = 0; j < (axes ? axes->n : d->rank); j++) {
+            int k = axes ? (int)axes->i[j] : j;
+            if (d->shape[k] == 0) continue;
+            base += (d->shape[k] - 1) * is[k];
+            b.st[0][k] = -is[k];
+        }
+        break;
+    }
+    if (b.rank == 0) {
+        b.rank = 1;
+        b.shape[0] = 1;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "copy_%zu", cx_dtype_size(d->dtype));
+    karg args[] = {MEM(out), MEM(in), ARG(b), ARG(base)};
+    return launch(dev, name, args, 4, (size_t)out->numel, 0, st);
+}
+
+/* full: one element made by the cpu driver (so the conversion of the value is the cpu's, bit
+ * for bit), then the buffer filled with its bytes. */
+static cx_code run_full(ocl_device *dev, const cx_params *ps, cx_tensor *out, cx_status *st) {
+    uint64_t bytes = 0;
+    cx_tensor one;
+    memset(&one, 0, sizeof one);
+    one.desc.dtype = out->desc.dtype;
+    one.desc.rank = 0;
+    one.numel = 1;
+    one.nbytes = cx_dtype_size(out->desc.dtype);
+    one.data = &bytes;
+    if (cx_cpu_driver()->execute(NULL, CX_OP_FULL, NULL, 0, ps, &one, st) != CX_OK) return st->code;
+    cl_int err = clEnqueueFillBuffer(dev->queue, (cl_mem)out->data, &bytes, one.nbytes, 0,
+                                     out->nbytes, 0, NULL, NULL);
+    return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueFillBuffer");
+}
+
+/* ---- reductions ------------------------------------------------------------------------ */
+
+static cx_code run_reduce(ocl_device *dev, cx_op_id op, const cx_tensor *in, const cx_params *ps,
+                          cx_tensor *out, cx_status *st) {
+    const cx_desc *d = &in->desc;
+    bool reduced[CX_MAX_RANK] = {false};
+    const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+    for (int k = 0; k < (axes ? axes->n : d->rank); k++) reduced[axes ? axes->i[k] : k] = true;
+    int64_t is[CX_MAX_RANK];
+    strides_of(d, is);
+    ocl_reduce r;
+    memset(&r, 0, sizeof r);
+    r.nout = out->numel;
+    r.nred = 1;
+    for (int k = 0; k < d->rank; k++) {
+        if (reduced[k]) r.nred *= d->shape[k];
+        if (d->shape[k] == 1) continue; /* index 0: contributes nothing */
+        if (reduced[k]) {
+            r.rshape[r.rrank] = d->shape[k];
+            r.rst[r.rrank++] = is[k];
+        } else {
+            r.kshape[r.krank] = d->shape[k];
+            r.kst[r.krank++] = is[k];
+        }
+    }
+    if (r.nout == 0) return CX_OK;
+    bool group = r.nred > OCL_REDUCE_SERIAL && dev->max_group >= OCL_REDUCE_GROUP;
+    char name[64];
+    snprintf(name, sizeof name, "rd_%s_%s_%s", cx_op_table[op].name, ocl_type_tag(d->dtype),
+             group ? "group" : "serial");
+    karg args[] = {MEM(out), MEM(in), ARG(r)};
+    if (group)
+        return launch(dev, name, args, 3, (size_t)r.nout * OCL_REDUCE_GROUP, OCL_REDUCE_GROUP, st);
+    return launch(dev, name, args, 3, (size_t)r.nout, 0, st);
+}
+
+/* ---- composites ------------------------------------------------------------------------ */
+
+static cx_code run_softmax(ocl_device *dev, cx_op_id op, const cx_tensor *in, const cx_params *ps,
+                           cx_tensor *out, cx_status *st) {
+    const cx_desc *d = &in->desc;
+    int axis = (int)ps->p[CX_P_AXIS].i[0];
+    ocl_rows r = {1, d->rank ? d->shape[axis] : 1, 1};
+    for (int k = 0; k < axis; k++) r.outer *= d->shape[k];
+    for (int k = axis + 1; k < d->rank; k++) r.inner *= d->shape[k];
+    if (out->numel == 0) return CX_OK;
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", cx_op_table[op].name, ocl_type_tag(d->dtype));
+    karg args[] = {MEM(out), MEM(in), ARG(r)};
+    return launch(dev, name, args, 3, (size_t)(r.outer * r.inner), 0, st);
+}
+
+static cx_code run_layer_norm(ocl_device *dev, const cx_tensor *const *in, const cx_params *ps,
+                              cx_tensor *out, cx_status *st) {
+    const cx_desc *d = &in[0]->desc;
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    int first = d->rank - axes->n;
+    ocl_norm p;
+    memset(&p, 0, sizeof p);
+    p.rank = axes->n;
+    p.n = 1;
+    for (int k = 0; k < p.rank; k++) {
+        p.shape[k] = d->shape[first + k];
+        p.n *= p.shape[k];
+    }
+    if (out->numel == 0) return CX_OK;
+    p.rows = out->numel / p.n;
+    /* gamma and beta: one axis per normalised axis (size 1 broadcasts), or rank 0 */
+    for (int j = 1; j <= 2; j++) {
+        const cx_desc *g = &in[j]->desc;
+        cl_long *gs = j == 1 ? p.gst : p.bst;
+        int64_t s[CX_MAX_RANK];
+        strides_of(g, s);
+        for (int k = 0; k < p.rank && g->rank; k++) gs[k] = g->shape[k] == 1 ? 0 : s[k];
+    }
+    char name[64];
+    snprintf(name, sizeof name, "layer_norm_%s", ocl_type_tag(d->dtype));
+    double eps = ps->p[CX_P_EPSILON].f;
+    float eps32 = (float)eps;
+    karg args[] = {MEM(out),   MEM(in[0]), MEM(in[1]),
+                   MEM(in[2]), ARG(p),     d->dtype == CX_F64 ? ARG(eps) : ARG(eps32)};
+    return launch(dev, name, args, 6, (size_t)p.rows, 0, st);
+}
+
+/* ---- dot ------------------------------------------------------------------------------- */
+
+static cx_code run_dot(ocl_device *dev, const cx_tensor *a, const cx_tensor *b, const cx_params *ps,
+                       cx_tensor *out, cx_status *st) {
+#ifdef CX_HAVE_CLBLAST
+    gemm_shape g;
+    if (!gemm_layout(&a->desc, &b->desc, ps, &g))
+        return cx_fail(st, CX_EUNSUPPORTED, "opencl: dot with these axes needs a transpose first");
+    if (out->numel == 0) return CX_OK;
+    cl_mem c = (cl_mem)out->data;
+    if (g.k == 0) { /* empty sums */
+        size_t es = cx_dtype_size(out->desc.dtype);
+        uint64_t zero = 0;
+        cl_int err = clEnqueueFillBuffer(dev->queue, c, &zero, es, 0, out->nbytes, 0, NULL, NULL);
+        return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueFillBuffer");
+    }
+    size_t lda = g.ta ? (size_t)g.m : (size_t)g.k, ldb = g.tb ? (size_t)g.k : (size_t)g.n;
+    CLBlastTranspose ta = g.ta ? CLBlastTransposeYes : CLBlastTransposeNo;
+    CLBlastTranspose tb = g.tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+    size_t m = (size_t)g.m, n = (size_t)g.n, k = (size_t)g.k, batch = (size_t)g.batch;
+    cl_mem am = (cl_mem)a->data, bm = (cl_mem)b->data;
+    CLBlastStatusCode rc;
+    /* CLBlast sets kernel arguments on kernels it caches: one call at a time per device */
+    pthread_mutex_lock(&dev->lock);
+    if (out->desc.dtype == CX_F32)
+        rc = batch == 1 ? CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, m, n, k, 1.0f, am, 0, lda, bm,
+                                       0, ldb, 0.0f, c, 0, n, &dev->queue, NULL)
+                        : CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, m, n, k, 1.0f,
+                                                     am, 0, lda, m * k, bm, 0, ldb, k * n, 0.0f, c,
+                                                     0, n, m * n, batch, &dev->queue, NULL);
+    else
+        rc = batch == 1 ? CLBlastDgemm(CLBlastLayoutRowMajor, ta, tb, m, n, k, 1.0, am, 0, lda, bm,
+                                       0, ldb, 0.0, c, 0, n, &dev->queue, NULL)
+                        : CLBlastDgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, m, n, k, 1.0,
+                                                     am, 0, lda, m * k, bm, 0, ldb, k * n, 0.0, c,
+                                                     0, n, m * n, batch, &dev->queue, NULL);
+    pthread_mutex_unlock(&dev->lock);
+    if (rc != CLBlastSuccess)
+        return cx_fail(st, CX_EDEVICE, "opencl: CLBlast GEMM failed (status %d)", (int)rc);
+    return CX_OK;
+#else
+    return cx_fail(st, CX_EUNSUPPORTED, "opencl: built without CLBlast, no dot");
+#endif
+}
+
+cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
+                    const cx_params *ps, cx_tensor *out, cx_status *st) {
+    if (out->numel == 0) return CX_OK;
+    switch (cx_op_table[op].kind) {
+    case CX_KIND_UNARY:
+    case CX_KIND_UNARY_FLOAT:
+    case CX_KIND_BINARY:
+    case CX_KIND_BINARY_FLOAT:
+    case CX_KIND_COMPARE:
+    case CX_KIND_LOGICAL:
+    case CX_KIND_SELECT: return run_elementwise(dev, op, in, n_in, out, st);
+    case CX_KIND_CAST: return run_cast(dev, in[0], out, st);
+    case CX_KIND_REDUCE: return run_reduce(dev, op, in[0], ps, out, st);
+    case CX_KIND_LAYOUT: return run_layout(dev, op, in[0], ps, out, st);
+    case CX_KIND_DOT: return run_dot(dev, in[0], in[1], ps, out, st);
+    case CX_KIND_CREATE:
+        if (op == CX_OP_FULL) return run_full(dev, ps, out, st);
+        break;
+    default: break;
+    }
+    if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)
+        return run_softmax(dev, op, in[0], ps, out, st);
+    if (op == CX_OP_LAYER_NORM) return run_layer_norm(dev, in, ps, out, st);
+    return cx_fail(st, CX_EUNSUPPORTED, "opencl: no kernel for %s", cx_op_table[op].name);
+}

@@ -1,0 +1,505 @@
+/* The OpenCL C source of the opencl driver's kernels, generated once per device from the tables
+ * below: one kernel per (op, types) so that the op and the types are fixed at compile time.
+ *
+ * - f16 is storage only: loaded with vload_half into f32, computed in f32, stored with
+ *   vstore_half_rte (one rounding, like the cpu driver), so no device needs cl_khr_fp16.
+ * - Integer arithmetic runs in the unsigned type, which wraps, like the cpu driver.
+ * - Sums and softmax denominators accumulate in double where the device has cl_khr_fp64 (the
+ *   cpu driver reduces floats in double too), else in float. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opencl_source.h"
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} text;
+
+static void add(text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add(text *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->oom = true;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+/* ---- types ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *tag;     /* kernel-name suffix, and LD_/ST_ macro suffix */
+    const char *store;   /* element type in the buffer */
+    const char *compute; /* type the kernel computes in */
+    const char *uns;     /* unsigned type that integer arithmetic wraps in */
+    const char *raw;     /* same-size type values are copied as (select) */
+    char cls;            /* 'f' float, 's' signed, 'u' unsigned */
+} ocl_type;
+
+static const ocl_type types[CX_DTYPE_COUNT] = {
+    [CX_F16] = {"f16", "half", "float", NULL, "ushort", 'f'},
+    [CX_F32] = {"f32", "float", "float", NULL, "float", 'f'},
+    [CX_F64] = {"f64", "double", "double", NULL, "double", 'f'},
+    [CX_U8] = {"u8", "uchar", "uchar", "uint", "uchar", 'u'},
+    [CX_S32] = {"s32", "int", "int", "uint", "int", 's'},
+    [CX_S64] = {"s64", "long", "long", "ulong", "long", 's'},
+};
+
+bool ocl_type_supported(cx_dtype t, bool fp64) {
+    return cx_dtype_valid(t) && types[t].tag && (t != CX_F64 || fp64);
+}
+
+const char *ocl_type_tag(cx_dtype t) {
+    return cx_dtype_valid(t) ? types[t].tag : NULL;
+}
+
+/* ---- elementwise expressions: x and y in CT (the compute type), U the unsigned type ----- */
+
+typedef struct {
+    const char *f, *s, *u; /* float, signed and unsigned forms; NULL: no kernel */
+} ew_expr;
+
+#define NAN_MAX  "x > y || x != x ? x : y"
+#define NAN_MIN  "x < y || x != x ? x : y"
+#define WRAP(op) "(CT)((U)x " op " (U)y)"
+#define SAME(e)                                                                                    \
+    { e, e, e }
+#define FLOAT(e)                                                                                   \
+    { e, NULL, NULL }
+
+static const ew_expr exprs[CX_OP_COUNT] = {
+    [CX_OP_NEGATE] = {"-x", "(CT)((U)0 - (U)x)", "(CT)((U)0 - (U)x)"},
+    [CX_OP_ABS] = {"fabs(x)", "x < 0 ? (CT)((U)0 - (U)x) : x", "x"},
+    [CX_OP_SIGN] = {"x > 0 ? (CT)1 : x < 0 ? (CT)-1 : x", "(CT)((x > 0) - (x < 0))",
+                    "(CT)(x != 0)"},
+    [CX_OP_EXP] = FLOAT("exp(x)"),
+    [CX_OP_EXPM1] = FLOAT("expm1(x)"),
+    [CX_OP_LOG] = FLOAT("log(x)"),
+    [CX_OP_LOG1P] = FLOAT("log1p(x)"),
+    [CX_OP_SQRT] = FLOAT("sqrt(x)"),
+    [CX_OP_RSQRT] = FLOAT("(CT)1 / sqrt(x)"),
+    [CX_OP_SIN] = FLOAT("sin(x)"),
+    [CX_OP_COS] = FLOAT("cos(x)"),
+    [CX_OP_TANH] = FLOAT("tanh(x)"),
+    /* below zero exp(x) cannot overflow, as in the cpu driver */
+    [CX_OP_SIGMOID] = FLOAT("x >= 0 ? (CT)1 / ((CT)1 + exp(-x)) : exp(x) / ((CT)1 + exp(x))"),
+    [CX_OP_ERF] = FLOAT("erf(x)"),
+    [CX_OP_FLOOR] = {"floor(x)", "x", "x"},
+    [CX_OP_CEIL] = {"ceil(x)", "x", "x"},
+    [CX_OP_ROUND] = {"round(x)", "x", "x"},
+    [CX_OP_RECIPROCAL] = FLOAT("(CT)1 / x"),
+    [CX_OP_LOGICAL_NOT] = SAME("x == 0"),
+    [CX_OP_ADD] = {"x + y", WRAP("+"), WRAP("+")},
+    [CX_OP_SUBTRACT] = {"x - y", WRAP("-"), WRAP("-")},
+    [CX_OP_MULTIPLY] = {"x * y", WRAP("*"), WRAP("*")},
+    [CX_OP_DIVIDE] = FLOAT("x / y"),
+    [CX_OP_POW] = {"pow(x, y)", "(CT)ipow_signed(x, y)", "(CT)ipow_wrap(x, y)"},
+    [CX_OP_MAX] = {NAN_MAX, "x > y ? x : y", "x > y ? x : y"},
+    [CX_OP_MIN] = {NAN_MIN, "x < y ? x : y", "x < y ? x : y"},
+    /* x % -1 is 0 anyway, and skipping it avoids INT_MIN % -1 */
+    [CX_OP_REMAINDER] = {"fmod(x, y)", "y == 0 || y == -1 ? (CT)0 : x % y", "y ? x % y : (CT)0"},
+    [CX_OP_ATAN2] = FLOAT("atan2(x, y)"),
+    [CX_OP_EQUAL] = SAME("x == y"),
+    [CX_OP_NOT_EQUAL] = SAME("x != y"),
+    [CX_OP_LESS] = SAME("x < y"),
+    [CX_OP_LESS_EQUAL] = SAME("x <= y"),
+    [CX_OP_GREATER] = SAME("x > y"),
+    [CX_OP_GREATER_EQUAL] = SAME("x >= y"),
+    [CX_OP_LOGICAL_AND] = SAME("(x != 0) & (y != 0)"),
+    [CX_OP_LOGICAL_OR] = SAME("(x != 0) | (y != 0)"),
+    [CX_OP_LOGICAL_XOR] = SAME("(x != 0) ^ (y != 0)"),
+};
+
+const char *ocl_elementwise_expr(cx_op_id op, cx_dtype t) {
+    if ((int)op < 0 || op >= CX_OP_COUNT || !cx_dtype_valid(t) || !types[t].tag) return NULL;
+    const ew_expr *e = &exprs[op];
+    switch (types[t].cls) {
+    case 'f': return e->f;
+    case 's': return e->s;
+    default: return e->u;
+    }
+}
+
+/* ---- reductions ------------------------------------------------------------------------ */
+
+/* The reductions the driver runs, and how each folds: AT is the accumulator type ("F" the float
+ * accumulator, "I" long, "B" int for truth values), init, fold of a CT value v into a, and
+ * combination of two accumulators. */
+typedef struct {
+    cx_op_id op;
+    const char *name;
+} reduce_op;
+
+static const reduce_op reduce_ops[] = {
+    {CX_OP_SUM, "sum"},
+    {CX_OP_PRODUCT, "product"},
+    {CX_OP_REDUCE_MAX, "reduce_max"},
+    {CX_OP_REDUCE_MIN, "reduce_min"},
+    {CX_OP_ALL, "all"},
+    {CX_OP_ANY, "any"},
+};
+
+/* The output type of a reduction on t (cx_infer_reduce's rule). */
+cx_dtype ocl_reduce_out(cx_op_id op, cx_dtype t) {
+    if (op == CX_OP_ALL || op == CX_OP_ANY) return CX_U8;
+    if (op == CX_OP_SUM || op == CX_OP_PRODUCT) return cx_dtype_to_aggregate(t);
+    return t;
+}
+
+static const char *int_min(cx_dtype t) {
+    return t == CX_U8 ? "0" : t == CX_S32 ? "(long)INT_MIN" : "LONG_MIN";
+}
+
+static const char *int_max(cx_dtype t) {
+    return t == CX_U8 ? "255" : t == CX_S32 ? "(long)INT_MAX" : "LONG_MAX";
+}
+
+static void reduce_kernel(text *b, cx_op_id op, const char *name, cx_dtype t, bool group) {
+    const ocl_type *it = &types[t], *ot = &types[ocl_reduce_out(op, t)];
+    bool fl = it->cls == 'f';
+    const char *at, *init, *fold, *comb;
+    switch (op) {
+    case CX_OP_SUM:
+        at = fl ? "ACC" : "long";
+        init = "0";
+        fold = fl ? "a + (AT)v" : "(long)((ulong)a + (ulong)(long)v)";
+        comb = fl ? "a + c" : "(long)((ulong)a + (ulong)c)";
+        break;
+    case CX_OP_PRODUCT:
+        at = fl ? "ACC" : "long";
+        init = "1";
+        fold = fl ? "a * (AT)v" : "(long)((ulong)a * (ulong)(long)v)";
+        comb = fl ? "a * c" : "(long)((ulong)a * (ulong)c)";
+        break;
+    case CX_OP_REDUCE_MAX:
+        at = fl ? "CT" : "long";
+        init = fl ? "-INFINITY" : int_min(t);
+        fold = fl ? "v > a || v != v ? v : a" : "(long)v > a ? (long)v : a";
+        comb = fl ? "c > a || c != c ? c : a" : "c > a ? c : a";
+        break;
+    case CX_OP_REDUCE_MIN:
+        at = fl ? "CT" : "long";
+        init = fl ? "INFINITY" : int_max(t);
+        fold = fl ? "v < a || v != v ? v : a" : "(long)v < a ? (long)v : a";
+        comb = fl ? "c < a || c != c ? c : a" : "c < a ? c : a";
+        break;
+    case CX_OP_ALL:
+        at = "int";
+        init = "1";
+        fold = "a & (v != 0)";
+        comb = "a & c";
+        break;
+    default:
+        at = "int";
+        init = "0";
+        fold = "a | (v != 0)";
+        comb = "a | c";
+        break;
+    }
+    add(b,
+        "#define CT %s\n#define AT %s\n"
+        "__kernel void rd_%s_%s_%s(__global %s *o, __global const %s *x, const cx_rd r) {\n",
+        it->compute, at, name, it->tag, group ? "group" : "serial", ot->store, it->store);
+    if (group) {
+        add(b,
+            "  __local AT part[RG];\n"
+            "  long g = get_group_id(0); int l = get_local_id(0);\n"
+            "  long base = rd_base(&r, g);\n"
+            "  AT a = %s;\n"
+            "  for (long j = l; j < r.nred; j += RG) { CT v = LD_%s(x, base + rd_off(&r, j)); "
+            "a = %s; }\n"
+            "  part[l] = a;\n"
+            "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+            "  for (int w = RG / 2; w > 0; w >>= 1) {\n"
+            "    if (l < w) { AT a = part[l], c = part[l + w]; part[l] = %s; }\n"
+            "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+            "  }\n"
+            "  if (l == 0) ST_%s(o, g, part[0]);\n}\n",
+            init, it->tag, fold, comb, ot->tag);
+    } else {
+        add(b,
+            "  long g = get_global_id(0); if (g >= r.nout) return;\n"
+            "  long base = rd_base(&r, g);\n"
+            "  AT a = %s;\n"
+            "  for (long j = 0; j < r.nred; j++) { CT v = LD_%s(x, base + rd_off(&r, j)); "
+            "a = %s; }\n"
+            "  ST_%s(o, g, a);\n}\n",
+            init, it->tag, fold, ot->tag);
+    }
+    add(b, "#undef CT\n#undef AT\n");
+}
+
+/* ---- the source ------------------------------------------------------------------------ */
+
+static const char prelude[] =
+    "#define LD_f16(p, i) vload_half((i), (p))\n"
+    /* NaN is stored as the cpu driver stores it: the sign kept, the quiet bit, no payload */
+    "#define ST_f16(p, i, v) do { if (isnan(v)) ((__global ushort *)(p))[i] = signbit(v) ? "
+    "(ushort)0xfe00 : (ushort)0x7e00; else vstore_half_rte((v), (i), (p)); } while (0)\n"
+    "#define LD_f32(p, i) ((p)[i])\n"
+    "#define ST_f32(p, i, v) ((p)[i] = (float)(v))\n"
+    "#define LD_f64(p, i) ((p)[i])\n"
+    "#define ST_f64(p, i, v) ((p)[i] = (double)(v))\n"
+    "#define LD_u8(p, i) ((p)[i])\n"
+    "#define ST_u8(p, i, v) ((p)[i] = (uchar)(v))\n"
+    "#define LD_s32(p, i) ((p)[i])\n"
+    "#define ST_s32(p, i, v) ((p)[i] = (int)(v))\n"
+    "#define LD_s64(p, i) ((p)[i])\n"
+    "#define ST_s64(p, i, v) ((p)[i] = (long)(v))\n"
+    "typedef struct { long n; int rank; int pad; long shape[8]; long st[3][8]; } cx_bc;\n"
+    "typedef struct { long nout, nred; int krank, rrank; long kshape[8], kst[8], rshape[8], "
+    "rst[8]; } cx_rd;\n"
+    "typedef struct { long outer, n, inner; } cx_rows;\n"
+    "typedef struct { long rows, n; int rank; int pad; long shape[8], gst[8], bst[8]; } "
+    "cx_norm;\n"
+    "void bc_offsets(const cx_bc *b, long i, long *off) {\n"
+    "  off[0] = off[1] = off[2] = 0;\n"
+    "  if (b->rank == 1) { off[0] = i * b->st[0][0]; off[1] = i * b->st[1][0]; "
+    "off[2] = i * b->st[2][0]; return; }\n"
+    "  for (int k = b->rank - 1; k >= 0; k--) {\n"
+    "    long n = b->shape[k], c = i % n; i /= n;\n"
+    "    off[0] += c * b->st[0][k]; off[1] += c * b->st[1][k]; off[2] += c * b->st[2][k];\n"
+    "  }\n"
+    "}\n"
+    "long rd_base(const cx_rd *r, long g) {\n"
+    "  long off = 0;\n"
+    "  for (int k = r->krank - 1; k >= 0; k--) { long n = r->kshape[k]; off += (g % n) * "
+    "r->kst[k]; g /= n; }\n"
+    "  return off;\n"
+    "}\n"
+    "long rd_off(const cx_rd *r, long j) {\n"
+    "  if (r->rrank == 1) return j * r->rst[0];\n"
+    "  long off = 0;\n"
+    "  for (int k = r->rrank - 1; k >= 0; k--) { long n = r->rshape[k]; off += (j % n) * "
+    "r->rst[k]; j /= n; }\n"
+    "  return off;\n"
+    "}\n"
+    "long norm_off(const cx_norm *p, const long *st, long j) {\n"
+    "  long off = 0;\n"
+    "  for (int k = p->rank - 1; k >= 0; k--) { long n = p->shape[k]; off += (j % n) * st[k]; "
+    "j /= n; }\n"
+    "  return off;\n"
+    "}\n"
+    /* wrapping exponentiation by squaring; a negative exponent gives 1/base^|e| truncated */
+    "ulong ipow_wrap(ulong base, ulong e) {\n"
+    "  ulong r = 1;\n"
+    "  while (e) { if (e & 1) r *= base; base *= base; e >>= 1; }\n"
+    "  return r;\n"
+    "}\n"
+    "long ipow_signed(long base, long e) {\n"
+    "  if (e >= 0) return (long)ipow_wrap((ulong)base, (ulong)e);\n"
+    "  if (base == 1) return 1;\n"
+    "  if (base == -1) return (e & 1) ? -1 : 1;\n"
+    "  return 0;\n"
+    "}\n";
+
+static void elementwise_kernels(text *b, bool fp64) {
+    for (int op = 0; op < CX_OP_COUNT; op++) {
+        cx_op_kind kind = cx_op_table[op].kind;
+        int arity = cx_op_tensor_arity((cx_op_id)op);
+        for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+            const char *e = ocl_elementwise_expr((cx_op_id)op, (cx_dtype)t);
+            if (!e || !ocl_type_supported((cx_dtype)t, fp64)) continue;
+            const ocl_type *it = &types[t];
+            const ocl_type *ot =
+                kind == CX_KIND_COMPARE || kind == CX_KIND_LOGICAL ? &types[CX_U8] : it;
+            add(b, "#define CT %s\n", it->compute);
+            if (it->uns) add(b, "#define U %s\n", it->uns);
+            add(b, "__kernel void ew_%s_%s(__global %s *o, __global const %s *a, ",
+                cx_op_table[op].name, it->tag, ot->store, it->store);
+            if (arity == 2) add(b, "__global const %s *b, ", it->store);
+            add(b,
+                "const cx_bc bc) {\n"
+                "  long i = get_global_id(0); if (i >= bc.n) return;\n"
+                "  long off[3]; bc_offsets(&bc, i, off);\n"
+                "  CT x = LD_%s(a, off[0]);\n",
+                it->tag);
+            if (arity == 2) add(b, "  CT y = LD_%s(b, off[1]);\n", it->tag);
+            add(b, "  ST_%s(o, i, (%s)(%s));\n}\n#undef CT\n", ot->tag, ot->compute, e);
+            if (it->uns) add(b, "#undef U\n");
+        }
+    }
+}
+
+/* select copies values as stored; the predicate is true where non-zero (f16: any bit but the
+ * sign). clip is max then min with the NaN rules of max and min. */
+static void select_kernels(text *b, bool fp64) {
+    for (int p = 0; p < CX_DTYPE_COUNT; p++) {
+        if (!ocl_type_supported((cx_dtype)p, fp64)) continue;
+        const char *truth = p == CX_F16 ? "(c[off[0]] & 0x7fff) != 0" : "c[off[0]] != 0";
+        for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+            if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
+            const char *raw = types[t].raw;
+            add(b,
+                "__kernel void sel_%s_%s(__global %s *o, __global const %s *c, __global const %s "
+                "*a, __global const %s *b, const cx_bc bc) {\n"
+                "  long i = get_global_id(0); if (i >= bc.n) return;\n"
+                "  long off[3]; bc_offsets(&bc, i, off);\n"
+                "  o[i] = %s ? a[off[1]] : b[off[2]];\n}\n",
+                types[p].tag, types[t].tag, raw, types[p].raw, raw, raw, truth);
+        }
+    }
+    for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+        if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
+        const ocl_type *it = &types[t];
+        bool fl = it->cls == 'f';
+        add(b,
+            "#define CT %s\n"
+            "__kernel void clip_%s(__global %s *o, __global const %s *a, __global const %s *lo, "
+            "__global const %s *hi, const cx_bc bc) {\n"
+            "  long i = get_global_id(0); if (i >= bc.n) return;\n"
+            "  long off[3]; bc_offsets(&bc, i, off);\n"
+            "  CT x = LD_%s(a, off[0]), y = LD_%s(lo, off[1]);\n"
+            "  x = %s;\n"
+            "  y = LD_%s(hi, off[2]);\n"
+            "  ST_%s(o, i, %s);\n}\n#undef CT\n",
+            it->compute, it->tag, it->store, it->store, it->store, it->store, it->tag, it->tag,
+            fl ? NAN_MAX : "x > y ? x : y", it->tag, it->tag, fl ? NAN_MIN : "x < y ? x : y");
+    }
+}
+
+/* Conversions: floats into integers truncate and saturate with NaN as 0 (OpenCL's _sat_rtz
+ * conversions do exactly that); everything else rounds to nearest even. */
+static const char *conversion(cx_dtype s, cx_dtype d) {
+    bool fs = types[s].cls == 'f';
+    switch (d) {
+    case CX_F16: return fs ? "x" : "convert_float_rte(x)";
+    case CX_F32: return "convert_float_rte(x)";
+    case CX_F64: return "convert_double_rte(x)";
+    case CX_U8: return fs ? "convert_uchar_sat_rtz(x)" : "(uchar)x";
+    case CX_S32: return fs ? "convert_int_sat_rtz(x)" : "(int)x";
+    default: return fs ? "convert_long_sat_rtz(x)" : "(long)x";
+    }
+}
+
+static void cast_kernels(text *b, bool fp64) {
+    for (int s = 0; s < CX_DTYPE_COUNT; s++)
+        for (int d = 0; d < CX_DTYPE_COUNT; d++) {
+            if (!ocl_type_supported((cx_dtype)s, fp64) || !ocl_type_supported((cx_dtype)d, fp64))
+                continue;
+            add(b,
+                "__kernel void cast_%s_%s(__global %s *o, __global const %s *a, const long n) {\n"
+                "  long i = get_global_id(0); if (i >= n) return;\n"
+                "  %s x = LD_%s(a, i);\n"
+                "  ST_%s(o, i, %s);\n}\n",
+                types[s].tag, types[d].tag, types[d].store, types[s].store, types[s].compute,
+                types[s].tag, types[d].tag, conversion((cx_dtype)s, (cx_dtype)d));
+        }
+}
+
+/* Layout ops move elements without arithmetic: a strided gather by element size. */
+static void copy_kernels(text *b) {
+    static const char *const raw[] = {"uchar", "ushort", "uint", "ulong"};
+    for (int k = 0; k < 4; k++)
+        add(b,
+            "__kernel void copy_%d(__global %s *o, __global const %s *a, const cx_bc bc, "
+            "const long base) {\n"
+            "  long i = get_global_id(0); if (i >= bc.n) return;\n"
+            "  long off[3]; bc_offsets(&bc, i, off);\n"
+            "  o[i] = a[base + off[0]];\n}\n",
+            1 << k, raw[k], raw[k]);
+}
+
+static void reduce_kernels(text *b, bool fp64) {
+    for (size_t k = 0; k < sizeof reduce_ops / sizeof reduce_ops[0]; k++)
+        for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+            if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
+            reduce_kernel(b, reduce_ops[k].op, reduce_ops[k].name, (cx_dtype)t, false);
+            reduce_kernel(b, reduce_ops[k].op, reduce_ops[k].name, (cx_dtype)t, true);
+        }
+}
+
+/* softmax and log_softmax as their decompositions compute them, fused: one work-item per row,
+ * exp(x - max) / sum and (x - max) - log(sum). layer_norm: (x - mean) * (1 / sqrt(variance +
+ * epsilon)) * gamma + beta, the mean and the biased variance over the row. */
+static void nn_kernels(text *b, bool fp64) {
+    for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+        if (types[t].cls != 'f' || !ocl_type_supported((cx_dtype)t, fp64)) continue;
+        const ocl_type *it = &types[t];
+        for (int log_form = 0; log_form < 2; log_form++)
+            add(b,
+                "#define CT %s\n"
+                "__kernel void %s_%s(__global %s *o, __global const %s *a, const cx_rows r) {\n"
+                "  long w = get_global_id(0); if (w >= r.outer * r.inner) return;\n"
+                "  long base = (w / r.inner) * r.n * r.inner + w %% r.inner;\n"
+                "  CT m = -INFINITY;\n"
+                "  for (long k = 0; k < r.n; k++) { CT v = LD_%s(a, base + k * r.inner); "
+                "m = v > m || v != v ? v : m; }\n"
+                "  ACC s = 0;\n"
+                "  for (long k = 0; k < r.n; k++) s += (ACC)exp(LD_%s(a, base + k * r.inner) - "
+                "m);\n"
+                "  CT sum = (CT)s;\n"
+                "%s"
+                "  for (long k = 0; k < r.n; k++) { long i = base + k * r.inner; CT d = "
+                "LD_%s(a, i) - m; ST_%s(o, i, %s); }\n"
+                "}\n#undef CT\n",
+                it->compute, log_form ? "log_softmax" : "softmax", it->tag, it->store, it->store,
+                it->tag, it->tag, log_form ? "  CT ls = log(sum);\n" : "", it->tag, it->tag,
+                log_form ? "d - ls" : "exp(d) / sum");
+        add(b,
+            "#define CT %s\n"
+            "__kernel void layer_norm_%s(__global %s *o, __global const %s *a, __global const %s "
+            "*g, __global const %s *b, const cx_norm p, const CT eps) {\n"
+            "  long row = get_global_id(0); if (row >= p.rows) return;\n"
+            "  long base = row * p.n;\n"
+            "  ACC s = 0;\n"
+            "  for (long j = 0; j < p.n; j++) s += LD_%s(a, base + j);\n"
+            "  CT mean = (CT)s / (CT)p.n;\n"
+            "  s = 0;\n"
+            "  for (long j = 0; j < p.n; j++) { CT d = LD_%s(a, base + j) - mean; s += d * d; }\n"
+            "  CT inv = (CT)1 / sqrt((CT)s / (CT)p.n + eps);\n"
+            "  for (long j = 0; j < p.n; j++) {\n"
+            "    CT d = LD_%s(a, base + j) - mean;\n"
+            "    CT y = d * inv * LD_%s(g, norm_off(&p, p.gst, j)) + LD_%s(b, norm_off(&p, p.bst, "
+            "j));\n"
+            "    ST_%s(o, base + j, y);\n"
+            "  }\n}\n#undef CT\n",
+            it->compute, it->tag, it->store, it->store, it->store, it->store, it->tag, it->tag,
+            it->tag, it->tag, it->tag, it->tag);
+    }
+}
+
+char *ocl_source(bool fp64) {
+    text b = {.cap = 1 << 16};
+    b.s = malloc(b.cap);
+    if (!b.s) return NULL;
+    b.s[0] = 0;
+    if (fp64)
+        add(&b, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#define ACC double\n");
+    else
+        add(&b, "#define ACC float\n");
+    add(&b, "#define RG %d\n%s", OCL_REDUCE_GROUP, prelude);
+    elementwise_kernels(&b, fp64);
+    select_kernels(&b, fp64);
+    cast_kernels(&b, fp64);
+    copy_kernels(&b);
+    reduce_kernels(&b, fp64);
+    nn_kernels(&b, fp64);
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}

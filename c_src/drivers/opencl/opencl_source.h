@@ -1,0 +1,21 @@
+/* The OpenCL C source of the opencl driver's kernels, and the tables that say which kernels it
+ * holds (the driver claims exactly those). */
+#ifndef CX_OPENCL_SOURCE_H
+#define CX_OPENCL_SOURCE_H
+
+#include "opencl_driver.h"
+
+/* The source of every kernel; fp64 adds the f64 kernels and double accumulators. A malloc'd
+ * string, NULL when out of memory. */
+char *ocl_source(bool fp64);
+
+/* Whether kernels exist for elements of type t (bf16 has none; f64 needs fp64). */
+bool ocl_type_supported(cx_dtype t, bool fp64);
+/* The kernel-name suffix of a type: "f16", "f32" ...; NULL for bf16. */
+const char *ocl_type_tag(cx_dtype t);
+/* The OpenCL C expression of an elementwise op on type t, NULL when there is no kernel. */
+const char *ocl_elementwise_expr(cx_op_id op, cx_dtype t);
+/* The result type of a reduction on t, as inference gives it. */
+cx_dtype ocl_reduce_out(cx_op_id op, cx_dtype t);
+
+#endif

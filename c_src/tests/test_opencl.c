@@ -1,0 +1,420 @@
+/* The opencl driver (c_src/drivers/opencl), loaded with dlopen from the build directory as the
+ * application loads it from priv/: every op it claims is run on the OpenCL device and on the
+ * cpu with the same inputs, must be planned native there, and must agree; 16 threads at once
+ * must each get their own results. Without an OpenCL platform (or without the driver built)
+ * every test is skipped with the reason printed.
+ *
+ * PoCL caches compiled kernels in POCL_CACHE_DIR; it is set to build/pocl-cache unless the
+ * caller set it, so that only the first run pays for the kernel builds. */
+#include <pthread.h>
+#include <stdio.h>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+#include "test_util.h"
+
+/* Under AddressSanitizer, LeakSanitizer's end-of-process scan crashes in its own tracer while
+ * PoCL's device threads are still alive ("Tracer caught signal 11"), after every test passed.
+ * Leak detection is off for this program only; address and UBSan checks stay on. */
+__attribute__((visibility("default"), used)) const char *__asan_default_options(void) {
+    return "detect_leaks=0";
+}
+
+static cx_device *cpu, *ocl;
+static char skip_reason[320];
+
+static int setup(void **state) {
+    (void)state;
+    /* under valgrind most of the code run would be PoCL's LLVM compiler, not the driver; the
+     * driver's host code is checked with ASan/UBSan (make test-asan) instead */
+    if (RUNNING_ON_VALGRIND) {
+        printf("test_opencl: skipped under valgrind (PoCL's LLVM would be most of what runs); "
+               "checked with ASan/UBSan instead\n");
+        return 0;
+    }
+    setenv("POCL_CACHE_DIR", CX_BUILD_DIR "/pocl-cache", 0);
+    static const cx_driver_spec specs[] = {{"opencl", CX_BUILD_DIR "/cascade_driver_opencl.so"}};
+    cx_status st = {0};
+    if (cx_devices_init(specs, 1, &st) != CX_OK) return -1;
+    cpu = cx_device_find("cpu");
+    ocl = cx_device_find("opencl");
+    if (!ocl || !ocl->available) {
+        for (int k = 0; k < cx_device_count(); k++) {
+            cx_device *d = cx_device_get(k);
+            if (strcmp(d->driver_name, "opencl") == 0 && !d->available)
+                snprintf(skip_reason, sizeof skip_reason, "%s", d->reason);
+        }
+        if (!skip_reason[0]) snprintf(skip_reason, sizeof skip_reason, "no opencl device");
+        printf("test_opencl: skipped, the opencl driver is unavailable: %s\n", skip_reason);
+        ocl = NULL;
+    }
+    cx_set_policy(CX_POLICY_ALLOW);
+    return 0;
+}
+
+#define NEED_DEVICE                                                                                \
+    do {                                                                                           \
+        if (!ocl) skip();                                                                          \
+    } while (0)
+
+/* Deterministic inputs: a mix of ordinary values and, for floats, the special ones. */
+static uint64_t rng = 0x9E3779B97F4A7C15u;
+static double next_value(cx_dtype t, bool specials) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    int r = (int)(rng % 1000);
+    if (!cx_dtype_is_float(t)) return t == CX_U8 ? r % 7 : r % 13 - 6;
+    if (specials && r < 20) return (double[]){0.0, -0.0, INFINITY, -INFINITY, NAN}[r % 5];
+    return (r - 500) / 97.0;
+}
+
+static cx_tensor *random_tensor(cx_dtype t, int rank, const int64_t *shape, bool specials) {
+    int64_t n = 1;
+    for (int k = 0; k < rank; k++) n *= shape[k];
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) v[i] = next_value(t, specials);
+    cx_tensor *x = tu_tensor(t, rank, shape, v);
+    free(v);
+    return x;
+}
+
+static cx_tensor *moved(cx_tensor *x, cx_device *to) {
+    cx_tensor *y = malloc(sizeof *y);
+    cx_status st = {0};
+    if (cx_transfer(x, to, y, &st) != CX_OK) fail_msg("transfer: %s", st.message);
+    return y;
+}
+
+/* Relative tolerance of the opencl result for a type (its compute type's rounding, a few ulps). */
+static double tolerance(cx_dtype t, double scale) {
+    switch (t) {
+    case CX_F16: return scale * 2e-3;
+    case CX_F32: return scale * 4e-6;
+    case CX_F64: return scale * 1e-13;
+    default: return 0;
+    }
+}
+
+/* Runs op on the cpu and on the opencl device, asserts the opencl plan is native and the
+ * results agree within tol (relative; exact for integers). */
+static void check(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0, double scale) {
+    cx_tensor *din[4];
+    for (int j = 0; j < n; j++) din[j] = moved(in[j], ocl);
+    cx_params ps = ps0 ? *ps0 : (cx_params){0};
+    cx_params ps_cpu = ps;
+    cx_plan plan;
+    cx_status st = {0};
+    if (cx_plan_op(op, ocl, (const cx_tensor *const *)din, n, &ps, &plan, &st) != CX_OK)
+        fail_msg("%s: plan: %s", cx_op_table[op].name, st.message);
+    if (plan.route != CX_ROUTE_NATIVE)
+        fail_msg("%s on %s: planned %s, not native (%s)", cx_op_table[op].name,
+                 cx_dtype_name(in[0]->desc.dtype), cx_route_name(plan.route), plan.reason);
+    cx_tensor got, want;
+    if (cx_run_plan(&plan, din, n, &ps, &got, &st) != CX_OK)
+        fail_msg("%s on opencl: %s", cx_op_table[op].name, st.message);
+    if (cx_run(op, cpu, in, n, &ps_cpu, &want, &st) != CX_OK)
+        fail_msg("%s on cpu: %s", cx_op_table[op].name, st.message);
+    assert_ptr_equal(got.device, ocl);
+    cx_tensor *back = moved(&got, cpu);
+    cx_dtype t = want.desc.dtype;
+    assert_int_equal(back->desc.dtype, t);
+    assert_int_equal(back->desc.rank, want.desc.rank);
+    for (int k = 0; k < want.desc.rank; k++)
+        assert_int_equal(back->desc.shape[k], want.desc.shape[k]);
+    double tol = tolerance(t, scale);
+    for (int64_t i = 0; i < want.numel; i++) {
+        double a = tu_load(t, back->data, i), b = tu_load(t, want.data, i);
+        if (isnan(a) && isnan(b)) continue;
+        if (a == b) continue;
+        if (isinf(a) || isinf(b) || !(fabs(a - b) <= tol * (1 + fabs(b))))
+            fail_msg("%s on %s, element %lld of %lld: opencl %.17g, cpu %.17g",
+                     cx_op_table[op].name, cx_dtype_name(in[0]->desc.dtype), (long long)i,
+                     (long long)want.numel, a, b);
+    }
+    tu_drop(back);
+    cx_tensor_free(&got);
+    cx_tensor_free(&want);
+    for (int j = 0; j < n; j++) tu_drop(din[j]);
+}
+
+static const cx_dtype all_types[] = {CX_F16, CX_F32, CX_F64, CX_U8, CX_S32, CX_S64};
+#define N_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
+
+static bool claimed(cx_op_id op, cx_dtype t) {
+    cx_route route;
+    cx_status st = {0};
+    cx_explain steps = {0};
+    cx_code rc = cx_capability(ocl, op, t, &route, &steps, &st);
+    cx_explain_free(&steps);
+    return rc == CX_OK && route == CX_ROUTE_NATIVE;
+}
+
+static void test_device_properties(void **state) {
+    NEED_DEVICE;
+    assert_false(ocl->props.host_memory);
+    assert_true(ocl->props.memory > 0);
+    assert_non_null(strstr(ocl->props.detail, "f16"));
+    assert_true(strcmp(ocl->props.kind, "cpu") == 0 || strcmp(ocl->props.kind, "gpu") == 0 ||
+                strcmp(ocl->props.kind, "accelerator") == 0);
+    /* bf16 has no kernels: refused, so the dispatcher decomposes or falls back */
+    assert_false(claimed(CX_OP_ADD, CX_BF16));
+}
+
+static void test_elementwise(void **state) {
+    NEED_DEVICE;
+    static const int64_t same[] = {3, 7}, row[] = {1, 7}, col[] = {3, 1}, wide[] = {2, 3, 5},
+                         last[] = {5};
+    int checked = 0;
+    for (int op = 0; op < CX_OP_COUNT; op++) {
+        cx_op_kind kind = cx_op_table[op].kind;
+        if (kind != CX_KIND_UNARY && kind != CX_KIND_UNARY_FLOAT && kind != CX_KIND_BINARY &&
+            kind != CX_KIND_BINARY_FLOAT && kind != CX_KIND_COMPARE && kind != CX_KIND_LOGICAL)
+            continue;
+        int arity = cx_op_tensor_arity((cx_op_id)op);
+        for (int k = 0; k < N_TYPES; k++) {
+            cx_dtype t = all_types[k];
+            if (!claimed((cx_op_id)op, t)) continue;
+            /* integer pow: small exponents */
+            bool sp = cx_dtype_is_float(t);
+            cx_tensor *a = random_tensor(t, 2, same, sp);
+            cx_tensor *b = random_tensor(t, 2, same, sp);
+            cx_tensor *in[2] = {a, b};
+            check((cx_op_id)op, in, arity, NULL, op == CX_OP_POW ? 16 : 4);
+            if (arity == 2) {
+                cx_tensor *c = random_tensor(t, 2, col, sp), *r = random_tensor(t, 2, row, sp);
+                cx_tensor *bc[2] = {c, r};
+                check((cx_op_id)op, bc, 2, NULL, op == CX_OP_POW ? 16 : 4);
+                cx_tensor *w = random_tensor(t, 3, wide, sp), *l = random_tensor(t, 1, last, sp);
+                cx_tensor *wl[2] = {w, l};
+                check((cx_op_id)op, wl, 2, NULL, op == CX_OP_POW ? 16 : 4);
+                tu_drop(c);
+                tu_drop(r);
+                tu_drop(w);
+                tu_drop(l);
+            }
+            tu_drop(a);
+            tu_drop(b);
+            checked++;
+        }
+    }
+    printf("test_opencl: %d elementwise (op, type) claims checked\n", checked);
+    assert_true(checked > 100);
+}
+
+static void test_select_clip_cast(void **state) {
+    NEED_DEVICE;
+    static const int64_t s[] = {4, 9}, r[] = {9};
+    for (int k = 0; k < N_TYPES; k++) {
+        cx_dtype t = all_types[k];
+        cx_tensor *p = random_tensor(all_types[(k + 1) % N_TYPES], 2, s, true);
+        cx_tensor *a = random_tensor(t, 2, s, true), *b = random_tensor(t, 1, r, true);
+        cx_tensor *sel[3] = {p, a, b};
+        check(CX_OP_SELECT, sel, 3, NULL, 0);
+        cx_tensor *lo = random_tensor(t, 1, r, false), *hi = random_tensor(t, 1, r, false);
+        cx_tensor *cl[3] = {a, lo, hi};
+        check(CX_OP_CLIP, cl, 3, NULL, 0);
+        for (int j = 0; j < N_TYPES; j++) {
+            cx_params ps = {0};
+            cx_param_put_int(&ps, CX_P_TYPE, all_types[j]);
+            cx_tensor *one[1] = {a};
+            check(CX_OP_AS_TYPE, one, 1, &ps, 0);
+        }
+        tu_drop(p);
+        tu_drop(a);
+        tu_drop(b);
+        tu_drop(lo);
+        tu_drop(hi);
+    }
+}
+
+static void test_reductions(void **state) {
+    NEED_DEVICE;
+    static const cx_op_id ops[] = {CX_OP_SUM,        CX_OP_PRODUCT, CX_OP_REDUCE_MAX,
+                                   CX_OP_REDUCE_MIN, CX_OP_ALL,     CX_OP_ANY};
+    static const int64_t s[] = {3, 400, 5};
+    static const int64_t axes[][3] = {{1}, {0, 2}, {0, 1, 2}, {2}};
+    static const int n_axes[] = {1, 2, 3, 1};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (int k = 0; k < N_TYPES; k++) {
+            cx_dtype t = all_types[k];
+            assert_true(claimed(ops[o], t));
+            /* products of many floats overflow: keep them to one small axis */
+            cx_tensor *x = random_tensor(t, 3, s, ops[o] != CX_OP_PRODUCT);
+            for (int a = 0; a < 4; a++) {
+                if (ops[o] == CX_OP_PRODUCT && a != 3) continue;
+                cx_params ps = {0};
+                cx_param_put_ints(&ps, CX_P_AXES, axes[a], n_axes[a]);
+                cx_tensor *in[1] = {x};
+                check(ops[o], in, 1, &ps, 64);
+            }
+            tu_drop(x);
+        }
+}
+
+static void test_layout(void **state) {
+    NEED_DEVICE;
+    static const int64_t s[] = {2, 3, 5};
+    for (int k = 0; k < N_TYPES; k++) {
+        cx_tensor *x = random_tensor(all_types[k], 3, s, true);
+        cx_tensor *in[1] = {x};
+        cx_params ps = {0};
+        cx_param_put_ints(&ps, CX_P_AXES, (const int64_t[]){2, 0, 1}, 3);
+        check(CX_OP_TRANSPOSE, in, 1, &ps, 0);
+        ps = (cx_params){0};
+        cx_param_put_ints(&ps, CX_P_SHAPE, (const int64_t[]){6, 5}, 2);
+        check(CX_OP_RESHAPE, in, 1, &ps, 0);
+        ps = (cx_params){0};
+        cx_param_put_ints(&ps, CX_P_SHAPE, (const int64_t[]){4, 2, 3, 5}, 4);
+        check(CX_OP_BROADCAST, in, 1, &ps, 0);
+        ps = (cx_params){0};
+        cx_param_put_ints(&ps, CX_P_START, (const int64_t[]){1, 1, 0}, 3);
+        cx_param_put_ints(&ps, CX_P_LENGTHS, (const int64_t[]){1, 2, 5}, 3);
+        cx_param_put_ints(&ps, CX_P_STRIDES, (const int64_t[]){1, 1, 2}, 3);
+        check(CX_OP_SLICE, in, 1, &ps, 0);
+        ps = (cx_params){0};
+        cx_param_put_ints(&ps, CX_P_AXES, (const int64_t[]){0, 2}, 2);
+        check(CX_OP_REVERSE, in, 1, &ps, 0);
+        tu_drop(x);
+    }
+}
+
+static void test_composites(void **state) {
+    NEED_DEVICE;
+    static const cx_dtype floats[] = {CX_F16, CX_F32, CX_F64};
+    static const int64_t s[] = {4, 33, 6}, g[] = {33, 6}, b1[] = {1, 6};
+    for (int k = 0; k < 3; k++) {
+        cx_dtype t = floats[k];
+        cx_tensor *x = random_tensor(t, 3, s, false);
+        for (int axis = 0; axis < 3; axis++) {
+            cx_params ps = {0};
+            cx_param_put_int(&ps, CX_P_AXIS, axis);
+            cx_tensor *in[1] = {x};
+            check(CX_OP_SOFTMAX, in, 1, &ps, 16);
+            check(CX_OP_LOG_SOFTMAX, in, 1, &ps, 16);
+        }
+        cx_tensor *gamma = random_tensor(t, 2, g, false), *beta = random_tensor(t, 2, b1, false);
+        cx_tensor *in[3] = {x, gamma, beta};
+        cx_params ps = {0};
+        cx_param_put_ints(&ps, CX_P_AXES, (const int64_t[]){1, 2}, 2);
+        cx_param_put_float(&ps, CX_P_EPSILON, 1e-3);
+        check(CX_OP_LAYER_NORM, in, 3, &ps, 64);
+        tu_drop(gamma);
+        tu_drop(beta);
+        tu_drop(x);
+    }
+}
+
+static void test_dot(void **state) {
+    NEED_DEVICE;
+    static const cx_dtype floats[] = {CX_F32, CX_F64};
+    for (int k = 0; k < 2; k++) {
+        cx_dtype t = floats[k];
+        cx_tensor *a = random_tensor(t, 2, (const int64_t[]){37, 65}, false);
+        cx_tensor *b = random_tensor(t, 2, (const int64_t[]){65, 29}, false);
+        cx_tensor *in[2] = {a, b};
+        check(CX_OP_DOT, in, 2, NULL, 256);
+        /* batched, and with B transposed (contracting its last axis) */
+        cx_tensor *ba = random_tensor(t, 3, (const int64_t[]){3, 9, 17}, false);
+        cx_tensor *bb = random_tensor(t, 3, (const int64_t[]){3, 11, 17}, false);
+        cx_params ps = {0};
+        cx_param_put_ints(&ps, CX_P_CONTRACT_A, (const int64_t[]){2}, 1);
+        cx_param_put_ints(&ps, CX_P_BATCH_A, (const int64_t[]){0}, 1);
+        cx_param_put_ints(&ps, CX_P_CONTRACT_B, (const int64_t[]){2}, 1);
+        cx_param_put_ints(&ps, CX_P_BATCH_B, (const int64_t[]){0}, 1);
+        cx_tensor *bin[2] = {ba, bb};
+        check(CX_OP_DOT, bin, 2, &ps, 256);
+        tu_drop(a);
+        tu_drop(b);
+        tu_drop(ba);
+        tu_drop(bb);
+    }
+    /* integers are not claimed: the dispatcher moves them to the cpu */
+    assert_false(claimed(CX_OP_DOT, CX_S32));
+}
+
+/* ---- 16 threads at once: each runs its own ops on the shared device and checks its results */
+
+#define THREADS 16
+#define ROUNDS  20
+
+typedef struct {
+    int id;
+    int bad;
+    char message[600];
+} worker;
+
+static void *work(void *p) {
+    worker *w = p;
+    int64_t shape[] = {8, 64 + w->id};
+    int64_t n = shape[0] * shape[1];
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 7 + w->id * 13) % 29) - 14;
+    cx_tensor *x = tu_tensor(CX_F32, 2, shape, v);
+    for (int round = 0; round < ROUNDS && !w->bad; round++) {
+        cx_status st = {0};
+        cx_tensor dx, sum, scaled;
+        if (cx_transfer(x, ocl, &dx, &st) != CX_OK) goto failed;
+        /* x * x then a row sum: each thread's shape and values are its own */
+        cx_tensor *mul_in[2] = {&dx, &dx};
+        cx_params ps = {0};
+        if (cx_run(CX_OP_MULTIPLY, ocl, mul_in, 2, &ps, &scaled, &st) != CX_OK) goto failed;
+        cx_params rs = {0};
+        cx_param_put_ints(&rs, CX_P_AXES, (const int64_t[]){1}, 1);
+        cx_tensor *sum_in[1] = {&scaled};
+        if (cx_run(CX_OP_SUM, ocl, sum_in, 1, &rs, &sum, &st) != CX_OK) goto failed;
+        float got[8];
+        if (cx_tensor_download(&sum, got, sizeof got, &st) != CX_OK) goto failed;
+        for (int r = 0; r < 8 && !w->bad; r++) {
+            double want = 0;
+            for (int64_t c = 0; c < shape[1]; c++)
+                want += v[r * shape[1] + c] * v[r * shape[1] + c];
+            if (got[r] != (float)want) {
+                w->bad = 1;
+                snprintf(w->message, sizeof w->message, "thread %d round %d row %d: %g, want %g",
+                         w->id, round, r, got[r], want);
+            }
+        }
+        cx_tensor_free(&sum);
+        cx_tensor_free(&scaled);
+        cx_tensor_free(&dx);
+        continue;
+    failed:
+        w->bad = 1;
+        snprintf(w->message, sizeof w->message, "thread %d: %s", w->id, st.message);
+    }
+    tu_drop(x);
+    free(v);
+    return NULL;
+}
+
+static void test_sixteen_threads(void **state) {
+    NEED_DEVICE;
+    pthread_t th[THREADS];
+    worker w[THREADS];
+    for (int k = 0; k < THREADS; k++) {
+        w[k] = (worker){.id = k};
+        assert_int_equal(pthread_create(&th[k], NULL, work, &w[k]), 0);
+    }
+    for (int k = 0; k < THREADS; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < THREADS; k++)
+        if (w[k].bad) fail_msg("%s", w[k].message);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_properties),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_select_clip_cast),
+        cmocka_unit_test(test_reductions),
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_composites),
+        cmocka_unit_test(test_dot),
+        cmocka_unit_test(test_sixteen_threads),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
