@@ -38,9 +38,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
     return __float2bfloat16_rn(x);
 }
 
-template <typename T> struct alignas(sizeof(T) * 4) vec4 {
-    T v[4];
-};
+template <typename T> struct alignas(sizeof(T) * 4) vec4 { T v[4]; };
 
 /* Enough blocks to fill the GPU several times over; the loops stride over the grid. */
 unsigned blocks_for(int64_t n) {
@@ -65,42 +63,46 @@ __device__ __forceinline__ float min_nan(float x, float y) {
 /* The op's formula on f32 values x (and y): one case per op, each a loop (LOOP is defined by
  * the kernel that expands it). */
 #define UNARY_CASES(LOOP)                                                                          \
-    case CX_OP_NEGATE: LOOP(-x); break;                                                           \
-    case CX_OP_ABS: LOOP(fabsf(x)); break;                                                        \
-    case CX_OP_SIGN: LOOP(x > 0 ? 1.0f : x < 0 ? -1.0f : x); break;                               \
-    case CX_OP_EXP: LOOP(expf(x)); break;                                                         \
-    case CX_OP_EXPM1: LOOP(expm1f(x)); break;                                                     \
-    case CX_OP_LOG: LOOP(logf(x)); break;                                                         \
-    case CX_OP_LOG1P: LOOP(log1pf(x)); break;                                                     \
-    case CX_OP_SQRT: LOOP(sqrtf(x)); break;                                                       \
-    case CX_OP_RSQRT: LOOP(1.0f / sqrtf(x)); break;                                               \
-    case CX_OP_SIN: LOOP(sinf(x)); break;                                                         \
-    case CX_OP_COS: LOOP(cosf(x)); break;                                                         \
-    case CX_OP_TANH: LOOP(tanhf(x)); break;                                                       \
-    case CX_OP_SIGMOID: LOOP(sigmoid_f(x)); break;                                                \
-    case CX_OP_ERF: LOOP(erff(x)); break;                                                         \
-    case CX_OP_FLOOR: LOOP(floorf(x)); break;                                                     \
-    case CX_OP_CEIL: LOOP(ceilf(x)); break;                                                       \
-    case CX_OP_ROUND: LOOP(roundf(x)); break;                                                     \
-    case CX_OP_RECIPROCAL: LOOP(1.0f / x); break;
+    case CX_OP_NEGATE: LOOP(-x); break;                                                            \
+    case CX_OP_ABS: LOOP(fabsf(x)); break;                                                         \
+    case CX_OP_SIGN: LOOP(x > 0 ? 1.0f : x < 0 ? -1.0f : x); break;                                \
+    case CX_OP_EXP: LOOP(expf(x)); break;                                                          \
+    case CX_OP_EXPM1: LOOP(expm1f(x)); break;                                                      \
+    case CX_OP_LOG: LOOP(logf(x)); break;                                                          \
+    case CX_OP_LOG1P: LOOP(log1pf(x)); break;                                                      \
+    case CX_OP_SQRT: LOOP(sqrtf(x)); break;                                                        \
+    case CX_OP_RSQRT: LOOP(1.0f / sqrtf(x)); break;                                                \
+    case CX_OP_SIN: LOOP(sinf(x)); break;                                                          \
+    case CX_OP_COS: LOOP(cosf(x)); break;                                                          \
+    case CX_OP_TANH: LOOP(tanhf(x)); break;                                                        \
+    case CX_OP_SIGMOID: LOOP(sigmoid_f(x)); break;                                                 \
+    case CX_OP_ERF: LOOP(erff(x)); break;                                                          \
+    case CX_OP_FLOOR: LOOP(floorf(x)); break;                                                      \
+    case CX_OP_CEIL: LOOP(ceilf(x)); break;                                                        \
+    case CX_OP_ROUND: LOOP(roundf(x)); break;                                                      \
+    case CX_OP_RECIPROCAL:                                                                         \
+        LOOP(1.0f / x);                                                                            \
+        break;
 
 #define BINARY_CASES(LOOP)                                                                         \
-    case CX_OP_ADD: LOOP(x + y); break;                                                           \
-    case CX_OP_SUBTRACT: LOOP(x - y); break;                                                      \
-    case CX_OP_MULTIPLY: LOOP(x *y); break;                                                       \
-    case CX_OP_DIVIDE: LOOP(x / y); break;                                                        \
-    case CX_OP_POW: LOOP(powf(x, y)); break;                                                      \
-    case CX_OP_MAX: LOOP(max_nan(x, y)); break;                                                   \
-    case CX_OP_MIN: LOOP(min_nan(x, y)); break;                                                   \
-    case CX_OP_REMAINDER: LOOP(fmodf(x, y)); break;                                               \
-    case CX_OP_ATAN2: LOOP(atan2f(x, y)); break;
+    case CX_OP_ADD: LOOP(x + y); break;                                                            \
+    case CX_OP_SUBTRACT: LOOP(x - y); break;                                                       \
+    case CX_OP_MULTIPLY: LOOP(x *y); break;                                                        \
+    case CX_OP_DIVIDE: LOOP(x / y); break;                                                         \
+    case CX_OP_POW: LOOP(powf(x, y)); break;                                                       \
+    case CX_OP_MAX: LOOP(max_nan(x, y)); break;                                                    \
+    case CX_OP_MIN: LOOP(min_nan(x, y)); break;                                                    \
+    case CX_OP_REMAINDER: LOOP(fmodf(x, y)); break;                                                \
+    case CX_OP_ATAN2:                                                                              \
+        LOOP(atan2f(x, y));                                                                        \
+        break;
 
 #define COMPARE_CASES(LOOP)                                                                        \
-    case CX_OP_EQUAL: LOOP(x == y); break;                                                        \
-    case CX_OP_NOT_EQUAL: LOOP(x != y); break;                                                    \
-    case CX_OP_LESS: LOOP(x < y); break;                                                          \
-    case CX_OP_LESS_EQUAL: LOOP(x <= y); break;                                                   \
-    case CX_OP_GREATER: LOOP(x > y); break;                                                       \
+    case CX_OP_EQUAL: LOOP(x == y); break;                                                         \
+    case CX_OP_NOT_EQUAL: LOOP(x != y); break;                                                     \
+    case CX_OP_LESS: LOOP(x < y); break;                                                           \
+    case CX_OP_LESS_EQUAL: LOOP(x <= y); break;                                                    \
+    case CX_OP_GREATER: LOOP(x > y); break;                                                        \
     case CX_OP_GREATER_EQUAL: LOOP(x >= y); break;
 
 /* ---- contiguous unary and binary: four elements per load ------------------------------- */
@@ -113,17 +115,17 @@ __global__ void k_unary_contig(int op, const T *__restrict__ a, T *__restrict__ 
     const vec4<T> *av = reinterpret_cast<const vec4<T> *>(a);
     vec4<T> *ov = reinterpret_cast<vec4<T> *>(out);
 #define UNARY_LOOP(EXPR)                                                                           \
-    for (int64_t i = i0; i < n4; i += step) {                                                     \
-        vec4<T> va = av[i], r;                                                                    \
-        _Pragma("unroll") for (int k = 0; k < 4; k++) {                                           \
-            float x = to_f(va.v[k]);                                                              \
-            r.v[k] = from_f<T>(EXPR);                                                             \
-        }                                                                                         \
-        ov[i] = r;                                                                                \
-    }                                                                                             \
-    for (int64_t i = n4 * 4 + i0; i < n; i += step) {                                             \
-        float x = to_f(a[i]);                                                                     \
-        out[i] = from_f<T>(EXPR);                                                                 \
+    for (int64_t i = i0; i < n4; i += step) {                                                      \
+        vec4<T> va = av[i], r;                                                                     \
+        _Pragma("unroll") for (int k = 0; k < 4; k++) {                                            \
+            float x = to_f(va.v[k]);                                                               \
+            r.v[k] = from_f<T>(EXPR);                                                              \
+        }                                                                                          \
+        ov[i] = r;                                                                                 \
+    }                                                                                              \
+    for (int64_t i = n4 * 4 + i0; i < n; i += step) {                                              \
+        float x = to_f(a[i]);                                                                      \
+        out[i] = from_f<T>(EXPR);                                                                  \
     }
     switch (op) {
         UNARY_CASES(UNARY_LOOP)
@@ -144,21 +146,21 @@ __global__ void k_binary_contig(int op, const T *__restrict__ a, const T *__rest
     vec4<T> *ov = reinterpret_cast<vec4<T> *>(out);
     float a0 = sa ? 0.0f : to_f(a[0]), b0 = sb ? 0.0f : to_f(b[0]);
 #define BINARY_LOOP(EXPR)                                                                          \
-    for (int64_t i = i0; i < n4; i += step) {                                                     \
-        vec4<T> va, vb, r;                                                                        \
-        if (sa) va = av[i];                                                                       \
-        if (sb) vb = bv[i];                                                                       \
-        _Pragma("unroll") for (int k = 0; k < 4; k++) {                                           \
-            float x = sa ? to_f(va.v[k]) : a0;                                                    \
-            float y = sb ? to_f(vb.v[k]) : b0;                                                    \
-            r.v[k] = from_f<T>(EXPR);                                                             \
-        }                                                                                         \
-        ov[i] = r;                                                                                \
-    }                                                                                             \
-    for (int64_t i = n4 * 4 + i0; i < n; i += step) {                                             \
-        float x = sa ? to_f(a[i]) : a0;                                                           \
-        float y = sb ? to_f(b[i]) : b0;                                                           \
-        out[i] = from_f<T>(EXPR);                                                                 \
+    for (int64_t i = i0; i < n4; i += step) {                                                      \
+        vec4<T> va, vb, r;                                                                         \
+        if (sa) va = av[i];                                                                        \
+        if (sb) vb = bv[i];                                                                        \
+        _Pragma("unroll") for (int k = 0; k < 4; k++) {                                            \
+            float x = sa ? to_f(va.v[k]) : a0;                                                     \
+            float y = sb ? to_f(vb.v[k]) : b0;                                                     \
+            r.v[k] = from_f<T>(EXPR);                                                              \
+        }                                                                                          \
+        ov[i] = r;                                                                                 \
+    }                                                                                              \
+    for (int64_t i = n4 * 4 + i0; i < n; i += step) {                                              \
+        float x = sa ? to_f(a[i]) : a0;                                                            \
+        float y = sb ? to_f(b[i]) : b0;                                                            \
+        out[i] = from_f<T>(EXPR);                                                                  \
     }
     switch (op) {
         BINARY_CASES(BINARY_LOOP)
@@ -206,19 +208,19 @@ template <typename T, typename O> __global__ void k_elementwise(int op, cx_dtype
     const T *c = static_cast<const T *>(p.in[2]);
     O *out = static_cast<O *>(p.out);
 #define EW_LOOP1(EXPR)                                                                             \
-    for (int64_t i = i0; i < p.n; i += step) {                                                    \
-        float x = to_f(a[offset_of(p.l, 0, i)]);                                                  \
-        out[i] = from_f<T>(EXPR);                                                                 \
+    for (int64_t i = i0; i < p.n; i += step) {                                                     \
+        float x = to_f(a[offset_of(p.l, 0, i)]);                                                   \
+        out[i] = from_f<T>(EXPR);                                                                  \
     }
 #define EW_LOOP2(EXPR)                                                                             \
-    for (int64_t i = i0; i < p.n; i += step) {                                                    \
-        float x = to_f(a[offset_of(p.l, 0, i)]), y = to_f(b[offset_of(p.l, 1, i)]);               \
-        out[i] = from_f<T>(EXPR);                                                                 \
+    for (int64_t i = i0; i < p.n; i += step) {                                                     \
+        float x = to_f(a[offset_of(p.l, 0, i)]), y = to_f(b[offset_of(p.l, 1, i)]);                \
+        out[i] = from_f<T>(EXPR);                                                                  \
     }
 #define EW_COMPARE(EXPR)                                                                           \
-    for (int64_t i = i0; i < p.n; i += step) {                                                    \
-        float x = to_f(a[offset_of(p.l, 0, i)]), y = to_f(b[offset_of(p.l, 1, i)]);               \
-        out[i] = (EXPR) ? 1 : 0;                                                                  \
+    for (int64_t i = i0; i < p.n; i += step) {                                                     \
+        float x = to_f(a[offset_of(p.l, 0, i)]), y = to_f(b[offset_of(p.l, 1, i)]);                \
+        out[i] = (EXPR) ? 1 : 0;                                                                   \
     }
     if constexpr (sizeof(O) == 1) {
         switch (op) {
@@ -260,7 +262,7 @@ cudaError_t elementwise_t(cx_op_id op, cx_dtype pred, const void *const *in, int
     unsigned blocks = blocks_for(fast ? (n + 3) / 4 : n);
     if (fast && n_in == 1) {
         k_unary_contig<T><<<blocks, THREADS, 0, s>>>(op, static_cast<const T *>(in[0]),
-                                                      static_cast<T *>(out), n);
+                                                     static_cast<T *>(out), n);
     } else if (fast && n_in == 2) {
         k_binary_contig<T><<<blocks, THREADS, 0, s>>>(
             op, static_cast<const T *>(in[0]), static_cast<const T *>(in[1]),
@@ -288,11 +290,16 @@ __global__ void k_cast(const F *__restrict__ x, T *__restrict__ y, int64_t n) {
         y[i] = from_f<T>(to_f(x[i]));
 }
 
-template <typename F> cudaError_t cast_from(cx_dtype to, const void *x, void *y, int64_t n, cudaStream_t s) {
+template <typename F>
+cudaError_t cast_from(cx_dtype to, const void *x, void *y, int64_t n, cudaStream_t s) {
     const F *src = static_cast<const F *>(x);
     switch (to) {
-    case CX_F32: k_cast<F, float><<<blocks_for(n), THREADS, 0, s>>>(src, static_cast<float *>(y), n); break;
-    case CX_F16: k_cast<F, __half><<<blocks_for(n), THREADS, 0, s>>>(src, static_cast<__half *>(y), n); break;
+    case CX_F32:
+        k_cast<F, float><<<blocks_for(n), THREADS, 0, s>>>(src, static_cast<float *>(y), n);
+        break;
+    case CX_F16:
+        k_cast<F, __half><<<blocks_for(n), THREADS, 0, s>>>(src, static_cast<__half *>(y), n);
+        break;
     default:
         k_cast<F, __nv_bfloat16>
             <<<blocks_for(n), THREADS, 0, s>>>(src, static_cast<__nv_bfloat16 *>(y), n);
@@ -301,7 +308,8 @@ template <typename F> cudaError_t cast_from(cx_dtype to, const void *x, void *y,
     return cudaGetLastError();
 }
 
-template <typename E> __global__ void k_copy(const E *__restrict__ src, E *__restrict__ dst, ck_copy c, int64_t n) {
+template <typename E>
+__global__ void k_copy(const E *__restrict__ src, E *__restrict__ dst, ck_copy c, int64_t n) {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         int64_t r = i, so = c.src_off, dof = c.dst_off;
@@ -367,18 +375,21 @@ template <typename F> __device__ float block_fold(float v, F f, float *shared) {
 
 /* One block per output element: for reductions whose innermost axis is reduced (contiguous). */
 template <typename T>
-__global__ void k_reduce_rows(int op, const T *__restrict__ x, T *__restrict__ y, ck_reduce_plan p) {
+__global__ void k_reduce_rows(int op, const T *__restrict__ x, T *__restrict__ y,
+                              ck_reduce_plan p) {
     __shared__ float shared[32];
     for (int64_t o = blockIdx.x; o < p.n_out; o += gridDim.x) {
         const T *base = x + kept_offset(p, o);
         float acc = identity_of(op);
         if (p.n_red == 1 && p.red_stride[0] == 1) {
-            for (int64_t r = threadIdx.x; r < p.n_reduced; r += blockDim.x) acc = fold(op, acc, to_f(base[r]));
+            for (int64_t r = threadIdx.x; r < p.n_reduced; r += blockDim.x)
+                acc = fold(op, acc, to_f(base[r]));
         } else {
             for (int64_t r = threadIdx.x; r < p.n_reduced; r += blockDim.x)
                 acc = fold(op, acc, to_f(base[red_offset(p, r)]));
         }
-        acc = block_fold(acc, [op](float a, float b) { return fold(op, a, b); }, shared);
+        acc = block_fold(
+            acc, [op](float a, float b) { return fold(op, a, b); }, shared);
         if (threadIdx.x == 0) y[o] = from_f<T>(acc);
     }
 }
@@ -386,7 +397,8 @@ __global__ void k_reduce_rows(int op, const T *__restrict__ x, T *__restrict__ y
 /* One thread per output element: for reductions that keep the innermost axis, so that neighbour
  * threads read neighbour elements. */
 template <typename T>
-__global__ void k_reduce_columns(int op, const T *__restrict__ x, T *__restrict__ y, ck_reduce_plan p) {
+__global__ void k_reduce_columns(int op, const T *__restrict__ x, T *__restrict__ y,
+                                 ck_reduce_plan p) {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < p.n_out; o += step) {
         const T *base = x + kept_offset(p, o);
@@ -402,7 +414,8 @@ cudaError_t reduce_t(cx_op_id op, const void *x, void *y, const ck_reduce_plan *
     bool inner_reduced = p->n_red > 0 && p->red_stride[p->n_red - 1] == 1;
     if (inner_reduced || p->n_out < 1024) {
         unsigned blocks = p->n_out > 65536 ? 65536u : (unsigned)p->n_out;
-        k_reduce_rows<T><<<blocks, THREADS, 0, s>>>(op, static_cast<const T *>(x), static_cast<T *>(y), *p);
+        k_reduce_rows<T>
+            <<<blocks, THREADS, 0, s>>>(op, static_cast<const T *>(x), static_cast<T *>(y), *p);
     } else {
         k_reduce_columns<T><<<blocks_for(p->n_out), THREADS, 0, s>>>(op, static_cast<const T *>(x),
                                                                      static_cast<T *>(y), *p);
@@ -415,22 +428,27 @@ cudaError_t reduce_t(cx_op_id op, const void *x, void *y, const ck_reduce_plan *
 /* One block per contiguous row (inner == 1): the maximum, the sum of exp(x - max), then the
  * result, as the decomposition computes them (the row is re-read from L2). */
 template <typename T>
-__global__ void k_softmax_rows(bool log, const T *__restrict__ x, T *__restrict__ y, int64_t rows, int64_t n) {
+__global__ void k_softmax_rows(bool log, const T *__restrict__ x, T *__restrict__ y, int64_t rows,
+                               int64_t n) {
     __shared__ float shared[32];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const T *xr = x + row * n;
         T *yr = y + row * n;
         float m = -INFINITY;
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = max_nan(to_f(xr[j]), m);
-        m = block_fold(m, [](float a, float b) { return a != a ? a : max_nan(b, a); }, shared);
+        m = block_fold(
+            m, [](float a, float b) { return a != a ? a : max_nan(b, a); }, shared);
         float sum = 0.0f;
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += expf(to_f(xr[j]) - m);
-        sum = block_fold(sum, [](float a, float b) { return a + b; }, shared);
+        sum = block_fold(
+            sum, [](float a, float b) { return a + b; }, shared);
         if (log) {
             float ls = logf(sum);
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = from_f<T>((to_f(xr[j]) - m) - ls);
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+                yr[j] = from_f<T>((to_f(xr[j]) - m) - ls);
         } else {
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = from_f<T>(expf(to_f(xr[j]) - m) / sum);
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+                yr[j] = from_f<T>(expf(to_f(xr[j]) - m) / sum);
         }
     }
 }
@@ -438,8 +456,8 @@ __global__ void k_softmax_rows(bool log, const T *__restrict__ x, T *__restrict_
 /* One thread per (outer, inner) column when the axis is not the innermost: neighbour threads
  * read neighbour elements. */
 template <typename T>
-__global__ void k_softmax_columns(bool log, const T *__restrict__ x, T *__restrict__ y, int64_t outer, int64_t n,
-                                  int64_t inner) {
+__global__ void k_softmax_columns(bool log, const T *__restrict__ x, T *__restrict__ y,
+                                  int64_t outer, int64_t n, int64_t inner) {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < outer * inner; c += step) {
         int64_t base = (c / inner) * n * inner + c % inner;
@@ -455,7 +473,8 @@ __global__ void k_softmax_columns(bool log, const T *__restrict__ x, T *__restri
 }
 
 template <typename T>
-cudaError_t softmax_t(bool log, const void *x, void *y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
+cudaError_t softmax_t(bool log, const void *x, void *y, int64_t outer, int64_t n, int64_t inner,
+                      cudaStream_t s) {
     const T *xt = static_cast<const T *>(x);
     T *yt = static_cast<T *>(y);
     if (outer == 0 || n == 0 || inner == 0) return cudaSuccess;
@@ -464,14 +483,16 @@ cudaError_t softmax_t(bool log, const void *x, void *y, int64_t outer, int64_t n
         unsigned blocks = outer > 65536 ? 65536u : (unsigned)outer;
         k_softmax_rows<T><<<blocks, threads, 0, s>>>(log, xt, yt, outer, n);
     } else {
-        k_softmax_columns<T><<<blocks_for(outer * inner), THREADS, 0, s>>>(log, xt, yt, outer, n, inner);
+        k_softmax_columns<T>
+            <<<blocks_for(outer * inner), THREADS, 0, s>>>(log, xt, yt, outer, n, inner);
     }
     return cudaGetLastError();
 }
 
 /* ---- layer_norm ------------------------------------------------------------------------------ */
 
-__device__ __forceinline__ void param_offsets(const ck_norm_plan &p, int64_t j, int64_t *g, int64_t *b) {
+__device__ __forceinline__ void param_offsets(const ck_norm_plan &p, int64_t j, int64_t *g,
+                                              int64_t *b) {
     int64_t go = 0, bo = 0;
     for (int d = p.rank - 1; d >= 0; d--) {
         int64_t idx = j % p.shape[d];
@@ -486,21 +507,26 @@ __device__ __forceinline__ void param_offsets(const ck_norm_plan &p, int64_t j, 
 /* One block per row: the mean, the biased variance of (x - mean), then
  * (x - mean) * rsqrt(variance + epsilon) * gamma + beta, as the decomposition does. */
 template <typename T>
-__global__ void k_layer_norm(const T *__restrict__ x, const T *__restrict__ gamma, const T *__restrict__ beta,
-                             T *__restrict__ y, int64_t rows, int64_t n, ck_norm_plan p, float eps) {
+__global__ void k_layer_norm(const T *__restrict__ x, const T *__restrict__ gamma,
+                             const T *__restrict__ beta, T *__restrict__ y, int64_t rows, int64_t n,
+                             ck_norm_plan p, float eps) {
     __shared__ float shared[32];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const T *xr = x + row * n;
         T *yr = y + row * n;
         float sum = 0.0f;
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += to_f(xr[j]);
-        float mean = block_fold(sum, [](float a, float b) { return a + b; }, shared) / (float)n;
+        float mean = block_fold(
+                         sum, [](float a, float b) { return a + b; }, shared) /
+                     (float)n;
         float sq = 0.0f;
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
             float d = to_f(xr[j]) - mean;
             sq += d * d;
         }
-        float var = block_fold(sq, [](float a, float b) { return a + b; }, shared) / (float)n;
+        float var = block_fold(
+                        sq, [](float a, float b) { return a + b; }, shared) /
+                    (float)n;
         float inv = 1.0f / sqrtf(var + eps);
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
             int64_t go, bo;
@@ -515,8 +541,9 @@ __global__ void k_layer_norm(const T *__restrict__ x, const T *__restrict__ gamm
 
 /* ---- the C interface ------------------------------------------------------------------------- */
 
-extern "C" cudaError_t ck_elementwise(cx_op_id op, cx_dtype t, cx_dtype pred, const void *const *in, int n_in,
-                                      void *out, int64_t n, const ck_layout *l, cudaStream_t s) {
+extern "C" cudaError_t ck_elementwise(cx_op_id op, cx_dtype t, cx_dtype pred, const void *const *in,
+                                      int n_in, void *out, int64_t n, const ck_layout *l,
+                                      cudaStream_t s) {
     if (n == 0) return cudaSuccess;
     switch (t) {
     case CX_F32: return elementwise_t<float>(op, pred, in, n_in, out, n, l, s);
@@ -526,9 +553,12 @@ extern "C" cudaError_t ck_elementwise(cx_op_id op, cx_dtype t, cx_dtype pred, co
     }
 }
 
-extern "C" cudaError_t ck_cast(cx_dtype from, cx_dtype to, const void *x, void *y, int64_t n, cudaStream_t s) {
+extern "C" cudaError_t ck_cast(cx_dtype from, cx_dtype to, const void *x, void *y, int64_t n,
+                               cudaStream_t s) {
     if (n == 0) return cudaSuccess;
-    if (from == to) return cudaMemcpyAsync(y, x, (size_t)n * (from == CX_F32 ? 4 : 2), cudaMemcpyDeviceToDevice, s);
+    if (from == to)
+        return cudaMemcpyAsync(y, x, (size_t)n * (from == CX_F32 ? 4 : 2), cudaMemcpyDeviceToDevice,
+                               s);
     switch (from) {
     case CX_F32: return cast_from<float>(to, x, y, n, s);
     case CX_F16: return cast_from<__half>(to, x, y, n, s);
@@ -537,23 +567,36 @@ extern "C" cudaError_t ck_cast(cx_dtype from, cx_dtype to, const void *x, void *
     }
 }
 
-extern "C" cudaError_t ck_copy_strided(size_t size, const void *src, void *dst, const ck_copy *c, cudaStream_t s) {
+extern "C" cudaError_t ck_copy_strided(size_t size, const void *src, void *dst, const ck_copy *c,
+                                       cudaStream_t s) {
     int64_t n = 1;
     for (int d = 0; d < c->rank; d++) n *= c->shape[d];
     if (n == 0) return cudaSuccess;
     unsigned blocks = blocks_for(n);
     switch (size) {
-    case 1: k_copy<uint8_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), *c, n); break;
-    case 2: k_copy<uint16_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint16_t *>(src), static_cast<uint16_t *>(dst), *c, n); break;
-    case 4: k_copy<uint32_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint32_t *>(src), static_cast<uint32_t *>(dst), *c, n); break;
-    case 8: k_copy<uint64_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint64_t *>(src), static_cast<uint64_t *>(dst), *c, n); break;
+    case 1:
+        k_copy<uint8_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint8_t *>(src),
+                                                   static_cast<uint8_t *>(dst), *c, n);
+        break;
+    case 2:
+        k_copy<uint16_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint16_t *>(src),
+                                                    static_cast<uint16_t *>(dst), *c, n);
+        break;
+    case 4:
+        k_copy<uint32_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint32_t *>(src),
+                                                    static_cast<uint32_t *>(dst), *c, n);
+        break;
+    case 8:
+        k_copy<uint64_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint64_t *>(src),
+                                                    static_cast<uint64_t *>(dst), *c, n);
+        break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ck_reduce(cx_op_id op, cx_dtype t, const void *x, void *y, const ck_reduce_plan *p,
-                                 cudaStream_t s) {
+extern "C" cudaError_t ck_reduce(cx_op_id op, cx_dtype t, const void *x, void *y,
+                                 const ck_reduce_plan *p, cudaStream_t s) {
     switch (t) {
     case CX_F32: return reduce_t<float>(op, x, y, p, s);
     case CX_F16: return reduce_t<__half>(op, x, y, p, s);
@@ -562,8 +605,8 @@ extern "C" cudaError_t ck_reduce(cx_op_id op, cx_dtype t, const void *x, void *y
     }
 }
 
-extern "C" cudaError_t ck_softmax(bool log, cx_dtype t, const void *x, void *y, int64_t outer, int64_t n,
-                                  int64_t inner, cudaStream_t s) {
+extern "C" cudaError_t ck_softmax(bool log, cx_dtype t, const void *x, void *y, int64_t outer,
+                                  int64_t n, int64_t inner, cudaStream_t s) {
     switch (t) {
     case CX_F32: return softmax_t<float>(log, x, y, outer, n, inner, s);
     case CX_F16: return softmax_t<__half>(log, x, y, outer, n, inner, s);
@@ -572,26 +615,28 @@ extern "C" cudaError_t ck_softmax(bool log, cx_dtype t, const void *x, void *y, 
     }
 }
 
-extern "C" cudaError_t ck_layer_norm(cx_dtype t, const void *x, const void *gamma, const void *beta, void *y,
-                                     int64_t rows, int64_t n, const ck_norm_plan *p, float eps, cudaStream_t s) {
+extern "C" cudaError_t ck_layer_norm(cx_dtype t, const void *x, const void *gamma, const void *beta,
+                                     void *y, int64_t rows, int64_t n, const ck_norm_plan *p,
+                                     float eps, cudaStream_t s) {
     if (rows == 0 || n == 0) return cudaSuccess;
     unsigned blocks = rows > 65536 ? 65536u : (unsigned)rows;
     int threads = n >= 4096 ? 1024 : n >= 1024 ? 512 : 128;
     switch (t) {
     case CX_F32:
-        k_layer_norm<float><<<blocks, threads, 0, s>>>(static_cast<const float *>(x), static_cast<const float *>(gamma),
-                                                       static_cast<const float *>(beta), static_cast<float *>(y), rows, n,
-                                                       *p, eps);
+        k_layer_norm<float><<<blocks, threads, 0, s>>>(
+            static_cast<const float *>(x), static_cast<const float *>(gamma),
+            static_cast<const float *>(beta), static_cast<float *>(y), rows, n, *p, eps);
         break;
     case CX_F16:
-        k_layer_norm<__half><<<blocks, threads, 0, s>>>(static_cast<const __half *>(x), static_cast<const __half *>(gamma),
-                                                        static_cast<const __half *>(beta), static_cast<__half *>(y), rows,
-                                                        n, *p, eps);
+        k_layer_norm<__half><<<blocks, threads, 0, s>>>(
+            static_cast<const __half *>(x), static_cast<const __half *>(gamma),
+            static_cast<const __half *>(beta), static_cast<__half *>(y), rows, n, *p, eps);
         break;
     case CX_BF16:
         k_layer_norm<__nv_bfloat16><<<blocks, threads, 0, s>>>(
             static_cast<const __nv_bfloat16 *>(x), static_cast<const __nv_bfloat16 *>(gamma),
-            static_cast<const __nv_bfloat16 *>(beta), static_cast<__nv_bfloat16 *>(y), rows, n, *p, eps);
+            static_cast<const __nv_bfloat16 *>(beta), static_cast<__nv_bfloat16 *>(y), rows, n, *p,
+            eps);
         break;
     default: return cudaErrorInvalidValue;
     }
