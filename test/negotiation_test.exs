@@ -24,13 +24,16 @@ defmodule CascadeNegotiationTest do
       assert %{available: true, driver: :test} = devices[{:test, 1}]
       assert %{available: true, kind: "cpu", host_memory: true} = devices[:cpu]
 
-      for name <- [:cuda, :opencl, :blas] do
+      # drivers whose toolkit was missing at build time (cuda's own test is cuda_test.exs)
+      for name <- [:cuda, :opencl, :blas],
+          not File.exists?(Path.join(:code.priv_dir(:cascade), "cascade_driver_#{name}.so")) do
         assert %{available: false, reason: "not built: " <> _} = devices[name]
       end
     end
 
     test "an unavailable device raises Cascade.Error, an unknown one ArgumentError" do
-      assert_raise Cascade.Error, ~r/device :cuda is unavailable: not built/, fn ->
+      # no GPU where the ExUnit tests run: cuda is not built, or built and without a device
+      assert_raise Cascade.Error, ~r/device :cuda is unavailable: \S/, fn ->
         Cascade.tensor([1.0], device: :cuda)
       end
 
