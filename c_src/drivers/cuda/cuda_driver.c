@@ -469,3 +469,13 @@ __attribute__((visibility("default"))) void cx_cuda_transfer_counts(void *dev, l
     out[2] = atomic_load(&d->downloads);
     out[3] = atomic_load(&d->download_bytes);
 }
+
+static cx_code run_synchronize(cuda_device *d, void *arg, cx_status *st) {
+    return cuda_check(d, cudaStreamSynchronize(d->stream), "cudaStreamSynchronize", st);
+}
+
+/* Waits until the device's stream has run everything enqueued so far (benchmarks time the GPU
+ * with it; Cascade itself never needs it). */
+__attribute__((visibility("default"))) cx_code cx_cuda_synchronize(void *dev, cx_status *st) {
+    return cuda_submit(dev, run_synchronize, NULL, st);
+}

@@ -36,3 +36,13 @@ $(CUDA_SO): $(CUDA_OBJ) $(BUILD)/libcascade_core.a
 	  -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublas -lcudart_static -lstdc++ $(LDFLAGS) \
 	  $(LDLIBS) -ldl -lrt
 endif
+
+# The benchmark beside PyTorch (bench/cuda); not part of `all`: make bench-cuda
+ifneq ($(strip $(NVCC)),)
+.PHONY: bench-cuda
+bench-cuda: $(BUILD)/bench_cuda $(CUDA_SO)
+
+$(BUILD)/bench_cuda: bench/cuda/bench_cuda.c $(BUILD)/libcascade_core.a $(HEADERS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DCX_BUILD_DIR='"$(abspath $(BUILD))"' -o $@ $< \
+	  $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS) -ldl
+endif
