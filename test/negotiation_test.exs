@@ -246,7 +246,8 @@ defmodule CascadeNegotiationTest do
 
     test "mix cascade.devices prints the devices and the matrices" do
       out = capture_io(fn -> Mix.Tasks.Cascade.Devices.run([]) end)
-      assert out =~ ~r/cuda\s+no.*not built/
+      # cuda is not built, or built without a GPU here: either way "no" and a reason
+      assert out =~ ~r/cuda\s+no\s+\S/
       assert out =~ ~r/^softmax\s+composite/m
       assert out =~ "test:1"
       ops = capture_io(fn -> Mix.Tasks.Cascade.Devices.run(["--device", "test", "--ops"]) end)
