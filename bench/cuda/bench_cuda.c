@@ -103,7 +103,7 @@ static void bench_matmul(cx_dtype t, int64_t n) {
     cx_param_put_ints(&ps, CX_P_CONTRACT_B, (int64_t[]){0}, 1);
     int iters = n <= 1024 ? 100 : n <= 4096 ? 20 : 10;
     double ms = timed(CX_OP_DOT, (cx_tensor *[]){a, b}, 2, &ps, iters);
-    char size[32];
+    char size[48];
     snprintf(size, sizeof size, "%lldx%lld", (long long)n, (long long)n);
     report("matmul", cx_dtype_name(t), size, ms, 2.0 * n * n * n / ms / 1e9, "TFLOP/s");
     cx_tensor_free(a);
