@@ -38,7 +38,8 @@ defmodule CascadeNegotiationTest do
     end
 
     test "an unavailable device raises Cascade.Error, an unknown one ArgumentError" do
-      assert_raise Cascade.Error, ~r/device :cuda is unavailable: not built/, fn ->
+      # no GPU where the ExUnit tests run: cuda is not built, or built and without a device
+      assert_raise Cascade.Error, ~r/device :cuda is unavailable: \S/, fn ->
         Cascade.tensor([1.0], device: :cuda)
       end
 
@@ -251,7 +252,8 @@ defmodule CascadeNegotiationTest do
 
     test "mix cascade.devices prints the devices and the matrices" do
       out = capture_io(fn -> Mix.Tasks.Cascade.Devices.run([]) end)
-      assert out =~ ~r/cuda\s+no.*not built/
+      # cuda is not built, or built without a GPU here: either way "no" and a reason
+      assert out =~ ~r/cuda\s+no\s+\S/
       assert out =~ ~r/^softmax\s+composite/m
       assert out =~ "test:1"
       ops = capture_io(fn -> Mix.Tasks.Cascade.Devices.run(["--device", "test", "--ops"]) end)

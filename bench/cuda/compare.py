@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Compares bench_cuda's output with bench_torch's: usage compare.py cascade.jsonl torch.jsonl.
+Prints each op's times and the ratio; the goal is Cascade within 10% of PyTorch (ratio <= 1.10)."""
+import json
+import sys
+
+
+def load(path):
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("{"):
+                r = json.loads(line)
+                rows[(r["op"], r["type"], r["size"])] = r
+    return rows
+
+
+def main():
+    ours, theirs = load(sys.argv[1]), load(sys.argv[2])
+    worst = 0.0
+    print(f"{'op':8} {'type':5} {'size':10} {'cascade ms':>11} {'torch ms':>9} {'ratio':>6}")
+    for key, r in ours.items():
+        t = theirs.get(key)
+        if not t:
+            continue
+        ratio = r["ms"] / t["ms"]
+        worst = max(worst, ratio)
+        flag = "" if ratio <= 1.10 else "  <- more than 10% slower"
+        print(f"{key[0]:8} {key[1]:5} {key[2]:10} {r['ms']:11.3f} {t['ms']:9.3f} {ratio:6.2f}{flag}")
+    print(f"worst ratio {worst:.2f} (goal <= 1.10)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,481 @@
+/* The cuda driver: NVIDIA GPUs through the CUDA runtime (linked statically), cuBLAS and the
+ * kernels of kernels.cu, behind the driver table (driver.h). Built by driver.mk only where
+ * nvcc is found; at run time a machine without the NVIDIA driver or without a GPU lists cuda as
+ * unavailable with the reason (cuda_probe).
+ *
+ * Claims, for f32, f16 and bf16 (f16/bf16 stored natively, computed in f32 registers):
+ *   - every elementwise op of the UNARY, UNARY_FLOAT, BINARY, BINARY_FLOAT and COMPARE kinds,
+ *     with broadcasting; select (any predicate of u8/f16/bf16/f32) and clip;
+ *   - as_type between f32, f16 and bf16;
+ *   - sum, product, reduce_max, reduce_min over any axes;
+ *   - dot through cuBLAS, any contraction (32-bit GEMM sizes);
+ *   - the composites softmax and log_softmax (any axis) and layer_norm (trailing axes, the three
+ *     inputs of one type), each one fused kernel.
+ * For every type: reshape, squeeze, transpose, broadcast, slice, reverse and concatenate.
+ * Everything else (integer and f64 arithmetic, logical ops, arg-reductions, take, gather, pad,
+ * put_slice, creation ops, the other composites' own kernels) is not claimed: composites are
+ * decomposed on the GPU, primitives fall back to the cpu under the fallback policy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_driver.h"
+#include "cuda_kernels.h"
+
+static const char signature[] =
+#include "../../core/ops_signature.inc"
+    ;
+
+static int device_total;
+
+/* ---- the table: start and memory ---------------------------------------------------------- */
+
+static cx_code cuda_drv_probe(void **drv, cx_status *st) {
+    *drv = NULL;
+    return cuda_probe(&device_total, st);
+}
+
+static int cuda_drv_device_count(void *drv) {
+    return device_total;
+}
+
+static cx_code cuda_drv_open(void *drv, int index, void **dev, cx_device_props *props,
+                             cx_status *st) {
+    return cuda_device_open(index, (cuda_device **)dev, props, st);
+}
+
+typedef struct {
+    size_t bytes;
+    void **out;
+} alloc_job;
+
+static cx_code run_alloc(cuda_device *d, void *arg, cx_status *st) {
+    alloc_job *j = arg;
+    return cuda_mem_alloc(d, j->bytes, j->out, st);
+}
+
+static cx_code cuda_drv_alloc(void *dev, size_t bytes, void **out, cx_status *st) {
+    alloc_job j = {bytes, out};
+    return cuda_submit(dev, run_alloc, &j, st);
+}
+
+static cx_code run_release(cuda_device *d, void *arg, cx_status *st) {
+    cuda_mem_free(d, *(void **)arg);
+    return CX_OK;
+}
+
+static void cuda_drv_release(void *dev, void *buffer) {
+    void **arg = malloc(sizeof *arg);
+    if (!arg) return;
+    *arg = buffer;
+    cuda_post(dev, run_release, arg);
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    enum cudaMemcpyKind kind;
+} copy_job;
+
+static cx_code run_copy(cuda_device *d, void *arg, cx_status *st) {
+    copy_job *j = arg;
+    if (j->bytes == 0) return CX_OK;
+    /* From pageable memory the call returns once the source is staged, so the caller may drop
+     * it; to pageable memory it returns once the copy is done. The synchronisation after a
+     * download also surfaces the errors of earlier kernels. */
+    cx_code rc = cuda_check(d, cudaMemcpyAsync(j->dst, j->src, j->bytes, j->kind, d->stream),
+                            "cudaMemcpyAsync", st);
+    if (rc || j->kind == cudaMemcpyHostToDevice) return rc;
+    return cuda_check(d, cudaStreamSynchronize(d->stream), "cudaStreamSynchronize", st);
+}
+
+static cx_code cuda_drv_upload(void *dev, void *dst, const void *src, size_t bytes, cx_status *st) {
+    cuda_device *d = dev;
+    copy_job j = {dst, src, bytes, cudaMemcpyHostToDevice};
+    cx_code rc = cuda_submit(d, run_copy, &j, st);
+    if (!rc) {
+        atomic_fetch_add(&d->uploads, 1);
+        atomic_fetch_add(&d->upload_bytes, (long long)bytes);
+    }
+    return rc;
+}
+
+static cx_code cuda_drv_download(void *dev, void *dst, const void *src, size_t bytes,
+                                 cx_status *st) {
+    cuda_device *d = dev;
+    copy_job j = {dst, src, bytes, cudaMemcpyDeviceToHost};
+    cx_code rc = cuda_submit(d, run_copy, &j, st);
+    if (!rc) {
+        atomic_fetch_add(&d->downloads, 1);
+        atomic_fetch_add(&d->download_bytes, (long long)bytes);
+    }
+    return rc;
+}
+
+/* ---- capabilities -----------------------------------------------------------------------------
+ */
+
+static bool is_float3(cx_dtype t) {
+    return t == CX_F32 || t == CX_F16 || t == CX_BF16;
+}
+
+/* Every input of one type among f32, f16 and bf16. */
+static bool all_float3(const cx_dtype *types, int n_in) {
+    for (int k = 0; k < n_in; k++)
+        if (!is_float3(types[k]) || types[k] != types[0]) return false;
+    return n_in > 0;
+}
+
+static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
+    switch (op) {
+    case CX_OP_SOFTMAX:
+    case CX_OP_LOG_SOFTMAX: return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
+    case CX_OP_LAYER_NORM: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO;
+    case CX_OP_SELECT:
+        return (types[0] == CX_U8 || is_float3(types[0])) && all_float3(types + 1, 2)
+                   ? CX_CAP_NATIVE
+                   : CX_CAP_NO;
+    case CX_OP_SUM:
+    case CX_OP_PRODUCT:
+    case CX_OP_REDUCE_MAX:
+    case CX_OP_REDUCE_MIN: return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
+    case CX_OP_RESHAPE:
+    case CX_OP_SQUEEZE:
+    case CX_OP_TRANSPOSE:
+    case CX_OP_BROADCAST:
+    case CX_OP_SLICE:
+    case CX_OP_REVERSE:
+    case CX_OP_CONCATENATE: return CX_CAP_NATIVE;
+    default: break;
+    }
+    switch (cx_op_table[op].kind) {
+    case CX_KIND_UNARY:
+    case CX_KIND_UNARY_FLOAT:
+    case CX_KIND_BINARY:
+    case CX_KIND_BINARY_FLOAT:
+    case CX_KIND_COMPARE:
+    case CX_KIND_SELECT: /* clip */ return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
+    case CX_KIND_CAST: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO;
+    case CX_KIND_DOT: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO;
+    default: return CX_CAP_NO;
+    }
+}
+
+/* layer_norm's kernel normalises whole trailing rows. */
+static bool trailing_axes(const cx_desc *x, const cx_param *axes) {
+    for (int k = 0; k < axes->n; k++)
+        if (axes->i[k] != x->rank - axes->n + k) return false;
+    return true;
+}
+
+static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
+                            const cx_params *ps, char *reason, size_t len) {
+    if (op == CX_OP_AS_TYPE) {
+        const cx_param *t = cx_param_get(ps, CX_P_TYPE);
+        if (t && is_float3((cx_dtype)t->i[0])) return true;
+        snprintf(reason, len, "the cuda driver casts between f32, f16 and bf16 only, not to %s",
+                 t ? cx_dtype_name((cx_dtype)t->i[0]) : "?");
+        return false;
+    }
+    if (op == CX_OP_DOT) return cuda_dot_fits(in, ps, reason, len);
+    if (op == CX_OP_LAYER_NORM) {
+        const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+        if (axes && trailing_axes(&in[0], axes)) return true;
+        snprintf(reason, len, "the fused layer_norm normalises over the trailing axes only");
+        return false;
+    }
+    return true;
+}
+
+/* ---- execute ----------------------------------------------------------------------------------
+ */
+
+static void strides_of(const cx_desc *d, int64_t *s) {
+    int64_t acc = 1;
+    for (int k = d->rank - 1; k >= 0; k--) {
+        s[k] = acc;
+        acc *= d->shape[k];
+    }
+}
+
+static bool same_shape(const cx_desc *a, const cx_desc *b) {
+    return a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank);
+}
+
+/* The broadcast of each input over the output: scalar, contiguous, or strides over the output
+ * shape with size-1 axes dropped and neighbouring axes merged where every input allows. */
+static void layout_of(const cx_tensor *const *in, int n_in, const cx_desc *out, ck_layout *l) {
+    int64_t full[3][CX_MAX_RANK];
+    memset(l, 0, sizeof *l);
+    for (int j = 0; j < n_in; j++) {
+        const cx_desc *d = &in[j]->desc;
+        l->mode[j] = in[j]->numel == 1    ? CK_SCALAR
+                     : same_shape(d, out) ? CK_CONTIGUOUS
+                                          : CK_STRIDED;
+        int64_t rs[CX_MAX_RANK];
+        strides_of(d, rs);
+        int lead = out->rank - d->rank;
+        for (int k = 0; k < out->rank; k++) {
+            int kj = k - lead;
+            full[j][k] = kj >= 0 && d->shape[kj] != 1 ? rs[kj] : 0;
+        }
+    }
+    for (int k = 0; k < out->rank; k++) {
+        int64_t n = out->shape[k];
+        if (n == 1) continue;
+        int r = l->rank;
+        bool merge = r > 0;
+        for (int j = 0; j < n_in && merge; j++) merge = l->stride[j][r - 1] == full[j][k] * n;
+        if (merge) {
+            l->shape[r - 1] *= n;
+            for (int j = 0; j < n_in; j++) l->stride[j][r - 1] = full[j][k];
+        } else {
+            l->shape[r] = n;
+            for (int j = 0; j < n_in; j++) l->stride[j][r] = full[j][k];
+            l->rank++;
+        }
+    }
+}
+
+static cx_code run_elementwise(cuda_device *d, cx_op_id op, const cx_tensor *const *in, int n_in,
+                               cx_tensor *out, cx_status *st) {
+    ck_layout l;
+    layout_of(in, n_in, &out->desc, &l);
+    const void *ptrs[3] = {NULL, NULL, NULL};
+    for (int j = 0; j < n_in && j < 3; j++) ptrs[j] = in[j]->data;
+    bool select = op == CX_OP_SELECT;
+    cx_dtype t = in[select ? 1 : 0]->desc.dtype;
+    cx_dtype pred = in[0]->desc.dtype;
+    return cuda_check(d,
+                      ck_elementwise(op, t, pred, ptrs, n_in, out->data, out->numel, &l, d->stream),
+                      cx_op_table[op].name, st);
+}
+
+static cx_code run_reduce(cuda_device *d, cx_op_id op, const cx_tensor *x, const cx_params *ps,
+                          cx_tensor *out, cx_status *st) {
+    const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+    bool reduced[CX_MAX_RANK] = {false};
+    for (int k = 0; axes && k < axes->n; k++) reduced[axes->i[k]] = true;
+    int64_t s[CX_MAX_RANK];
+    strides_of(&x->desc, s);
+    ck_reduce_plan p;
+    memset(&p, 0, sizeof p);
+    p.n_out = out->numel;
+    p.n_reduced = 1;
+    for (int k = 0; k < x->desc.rank; k++) {
+        int64_t n = x->desc.shape[k];
+        if (!reduced[k]) {
+            p.kept_shape[p.n_kept] = n;
+            p.kept_stride[p.n_kept++] = s[k];
+            continue;
+        }
+        p.n_reduced *= n;
+        if (n == 1) continue;
+        /* neighbouring reduced axes are one run */
+        if (p.n_red > 0 && k > 0 && reduced[k - 1] && p.red_stride[p.n_red - 1] == s[k] * n) {
+            p.red_shape[p.n_red - 1] *= n;
+            p.red_stride[p.n_red - 1] = s[k];
+        } else {
+            p.red_shape[p.n_red] = n;
+            p.red_stride[p.n_red++] = s[k];
+        }
+    }
+    if (p.n_reduced == 0) p.n_red = 0; /* an empty axis: the identity everywhere */
+    return cuda_check(d, ck_reduce(op, x->desc.dtype, x->data, out->data, &p, d->stream),
+                      cx_op_table[op].name, st);
+}
+
+static cx_code copy_view(cuda_device *d, const cx_tensor *src, cx_tensor *dst, const ck_copy *c,
+                         const char *what, cx_status *st) {
+    return cuda_check(
+        d, ck_copy_strided(cx_dtype_size(src->desc.dtype), src->data, dst->data, c, d->stream),
+        what, st);
+}
+
+static cx_code run_layout(cuda_device *d, cx_op_id op, const cx_tensor *const *in, int n_in,
+                          const cx_params *ps, cx_tensor *out, cx_status *st) {
+    const char *name = cx_op_table[op].name;
+    const cx_tensor *x = in[0];
+    int64_t s[CX_MAX_RANK];
+    strides_of(&x->desc, s);
+    ck_copy c;
+    memset(&c, 0, sizeof c);
+    c.rank = out->desc.rank;
+    memcpy(c.shape, out->desc.shape, sizeof(int64_t) * (size_t)c.rank);
+    strides_of(&out->desc, c.dst_stride);
+    switch (op) {
+    case CX_OP_RESHAPE:
+    case CX_OP_SQUEEZE:
+        if (!out->nbytes) return CX_OK;
+        return cuda_check(
+            d,
+            cudaMemcpyAsync(out->data, x->data, out->nbytes, cudaMemcpyDeviceToDevice, d->stream),
+            name, st);
+    case CX_OP_TRANSPOSE: {
+        const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+        for (int k = 0; k < c.rank; k++) c.src_stride[k] = s[axes->i[k]];
+        return copy_view(d, x, out, &c, name, st);
+    }
+    case CX_OP_BROADCAST: {
+        const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+        for (int k = 0; k < x->desc.rank; k++)
+            c.src_stride[axes->i[k]] = x->desc.shape[k] == 1 ? 0 : s[k];
+        return copy_view(d, x, out, &c, name, st);
+    }
+    case CX_OP_SLICE: {
+        const cx_param *start = cx_param_get(ps, CX_P_START),
+                       *step = cx_param_get(ps, CX_P_STRIDES);
+        for (int k = 0; k < c.rank; k++) {
+            c.src_off += start->i[k] * s[k];
+            c.src_stride[k] = (step ? step->i[k] : 1) * s[k];
+        }
+        return copy_view(d, x, out, &c, name, st);
+    }
+    case CX_OP_REVERSE: {
+        const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+        memcpy(c.src_stride, s, sizeof(int64_t) * (size_t)c.rank);
+        for (int k = 0; axes && k < axes->n; k++) {
+            int a = (int)axes->i[k];
+            if (x->desc.shape[a] == 0) continue;
+            c.src_off += (x->desc.shape[a] - 1) * s[a];
+            c.src_stride[a] = -s[a];
+        }
+        return copy_view(d, x, out, &c, name, st);
+    }
+    case CX_OP_CONCATENATE: {
+        int axis = (int)cx_param_get(ps, CX_P_AXIS)->i[0];
+        int64_t at = 0;
+        for (int j = 0; j < n_in; j++) {
+            ck_copy part = c;
+            memcpy(part.shape, in[j]->desc.shape, sizeof(int64_t) * (size_t)c.rank);
+            strides_of(&in[j]->desc, part.src_stride);
+            part.dst_off = at * c.dst_stride[axis];
+            at += in[j]->desc.shape[axis];
+            cx_code rc = copy_view(d, in[j], out, &part, name, st);
+            if (rc) return rc;
+        }
+        return CX_OK;
+    }
+    default: return cx_fail(st, CX_EUNSUPPORTED, "cuda: no kernel for %s", name);
+    }
+}
+
+static cx_code run_softmax(cuda_device *d, cx_op_id op, const cx_tensor *x, const cx_params *ps,
+                           cx_tensor *out, cx_status *st) {
+    int axis = (int)cx_param_get(ps, CX_P_AXIS)->i[0];
+    int64_t outer = 1, inner = 1, n = x->desc.shape[axis];
+    for (int k = 0; k < axis; k++) outer *= x->desc.shape[k];
+    for (int k = axis + 1; k < x->desc.rank; k++) inner *= x->desc.shape[k];
+    return cuda_check(d,
+                      ck_softmax(op == CX_OP_LOG_SOFTMAX, x->desc.dtype, x->data, out->data, outer,
+                                 n, inner, d->stream),
+                      cx_op_table[op].name, st);
+}
+
+/* The offsets of gamma or beta along the normalised axes: rank 0 (a number) or one axis per
+ * normalised axis, of its size or 1. */
+static void param_strides(const cx_desc *p, int rank, int64_t *out) {
+    int64_t s[CX_MAX_RANK];
+    strides_of(p, s);
+    for (int k = 0; k < rank; k++) out[k] = p->rank == 0 || p->shape[k] == 1 ? 0 : s[k];
+}
+
+static cx_code run_layer_norm(cuda_device *d, const cx_tensor *const *in, const cx_params *ps,
+                              cx_tensor *out, cx_status *st) {
+    const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+    const cx_desc *x = &in[0]->desc;
+    ck_norm_plan p;
+    memset(&p, 0, sizeof p);
+    p.rank = axes->n;
+    int64_t n = 1;
+    for (int k = 0; k < p.rank; k++) n *= p.shape[k] = x->shape[axes->i[k]];
+    param_strides(&in[1]->desc, p.rank, p.gamma_stride);
+    param_strides(&in[2]->desc, p.rank, p.beta_stride);
+    int64_t rows = n ? in[0]->numel / n : 0;
+    float eps = (float)cx_param_get(ps, CX_P_EPSILON)->f;
+    return cuda_check(d,
+                      ck_layer_norm(x->dtype, in[0]->data, in[1]->data, in[2]->data, out->data,
+                                    rows, n, &p, eps, d->stream),
+                      "layer_norm", st);
+}
+
+typedef struct {
+    cx_op_id op;
+    const cx_tensor *const *in;
+    int n_in;
+    const cx_params *ps;
+    cx_tensor *out;
+} exec_job;
+
+/* On the owner thread: enqueues the op's kernels; nothing here waits for the GPU. */
+static cx_code run_execute(cuda_device *d, void *arg, cx_status *st) {
+    exec_job *j = arg;
+    cx_op_id op = j->op;
+    if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)
+        return run_softmax(d, op, j->in[0], j->ps, j->out, st);
+    if (op == CX_OP_LAYER_NORM) return run_layer_norm(d, j->in, j->ps, j->out, st);
+    switch (cx_op_table[op].kind) {
+    case CX_KIND_UNARY:
+    case CX_KIND_UNARY_FLOAT:
+    case CX_KIND_BINARY:
+    case CX_KIND_BINARY_FLOAT:
+    case CX_KIND_COMPARE:
+    case CX_KIND_SELECT: return run_elementwise(d, op, j->in, j->n_in, j->out, st);
+    case CX_KIND_CAST:
+        return cuda_check(d,
+                          ck_cast(j->in[0]->desc.dtype, j->out->desc.dtype, j->in[0]->data,
+                                  j->out->data, j->out->numel, d->stream),
+                          "as_type", st);
+    case CX_KIND_REDUCE: return run_reduce(d, op, j->in[0], j->ps, j->out, st);
+    case CX_KIND_LAYOUT: return run_layout(d, op, j->in, j->n_in, j->ps, j->out, st);
+    case CX_KIND_DOT: return cuda_dot(d, j->in[0], j->in[1], j->ps, j->out, st);
+    default: return cx_fail(st, CX_EUNSUPPORTED, "cuda: no kernel for %s", cx_op_table[op].name);
+    }
+}
+
+static cx_code cuda_drv_execute(void *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
+                                const cx_params *ps, cx_tensor *out, cx_status *st) {
+    exec_job j = {op, in, n_in, ps, out};
+    return cuda_submit(dev, run_execute, &j, st);
+}
+
+static const cx_driver cuda_driver = {
+    .abi = CX_DRIVER_ABI,
+    .name = "cuda",
+    .ops_signature = signature,
+    .probe = cuda_drv_probe,
+    .device_count = cuda_drv_device_count,
+    .open_device = cuda_drv_open,
+    .alloc = cuda_drv_alloc,
+    .release = cuda_drv_release,
+    .upload = cuda_drv_upload,
+    .download = cuda_drv_download,
+    .capability = cuda_drv_capability,
+    .refine = cuda_drv_refine,
+    .execute = cuda_drv_execute,
+};
+
+__attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {
+    return &cuda_driver;
+}
+
+/* Explicit transfers of device `dev` (a device context from open_device): uploads, bytes
+ * uploaded, downloads, bytes downloaded. For the benchmark and the tests. */
+__attribute__((visibility("default"))) void cx_cuda_transfer_counts(void *dev, long long out[4]) {
+    cuda_device *d = dev;
+    out[0] = atomic_load(&d->uploads);
+    out[1] = atomic_load(&d->upload_bytes);
+    out[2] = atomic_load(&d->downloads);
+    out[3] = atomic_load(&d->download_bytes);
+}
+
+static cx_code run_synchronize(cuda_device *d, void *arg, cx_status *st) {
+    return cuda_check(d, cudaStreamSynchronize(d->stream), "cudaStreamSynchronize", st);
+}
+
+/* Waits until the device's stream has run everything enqueued so far (benchmarks time the GPU
+ * with it; Cascade itself never needs it). */
+__attribute__((visibility("default"))) cx_code cx_cuda_synchronize(void *dev, cx_status *st) {
+    return cuda_submit(dev, run_synchronize, NULL, st);
+}

@@ -1,0 +1,89 @@
+/* The cuda driver's kernels (kernels.cu), callable from C. Every function enqueues its work on
+ * `stream` and returns the launch's error: none of them waits for the GPU. They run on the
+ * device's owner thread (cuda_device.c), which has made the device current.
+ *
+ * f16 and bf16 are stored, loaded and stored natively (cuda_fp16.h, cuda_bf16.h) and computed
+ * in f32 registers with one rounding on the way out, as PyTorch's "opmath" does and as the cpu
+ * driver does: the differential tests compare like with like. */
+#ifndef CX_CUDA_KERNELS_H
+#define CX_CUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../../core/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CK_MAX_RANK 8
+
+/* How an elementwise input is read: one value for every output element, the output's own
+ * (contiguous) order, or through strides over the merged output shape. */
+typedef enum { CK_SCALAR = 0, CK_CONTIGUOUS = 1, CK_STRIDED = 2 } ck_mode;
+
+typedef struct {
+    int rank; /* of the merged output shape */
+    int64_t shape[CK_MAX_RANK];
+    int64_t stride[3][CK_MAX_RANK]; /* per input, in elements; 0 on broadcast axes */
+    int mode[3];
+} ck_layout;
+
+/* Elementwise ops of the UNARY, UNARY_FLOAT, BINARY, BINARY_FLOAT, COMPARE and SELECT kinds:
+ * values of type `t` (f32, f16 or bf16); select's predicate has type `pred` (u8, f16, bf16 or
+ * f32, read as "non-zero"); comparisons write u8. `n` output elements, contiguous. */
+cudaError_t ck_elementwise(cx_op_id op, cx_dtype t, cx_dtype pred, const void *const *in, int n_in,
+                           void *out, int64_t n, const ck_layout *l, cudaStream_t stream);
+
+/* as_type between f32, f16 and bf16 (and a plain copy when from == to). */
+cudaError_t ck_cast(cx_dtype from, cx_dtype to, const void *x, void *y, int64_t n,
+                    cudaStream_t stream);
+
+/* dst[dst_off + sum(i_k * dst_stride_k)] = src[src_off + sum(i_k * src_stride_k)] over `shape`,
+ * for elements of `size` bytes (1, 2, 4 or 8); strides in elements, possibly 0 or negative. */
+typedef struct {
+    int rank;
+    int64_t shape[CK_MAX_RANK];
+    int64_t src_stride[CK_MAX_RANK];
+    int64_t dst_stride[CK_MAX_RANK];
+    int64_t src_off, dst_off;
+} ck_copy;
+
+cudaError_t ck_copy_strided(size_t size, const void *src, void *dst, const ck_copy *c,
+                            cudaStream_t stream);
+
+/* sum, product, reduce_max, reduce_min of f32/f16/bf16 (accumulated in f32). Output element o
+ * is the multi-index over `kept` (row-major); the reduction walks `red`. */
+typedef struct {
+    int n_kept, n_red;
+    int64_t kept_shape[CK_MAX_RANK], kept_stride[CK_MAX_RANK];
+    int64_t red_shape[CK_MAX_RANK], red_stride[CK_MAX_RANK];
+    int64_t n_out, n_reduced;
+} ck_reduce_plan;
+
+cudaError_t ck_reduce(cx_op_id op, cx_dtype t, const void *x, void *y, const ck_reduce_plan *p,
+                      cudaStream_t stream);
+
+/* softmax (or log_softmax) along the middle axis of x seen as {outer, n, inner}. */
+cudaError_t ck_softmax(bool log, cx_dtype t, const void *x, void *y, int64_t outer, int64_t n,
+                       int64_t inner, cudaStream_t stream);
+
+/* layer_norm over the trailing axes: `rows` rows of `n` elements. gamma and beta are indexed
+ * through the normalised axes' shape with their own strides (0 where broadcast). */
+typedef struct {
+    int rank; /* normalised axes */
+    int64_t shape[CK_MAX_RANK];
+    int64_t gamma_stride[CK_MAX_RANK], beta_stride[CK_MAX_RANK];
+} ck_norm_plan;
+
+cudaError_t ck_layer_norm(cx_dtype t, const void *x, const void *gamma, const void *beta, void *y,
+                          int64_t rows, int64_t n, const ck_norm_plan *p, float epsilon,
+                          cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

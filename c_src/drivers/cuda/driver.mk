@@ -1,0 +1,48 @@
+# The cuda driver (c_src/drivers/cuda), built only where nvcc is found: in PATH, or the
+# toolkit's usual /usr/local/cuda. The CUDA runtime is linked statically and cuBLAS dynamically
+# with an rpath to the toolkit, so the shared object loads wherever the toolkit is installed;
+# the NVIDIA driver (libcuda.so.1) and a GPU are looked for only when it starts (cuda_probe):
+# without them cuda is listed as unavailable with the reason.
+#
+# Device code: sm_90 machine code (H100/H200, the GPUs the project benchmarks on) plus compute_80
+# PTX, which the driver compiles at load time for any other GPU from Ampere on (bf16 needs 8.0).
+# Two targets instead of every architecture keep nvcc's time reasonable on small build
+# machines; set CUDA_ARCH to change them.
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+
+ifneq ($(strip $(NVCC)),)
+CUDA_HOME ?= $(abspath $(dir $(NVCC))..)
+CUDA_LIB ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib))
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
+CUDA_SRC := $(wildcard c_src/drivers/cuda/*.c)
+CUDA_OBJ := $(patsubst c_src/%.c,$(BUILD)/%.o,$(CUDA_SRC)) $(BUILD)/drivers/cuda/kernels.o
+CUDA_SO := $(BUILD)/cascade_driver_cuda.so
+DRIVER_SO += $(CUDA_SO)
+
+$(BUILD)/drivers/cuda/%.o: c_src/drivers/cuda/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include -c $< -o $@
+
+# every nvcc warning is an error, and the host compiler's too
+$(BUILD)/drivers/cuda/kernels.o: c_src/drivers/cuda/kernels.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 $(OPT) $(CUDA_ARCH) -Werror all-warnings \
+	  -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror -c $< -o $@
+
+# Carries its own copy of the core (hidden symbols), as the test driver does; exports only
+# cx_driver_entry and cx_cuda_transfer_counts.
+$(CUDA_SO): $(CUDA_OBJ) $(BUILD)/libcascade_core.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $(CUDA_OBJ) $(BUILD)/libcascade_core.a \
+	  -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublas -lcudart_static -lstdc++ $(LDFLAGS) \
+	  $(LDLIBS) -ldl -lrt
+endif
+
+# The benchmark beside PyTorch (bench/cuda); not part of `all`: make bench-cuda
+ifneq ($(strip $(NVCC)),)
+.PHONY: bench-cuda
+bench-cuda: $(BUILD)/bench_cuda $(CUDA_SO)
+
+$(BUILD)/bench_cuda: bench/cuda/bench_cuda.c $(BUILD)/libcascade_core.a $(HEADERS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DCX_BUILD_DIR='"$(abspath $(BUILD))"' -o $@ $< \
+	  $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS) -ldl
+endif

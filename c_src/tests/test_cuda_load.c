@@ -1,0 +1,299 @@
+/* The cuda driver (c_src/drivers/cuda) as the core loads it: with dlopen, from the build
+ * directory. Without the NVIDIA driver or a GPU it must be listed as unavailable with the
+ * reason while the cpu computes as before; where a GPU is present, a smoke test of each kernel
+ * family against the cpu driver, in f32, f16 and bf16, plus out-of-memory and transfer counts.
+ * The full differential suite is test_differential.c; this one needs no BEAM either. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#define CUDA_SO CX_BUILD_DIR "/cascade_driver_cuda.so"
+
+static cx_device *cpu, *gpu;
+
+static int setup(void **state) {
+    (void)state;
+    static const cx_driver_spec specs[] = {{"cuda", CUDA_SO}};
+    cx_status st = {0};
+    if (cx_devices_init(specs, 1, &st) != CX_OK) return -1;
+    cpu = cx_device_find("cpu");
+    gpu = cx_device_find("cuda");
+    return cpu && gpu ? 0 : -1;
+}
+
+/* Whether this machine could run CUDA at all: the NVIDIA driver library loads. */
+static bool nvidia_driver_present(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+    return h != NULL;
+}
+
+static void listed_with_a_reason(void **state) {
+    (void)state;
+    assert_string_equal(gpu->driver_name, "cuda");
+    if (gpu->available) {
+        printf("# cuda available: %s (%s)\n", gpu->props.name, gpu->props.detail);
+        assert_string_equal(gpu->props.kind, "gpu");
+        assert_false(gpu->props.host_memory);
+        return;
+    }
+    printf("# cuda unavailable: %s\n", gpu->reason);
+    assert_true(strlen(gpu->reason) > 0);
+    if (access(CUDA_SO, F_OK) != 0) {
+        assert_non_null(strstr(gpu->reason, "not built"));
+    } else if (!nvidia_driver_present()) {
+        /* the reason names what is missing, not a CUDA error code */
+        assert_non_null(strstr(gpu->reason, "libcuda.so.1"));
+        assert_non_null(strstr(gpu->reason, "no NVIDIA driver"));
+    }
+}
+
+static void cpu_still_computes(void **state) {
+    (void)state;
+    cx_tensor *a = tu_tensor(CX_F32, 1, TU_SHAPE(3), TU_VALUES(1, 2, 3));
+    cx_tensor *in[] = {a, a};
+    cx_tensor *r = tu_run_ok(CX_OP_ADD, in, 2, NULL);
+    tu_expect(r, CX_F32, 1, TU_SHAPE(3), TU_VALUES(2, 4, 6), 0);
+    tu_drop(r);
+    tu_drop(a);
+}
+
+/* A cpu tensor of pseudo-random values in [lo, hi), the same on every run. */
+static cx_tensor *random_tensor(cx_dtype t, int rank, const int64_t *shape, double lo, double hi,
+                                uint64_t seed) {
+    cx_desc d = tu_desc(t, rank, shape);
+    int64_t n = cx_desc_numel(&d);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    uint64_t s = seed * 6364136223846793005u + 1442695040888963407u;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        v[i] = lo + (hi - lo) * (double)(s >> 11) / 9007199254740992.0;
+    }
+    cx_tensor *x = tu_tensor(t, rank, shape, v);
+    free(v);
+    return x;
+}
+
+static cx_tensor *moved(cx_tensor *x, cx_device *to) {
+    cx_tensor *y = malloc(sizeof *y);
+    cx_status st = {0};
+    if (cx_transfer(x, to, y, &st) != CX_OK) fail_msg("transfer: %s", st.message);
+    return y;
+}
+
+static double tolerance(cx_dtype t) {
+    return t == CX_F32 ? 2e-5 : t == CX_F16 ? 4e-3 : 2e-2;
+}
+
+/* Runs op on the cpu and on the gpu with the same inputs and compares; asserts that the gpu
+ * ran it natively (no silent fallback). */
+static void differ(cx_op_id op, cx_tensor **in, int n, cx_params *ps, double tol) {
+    cx_params ps_cpu = ps ? *ps : (cx_params){0}, ps_gpu = ps_cpu;
+    cx_status st = {0};
+    cx_tensor *want = malloc(sizeof *want);
+    if (cx_run(op, cpu, in, n, &ps_cpu, want, &st))
+        fail_msg("cpu %s: %s", cx_op_table[op].name, st.message);
+    cx_tensor *gin[8];
+    const cx_tensor *gin_c[8];
+    for (int k = 0; k < n; k++) gin_c[k] = gin[k] = moved(in[k], gpu);
+    cx_plan plan;
+    cx_params ps_plan = ps_gpu;
+    if (cx_plan_op(op, gpu, gin_c, n, &ps_plan, &plan, &st))
+        fail_msg("plan %s: %s", cx_op_table[op].name, st.message);
+    if (plan.route != CX_ROUTE_NATIVE)
+        fail_msg("%s on cuda: route %s (%s)", cx_op_table[op].name, cx_route_name(plan.route),
+                 plan.reason);
+    cx_tensor *got_gpu = malloc(sizeof *got_gpu);
+    if (cx_run(op, gpu, gin, n, &ps_gpu, got_gpu, &st))
+        fail_msg("cuda %s: %s", cx_op_table[op].name, st.message);
+    cx_tensor *got = moved(got_gpu, cpu);
+    double *w = malloc(sizeof(double) * (size_t)(want->numel ? want->numel : 1));
+    for (int64_t i = 0; i < want->numel; i++) w[i] = tu_load(want->desc.dtype, want->data, i);
+    tu_expect(got, want->desc.dtype, want->desc.rank, want->desc.shape, w, tol);
+    free(w);
+    tu_drop(got);
+    tu_drop(got_gpu);
+    tu_drop(want);
+    for (int k = 0; k < n; k++) tu_drop(gin[k]);
+}
+
+static const cx_dtype floats[] = {CX_F32, CX_F16, CX_BF16};
+
+#define REQUIRE_GPU()                                                                              \
+    do {                                                                                           \
+        if (!gpu->available) skip();                                                               \
+    } while (0)
+
+static void elementwise_against_cpu(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    for (int t = 0; t < 3; t++) {
+        cx_dtype ty = floats[t];
+        cx_tensor *a = random_tensor(ty, 2, TU_SHAPE(37, 129), -2, 2, 1);
+        cx_tensor *b = random_tensor(ty, 2, TU_SHAPE(37, 129), 0.5, 2, 2);
+        cx_tensor *row = random_tensor(ty, 1, TU_SHAPE(129), -1, 1, 3);
+        cx_tensor *col = random_tensor(ty, 2, TU_SHAPE(37, 1), -1, 1, 4);
+        static const cx_op_id unary[] = {CX_OP_NEGATE,  CX_OP_EXP,   CX_OP_TANH,
+                                         CX_OP_SIGMOID, CX_OP_ROUND, CX_OP_ERF};
+        for (size_t k = 0; k < sizeof unary / sizeof unary[0]; k++)
+            differ(unary[k], (cx_tensor *[]){a}, 1, NULL, tolerance(ty));
+        differ(CX_OP_LOG, (cx_tensor *[]){b}, 1, NULL, tolerance(ty));
+        static const cx_op_id binary[] = {CX_OP_ADD, CX_OP_MULTIPLY, CX_OP_DIVIDE,
+                                          CX_OP_MAX, CX_OP_POW,      CX_OP_LESS};
+        for (size_t k = 0; k < sizeof binary / sizeof binary[0]; k++) {
+            differ(binary[k], (cx_tensor *[]){b, a}, 2, NULL, tolerance(ty));
+            differ(binary[k], (cx_tensor *[]){b, row}, 2, NULL, tolerance(ty)); /* broadcast */
+            differ(binary[k], (cx_tensor *[]){col, b}, 2, NULL, tolerance(ty));
+        }
+        differ(CX_OP_CLIP, (cx_tensor *[]){a, col, b}, 3, NULL, tolerance(ty));
+        tu_drop(a);
+        tu_drop(b);
+        tu_drop(row);
+        tu_drop(col);
+    }
+}
+
+static void reductions_and_layout_against_cpu(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    for (int t = 0; t < 3; t++) {
+        cx_dtype ty = floats[t];
+        cx_tensor *x = random_tensor(ty, 3, TU_SHAPE(5, 67, 33), -1, 1, 5);
+        for (int axis = 0; axis < 3; axis++) {
+            cx_params ps = {0};
+            int64_t ax = axis;
+            cx_param_put_ints(&ps, CX_P_AXES, &ax, 1);
+            differ(CX_OP_SUM, &x, 1, &ps, tolerance(ty) * 10);
+            differ(CX_OP_REDUCE_MAX, &x, 1, &ps, 0);
+        }
+        cx_params all = {0};
+        differ(CX_OP_SUM, &x, 1, &all, tolerance(ty) * 10);
+        cx_params tr = {0};
+        cx_param_put_ints(&tr, CX_P_AXES, TU_SHAPE(2, 0, 1), 3);
+        differ(CX_OP_TRANSPOSE, &x, 1, &tr, 0);
+        cx_params sl = {0};
+        cx_param_put_ints(&sl, CX_P_START, TU_SHAPE(1, 3, 0), 3);
+        cx_param_put_ints(&sl, CX_P_LENGTHS, TU_SHAPE(3, 60, 33), 3);
+        cx_param_put_ints(&sl, CX_P_STRIDES, TU_SHAPE(2, 7, 1), 3);
+        differ(CX_OP_SLICE, &x, 1, &sl, 0);
+        cx_params cat = {0};
+        cx_param_put_int(&cat, CX_P_AXIS, 1);
+        differ(CX_OP_CONCATENATE, (cx_tensor *[]){x, x}, 2, &cat, 0);
+        cx_params cast = {0};
+        cx_param_put_int(&cast, CX_P_TYPE, ty == CX_F32 ? CX_BF16 : CX_F32);
+        differ(CX_OP_AS_TYPE, &x, 1, &cast, 0);
+        tu_drop(x);
+    }
+}
+
+static void dot_against_cpu(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    for (int t = 0; t < 3; t++) {
+        cx_dtype ty = floats[t];
+        cx_tensor *a = random_tensor(ty, 3, TU_SHAPE(3, 65, 70), -1, 1, 6);
+        cx_tensor *b = random_tensor(ty, 3, TU_SHAPE(3, 70, 31), -1, 1, 7);
+        cx_params mm = {0};
+        cx_param_put_ints(&mm, CX_P_CONTRACT_A, TU_SHAPE(2), 1);
+        cx_param_put_ints(&mm, CX_P_CONTRACT_B, TU_SHAPE(1), 1);
+        cx_param_put_ints(&mm, CX_P_BATCH_A, TU_SHAPE(0), 1);
+        cx_param_put_ints(&mm, CX_P_BATCH_B, TU_SHAPE(0), 1);
+        /* 70 products: the error grows with the contraction */
+        double tol = ty == CX_F32 ? 1e-4 : ty == CX_F16 ? 1e-2 : 5e-2;
+        differ(CX_OP_DOT, (cx_tensor *[]){a, b}, 2, &mm, tol);
+        /* a contracted on its middle axis: stored {B, K, M}, a transposed GEMM */
+        cx_tensor *at = random_tensor(ty, 3, TU_SHAPE(3, 70, 65), -1, 1, 8);
+        cx_params tm = mm;
+        cx_param_put_ints(&tm, CX_P_CONTRACT_A, TU_SHAPE(1), 1);
+        differ(CX_OP_DOT, (cx_tensor *[]){at, b}, 2, &tm, tol);
+        /* batch last on a: copied into GEMM order first */
+        cx_tensor *ab = random_tensor(ty, 3, TU_SHAPE(65, 70, 3), -1, 1, 9);
+        cx_params bm = mm;
+        cx_param_put_ints(&bm, CX_P_CONTRACT_A, TU_SHAPE(1), 1);
+        cx_param_put_ints(&bm, CX_P_BATCH_A, TU_SHAPE(2), 1);
+        differ(CX_OP_DOT, (cx_tensor *[]){ab, b}, 2, &bm, tol);
+        tu_drop(a);
+        tu_drop(b);
+        tu_drop(at);
+        tu_drop(ab);
+    }
+}
+
+static void fused_against_cpu(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    for (int t = 0; t < 3; t++) {
+        cx_dtype ty = floats[t];
+        cx_tensor *x = random_tensor(ty, 3, TU_SHAPE(4, 33, 1500), -8, 8, 10);
+        for (int axis = 0; axis < 3; axis++) {
+            cx_params ps = {0};
+            cx_param_put_int(&ps, CX_P_AXIS, axis);
+            differ(CX_OP_SOFTMAX, &x, 1, &ps, tolerance(ty) * 4);
+            differ(CX_OP_LOG_SOFTMAX, &x, 1, &ps, tolerance(ty) * 4);
+        }
+        cx_tensor *g = random_tensor(ty, 1, TU_SHAPE(1500), 0.5, 1.5, 11);
+        cx_tensor *b = random_tensor(ty, 1, TU_SHAPE(1500), -1, 1, 12);
+        cx_params ln = {0};
+        cx_param_put_float(&ln, CX_P_EPSILON, 1e-5);
+        differ(CX_OP_LAYER_NORM, (cx_tensor *[]){x, g, b}, 3, &ln, tolerance(ty) * 8);
+        tu_drop(g);
+        tu_drop(b);
+        tu_drop(x);
+    }
+}
+
+/* An allocation far beyond the device's memory fails with CX_ENOMEM and leaves the device
+ * usable. */
+static void out_of_memory_then_usable(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    long long want = gpu->props.memory * 2;
+    cx_desc d = tu_desc(CX_F32, 1, (int64_t[]){want / 4});
+    cx_tensor big;
+    cx_status st = {0};
+    assert_int_equal(cx_tensor_init(&big, gpu, &d, &st), CX_ENOMEM);
+    printf("# %s\n", st.message);
+    cx_tensor *a = random_tensor(CX_F32, 1, TU_SHAPE(1000), -1, 1, 13);
+    differ(CX_OP_EXP, &a, 1, NULL, tolerance(CX_F32));
+    tu_drop(a);
+}
+
+static void transfers_are_counted(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    void (*counts)(void *, long long *) = NULL;
+    void *h = dlopen(CUDA_SO, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    *(void **)&counts = dlsym(h, "cx_cuda_transfer_counts");
+    assert_non_null(counts);
+    long long before[4], after[4];
+    counts(gpu->ctx, before);
+    cx_tensor *a = random_tensor(CX_F32, 1, TU_SHAPE(256), -1, 1, 14);
+    cx_tensor *g = moved(a, gpu);
+    cx_tensor *back = moved(g, cpu);
+    counts(gpu->ctx, after);
+    assert_int_equal(after[0] - before[0], 1);
+    assert_int_equal(after[1] - before[1], 1024);
+    assert_int_equal(after[2] - before[2], 1);
+    assert_int_equal(after[3] - before[3], 1024);
+    tu_drop(back);
+    tu_drop(g);
+    tu_drop(a);
+    dlclose(h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(listed_with_a_reason),
+        cmocka_unit_test(cpu_still_computes),
+        cmocka_unit_test(elementwise_against_cpu),
+        cmocka_unit_test(reductions_and_layout_against_cpu),
+        cmocka_unit_test(dot_against_cpu),
+        cmocka_unit_test(fused_against_cpu),
+        cmocka_unit_test(out_of_memory_then_usable),
+        cmocka_unit_test(transfers_are_counted),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
