@@ -60,8 +60,8 @@ static ERL_NIF_TERM raise_arg(ErlNifEnv *env, const char *msg) {
     return raise_struct(env, am_argument_error, msg, NULL, NULL);
 }
 
-/* ArgumentError for misuse, {:cascade_oom, message} so Elixir can collect and retry,
- * Cascade.Error for the rest. */
+/* ArgumentError for misuse, {:cascade_oom, driver, message} so Elixir can collect and retry
+ * (and name the driver when it raises), Cascade.Error for the rest. */
 static ERL_NIF_TERM raise_status(ErlNifEnv *env, const cx_status *st, const char *driver) {
     switch (st->code) {
     case CX_EINVAL:
@@ -71,7 +71,8 @@ static ERL_NIF_TERM raise_status(ErlNifEnv *env, const cx_status *st, const char
         size_t len = strlen(st->message);
         if (!enif_alloc_binary(len, &bin)) return enif_raise_exception(env, am_oom);
         memcpy(bin.data, st->message, len);
-        return enif_make_tuple2(env, am_oom, enif_make_binary(env, &bin));
+        return enif_make_tuple3(env, am_oom, enif_make_atom(env, driver ? driver : "cpu"),
+                                enif_make_binary(env, &bin));
     }
     default: return raise_struct(env, am_cascade_error, st->message, st, driver);
     }

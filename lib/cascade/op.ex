@@ -10,8 +10,8 @@ defmodule Cascade.Op do
   @doc false
   # The one call into C for an op. A tensor is the usual answer; {:cascade_gc, tensor} asks
   # the caller to collect garbage (dropped tensors are only released by a collection of the
-  # process that held them); {:cascade_oom, message} means the device is full: collect and
-  # retry once before raising.
+  # process that held them); {:cascade_oom, driver, message} means the device is full: collect
+  # and retry once before raising.
   def run(id, refs, params, device_id) do
     case Native.op(id, refs, params, device_id) do
       {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
@@ -35,12 +35,12 @@ defmodule Cascade.Op do
     %Tensor{ref: ref, shape: shape, type: type, device: device}
   end
 
-  def after_run({:cascade_oom, _}, retry) do
+  def after_run({:cascade_oom, _, _}, retry) do
     :erlang.garbage_collect()
 
     case retry.() do
-      {:cascade_oom, message} ->
-        raise Cascade.Error, driver: :cpu, code: :out_of_memory, message: to_string(message)
+      {:cascade_oom, driver, message} ->
+        raise Cascade.Error, driver: driver, code: :out_of_memory, message: to_string(message)
 
       bin when is_binary(bin) ->
         bin

@@ -116,7 +116,8 @@ static void device_props(ocl_device *dev, cx_device_props *props) {
     clGetDeviceInfo(dev->device, CL_DEVICE_VERSION, sizeof version - 1, version, NULL);
     clGetDeviceInfo(dev->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     clGetDeviceInfo(dev->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
-    snprintf(props->name, sizeof props->name, "%s", name);
+    /* precision bounds say outright that long names are cut (gcc -O1 warns otherwise) */
+    snprintf(props->name, sizeof props->name, "%.63s", name);
     /* "OpenCL 3.0 PoCL HSTR: ...": the standard, then the driver's own version */
     char *cut = version, driver[64] = "";
     clGetDeviceInfo(dev->device, CL_DRIVER_VERSION, sizeof driver - 1, driver, NULL);
@@ -131,7 +132,7 @@ static void device_props(ocl_device *dev, cx_device_props *props) {
                                                  : "cpu");
     props->memory = (long long)mem;
     props->host_memory = false;
-    snprintf(props->detail, sizeof props->detail, "%s; f16 stored, computed in f32%s; %s; %s",
+    snprintf(props->detail, sizeof props->detail, "%.40s; f16 stored, computed in f32%s; %s; %s",
              version, dev->fp16 ? "" : " (no cl_khr_fp16)",
              dev->fp64 ? "f64 native" : "no f64 (no cl_khr_fp64)",
 #ifdef CX_HAVE_CLBLAST
