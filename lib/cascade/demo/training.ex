@@ -1,0 +1,172 @@
+defmodule Cascade.Demo.Training do
+  @moduledoc """
+  Trains `Cascade.Demo.MLP` on a `Cascade.Demo.Data.Set` with mini-batch SGD with momentum
+  and a cosine-decaying learning rate, each training image shifted at random by up to
+  `shift:` pixels (`Cascade.Demo.Augment`), and measures held-out accuracy after each epoch.
+
+  Everything that decides the result is fixed by `seed:`: the initial parameters (Cascade's
+  counter-based generator, keyed by the seed) and the order of the samples in each epoch
+  and the shifts of its images (an explicit `:rand` state seeded with `{seed, epoch}`, the
+  `exsss` algorithm). The cpu driver runs each op the same way every time, so the same seed
+  gives the same accuracy, to the last digit, on the same device.
+  """
+
+  alias Cascade.Demo.{Augment, Data, MLP, SGD}
+
+  @defaults [
+    device: :cpu,
+    type: :f32,
+    epochs: 20,
+    batch: 64,
+    rate: 0.05,
+    momentum: 0.9,
+    hidden: [256],
+    shift: 2,
+    seed: 42,
+    on_batch: nil,
+    on_epoch: nil
+  ]
+
+  @doc "The options and their defaults."
+  def defaults, do: @defaults
+
+  @doc """
+  Trains on `train`, evaluates on `test` after each epoch, and returns
+  `%{params: params, epochs: [%{epoch, loss, accuracy, seconds, images_per_second}],
+  seconds: total}`.
+
+  Options (defaults in `defaults/0`): `device:`, `type:` (f32, f16, bf16, f64), `epochs:`,
+  `batch:`, `rate:` (initial learning rate), `momentum:`, `hidden:` (hidden layer sizes),
+  `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:` (`fn %{epoch, done, total, loss} -> ...` after each batch) and
+  `on_epoch:` (`fn epoch_result -> ...`).
+  """
+  @spec run(Data.Set.t(), Data.Set.t(), keyword) :: map
+  def run(%Data.Set{} = train, %Data.Set{} = test, opts \\ []) do
+    opts = Keyword.merge(@defaults, opts)
+    device = opts[:device]
+    type = opts[:type]
+    inputs = train.rows * train.cols
+    start = System.monotonic_time()
+
+    {x_train, y_train} = tensors(train, type, device)
+    {x_test, y_test} = tensors(test, type, device)
+
+    params =
+      MLP.init([inputs | opts[:hidden]] ++ [10], key: opts[:seed], type: type, device: device)
+
+    shifter = Augment.new(train.rows, train.cols, opts[:shift], device)
+    steps_per_epoch = div(train.count + opts[:batch] - 1, opts[:batch])
+    total_steps = steps_per_epoch * opts[:epochs]
+
+    {params, _velocity, epochs} =
+      Enum.reduce(1..opts[:epochs]//1, {params, SGD.init(params), []}, fn epoch,
+                                                                          {params, velocity,
+                                                                           results} ->
+        t0 = System.monotonic_time()
+
+        {order, rand} = epoch_order(train.count, opts[:seed], epoch)
+
+        {params, velocity, losses, _rand} =
+          order
+          |> Enum.chunk_every(opts[:batch])
+          |> Enum.with_index()
+          |> Enum.reduce({params, velocity, [], rand}, fn {indices, i},
+                                                          {params, velocity, losses, rand} ->
+            {choices, rand} = draw_shifts(indices, Augment.shifts(shifter), rand)
+            idx = Cascade.tensor(indices, type: :s64, device: device)
+            x = Augment.apply(shifter, Cascade.take(x_train, idx, axis: 0), choices)
+            one_hot = y_train |> Cascade.take(idx) |> Cascade.one_hot(depth: 10, type: type)
+            {loss, grads} = MLP.loss_and_grads(params, x, one_hot)
+            step = (epoch - 1) * steps_per_epoch + i
+            rate = opts[:rate] * 0.5 * (1 + :math.cos(:math.pi() * step / total_steps))
+            {params, velocity} = SGD.step(params, grads, velocity, rate, opts[:momentum])
+            loss = number(loss)
+
+            if opts[:on_batch],
+              do:
+                opts[:on_batch].(%{
+                  epoch: epoch,
+                  done: min((i + 1) * opts[:batch], train.count),
+                  total: train.count,
+                  loss: loss,
+                  seconds: seconds_since(t0)
+                })
+
+            {params, velocity, [loss | losses], rand}
+          end)
+
+        train_seconds = seconds_since(t0)
+
+        result = %{
+          epoch: epoch,
+          loss: Enum.sum(losses) / length(losses),
+          accuracy: accuracy(params, x_test, y_test),
+          seconds: train_seconds,
+          images_per_second: train.count / train_seconds
+        }
+
+        if opts[:on_epoch], do: opts[:on_epoch].(result)
+        {params, velocity, [result | results]}
+      end)
+
+    %{params: params, epochs: Enum.reverse(epochs), seconds: seconds_since(start)}
+  end
+
+  @doc "The fraction of `x`'s rows whose predicted class is the label in `y`."
+  @spec accuracy(MLP.params(), Cascade.Tensor.t(), Cascade.Tensor.t()) :: float
+  def accuracy(params, x, y) do
+    correct =
+      params
+      |> MLP.predict(x)
+      |> Cascade.equal(y)
+      |> Cascade.sum()
+      |> number()
+
+    correct / elem(Cascade.shape(y), 0)
+  end
+
+  @doc "The images of `set` as a {count, pixels} tensor of `type` in [0, 1], and the labels (s64)."
+  @spec tensors(Data.Set.t(), atom, Cascade.Device.t()) ::
+          {Cascade.Tensor.t(), Cascade.Tensor.t()}
+  def tensors(%Data.Set{} = set, type, device) do
+    x =
+      set.images
+      |> Cascade.from_binary(:u8, {set.count, set.rows * set.cols}, device: device)
+      |> Cascade.as_type(type)
+      |> Cascade.divide(255)
+
+    y =
+      set.labels
+      |> Cascade.from_binary(:u8, {set.count}, device: device)
+      |> Cascade.as_type(:s64)
+
+    {x, y}
+  end
+
+  # The order of the samples in an epoch, and the random state to draw the epoch's shifts
+  # from: an explicit :rand state seeded by the seed and the epoch, so that nothing else that
+  # runs in the process (a progress bar, a logger) can change the draw.
+  defp epoch_order(count, seed, epoch) do
+    rand = :rand.seed_s(:exsss, {seed, epoch, 0x5EED})
+
+    {keyed, rand} =
+      Enum.map_reduce(0..(count - 1)//1, rand, fn i, rand ->
+        {u, rand} = :rand.uniform_s(rand)
+        {{u, i}, rand}
+      end)
+
+    {keyed |> Enum.sort() |> Enum.map(&elem(&1, 1)), rand}
+  end
+
+  defp draw_shifts(indices, shifts, rand) do
+    Enum.map_reduce(indices, rand, fn _, rand ->
+      {n, rand} = :rand.uniform_s(shifts, rand)
+      {n - 1, rand}
+    end)
+  end
+
+  defp number(t), do: t |> Cascade.as_type(:f64) |> Cascade.to_list()
+
+  defp seconds_since(t0),
+    do: System.convert_time_unit(System.monotonic_time() - t0, :native, :microsecond) / 1.0e6
+end
