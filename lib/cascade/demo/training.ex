@@ -31,7 +31,8 @@ defmodule Cascade.Demo.Training do
   def defaults, do: @defaults
 
   @doc """
-  Trains on `train`, evaluates on `test` after each epoch, and returns
+  Trains on `train`, evaluates on `test` after each epoch (accuracy nil when `test` is
+  empty), and returns
   `%{params: params, epochs: [%{epoch, loss, accuracy, seconds, images_per_second}],
   seconds: total}`.
 
@@ -100,7 +101,7 @@ defmodule Cascade.Demo.Training do
         result = %{
           epoch: epoch,
           loss: Enum.sum(losses) / length(losses),
-          accuracy: accuracy(params, x_test, y_test),
+          accuracy: if(test.count > 0, do: accuracy(params, x_test, y_test)),
           seconds: train_seconds,
           images_per_second: train.count / train_seconds
         }
