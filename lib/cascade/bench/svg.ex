@@ -10,7 +10,7 @@ defmodule Cascade.Bench.SVG do
   @plot 560
   @bar 13
   @gap 12
-  @top 70
+  @legend_columns 5
   @min 0.01
   @max 100.0
 
@@ -19,7 +19,8 @@ defmodule Cascade.Bench.SVG do
     series = rows |> Enum.map(&{&1.device, &1.type}) |> Enum.uniq()
     cases = rows |> Enum.map(& &1.case) |> Enum.uniq()
     group = length(series) * @bar + @gap
-    height = @top + length(cases) * group + 60
+    top = 70 + div(length(series) - 1, @legend_columns) * 16
+    height = top + length(cases) * group + 60
     width = @left + @plot + 90
 
     bars =
@@ -27,12 +28,12 @@ defmodule Cascade.Bench.SVG do
           {s, j} <- Enum.with_index(series),
           row = Enum.find(rows, &(&1.case == name and {&1.device, &1.type} == s)),
           row != nil do
-        bar(row, @top + i * group + j * @bar, Enum.at(@colors, rem(j, length(@colors))))
+        bar(row, top + i * group + j * @bar, Enum.at(@colors, rem(j, length(@colors))))
       end
 
     labels =
       for {name, i} <- Enum.with_index(cases) do
-        y = @top + i * group + div(length(series) * @bar, 2) + 4
+        y = top + i * group + div(length(series) * @bar, 2) + 4
         ~s(<text x="#{@left - 8}" y="#{y}" text-anchor="end">#{escape(name)}</text>)
       end
 
@@ -42,7 +43,7 @@ defmodule Cascade.Bench.SVG do
       ~s(<rect width="100%" height="100%" fill="white"/>),
       ~s(<text x="10" y="20" font-size="15" font-weight="bold">#{escape(title)}</text>),
       ~s(<text x="10" y="38" fill="#555">#{escape(subtitle)}</text>),
-      axis(height),
+      axis(top, height),
       legend(series),
       labels,
       bars,
@@ -72,13 +73,13 @@ defmodule Cascade.Bench.SVG do
       ~s(<text x="#{label_x}" y="#{y + @bar - 3}" font-size="10" text-anchor="#{anchor}">#{ratio(row.ratio)}</text>)
   end
 
-  defp axis(height) do
+  defp axis(top, height) do
     ticks =
       for r <- [0.01, 0.1, 1, 10, 100] do
         xx = x(r / 1)
         stroke = if r == 1, do: ~s(stroke="#000" stroke-width="1.5"), else: ~s(stroke="#ddd")
 
-        ~s(<line x1="#{xx}" y1="#{@top - 8}" x2="#{xx}" y2="#{height - 40}" #{stroke}/>\n) <>
+        ~s(<line x1="#{xx}" y1="#{top - 8}" x2="#{xx}" y2="#{height - 40}" #{stroke}/>\n) <>
           ~s(<text x="#{xx}" y="#{height - 26}" text-anchor="middle">#{r}×</text>)
       end
 
@@ -91,11 +92,12 @@ defmodule Cascade.Bench.SVG do
 
   defp legend(series) do
     for {{device, type}, j} <- Enum.with_index(series) do
-      x = @left + j * 110
+      x = @left + rem(j, @legend_columns) * 110
+      y = 48 + div(j, @legend_columns) * 16
       color = Enum.at(@colors, rem(j, length(@colors)))
 
-      ~s(<rect x="#{x}" y="48" width="12" height="12" fill="#{color}"/>) <>
-        ~s(<text x="#{x + 16}" y="58">#{escape("#{device} #{type}")}</text>)
+      ~s(<rect x="#{x}" y="#{y}" width="12" height="12" fill="#{color}"/>) <>
+        ~s(<text x="#{x + 16}" y="#{y + 10}">#{escape("#{device} #{type}")}</text>)
     end
   end
 

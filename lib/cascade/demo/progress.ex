@@ -16,7 +16,7 @@ defmodule Cascade.Demo.Progress do
     filled = div(done * @width, max(total, 1))
     digits = epochs |> Integer.to_string() |> String.length()
 
-    "epoch #{pad(epoch, digits + 1)}/#{epochs} " <>
+    "epoch #{pad(epoch, digits)}/#{epochs} " <>
       "[#{String.duplicate("#", filled)}#{String.duplicate("-", @width - filled)}] " <>
       "#{pad(div(done * 100, max(total, 1)), 3)}%  loss #{fixed(loss, 4)}  " <>
       "#{pad(rate(done, seconds), 5)} img/s"
@@ -31,7 +31,7 @@ defmodule Cascade.Demo.Progress do
   def epoch_line(result, epochs) do
     digits = epochs |> Integer.to_string() |> String.length()
 
-    "epoch #{pad(result.epoch, digits + 1)}/#{epochs}  loss #{fixed(result.loss, 4)}  " <>
+    "epoch #{pad(result.epoch, digits)}/#{epochs}  loss #{fixed(result.loss, 4)}  " <>
       "test accuracy #{fixed(result.accuracy * 100, 2)}%  #{fixed(result.seconds, 2)} s  " <>
       "#{round(result.images_per_second)} img/s"
   end

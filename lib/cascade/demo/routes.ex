@@ -14,8 +14,8 @@ defmodule Cascade.Demo.Routes do
       ...>           {:cpu, :dot, :native} => %{calls: 10, bytes: 0},
       ...>           {:cpu, :relu, :decomposed} => %{calls: 2, bytes: 0}}
       iex> Cascade.Demo.Routes.lines(stats)
-      ["cpu  native      13 calls   dot 10, add 3",
-       "cpu  decomposed   2 calls   relu 2"]
+      ["cpu  native     13 calls   dot 10, add 3",
+       "cpu  decomposed  2 calls   relu 2"]
   """
   @spec lines(map) :: [String.t()]
   def lines(stats) when map_size(stats) == 0, do: ["no ops ran"]
