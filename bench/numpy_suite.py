@@ -67,7 +67,7 @@ def softmax(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def mlp_epoch(images, labels, dtype, batch=64, hidden=256, shift=2, rate=0.05, momentum=0.9):
+def mlp_epoch(images, labels, dtype, batch=64, hidden=256, shift=2, rate=0.1, momentum=0.9):
     """One epoch of the demo's training, as Cascade.Demo.Training runs it: the same model,
     batch, optimiser and random shifts; NumPy's own random numbers."""
     rng = np.random.default_rng(42)

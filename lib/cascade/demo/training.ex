@@ -16,9 +16,9 @@ defmodule Cascade.Demo.Training do
   @defaults [
     device: :cpu,
     type: :f32,
-    epochs: 20,
+    epochs: 40,
     batch: 64,
-    rate: 0.05,
+    rate: 0.1,
     momentum: 0.9,
     hidden: [256],
     shift: 2,
