@@ -7,8 +7,8 @@ Usage: numpy_suite.py DATA_DIR MIN_SECONDS TYPES
 
 Prints one line per case and type, tab-separated (OTP 25 has no JSON parser):
   TYPE  CASE  SECONDS  CHECK  NUMPY_TYPE
-CHECK is the sum of the result in f64 (empty for the training epoch), so both sides can be
-seen to compute the same thing. NUMPY_TYPE is the type NumPy computed in: the case's own type
+CHECK is "SUM,ABS": the sum of the result and the sum of its absolute values, in f64 (empty
+for the training epoch), so both sides can be seen to compute the same thing. NUMPY_TYPE is the type NumPy computed in: the case's own type
 where NumPy has it at a usable speed, f32 on the same (rounded) values otherwise: NumPy has
 no bf16, and its f16 matrix products are plain loops (17 s for a 1024 x 1024 dot here).
 """
@@ -127,7 +127,11 @@ def main():
 
     def report(t, case, fn, numpy_type, check=True):
         seconds = timed(fn, min_seconds)
-        value = float(np.sum(fn(), dtype=np.float64)) if check else ""
+        if check:
+            result = fn()
+            value = f"{np.sum(result, dtype=np.float64)},{np.sum(np.abs(result), dtype=np.float64)}"
+        else:
+            value = ""
         print(f"{t}\t{case}\t{seconds}\t{value}\t{numpy_type}", flush=True)
 
     for t in types:

@@ -196,9 +196,9 @@ defmodule Cascade.DemoTest do
       rows =
         for {c, r} <- [{"dot <256>", 2.5}, {"add & co", 0.05}],
             do:
-              Cascade.Bench.Report.row("cpu", :f32, %{case: c, seconds: r, check: 1.0}, %{
+              Cascade.Bench.Report.row("cpu", :f32, %{case: c, seconds: r, check: {1.0, 1.0}}, %{
                 seconds: 1.0,
-                check: 1.0,
+                check: {1.0, 1.0},
                 numpy_type: "f32"
               })
 

@@ -35,8 +35,8 @@ defmodule Cascade.Bench.NumPy do
   @doc """
   The script's output, parsed.
 
-      iex> Cascade.Bench.NumPy.parse("f32\\tadd 1M\\t0.5\\t3.0\\tf32\\nnumpy\\t1.24.2\\n")
-      %{version: "1.24.2", results: %{{:f32, "add 1M"} => %{seconds: 0.5, check: 3.0, numpy_type: "f32"}}}
+      iex> Cascade.Bench.NumPy.parse("f32\\tadd 1M\\t0.5\\t-3.0,5.0\\tf32\\nnumpy\\t1.24.2\\n")
+      %{version: "1.24.2", results: %{{:f32, "add 1M"} => %{seconds: 0.5, check: {-3.0, 5.0}, numpy_type: "f32"}}}
   """
   def parse(out) do
     out
@@ -47,25 +47,20 @@ defmodule Cascade.Bench.NumPy do
           %{acc | version: version}
 
         [type, name, seconds, check, numpy_type] ->
-          result = %{
-            seconds: to_float(seconds),
-            check: check != "" && to_float(check),
-            numpy_type: numpy_type
-          }
-
-          %{
-            acc
-            | results:
-                Map.put(acc.results, {String.to_atom(type), name}, %{
-                  result
-                  | check: result.check || nil
-                })
-          }
+          result = %{seconds: to_float(seconds), check: check(check), numpy_type: numpy_type}
+          %{acc | results: Map.put(acc.results, {String.to_atom(type), name}, result)}
 
         _ ->
           acc
       end
     end)
+  end
+
+  defp check(""), do: nil
+
+  defp check(text) do
+    [sum, abs] = String.split(text, ",")
+    {to_float(sum), to_float(abs)}
   end
 
   defp to_float(text) do

@@ -9,23 +9,30 @@ defmodule Cascade.Bench.Report do
 
   alias Cascade.Bench.Timer
 
-  @tolerance %{f64: 1.0e-9, f32: 1.0e-3, f16: 3.0e-2, bf16: 3.0e-2}
+  # per element: a few units in the last place of the type, as the sums are compared to the sum
+  # of absolute values
+  @tolerance %{f64: 1.0e-12, f32: 1.0e-5, f16: 4.0e-3, bf16: 3.0e-2}
 
   @doc """
-  A row from Cascade's and NumPy's results for one case; `agrees` is nil without check values,
-  otherwise whether the two sums differ by less than the type's tolerance, relative to the
-  larger of them (or 1).
+  A row from Cascade's and NumPy's results for one case. A check is `{sum, sum of absolute
+  values}` of a result; `agrees` is nil without checks, otherwise whether the two sums differ
+  by at most the type's tolerance times the larger sum of absolute values — the error that
+  rounding each element by that much could make.
 
-      iex> r = Cascade.Bench.Report.row("cpu", :f32, %{case: "add 1M", seconds: 2.0e-4, check: 10.0},
-      ...>   %{seconds: 1.0e-4, check: 10.000001, numpy_type: "f32"})
+      iex> r = Cascade.Bench.Report.row("cpu", :f32, %{case: "add 1M", seconds: 2.0e-4, check: {10.0, 30.0}},
+      ...>   %{seconds: 1.0e-4, check: {10.00001, 30.0}, numpy_type: "f32"})
       iex> {r.ratio, r.agrees}
       {2.0, true}
   """
   def row(device, type, ours, theirs) do
     agrees =
-      if is_number(ours.check) and is_number(theirs.check) do
-        abs(ours.check - theirs.check) / Enum.max([abs(ours.check), abs(theirs.check), 1.0]) <=
-          Map.fetch!(@tolerance, type)
+      case {ours.check, theirs.check} do
+        {{sum, abs}, {their_sum, their_abs}} ->
+          abs(sum - their_sum) <=
+            Map.fetch!(@tolerance, type) * Enum.max([abs, their_abs, 1.0e-30])
+
+        _ ->
+          nil
       end
 
     %{
@@ -36,11 +43,14 @@ defmodule Cascade.Bench.Report do
       numpy_s: theirs.seconds,
       numpy_type: theirs.numpy_type,
       ratio: ours.seconds / theirs.seconds,
-      cascade_check: ours.check,
-      numpy_check: theirs.check,
+      cascade_check: check_list(ours.check),
+      numpy_check: check_list(theirs.check),
       agrees: agrees
     }
   end
+
+  defp check_list({sum, abs}), do: [sum, abs]
+  defp check_list(nil), do: nil
 
   @doc "The Markdown table of `rows`."
   def markdown(rows) do

@@ -5,8 +5,9 @@ defmodule Cascade.Bench.Suite do
 
   Inputs are drawn once, in f32 on the cpu, from Cascade's counter-based generator with fixed
   keys, and written to a scratch folder for `bench/numpy_suite.py`; on each device they are
-  transferred and cast to the type under test. Each case also reports a check value, the sum
-  of its result in f64, on both sides: the same data must give the same answer.
+  transferred and cast to the type under test. Each case also reports a check, the sum of its
+  result and the sum of its absolute values in f64, on both sides: the same data must give
+  the same answer.
 
   Cases: `dot` of 256, 512 and 1024 square matrices; `conv2d` of a {64, 32, 28, 28} input
   with 64 3×3 filters; `softmax` of 1000×1000 along rows; `add`, `exp`, `sum` of 1M
@@ -60,7 +61,7 @@ defmodule Cascade.Bench.Suite do
 
   @doc """
   Runs every case on `device` in `type`: a list of `%{case, seconds, check}` (check is nil
-  for the training epoch). `on_case` is called with each result as it comes.
+  for the training epoch, `{sum, sum of absolute values}` otherwise). `on_case` is called with each result as it comes.
   """
   def run(inputs, device, type, min_seconds, on_case \\ fn _ -> :ok end) do
     on = fn t -> t |> Cascade.transfer(device) |> Cascade.as_type(type) end
@@ -123,7 +124,13 @@ defmodule Cascade.Bench.Suite do
       else: median_of(fun, min_seconds, samples)
   end
 
-  defp check(t), do: t |> Cascade.as_type(:f64) |> Cascade.sum() |> Cascade.to_list()
+  # the sum of the result and the sum of its absolute values, in f64
+  defp check(t) do
+    t = Cascade.as_type(t, :f64)
+
+    {t |> Cascade.sum() |> Cascade.to_list(),
+     t |> Cascade.abs() |> Cascade.sum() |> Cascade.to_list()}
+  end
 
   @doc """
   The MNIST training set, prepared as `mix cascade.demo` prepares it (fetched on first use),
