@@ -44,73 +44,86 @@ defmodule Cascade.Demo.Training do
   @spec run(Data.Set.t(), Data.Set.t(), keyword) :: map
   def run(%Data.Set{} = train, %Data.Set{} = test, opts \\ []) do
     opts = Keyword.merge(@defaults, opts)
-    device = opts[:device]
-    type = opts[:type]
-    inputs = train.rows * train.cols
     start = System.monotonic_time()
-
+    {device, type} = {opts[:device], opts[:type]}
     {x_train, y_train} = tensors(train, type, device)
     {x_test, y_test} = tensors(test, type, device)
+    sizes = [train.rows * train.cols | opts[:hidden]] ++ [10]
+    params = MLP.init(sizes, key: opts[:seed], type: type, device: device)
 
-    params =
-      MLP.init([inputs | opts[:hidden]] ++ [10], key: opts[:seed], type: type, device: device)
-
-    shifter = Augment.new(train.rows, train.cols, opts[:shift], device)
-    steps_per_epoch = div(train.count + opts[:batch] - 1, opts[:batch])
-    total_steps = steps_per_epoch * opts[:epochs]
+    run = %{
+      opts: opts,
+      x: x_train,
+      y: y_train,
+      count: train.count,
+      shifter: Augment.new(train.rows, train.cols, opts[:shift], device),
+      steps: div(train.count + opts[:batch] - 1, opts[:batch]) * opts[:epochs]
+    }
 
     {params, _velocity, epochs} =
       Enum.reduce(1..opts[:epochs]//1, {params, SGD.init(params), []}, fn epoch,
-                                                                          {params, velocity,
-                                                                           results} ->
+                                                                          {params, velocity, done} ->
         t0 = System.monotonic_time()
-
-        {order, rand} = epoch_order(train.count, opts[:seed], epoch)
-
-        {params, velocity, losses, _rand} =
-          order
-          |> Enum.chunk_every(opts[:batch])
-          |> Enum.with_index()
-          |> Enum.reduce({params, velocity, [], rand}, fn {indices, i},
-                                                          {params, velocity, losses, rand} ->
-            {choices, rand} = draw_shifts(indices, Augment.shifts(shifter), rand)
-            idx = Cascade.tensor(indices, type: :s64, device: device)
-            x = Augment.apply(shifter, Cascade.take(x_train, idx, axis: 0), choices)
-            one_hot = y_train |> Cascade.take(idx) |> Cascade.one_hot(depth: 10, type: type)
-            {loss, grads} = MLP.loss_and_grads(params, x, one_hot)
-            step = (epoch - 1) * steps_per_epoch + i
-            rate = opts[:rate] * 0.5 * (1 + :math.cos(:math.pi() * step / total_steps))
-            {params, velocity} = SGD.step(params, grads, velocity, rate, opts[:momentum])
-            loss = number(loss)
-
-            if opts[:on_batch],
-              do:
-                opts[:on_batch].(%{
-                  epoch: epoch,
-                  done: min((i + 1) * opts[:batch], train.count),
-                  total: train.count,
-                  loss: loss,
-                  seconds: seconds_since(t0)
-                })
-
-            {params, velocity, [loss | losses], rand}
-          end)
-
-        train_seconds = seconds_since(t0)
+        {params, velocity, losses} = epoch(run, epoch, params, velocity, t0)
+        seconds = seconds_since(t0)
 
         result = %{
           epoch: epoch,
           loss: Enum.sum(losses) / length(losses),
           accuracy: if(test.count > 0, do: accuracy(params, x_test, y_test)),
-          seconds: train_seconds,
-          images_per_second: train.count / train_seconds
+          seconds: seconds,
+          images_per_second: train.count / seconds
         }
 
         if opts[:on_epoch], do: opts[:on_epoch].(result)
-        {params, velocity, [result | results]}
+        {params, velocity, [result | done]}
       end)
 
     %{params: params, epochs: Enum.reverse(epochs), seconds: seconds_since(start)}
+  end
+
+  # One pass over the training set: {params, velocity, the batches' losses}.
+  defp epoch(run, epoch, params, velocity, t0) do
+    %{opts: opts, count: count} = run
+    {order, rand} = epoch_order(count, opts[:seed], epoch)
+    batches = order |> Enum.chunk_every(opts[:batch]) |> Enum.with_index()
+    first_step = (epoch - 1) * div(count + opts[:batch] - 1, opts[:batch])
+
+    {params, velocity, losses, _rand} =
+      Enum.reduce(batches, {params, velocity, [], rand}, fn {indices, i},
+                                                            {params, velocity, losses, rand} ->
+        {choices, rand} = draw_shifts(indices, Augment.shifts(run.shifter), rand)
+        {x, one_hot} = batch(run, indices, choices)
+        {loss, grads} = MLP.loss_and_grads(params, x, one_hot)
+        # cosine decay from the initial rate to zero over the whole run
+        rate = opts[:rate] * 0.5 * (1 + :math.cos(:math.pi() * (first_step + i) / run.steps))
+        {params, velocity} = SGD.step(params, grads, velocity, rate, opts[:momentum])
+        loss = number(loss)
+
+        if opts[:on_batch] do
+          done = min((i + 1) * opts[:batch], count)
+
+          opts[:on_batch].(%{
+            epoch: epoch,
+            done: done,
+            total: count,
+            loss: loss,
+            seconds: seconds_since(t0)
+          })
+        end
+
+        {params, velocity, [loss | losses], rand}
+      end)
+
+    {params, velocity, losses}
+  end
+
+  # The batch's images, shifted, and its one-hot labels.
+  defp batch(%{x: x, y: y, shifter: shifter, opts: opts}, indices, choices) do
+    idx = Cascade.tensor(indices, type: :s64, device: opts[:device])
+    x = Augment.apply(shifter, Cascade.take(x, idx, axis: 0), choices)
+    one_hot = y |> Cascade.take(idx) |> Cascade.one_hot(depth: 10, type: opts[:type])
+    {x, one_hot}
   end
 
   @doc "The fraction of `x`'s rows whose predicted class is the label in `y`."
