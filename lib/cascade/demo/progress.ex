@@ -36,8 +36,11 @@ defmodule Cascade.Demo.Progress do
       "#{round(result.images_per_second)} img/s"
   end
 
-  @doc "Whether standard output is a terminal, where the bar can be redrawn in place."
-  def terminal?, do: match?({:ok, _}, :io.columns())
+  @doc """
+  Whether standard output is a terminal, where the bar can be redrawn in place. Elixir decides
+  this at start (`IO.ANSI.enabled?/0`); `:io.columns/0` answers `:enotsup` under `mix` on OTP 25.
+  """
+  def terminal?, do: IO.ANSI.enabled?()
 
   defp rate(_done, seconds) when seconds <= 0, do: 0
   defp rate(done, seconds), do: round(done / seconds)

@@ -38,7 +38,8 @@ defmodule Cascade.Demo.Training do
 
   Options (defaults in `defaults/0`): `device:`, `type:` (f32, f16, bf16, f64), `epochs:`,
   `batch:`, `rate:` (initial learning rate), `momentum:`, `hidden:` (hidden layer sizes),
-  `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:` (`fn %{epoch, done, total, loss} -> ...` after each batch) and
+  `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:` (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with
+  the epoch's mean loss so far) and
   `on_epoch:` (`fn epoch_result -> ...`).
   """
   @spec run(Data.Set.t(), Data.Set.t(), keyword) :: map
@@ -98,21 +99,19 @@ defmodule Cascade.Demo.Training do
         # cosine decay from the initial rate to zero over the whole run
         rate = opts[:rate] * 0.5 * (1 + :math.cos(:math.pi() * (first_step + i) / run.steps))
         {params, velocity} = SGD.step(params, grads, velocity, rate, opts[:momentum])
-        loss = number(loss)
+        losses = [number(loss) | losses]
 
         if opts[:on_batch] do
-          done = min((i + 1) * opts[:batch], count)
-
           opts[:on_batch].(%{
             epoch: epoch,
-            done: done,
+            done: min((i + 1) * opts[:batch], count),
             total: count,
-            loss: loss,
+            loss: Enum.sum(losses) / (i + 1),
             seconds: seconds_since(t0)
           })
         end
 
-        {params, velocity, [loss | losses], rand}
+        {params, velocity, losses, rand}
       end)
 
     {params, velocity, losses}
