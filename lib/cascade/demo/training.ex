@@ -38,9 +38,9 @@ defmodule Cascade.Demo.Training do
 
   Options (defaults in `defaults/0`): `device:`, `type:` (f32, f16, bf16, f64), `epochs:`,
   `batch:`, `rate:` (initial learning rate), `momentum:`, `hidden:` (hidden layer sizes),
-  `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:` (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with
-  the epoch's mean loss so far) and
-  `on_epoch:` (`fn epoch_result -> ...`).
+  `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:`
+  (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with the epoch's mean
+  loss so far) and `on_epoch:` (`fn epoch_result -> ...`).
   """
   @spec run(Data.Set.t(), Data.Set.t(), keyword) :: map
   def run(%Data.Set{} = train, %Data.Set{} = test, opts \\ []) do
