@@ -1,0 +1,159 @@
+"""NumPy side of `mix cascade.bench`: the same suite on the same data, in the same run.
+
+Usage: numpy_suite.py DATA_DIR MIN_SECONDS TYPES
+  DATA_DIR     the raw native-endian files the task wrote (f32 inputs; MNIST u8 images, labels)
+  MIN_SECONDS  how long to time each case at least
+  TYPES        comma-separated: f32, f16, bf16, f64
+
+Prints one line per case and type, tab-separated (OTP 25 has no JSON parser):
+  TYPE  CASE  SECONDS  CHECK  NUMPY_TYPE
+CHECK is "SUM,ABS": the sum of the result and the sum of its absolute values, in f64 (empty
+for the training epoch), so both sides can be seen to compute the same thing. NUMPY_TYPE is the type NumPy computed in: the case's own type
+where NumPy has it at a usable speed, f32 on the same (rounded) values otherwise: NumPy has
+no bf16, and its f16 matrix products are plain loops (17 s for a 1024 x 1024 dot here).
+"""
+import os
+import sys
+import time
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+
+def timed(fn, min_seconds):
+    """Median seconds per call, measured as Cascade.Bench.Timer measures."""
+    fn()  # warm up
+    n, samples, start = 1, [], time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        dt = (time.perf_counter() - t0) / n
+        samples.append(dt)
+        if dt * n < 0.05:
+            n *= 4
+        if time.perf_counter() - start > min_seconds and len(samples) >= 3:
+            break
+    samples.sort()
+    return samples[len(samples) // 2]
+
+
+def round_bf16(x):
+    """f32 values rounded to bfloat16 (nearest even), kept in f32: what Cascade's bf16 holds."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def as_type(x, t):
+    """The values as Cascade holds them in type t, and the NumPy dtype for elementwise work."""
+    if t == "bf16":
+        return round_bf16(x)
+    return x.astype({"f32": np.float32, "f16": np.float16, "f64": np.float64}[t])
+
+
+def matmul_type(x, t):
+    """Inputs for products: f16 values widened to f32 (NumPy has no fast f16 product)."""
+    return x.astype(np.float32) if t in ("f16", "bf16") else x
+
+
+def conv2d(x, k):
+    windows = sliding_window_view(x, k.shape[2:], axis=(2, 3))  # N, C, H', W', KH, KW
+    return np.tensordot(windows, k, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def mlp_epoch(images, labels, dtype, batch=64, hidden=256, shift=2, rate=0.1, momentum=0.9):
+    """One epoch of the demo's training, as Cascade.Demo.Training runs it: the same model,
+    batch, optimiser and random shifts; NumPy's own random numbers."""
+    rng = np.random.default_rng(42)
+    n = images.shape[0]
+    x_all = (images.astype(dtype) / dtype(255)).reshape(n, 28, 28)
+    params = [
+        (rng.normal(0, np.sqrt(2 / 784), (784, hidden)).astype(dtype), np.zeros(hidden, dtype)),
+        (rng.normal(0, np.sqrt(2 / hidden), (hidden, 10)).astype(dtype), np.zeros(10, dtype)),
+    ]
+    velocity = [(np.zeros_like(w), np.zeros_like(b)) for w, b in params]
+    side = 28 + 2 * shift
+    order = rng.permutation(n)
+    eye = np.eye(10, dtype=dtype)
+    for start in range(0, n, batch):
+        idx = order[start:start + batch]
+        b = len(idx)
+        padded = np.pad(x_all[idx], ((0, 0), (shift, shift), (shift, shift)))
+        dy, dx = rng.integers(-shift, shift + 1, (2, b))
+        rows = (np.arange(28)[None, :, None] + shift - dy[:, None, None])
+        cols = (np.arange(28)[None, None, :] + shift - dx[:, None, None])
+        x = padded[np.arange(b)[:, None, None], rows, cols].reshape(b, 784)
+        (w1, b1), (w2, b2) = params
+        z1 = x @ w1 + b1
+        h = np.maximum(z1, 0)
+        logits = h @ w2 + b2
+        p = softmax(logits)
+        dlogits = (p - eye[labels[idx]]) / dtype(b)
+        dw2, db2 = h.T @ dlogits, dlogits.sum(axis=0)
+        dz1 = np.where(z1 > 0, dlogits @ w2.T, 0).astype(dtype)
+        dw1, db1 = x.T @ dz1, dz1.sum(axis=0)
+        grads = [(dw1, db1), (dw2, db2)]
+        lr = dtype(rate)
+        velocity = [(momentum * vw + gw, momentum * vb + gb)
+                    for (vw, vb), (gw, gb) in zip(velocity, grads)]
+        params = [(w - lr * vw, bb - lr * vb) for (w, bb), (vw, vb) in zip(params, velocity)]
+    return params
+
+
+def main():
+    data, min_seconds, types = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(",")
+
+    def load(name, shape):
+        return np.fromfile(f"{data}/{name}.bin", dtype=np.float32).reshape(shape)
+
+    inputs = {
+        "dot": {n: (load(f"dot{n}_a", (n, n)), load(f"dot{n}_b", (n, n))) for n in (256, 512, 1024)},
+        "conv": (load("conv_x", (64, 32, 28, 28)), load("conv_k", (64, 32, 3, 3))),
+        "softmax": load("softmax_x", (1000, 1000)),
+        "vec": (load("vec_x", (1 << 20,)), load("vec_y", (1 << 20,))),
+        "one": (load("one_a", (1,)), load("one_b", (1,))),
+    }
+    mnist = None
+    if os.path.exists(f"{data}/mnist_images.bin"):
+        images = np.fromfile(f"{data}/mnist_images.bin", dtype=np.uint8).reshape(-1, 784)
+        labels = np.fromfile(f"{data}/mnist_labels.bin", dtype=np.uint8)
+        mnist = (images, labels)
+
+    def report(t, case, fn, numpy_type, check=True):
+        seconds = timed(fn, min_seconds)
+        if check:
+            result = fn()
+            value = f"{np.sum(result, dtype=np.float64)},{np.sum(np.abs(result), dtype=np.float64)}"
+        else:
+            value = ""
+        print(f"{t}\t{case}\t{seconds}\t{value}\t{numpy_type}", flush=True)
+
+    for t in types:
+        elementwise = "f32" if t == "bf16" else t
+        product = "f32" if t in ("f16", "bf16") else t
+        for n, (a, b) in inputs["dot"].items():
+            a, b = matmul_type(as_type(a, t), t), matmul_type(as_type(b, t), t)
+            report(t, f"dot {n}x{n}", lambda: a @ b, product)
+        x, k = (matmul_type(as_type(v, t), t) for v in inputs["conv"])
+        report(t, "conv2d 64x32x28x28, 64 3x3", lambda: conv2d(x, k), product)
+        s = as_type(inputs["softmax"], t)
+        report(t, "softmax 1000x1000", lambda: softmax(s), elementwise)
+        x, y = (as_type(v, t) for v in inputs["vec"])
+        report(t, "add 1M", lambda: np.add(x, y), elementwise)
+        report(t, "exp 1M", lambda: np.exp(x), elementwise)
+        report(t, "sum 1M", lambda: np.sum(x), elementwise)
+        o1, o2 = (as_type(v, t) for v in inputs["one"])
+        report(t, "add 1 element", lambda: np.add(o1, o2), elementwise)
+        if mnist is not None:
+            dtype = {"f64": np.float64}.get(t, np.float32)
+            report(t, "MLP training epoch", lambda: mlp_epoch(*mnist, dtype), product, check=False)
+    print(f"numpy\t{np.__version__}", flush=True)
+
+
+main()

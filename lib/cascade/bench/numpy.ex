@@ -1,0 +1,70 @@
+defmodule Cascade.Bench.NumPy do
+  @moduledoc """
+  Runs `bench/numpy_suite.py` on the data `Cascade.Bench.Suite.inputs/2` wrote and reads its
+  lines back: `%{{type, case} => %{seconds, check, numpy_type}}` and NumPy's version.
+  """
+
+  @doc "A python3 that has NumPy, or `{:error, message}`."
+  def python do
+    candidates = ["/usr/bin/python3", System.find_executable("python3")] |> Enum.reject(&is_nil/1)
+
+    Enum.find_value(
+      candidates,
+      {:error, "no python3 with NumPy found: apt-get install python3-numpy"},
+      fn py ->
+        if File.exists?(py) and
+             match?({_, 0}, System.cmd(py, ["-c", "import numpy"], stderr_to_stdout: true)),
+           do: {:ok, py}
+      end
+    )
+  end
+
+  @doc "NumPy's results for `types` (atoms) on the data in `dir`."
+  def run(python, script, dir, min_seconds, types) do
+    args = [script, dir, "#{min_seconds}", Enum.join(types, ",")]
+
+    case System.cmd(python, args, stderr_to_stdout: true) do
+      {out, 0} ->
+        {:ok, parse(out)}
+
+      {out, status} ->
+        {:error, "#{Path.basename(script)} failed (exit status #{status}):\n#{out}"}
+    end
+  end
+
+  @doc """
+  The script's output, parsed.
+
+      iex> Cascade.Bench.NumPy.parse("f32\\tadd 1M\\t0.5\\t-3.0,5.0\\tf32\\nnumpy\\t1.24.2\\n")
+      %{version: "1.24.2", results: %{{:f32, "add 1M"} => %{seconds: 0.5, check: {-3.0, 5.0}, numpy_type: "f32"}}}
+  """
+  def parse(out) do
+    out
+    |> String.split("\n", trim: true)
+    |> Enum.reduce(%{version: nil, results: %{}}, fn line, acc ->
+      case String.split(line, "\t") do
+        ["numpy", version] ->
+          %{acc | version: version}
+
+        [type, name, seconds, check, numpy_type] ->
+          result = %{seconds: to_float(seconds), check: check(check), numpy_type: numpy_type}
+          %{acc | results: Map.put(acc.results, {String.to_atom(type), name}, result)}
+
+        _ ->
+          acc
+      end
+    end)
+  end
+
+  defp check(""), do: nil
+
+  defp check(text) do
+    [sum, abs] = String.split(text, ",")
+    {to_float(sum), to_float(abs)}
+  end
+
+  defp to_float(text) do
+    {value, _} = Float.parse(text)
+    value
+  end
+end

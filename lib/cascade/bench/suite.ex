@@ -1,0 +1,143 @@
+defmodule Cascade.Bench.Suite do
+  @moduledoc """
+  The fixed benchmark suite of `mix cascade.bench`, run on each device and type beside NumPy
+  on the same data, in the same run.
+
+  Inputs are drawn once, in f32 on the cpu, from Cascade's counter-based generator with fixed
+  keys, and written to a scratch folder for `bench/numpy_suite.py`; on each device they are
+  transferred and cast to the type under test. Each case also reports a check, the sum of its
+  result and the sum of its absolute values in f64, on both sides: the same data must give
+  the same answer.
+
+  Cases: `dot` of 256, 512 and 1024 square matrices; `conv2d` of a {64, 32, 28, 28} input
+  with 64 3×3 filters; `softmax` of 1000×1000 along rows; `add`, `exp`, `sum` of 1M
+  elements; a one-element `add` (the cost of a call); one training epoch of `mix
+  cascade.demo` on the 8,000 training digits (when the MNIST data is there).
+  """
+
+  alias Cascade.Bench.Timer
+  alias Cascade.Demo.{Data, Training}
+
+  @vec 1_048_576
+
+  @doc "The cases' names, in order."
+  def names do
+    ["dot 256x256", "dot 512x512", "dot 1024x1024", "conv2d 64x32x28x28, 64 3x3"] ++
+      ["softmax 1000x1000", "add 1M", "exp 1M", "sum 1M", "add 1 element", "MLP training epoch"]
+  end
+
+  @doc """
+  The inputs, as f32 tensors on the cpu, written to `dir` as raw files for NumPy; with the
+  MNIST training set when `mnist` is a `Cascade.Demo.Data.Set`.
+  """
+  def inputs(dir, mnist) do
+    File.mkdir_p!(dir)
+
+    write = fn name, shape, key ->
+      t = Cascade.random_uniform(shape, key: key, min: -1.0, max: 1.0, device: :cpu)
+      File.write!(Path.join(dir, name <> ".bin"), Cascade.to_binary(t))
+      t
+    end
+
+    inputs = %{
+      dot:
+        for n <- [256, 512, 1024], into: %{} do
+          {n, {write.("dot#{n}_a", {n, n}, n), write.("dot#{n}_b", {n, n}, n + 1)}}
+        end,
+      conv: {write.("conv_x", {64, 32, 28, 28}, 11), write.("conv_k", {64, 32, 3, 3}, 12)},
+      softmax: write.("softmax_x", {1000, 1000}, 13),
+      vec: {write.("vec_x", {@vec}, 1), write.("vec_y", {@vec}, 2)},
+      one: {write.("one_a", {1}, 3), write.("one_b", {1}, 4)},
+      mnist: mnist
+    }
+
+    if mnist do
+      File.write!(Path.join(dir, "mnist_images.bin"), mnist.images)
+      File.write!(Path.join(dir, "mnist_labels.bin"), mnist.labels)
+    end
+
+    inputs
+  end
+
+  @doc """
+  Runs every case on `device` in `type`: a list of `%{case, seconds, check}` (check is nil
+  for the training epoch, `{sum, sum of absolute values}` otherwise). `on_case` is called with each result as it comes.
+  """
+  def run(inputs, device, type, min_seconds, on_case \\ fn _ -> :ok end) do
+    on = fn t -> t |> Cascade.transfer(device) |> Cascade.as_type(type) end
+    pair = fn {a, b} -> {on.(a), on.(b)} end
+
+    dots =
+      for n <- [256, 512, 1024] do
+        {a, b} = pair.(inputs.dot[n])
+        {"dot #{n}x#{n}", fn -> Cascade.dot(a, b) end}
+      end
+
+    {cx, ck} = pair.(inputs.conv)
+    s = on.(inputs.softmax)
+    {x, y} = pair.(inputs.vec)
+    {o1, o2} = pair.(inputs.one)
+
+    ops =
+      dots ++
+        [
+          {"conv2d 64x32x28x28, 64 3x3", fn -> Cascade.conv2d(cx, ck) end},
+          {"softmax 1000x1000", fn -> Cascade.softmax(s, axis: 1) end},
+          {"add 1M", fn -> Cascade.add(x, y) end},
+          {"exp 1M", fn -> Cascade.exp(x) end},
+          {"sum 1M", fn -> Cascade.sum(x) end},
+          {"add 1 element", fn -> Cascade.add(o1, o2) end}
+        ]
+
+    results =
+      for {name, fun} <- ops do
+        result = %{case: name, seconds: Timer.median(fun, min_seconds), check: check(fun.())}
+        on_case.(result)
+        result
+      end
+
+    results ++ epoch(inputs.mnist, device, type, min_seconds, on_case)
+  end
+
+  defp epoch(nil, _device, _type, _min_seconds, _on_case), do: []
+
+  defp epoch(train, device, type, min_seconds, on_case) do
+    # the same training as `mix cascade.demo`, one epoch; only the training loop is timed
+    test = %{train | count: 0, images: <<>>, labels: <<>>}
+
+    once = fn ->
+      hd(Training.run(train, test, device: device, type: type, epochs: 1).epochs).seconds
+    end
+
+    once.()
+    seconds = median_of(once, min_seconds, [])
+    result = %{case: "MLP training epoch", seconds: seconds, check: nil}
+    on_case.(result)
+    [result]
+  end
+
+  defp median_of(fun, min_seconds, samples) do
+    samples = [fun.() | samples]
+
+    if Enum.sum(samples) > min_seconds and length(samples) >= 3,
+      do: samples |> Enum.sort() |> Enum.at(div(length(samples), 2)),
+      else: median_of(fun, min_seconds, samples)
+  end
+
+  # the sum of the result and the sum of its absolute values, in f64
+  defp check(t) do
+    t = Cascade.as_type(t, :f64)
+
+    {t |> Cascade.sum() |> Cascade.to_list(),
+     t |> Cascade.abs() |> Cascade.sum() |> Cascade.to_list()}
+  end
+
+  @doc """
+  The MNIST training set, prepared as `mix cascade.demo` prepares it (fetched on first use),
+  or `{:error, reason}`.
+  """
+  def mnist(log \\ fn _ -> :ok end) do
+    with {:ok, set} <- Data.prepare(Data.dir(), log: log),
+         do: {:ok, set |> Data.split() |> elem(0)}
+  end
+end

@@ -1,0 +1,185 @@
+defmodule Cascade.Demo.Training do
+  @moduledoc """
+  Trains `Cascade.Demo.MLP` on a `Cascade.Demo.Data.Set` with mini-batch SGD with momentum
+  and a cosine-decaying learning rate, each training image shifted at random by up to
+  `shift:` pixels (`Cascade.Demo.Augment`), and measures held-out accuracy after each epoch.
+
+  Everything that decides the result is fixed by `seed:`: the initial parameters (Cascade's
+  counter-based generator, keyed by the seed) and the order of the samples in each epoch
+  and the shifts of its images (an explicit `:rand` state seeded with `{seed, epoch}`, the
+  `exsss` algorithm). The cpu driver runs each op the same way every time, so the same seed
+  gives the same accuracy, to the last digit, on the same device.
+  """
+
+  alias Cascade.Demo.{Augment, Data, MLP, SGD}
+
+  @defaults [
+    device: :cpu,
+    type: :f32,
+    epochs: 40,
+    batch: 64,
+    rate: 0.1,
+    momentum: 0.9,
+    hidden: [256],
+    shift: 2,
+    seed: 42,
+    on_batch: nil,
+    on_epoch: nil
+  ]
+
+  @doc "The options and their defaults."
+  def defaults, do: @defaults
+
+  @doc """
+  Trains on `train`, evaluates on `test` after each epoch (accuracy nil when `test` is
+  empty), and returns
+  `%{params: params, epochs: [%{epoch, loss, accuracy, seconds, images_per_second}],
+  seconds: total}`.
+
+  Options (defaults in `defaults/0`): `device:`, `type:` (f32, f16, bf16, f64), `epochs:`,
+  `batch:`, `rate:` (initial learning rate), `momentum:`, `hidden:` (hidden layer sizes),
+  `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:`
+  (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with the epoch's mean
+  loss so far) and `on_epoch:` (`fn epoch_result -> ...`).
+  """
+  @spec run(Data.Set.t(), Data.Set.t(), keyword) :: map
+  def run(%Data.Set{} = train, %Data.Set{} = test, opts \\ []) do
+    opts = Keyword.merge(@defaults, opts)
+    start = System.monotonic_time()
+    {device, type} = {opts[:device], opts[:type]}
+    {x_train, y_train} = tensors(train, type, device)
+    {x_test, y_test} = tensors(test, type, device)
+    sizes = [train.rows * train.cols | opts[:hidden]] ++ [10]
+    params = MLP.init(sizes, key: opts[:seed], type: type, device: device)
+
+    run = %{
+      opts: opts,
+      x: x_train,
+      y: y_train,
+      count: train.count,
+      shifter: Augment.new(train.rows, train.cols, opts[:shift], device),
+      steps: div(train.count + opts[:batch] - 1, opts[:batch]) * opts[:epochs]
+    }
+
+    {params, _velocity, epochs} =
+      Enum.reduce(1..opts[:epochs]//1, {params, SGD.init(params), []}, fn epoch,
+                                                                          {params, velocity, done} ->
+        t0 = System.monotonic_time()
+        {params, velocity, losses} = epoch(run, epoch, params, velocity, t0)
+        seconds = seconds_since(t0)
+
+        result = %{
+          epoch: epoch,
+          loss: Enum.sum(losses) / length(losses),
+          accuracy: if(test.count > 0, do: accuracy(params, x_test, y_test)),
+          seconds: seconds,
+          images_per_second: train.count / seconds
+        }
+
+        if opts[:on_epoch], do: opts[:on_epoch].(result)
+        {params, velocity, [result | done]}
+      end)
+
+    %{params: params, epochs: Enum.reverse(epochs), seconds: seconds_since(start)}
+  end
+
+  # One pass over the training set: {params, velocity, the batches' losses}.
+  defp epoch(run, epoch, params, velocity, t0) do
+    %{opts: opts, count: count} = run
+    {order, rand} = epoch_order(count, opts[:seed], epoch)
+    batches = order |> Enum.chunk_every(opts[:batch]) |> Enum.with_index()
+    first_step = (epoch - 1) * div(count + opts[:batch] - 1, opts[:batch])
+
+    {params, velocity, losses, _rand} =
+      Enum.reduce(batches, {params, velocity, [], rand}, fn {indices, i},
+                                                            {params, velocity, losses, rand} ->
+        {choices, rand} = draw_shifts(indices, Augment.shifts(run.shifter), rand)
+        {x, one_hot} = batch(run, indices, choices)
+        {loss, grads} = MLP.loss_and_grads(params, x, one_hot)
+        # cosine decay from the initial rate to zero over the whole run
+        rate = opts[:rate] * 0.5 * (1 + :math.cos(:math.pi() * (first_step + i) / run.steps))
+        {params, velocity} = SGD.step(params, grads, velocity, rate, opts[:momentum])
+        losses = [number(loss) | losses]
+
+        if opts[:on_batch] do
+          opts[:on_batch].(%{
+            epoch: epoch,
+            done: min((i + 1) * opts[:batch], count),
+            total: count,
+            loss: Enum.sum(losses) / (i + 1),
+            seconds: seconds_since(t0)
+          })
+        end
+
+        {params, velocity, losses, rand}
+      end)
+
+    {params, velocity, losses}
+  end
+
+  # The batch's images, shifted, and its one-hot labels.
+  defp batch(%{x: x, y: y, shifter: shifter, opts: opts}, indices, choices) do
+    idx = Cascade.tensor(indices, type: :s64, device: opts[:device])
+    x = Augment.apply(shifter, Cascade.take(x, idx, axis: 0), choices)
+    one_hot = y |> Cascade.take(idx) |> Cascade.one_hot(depth: 10, type: opts[:type])
+    {x, one_hot}
+  end
+
+  @doc "The fraction of `x`'s rows whose predicted class is the label in `y`."
+  @spec accuracy(MLP.params(), Cascade.Tensor.t(), Cascade.Tensor.t()) :: float
+  def accuracy(params, x, y) do
+    correct =
+      params
+      |> MLP.predict(x)
+      |> Cascade.equal(y)
+      |> Cascade.sum()
+      |> number()
+
+    correct / elem(Cascade.shape(y), 0)
+  end
+
+  @doc "The images of `set` as a {count, pixels} tensor of `type` in [0, 1], and the labels (s64)."
+  @spec tensors(Data.Set.t(), atom, Cascade.Device.t()) ::
+          {Cascade.Tensor.t(), Cascade.Tensor.t()}
+  def tensors(%Data.Set{} = set, type, device) do
+    x =
+      set.images
+      |> Cascade.from_binary(:u8, {set.count, set.rows * set.cols}, device: device)
+      |> Cascade.as_type(type)
+      |> Cascade.divide(255)
+
+    y =
+      set.labels
+      |> Cascade.from_binary(:u8, {set.count}, device: device)
+      |> Cascade.as_type(:s64)
+
+    {x, y}
+  end
+
+  # The order of the samples in an epoch, and the random state to draw the epoch's shifts
+  # from: an explicit :rand state seeded by the seed and the epoch, so that nothing else that
+  # runs in the process (a progress bar, a logger) can change the draw.
+  defp epoch_order(count, seed, epoch) do
+    rand = :rand.seed_s(:exsss, {seed, epoch, 0x5EED})
+
+    {keyed, rand} =
+      Enum.map_reduce(0..(count - 1)//1, rand, fn i, rand ->
+        {u, rand} = :rand.uniform_s(rand)
+        {{u, i}, rand}
+      end)
+
+    {keyed |> Enum.sort() |> Enum.map(&elem(&1, 1)), rand}
+  end
+
+  defp draw_shifts(indices, shifts, rand) do
+    Enum.map_reduce(indices, rand, fn _, rand ->
+      {n, rand} = :rand.uniform_s(shifts, rand)
+      {n - 1, rand}
+    end)
+  end
+
+  defp number(t), do: t |> Cascade.as_type(:f64) |> Cascade.to_list()
+
+  defp seconds_since(t0),
+    do: System.convert_time_unit(System.monotonic_time() - t0, :native, :microsecond) / 1.0e6
+end

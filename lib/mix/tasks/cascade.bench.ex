@@ -1,0 +1,140 @@
+defmodule Mix.Tasks.Cascade.Bench do
+  @shortdoc "Times a fixed suite on every device and type beside NumPy on the same data"
+
+  @moduledoc """
+  Runs the fixed suite of `Cascade.Bench.Suite` — dot 256/512/1024, conv2d (64×32×28×28,
+  64 filters of 3×3), softmax 1000×1000, add/exp/sum of 1M elements, a one-element add, one
+  training epoch of `mix cascade.demo` — on every available device and type, and the same
+  cases in NumPy (`bench/numpy_suite.py`, `python3-numpy`) on the same data in the same run.
+
+      mix cascade.bench [--devices cpu,opencl] [--types f32,f16,bf16] [--seconds 0.5] [--out DIR]
+
+    * `--devices` — default: every available device (`Cascade.devices/0`)
+    * `--types` — any of f32, f16, bf16, f64; default f32,f16,bf16
+    * `--seconds` — the least time spent timing each case, default 0.5
+    * `--out` — where the results go, default `bench/results`
+
+  Writes `<date>-suite.json` (every figure, the check values and the machine),
+  `<date>-suite.md` (the Markdown table) and `<date>-suite.svg` (a bar chart of the ratios,
+  Cascade time / NumPy time, on a log scale) to the output folder, and prints the table.
+  NumPy computes in the case's type where it has it at a usable speed and in f32 on the same
+  rounded values otherwise (it has no bf16, and its f16 matrix products are plain loops); the
+  table says which.
+  """
+  use Mix.Task
+
+  alias Cascade.Bench.{NumPy, Report, Suite, SVG, Timer}
+  alias Cascade.Demo.DeviceArg
+
+  @switches [devices: :string, types: :string, seconds: :float, out: :string]
+
+  @impl true
+  def run(args) do
+    {opts, rest, invalid} = OptionParser.parse(args, strict: @switches)
+
+    if invalid != [] or rest != [] do
+      Mix.raise(
+        "unknown arguments: #{Enum.map_join(invalid, " ", &elem(&1, 0))} #{Enum.join(rest, " ")}\n" <>
+          "usage: mix cascade.bench [--devices cpu,opencl] [--types f32,f16,bf16] [--seconds 0.5] [--out DIR]"
+      )
+    end
+
+    Mix.Task.run("app.start")
+    devices = devices!(opts[:devices])
+    types = list(opts[:types] || "f32,f16,bf16", &ok!(DeviceArg.type(&1)))
+    seconds = opts[:seconds] || 0.5
+    out = opts[:out] || Path.join(File.cwd!(), "bench/results")
+    python = ok!(NumPy.python())
+    script = Path.join(File.cwd!(), "bench/numpy_suite.py")
+
+    File.exists?(script) ||
+      Mix.raise("#{script} not found: run mix cascade.bench from Cascade's root")
+
+    mnist =
+      case Suite.mnist(&Mix.shell().info/1) do
+        {:ok, train} ->
+          train
+
+        {:error, reason} ->
+          Mix.shell().error("no MLP training epoch in this run: #{reason}")
+          nil
+      end
+
+    scratch = Path.join(System.tmp_dir!(), "cascade_bench_#{System.unique_integer([:positive])}")
+
+    try do
+      inputs = Suite.inputs(scratch, mnist)
+      Mix.shell().info("NumPy: #{Enum.join(types, ", ")} (#{python})")
+      numpy = ok!(NumPy.run(python, script, scratch, seconds, types))
+
+      rows =
+        for device <- devices, type <- types do
+          Mix.shell().info("Cascade: #{DeviceArg.name(device)} #{type}")
+
+          Suite.run(inputs, device, type, seconds, fn r ->
+            Mix.shell().info("  #{String.pad_trailing(r.case, 28)} #{Timer.format(r.seconds)}")
+          end)
+          |> Enum.flat_map(fn ours ->
+            case Map.fetch(numpy.results, {type, ours.case}) do
+              {:ok, theirs} -> [Report.row(DeviceArg.name(device), type, ours, theirs)]
+              :error -> []
+            end
+          end)
+        end
+        |> List.flatten()
+
+      write(rows, out, numpy.version)
+    after
+      File.rm_rf(scratch)
+    end
+  end
+
+  defp write(rows, out, numpy_version) do
+    date = Date.utc_today() |> Date.to_iso8601()
+    machine = machine()
+    table = Report.markdown(rows)
+    title = "Cascade / NumPy #{numpy_version}, time ratio per case (below 1: Cascade faster)"
+    File.mkdir_p!(out)
+    base = Path.join(out, "#{date}-suite")
+
+    File.write!(
+      base <> ".json",
+      Report.json(%{date: date, machine: machine, numpy: numpy_version, rows: rows}) <> "\n"
+    )
+
+    File.write!(
+      base <> ".md",
+      "Cascade vs NumPy #{numpy_version} — #{date}, #{machine}\n\n" <>
+        "Median time per call; ratio = Cascade / NumPy (below 1: Cascade faster).\n\n" <> table
+    )
+
+    File.write!(base <> ".svg", SVG.chart(rows, title, "#{date}, #{machine}"))
+
+    Mix.shell().info("\nCascade vs NumPy #{numpy_version} — #{date}, #{machine}\n\n" <> table)
+
+    Mix.shell().info(
+      "Saved #{Enum.map_join([".json", ".md", ".svg"], ", ", &Path.relative_to_cwd(base <> &1))}"
+    )
+  end
+
+  defp devices!(nil), do: DeviceArg.available()
+  defp devices!(text), do: list(text, &ok!(DeviceArg.device(&1)))
+
+  defp list(text, fun),
+    do: text |> String.split(",", trim: true) |> Enum.map(&fun.(String.trim(&1)))
+
+  defp ok!({:ok, value}), do: value
+  defp ok!({:error, message}), do: Mix.raise(message)
+
+  defp machine do
+    {os, 0} = System.cmd("uname", ["-srm"])
+
+    cpu =
+      case File.read("/proc/cpuinfo") do
+        {:ok, info} -> Regex.run(~r/model name\s*:\s*(.*)/, info, capture: :all_but_first)
+        _ -> nil
+      end
+
+    "#{(cpu && hd(cpu)) || "unknown cpu"}, #{System.schedulers_online()} cores, #{String.trim(os)}"
+  end
+end
