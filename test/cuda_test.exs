@@ -37,8 +37,7 @@ defmodule CascadeCudaTest do
     device = cuda()
 
     unless device.available do
-      error =
-        assert_raise Cascade.Error, fn -> Cascade.tensor([1.0, 2.0], device: :cuda) end
+      error = assert_raise Cascade.Error, fn -> Cascade.tensor([1.0, 2.0], device: :cuda) end
 
       assert error.code == :unavailable
       assert error.driver == :cuda
