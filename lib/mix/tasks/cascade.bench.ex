@@ -14,8 +14,8 @@ defmodule Mix.Tasks.Cascade.Bench do
     * `--seconds` — the least time spent timing each case, default 0.5
     * `--out` — where the results go, default `bench/results`
 
-  Writes `<date>-suite.json` (every figure, the check values and the machine),
-  `<date>-suite.md` (the Markdown table) and `<date>-suite.svg` (a bar chart of the ratios,
+  Writes `<date>.json` (every figure, the check values and the machine),
+  `<date>.md` (the Markdown table) and `<date>.svg` (a bar chart of the ratios,
   Cascade time / NumPy time, on a log scale) to the output folder, and prints the table.
   NumPy computes in the case's type where it has it at a usable speed and in f32 on the same
   rounded values otherwise (it has no bf16, and its f16 matrix products are plain loops); the
@@ -95,7 +95,7 @@ defmodule Mix.Tasks.Cascade.Bench do
     table = Report.markdown(rows)
     title = "Cascade / NumPy #{numpy_version}, time ratio per case (below 1: Cascade faster)"
     File.mkdir_p!(out)
-    base = Path.join(out, "#{date}-suite")
+    base = Path.join(out, date)
 
     File.write!(
       base <> ".json",
