@@ -4,12 +4,16 @@ defmodule Cascade.Bench.Timer do
   batches, the batch growing fourfold until one batch takes 50 ms, batches repeated until
   `min_seconds` have passed and at least three were timed; the median of the batches' times
   per call. One call before timing warms caches and memoized plans.
+
+  Devices with a queue (opencl, cuda) return as soon as the work is enqueued, so each batch
+  ends by reading one element of its last result: an in-order queue has then finished every
+  call of the batch, and the time is the time to results, not to enqueue.
   """
 
   @doc "The median seconds per call of `fun`."
   @spec median((() -> any), number) :: float
   def median(fun, min_seconds) do
-    fun.()
+    sync(fun.())
     start = System.monotonic_time()
     loop(fun, 1, [], start, min_seconds)
   end
@@ -29,13 +33,17 @@ defmodule Cascade.Bench.Timer do
     end
   end
 
-  # results are dropped as they come, as in a Python loop (`for` would keep them all)
-  defp repeat(_fun, 0), do: :ok
+  # results are dropped as they come, as in a Python loop (`for` would keep them all); the
+  # last one is waited for
+  defp repeat(fun, 1), do: sync(fun.())
 
   defp repeat(fun, n) do
     fun.()
     repeat(fun, n - 1)
   end
+
+  defp sync(%Cascade.Tensor{} = t), do: Cascade.to_binary(t, limit: 1)
+  defp sync(other), do: other
 
   defp seconds(native), do: System.convert_time_unit(native, :native, :nanosecond) / 1.0e9
 
