@@ -337,6 +337,65 @@ static void test_dot(void **state) {
     assert_false(claimed(CX_OP_DOT, CX_S32));
 }
 
+/* conv2d: im2col + GEMM on the device against the cpu's decomposition, over strides, padding
+ * (valid, same, explicit with a crop), dilation, 1-3 feature groups, both layouts, a batch of 2
+ * or 3, f16/f32/f64; the tolerance scales with the contraction length cg * kh * kw. */
+typedef struct {
+    int64_t n, c, h, w, o, kh, kw, groups;
+    int64_t s[2], d[2];
+    int padding;    /* 0 valid, 1 same, 2 explicit */
+    int64_t pad[4]; /* explicit */
+} conv_case;
+
+static void test_conv2d(void **state) {
+    NEED_DEVICE;
+    static const conv_case cases[] = {
+        {2, 3, 7, 6, 4, 3, 3, 1, {1, 1}, {1, 1}, 0, {0}},
+        {2, 4, 9, 8, 6, 3, 2, 2, {2, 1}, {1, 1}, 1, {0}},
+        {3, 6, 8, 9, 3, 2, 3, 3, {1, 2}, {2, 1}, 2, {1, 2, 0, 1}},
+        {2, 6, 10, 7, 6, 3, 3, 3, {2, 2}, {2, 2}, 1, {0}},
+        {2, 2, 6, 6, 5, 1, 1, 1, {1, 1}, {1, 1}, 2, {-1, 1, 2, -1}},
+        {2, 5, 12, 11, 7, 5, 4, 1, {3, 2}, {1, 2}, 2, {2, 2, 3, 0}},
+    };
+    static const cx_dtype floats[] = {CX_F16, CX_F32, CX_F64};
+    int ran = 0;
+    for (int k = 0; k < 3; k++) {
+        cx_dtype t = floats[k];
+        if (!claimed(CX_OP_CONV2D, t)) {
+            assert_int_equal(t, CX_F64); /* only without cl_khr_fp64 */
+            continue;
+        }
+        for (size_t j = 0; j < sizeof cases / sizeof cases[0]; j++)
+            for (int layout = 0; layout < 2; layout++) {
+                const conv_case *c = &cases[j];
+                int64_t cg = c->c / c->groups;
+                int64_t xs[4] = {c->n, c->c, c->h, c->w}, ks[4] = {c->o, cg, c->kh, c->kw};
+                if (layout == 1) {
+                    memcpy(xs, (int64_t[]){c->n, c->h, c->w, c->c}, sizeof xs);
+                    memcpy(ks, (int64_t[]){c->kh, c->kw, cg, c->o}, sizeof ks);
+                }
+                cx_tensor *x = random_tensor(t, 4, xs, false), *w = random_tensor(t, 4, ks, false);
+                cx_params ps = {0};
+                cx_param_put_ints(&ps, CX_P_STRIDES, c->s, 2);
+                cx_param_put_ints(&ps, CX_P_KERNEL_DILATION, c->d, 2);
+                cx_param_put_int(&ps, CX_P_FEATURE_GROUP_SIZE, c->groups);
+                cx_param_put_int(&ps, CX_P_LAYOUT, layout);
+                if (c->padding == 2)
+                    cx_param_put_ints(&ps, CX_P_PADDING, c->pad, 4);
+                else
+                    cx_param_put_ints(&ps, CX_P_PADDING, (const int64_t[]){c->padding}, 1);
+                cx_tensor *in[2] = {x, w};
+                check(CX_OP_CONV2D, in, 2, &ps, (double)(cg * c->kh * c->kw));
+                tu_drop(x);
+                tu_drop(w);
+                ran++;
+            }
+    }
+    assert_true(ran >= 24);
+    /* integers are computed in f32 (the merged float type): cast on the device, then claimed */
+    assert_true(claimed(CX_OP_CONV2D, CX_S32));
+}
+
 /* ---- 16 threads at once: each runs its own ops on the shared device and checks its results */
 
 #define THREADS 16
@@ -414,6 +473,7 @@ int main(void) {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_composites),
         cmocka_unit_test(test_dot),
+        cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_sixteen_threads),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

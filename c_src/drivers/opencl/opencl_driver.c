@@ -176,6 +176,9 @@ static cx_code ocl_open_device(void *drv, int index, void **out, cx_device_props
         if (clGetDeviceInfo(dev->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev->max_group,
                             &dev->max_group, NULL) != CL_SUCCESS)
             dev->max_group = 1;
+        if (clGetDeviceInfo(dev->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof dev->max_alloc,
+                            &dev->max_alloc, NULL) != CL_SUCCESS)
+            dev->max_alloc = 0;
         pthread_mutex_init(&dev->lock, NULL);
         d->open[index] = dev;
     }

@@ -36,6 +36,7 @@ typedef struct {
     bool fp64;              /* cl_khr_fp64: f64 kernels are built and claimed */
     bool fp16;              /* cl_khr_fp16 (f16 is computed in f32 either way) */
     size_t max_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    cl_ulong max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE: the largest scratch buffer */
     /* Guards the program, the kernel table and every clSetKernelArg + enqueue: a cl_kernel holds
      * its arguments, so two threads setting them at once would launch each other's. */
     pthread_mutex_t lock;
@@ -78,6 +79,15 @@ typedef struct {
     cl_int pad;
     cl_long shape[CX_MAX_RANK], gst[CX_MAX_RANK], bst[CX_MAX_RANK];
 } ocl_norm;
+
+/* conv2d: the geometry of the im2col and output kernels (every field a long, no padding). The
+ * im2col matrix is {groups, p, k}: p = n * oh * ow output positions, k = cg * kh * kw, in the
+ * order (ci, ki, kj) for nchw and (ki, kj, ci) for nhwc (the order of the kernel's own axes). */
+typedef struct {
+    cl_long n, c, h, w, cg, og, kh, kw, oh, ow;
+    cl_long s0, s1, d0, d1, lo0, lo1;
+    cl_long p, k, groups, nhwc;
+} ocl_conv;
 
 /* opencl_driver.c: the kernel called `name`, from the device's program (built on first use).
  * Call with dev->lock held. NULL with the reason in st when it cannot be had. */

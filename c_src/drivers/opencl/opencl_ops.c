@@ -5,9 +5,11 @@
  * select and clip, as_type, sum/product/reduce_max/reduce_min/all/any, reshape, squeeze,
  * transpose, broadcast, slice and reverse, full, for f16 (stored; computed in f32), f32, f64 (with
  * cl_khr_fp64), u8, s32 and s64; dot on f32/f64 through CLBlast when its operands are
- * [batch, rows, cols] blocks (shape-dependent); the composites softmax and log_softmax, and
- * layer_norm over trailing axes (shape-dependent). Everything else is refused, so the dispatcher
- * decomposes it or moves it to the cpu. bf16 has no kernels. */
+ * [batch, rows, cols] blocks (shape-dependent); the composites softmax and log_softmax,
+ * layer_norm over trailing axes (shape-dependent), and conv2d on floats through im2col + a CLBlast
+ * GEMM (every geometry; refused only when the scratch exceeds the device's largest buffer).
+ * Everything else is refused, so the dispatcher decomposes it or moves it to the cpu. bf16 has no
+ * kernels. */
 #include <stdio.h>
 #include <string.h>
 
@@ -119,6 +121,11 @@ cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types,
         if (op == CX_OP_LAYER_NORM)
             return is_float(types[0]) && types[1] == types[0] && types[2] == types[0] ? CX_CAP_SHAPE
                                                                                       : CX_CAP_NO;
+#ifdef CX_HAVE_CLBLAST
+        /* im2col into a scratch buffer, then one CLBlast GEMM: refine checks the scratch fits */
+        if (op == CX_OP_CONV2D)
+            return is_float(types[0]) && types[1] == types[0] ? CX_CAP_SHAPE : CX_CAP_NO;
+#endif
         return CX_CAP_NO;
     default: return CX_CAP_NO;
     }
@@ -184,8 +191,68 @@ static bool gemm_layout(const cx_desc *a, const cx_desc *b, const cx_params *ps,
     return true;
 }
 
+/* conv2d's geometry from the shapes and the parameters inference normalised (decompose_conv.c:
+ * strides, kernel_dilation, feature_group_size and the padding as 4 integers). */
+static void conv_geometry(const cx_desc *x, const cx_desc *kern, const cx_params *ps, ocl_conv *v) {
+    memset(v, 0, sizeof *v);
+    bool nhwc = cx_param_has(ps, CX_P_LAYOUT) && ps->p[CX_P_LAYOUT].i[0] == 1;
+    const int64_t *xs = x->shape, *ks = kern->shape;
+    const int64_t *s = ps->p[CX_P_STRIDES].i, *d = ps->p[CX_P_KERNEL_DILATION].i;
+    const int64_t *pad = ps->p[CX_P_PADDING].i;
+    v->nhwc = nhwc;
+    v->n = xs[0];
+    v->c = nhwc ? xs[3] : xs[1];
+    v->h = nhwc ? xs[1] : xs[2];
+    v->w = nhwc ? xs[2] : xs[3];
+    v->groups = ps->p[CX_P_FEATURE_GROUP_SIZE].i[0];
+    v->og = (nhwc ? ks[3] : ks[0]) / v->groups;
+    v->cg = nhwc ? ks[2] : ks[1];
+    v->kh = nhwc ? ks[0] : ks[2];
+    v->kw = nhwc ? ks[1] : ks[3];
+    v->s0 = s[0];
+    v->s1 = s[1];
+    v->d0 = d[0];
+    v->d1 = d[1];
+    v->lo0 = pad[0];
+    v->lo1 = pad[2];
+    v->oh = (v->h + pad[0] + pad[1] - (v->kh - 1) * v->d0 - 1) / v->s0 + 1;
+    v->ow = (v->w + pad[2] + pad[3] - (v->kw - 1) * v->d1 - 1) / v->s1 + 1;
+    v->p = v->n * v->oh * v->ow;
+    v->k = v->cg * v->kh * v->kw;
+}
+
+/* Bytes of the im2col matrix, 0 when it does not fit in 63 bits. */
+static uint64_t conv_cols_bytes(const ocl_conv *v, size_t es) {
+    uint64_t limit = (uint64_t)INT64_MAX, n = es;
+    const cl_long f[3] = {v->groups, v->p, v->k};
+    for (int j = 0; j < 3; j++) {
+        if (f[j] && n > limit / (uint64_t)f[j]) return 0;
+        n *= (uint64_t)f[j];
+    }
+    return n;
+}
+
+static size_t conv_compute_size(cx_dtype t) {
+    return t == CX_F64 ? 8 : 4;
+}
+
 bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
                 const cx_params *ps, char *reason, size_t len) {
+    if (op == CX_OP_CONV2D) {
+        ocl_conv v;
+        conv_geometry(&in[0], &in[1], ps, &v);
+        size_t es = conv_compute_size(in[0].dtype);
+        uint64_t bytes = conv_cols_bytes(&v, es);
+        uint64_t out_bytes = (uint64_t)v.groups * (uint64_t)v.p * (uint64_t)v.og * es;
+        if (bytes && (!dev->max_alloc || (bytes <= dev->max_alloc && out_bytes <= dev->max_alloc)))
+            return true;
+        snprintf(reason, len,
+                 "the opencl conv2d's im2col scratch (%llu x %llu x %llu elements) exceeds the "
+                 "device's largest buffer (%llu bytes)",
+                 (unsigned long long)v.groups, (unsigned long long)v.p, (unsigned long long)v.k,
+                 (unsigned long long)dev->max_alloc);
+        return false;
+    }
     if (op == CX_OP_AS_TYPE) {
         cx_dtype t = (cx_dtype)ps->p[CX_P_TYPE].i[0];
         if (ocl_type_supported(t, dev->fp64)) return true;
@@ -486,6 +553,101 @@ static cx_code run_dot(ocl_device *dev, const cx_tensor *a, const cx_tensor *b, 
 #endif
 }
 
+/* ---- conv2d ---------------------------------------------------------------------------- */
+
+#ifdef CX_HAVE_CLBLAST
+static cl_mem scratch(ocl_device *dev, size_t bytes, cx_status *st) {
+    cl_int err;
+    cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &err);
+    if (err == CL_SUCCESS) return m;
+    if (err == CL_INVALID_BUFFER_SIZE || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
+        err == CL_OUT_OF_RESOURCES || err == CL_OUT_OF_HOST_MEMORY)
+        cx_fail(st, CX_ENOMEM, "opencl: could not allocate a conv2d scratch of %zu bytes", bytes);
+    else
+        ocl_fail(st, err, "clCreateBuffer");
+    return NULL;
+}
+#endif
+
+/* conv2d as im2col + GEMM: cols {G, P, K} (compute type: f32 for f16 and f32) times the kernel
+ * seen as {G} blocks of [K, og] gives y {G, P, og}, moved into the layout by conv_out (or
+ * written straight into the output for nhwc, one group, f32/f64). The kernel needs no copy: nchw
+ * {O, cg, KH, KW} is [O, K] (group g: rows g og.., transposed), nhwc {KH, KW, cg, O} is [K, O]
+ * (group g: columns g og..); only f16 kernels are converted to f32 first. Scratch buffers are
+ * released after enqueueing: OpenCL frees them once the commands using them have run. */
+static cx_code run_conv2d(ocl_device *dev, const cx_tensor *x, const cx_tensor *kern,
+                          const cx_params *ps, cx_tensor *out, cx_status *st) {
+#ifdef CX_HAVE_CLBLAST
+    ocl_conv v;
+    conv_geometry(&x->desc, &kern->desc, ps, &v);
+    cx_dtype t = out->desc.dtype;
+    const char *tag = ocl_type_tag(t);
+    size_t es = conv_compute_size(t);
+    if (v.k == 0) { /* no input channels: empty sums */
+        uint64_t zero = 0;
+        cl_int err = clEnqueueFillBuffer(dev->queue, (cl_mem)out->data, &zero, cx_dtype_size(t), 0,
+                                         out->nbytes, 0, NULL, NULL);
+        return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueFillBuffer");
+    }
+    size_t g = (size_t)v.groups, p = (size_t)v.p, k = (size_t)v.k, og = (size_t)v.og;
+    size_t o = g * og;
+    bool direct = v.nhwc && g == 1 && t != CX_F16;
+    cl_mem cols = scratch(dev, g * p * k * es, st), y = NULL, w = NULL;
+    if (!cols) return st->code;
+    cx_code rc = CX_OK;
+    y = direct ? (cl_mem)out->data : scratch(dev, g * p * og * es, st);
+    w = t == CX_F16 ? scratch(dev, o * k * es, st) : (cl_mem)kern->data;
+    if (!y || !w) {
+        rc = st->code;
+        goto done;
+    }
+    char name[48];
+    snprintf(name, sizeof name, "conv_im2col_%s", tag);
+    karg args[] = {{sizeof(cl_mem), &cols}, MEM(x), ARG(v)};
+    if ((rc = launch(dev, name, args, 3, g * p, 0, st)) != CX_OK) goto done;
+    if (t == CX_F16) {
+        cl_long n = (cl_long)(o * k);
+        karg cargs[] = {{sizeof(cl_mem), &w}, MEM(kern), ARG(n)};
+        if ((rc = launch(dev, "cast_f16_f32", cargs, 3, o * k, 0, st)) != CX_OK) goto done;
+    }
+    CLBlastTranspose tb = v.nhwc ? CLBlastTransposeNo : CLBlastTransposeYes;
+    size_t ldb = v.nhwc ? o : k, b_stride = v.nhwc ? og : og * k;
+    CLBlastStatusCode s;
+    pthread_mutex_lock(&dev->lock);
+    if (es == 4)
+        s = g == 1 ? CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, p, og, k, 1.0f,
+                                  cols, 0, k, w, 0, ldb, 0.0f, y, 0, og, &dev->queue, NULL)
+                   : CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, p,
+                                                og, k, 1.0f, cols, 0, k, p * k, w, 0, ldb, b_stride,
+                                                0.0f, y, 0, og, p * og, g, &dev->queue, NULL);
+    else
+        s = g == 1 ? CLBlastDgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, p, og, k, 1.0,
+                                  cols, 0, k, w, 0, ldb, 0.0, y, 0, og, &dev->queue, NULL)
+                   : CLBlastDgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, p,
+                                                og, k, 1.0, cols, 0, k, p * k, w, 0, ldb, b_stride,
+                                                0.0, y, 0, og, p * og, g, &dev->queue, NULL);
+    pthread_mutex_unlock(&dev->lock);
+    if (s != CLBlastSuccess) {
+        rc = cx_fail(st, CX_EDEVICE, "opencl: CLBlast GEMM of conv2d failed (status %d)", (int)s);
+        goto done;
+    }
+    if (!direct) {
+        snprintf(name, sizeof name, "conv_out_%s", tag);
+        karg oargs[] = {MEM(out), {sizeof(cl_mem), &y}, ARG(v)};
+        size_t rows = v.nhwc ? p : (size_t)v.n * o * (size_t)v.oh;
+        rc = launch(dev, name, oargs, 3, rows, 0, st);
+    }
+done:
+    clReleaseMemObject(cols);
+    if (y && !direct) clReleaseMemObject(y);
+    if (w && t == CX_F16) clReleaseMemObject(w);
+    return rc;
+#else
+    (void)dev, (void)x, (void)kern, (void)ps, (void)out;
+    return cx_fail(st, CX_EUNSUPPORTED, "opencl: built without CLBlast, no conv2d");
+#endif
+}
+
 cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
                     const cx_params *ps, cx_tensor *out, cx_status *st) {
     if (out->numel == 0) return CX_OK;
@@ -509,5 +671,6 @@ cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, in
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)
         return run_softmax(dev, op, in[0], ps, out, st);
     if (op == CX_OP_LAYER_NORM) return run_layer_norm(dev, in, ps, out, st);
+    if (op == CX_OP_CONV2D) return run_conv2d(dev, in[0], in[1], ps, out, st);
     return cx_fail(st, CX_EUNSUPPORTED, "opencl: no kernel for %s", cx_op_table[op].name);
 }

@@ -274,6 +274,8 @@ static const char prelude[] =
     "typedef struct { long outer, n, inner; } cx_rows;\n"
     "typedef struct { long rows, n; int rank; int pad; long shape[8], gst[8], bst[8]; } "
     "cx_norm;\n"
+    "typedef struct { long n, c, h, w, cg, og, kh, kw, oh, ow, s0, s1, d0, d1, lo0, lo1, p, k, "
+    "groups, nhwc; } cx_conv;\n"
     "void bc_offsets(const cx_bc *b, long i, long *off) {\n"
     "  off[0] = off[1] = off[2] = 0;\n"
     "  if (b->rank == 1) { off[0] = i * b->st[0][0]; off[1] = i * b->st[1][0]; "
@@ -481,6 +483,57 @@ static void nn_kernels(text *b, bool fp64) {
     }
 }
 
+/* conv2d around one GEMM (opencl_ops.c): im2col writes row (g, p) of the {groups, p, k} matrix
+ * in the compute type (f16 loaded into f32), zeros where the window reads padding; conv_out
+ * moves the GEMM's {groups, p, og} result into the output layout, storing in the output type.
+ * Both loop over a contiguous run per work-item, so the divisions are per row. */
+static void conv_kernels(text *b, bool fp64) {
+    for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+        if (types[t].cls != 'f' || !ocl_type_supported((cx_dtype)t, fp64)) continue;
+        const ocl_type *it = &types[t];
+        add(b,
+            "#define CT %s\n"
+            "__kernel void conv_im2col_%s(__global CT *cols, __global const %s *x, const cx_conv "
+            "v) {\n"
+            "  long r = get_global_id(0); if (r >= v.groups * v.p) return;\n"
+            "  long p = r %% v.p, g = r / v.p;\n"
+            "  long ow = p %% v.ow, t = p / v.ow, oh = t %% v.oh, n = t / v.oh;\n"
+            "  long h0 = oh * v.s0 - v.lo0, w0 = ow * v.s1 - v.lo1, c0 = g * v.cg;\n"
+            "  __global CT *d = cols + r * v.k;\n"
+            "  if (v.nhwc) {\n"
+            "    for (long i = 0; i < v.kh; i++) { long ih = h0 + i * v.d0; bool hin = ih >= 0 && "
+            "ih < v.h;\n"
+            "      for (long j = 0; j < v.kw; j++) { long iw = w0 + j * v.d1;\n"
+            "        if (hin && iw >= 0 && iw < v.w) { long base = ((n * v.h + ih) * v.w + iw) * "
+            "v.c + c0;\n"
+            "          for (long ci = 0; ci < v.cg; ci++) *d++ = LD_%s(x, base + ci); }\n"
+            "        else for (long ci = 0; ci < v.cg; ci++) *d++ = (CT)0; } }\n"
+            "  } else {\n"
+            "    for (long ci = 0; ci < v.cg; ci++) { long base = (n * v.c + c0 + ci) * v.h;\n"
+            "      for (long i = 0; i < v.kh; i++) { long ih = h0 + i * v.d0; bool hin = ih >= 0 "
+            "&& ih < v.h;\n"
+            "        for (long j = 0; j < v.kw; j++) { long iw = w0 + j * v.d1;\n"
+            "          *d++ = hin && iw >= 0 && iw < v.w ? (CT)LD_%s(x, (base + ih) * v.w + iw) : "
+            "(CT)0; } } }\n"
+            "  }\n}\n"
+            "__kernel void conv_out_%s(__global %s *o, __global const CT *y, const cx_conv v) {\n"
+            "  long r = get_global_id(0), oc = v.groups * v.og;\n"
+            "  if (v.nhwc) {\n"
+            "    if (r >= v.p) return;\n"
+            "    for (long g = 0; g < v.groups; g++) for (long c = 0; c < v.og; c++)\n"
+            "      ST_%s(o, r * oc + g * v.og + c, y[(g * v.p + r) * v.og + c]);\n"
+            "  } else {\n"
+            "    if (r >= v.n * oc * v.oh) return;\n"
+            "    long oh = r %% v.oh, t = r / v.oh, co = t %% oc, n = t / oc;\n"
+            "    long g = co / v.og, c = co %% v.og, p = (n * v.oh + oh) * v.ow;\n"
+            "    __global const CT *s = y + (g * v.p + p) * v.og + c;\n"
+            "    for (long ow = 0; ow < v.ow; ow++) ST_%s(o, r * v.ow + ow, s[ow * v.og]);\n"
+            "  }\n}\n#undef CT\n",
+            t == CX_F64 ? "double" : "float", it->tag, it->store, it->tag, it->tag, it->tag,
+            it->store, it->tag, it->tag);
+    }
+}
+
 char *ocl_source(bool fp64) {
     text b = {.cap = 1 << 16};
     b.s = malloc(b.cap);
@@ -497,6 +550,7 @@ char *ocl_source(bool fp64) {
     copy_kernels(&b);
     reduce_kernels(&b, fp64);
     nn_kernels(&b, fp64);
+    conv_kernels(&b, fp64);
     if (b.oom) {
         free(b.s);
         return NULL;
