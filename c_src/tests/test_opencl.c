@@ -279,6 +279,32 @@ static void test_layout(void **state) {
         ps = (cx_params){0};
         cx_param_put_ints(&ps, CX_P_AXES, (const int64_t[]){0, 2}, 2);
         check(CX_OP_REVERSE, in, 1, &ps, 0);
+        /* pad: low, high and interior, crops, and a crop only (no fill) */
+        ps = (cx_params){0};
+        cx_param_put_ints(&ps, CX_P_PADS, (const int64_t[]){1, 0, 1, -1, 2, 0, 0, -2, 2}, 9);
+        if (cx_dtype_is_float(all_types[k]))
+            cx_param_put_float(&ps, CX_P_VALUE, -2.5);
+        else
+            cx_param_put_int(&ps, CX_P_VALUE, 7);
+        check(CX_OP_PAD, in, 1, &ps, 0);
+        ps = (cx_params){0};
+        cx_param_put_ints(&ps, CX_P_PADS, (const int64_t[]){0, -1, 0, -1, 0, 0, -2, -1, 0}, 9);
+        cx_param_put_int(&ps, CX_P_VALUE, 1);
+        check(CX_OP_PAD, in, 1, &ps, 0);
+        /* concatenate along each axis, with an empty piece */
+        for (int axis = 0; axis < 3; axis++) {
+            int64_t s1[3] = {2, 3, 5}, s0[3] = {2, 3, 5};
+            s1[axis] = 4;
+            s0[axis] = 0;
+            cx_tensor *y = random_tensor(all_types[k], 3, s1, true);
+            cx_tensor *e = random_tensor(all_types[k], 3, s0, true);
+            cx_tensor *cin[3] = {x, e, y};
+            ps = (cx_params){0};
+            cx_param_put_int(&ps, CX_P_AXIS, axis);
+            check(CX_OP_CONCATENATE, cin, 3, &ps, 0);
+            tu_drop(y);
+            tu_drop(e);
+        }
         tu_drop(x);
     }
 }

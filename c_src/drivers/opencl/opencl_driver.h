@@ -80,6 +80,16 @@ typedef struct {
     cl_long shape[CX_MAX_RANK], gst[CX_MAX_RANK], bst[CX_MAX_RANK];
 } ocl_norm;
 
+/* pad: input element i (coordinates c_k) goes to output coordinates lo_k + c_k * step_k (step =
+ * interior + 1), unless one falls outside oshape (cropped); the rest is the filled value. */
+typedef struct {
+    cl_long n;
+    cl_int rank;
+    cl_int pad;
+    cl_long ishape[CX_MAX_RANK], lo[CX_MAX_RANK], step[CX_MAX_RANK], oshape[CX_MAX_RANK],
+        ost[CX_MAX_RANK];
+} ocl_pad;
+
 /* conv2d: the geometry of the im2col and output kernels (every field a long, no padding). The
  * im2col matrix is {groups, p, k}: p = n * oh * ow output positions, k = cg * kh * kw, in the
  * order (ci, ki, kj) for nchw and (ki, kj, ci) for nhwc (the order of the kernel's own axes). */

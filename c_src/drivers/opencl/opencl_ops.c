@@ -3,13 +3,13 @@
  *
  * Native: elementwise unary/binary/compare/logical ops (the expressions of opencl_source.c),
  * select and clip, as_type, sum/product/reduce_max/reduce_min/all/any, reshape, squeeze,
- * transpose, broadcast, slice and reverse, full, for f16 (stored; computed in f32), f32, f64 (with
- * cl_khr_fp64), u8, s32 and s64; dot on f32/f64 through CLBlast when its operands are
- * [batch, rows, cols] blocks (shape-dependent); the composites softmax and log_softmax,
- * layer_norm over trailing axes (shape-dependent), and conv2d on floats through im2col + a CLBlast
- * GEMM (every geometry; refused only when the scratch exceeds the device's largest buffer).
- * Everything else is refused, so the dispatcher decomposes it or moves it to the cpu. bf16 has no
- * kernels. */
+ * transpose, broadcast, slice, reverse, pad and concatenate, full, for f16 (stored; computed in
+ * f32), f32, f64 (with cl_khr_fp64), u8, s32 and s64; dot on f32/f64 through CLBlast when its
+ * operands are [batch, rows, cols] blocks (shape-dependent); the composites softmax and
+ * log_softmax, layer_norm over trailing axes (shape-dependent), and conv2d on floats through im2col
+ * + a CLBlast GEMM (every geometry; refused only when the scratch exceeds the device's largest
+ * buffer). Everything else is refused, so the dispatcher decomposes it or moves it to the cpu. bf16
+ * has no kernels. */
 #include <stdio.h>
 #include <string.h>
 
@@ -85,7 +85,9 @@ cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types,
     case CX_OP_TRANSPOSE:
     case CX_OP_BROADCAST:
     case CX_OP_SLICE:
-    case CX_OP_REVERSE: return CX_CAP_NATIVE;
+    case CX_OP_REVERSE:
+    case CX_OP_PAD:
+    case CX_OP_CONCATENATE: return CX_CAP_NATIVE;
     default: break;
     }
     /* the value is converted by the cpu driver and the buffer filled with its bytes */
@@ -352,8 +354,93 @@ static cx_code run_cast(ocl_device *dev, const cx_tensor *in, cx_tensor *out, cx
 
 /* ---- layout ---------------------------------------------------------------------------- */
 
+/* pad: the output filled with the value (one element made by the cpu driver's own pad, so the
+ * value's conversion is the cpu's, bit for bit) where some of it is padding, then every input
+ * element moved to its place or cropped. */
+static cx_code run_pad(ocl_device *dev, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                       cx_status *st) {
+    const cx_desc *d = &in->desc;
+    const int64_t *pads = ps->p[CX_P_PADS].i;
+    size_t es = cx_dtype_size(d->dtype);
+    bool gaps = false;
+    for (int k = 0; k < d->rank; k++)
+        gaps = gaps || pads[3 * k] > 0 || pads[3 * k + 1] > 0 ||
+               (pads[3 * k + 2] > 0 && d->shape[k] > 1);
+    if (gaps || in->numel == 0) {
+        uint64_t zero = 0, two[2] = {0, 0};
+        cx_tensor one, pair;
+        memset(&one, 0, sizeof one);
+        one.desc.dtype = d->dtype;
+        one.desc.rank = 1;
+        one.desc.shape[0] = 1;
+        one.numel = 1;
+        one.nbytes = es;
+        one.data = &zero;
+        pair = one;
+        pair.desc.shape[0] = 2;
+        pair.numel = 2;
+        pair.nbytes = 2 * es;
+        pair.data = two;
+        cx_params vp = {0};
+        *cx_param_put(&vp, CX_P_VALUE) = ps->p[CX_P_VALUE];
+        cx_param_put_ints(&vp, CX_P_PADS, (const int64_t[]){1, 0, 0}, 3);
+        const cx_tensor *const one_in[1] = {&one};
+        if (cx_cpu_driver()->execute(NULL, CX_OP_PAD, one_in, 1, &vp, &pair, st) != CX_OK)
+            return st->code;
+        cl_int err = clEnqueueFillBuffer(dev->queue, (cl_mem)out->data, two, es, 0, out->nbytes, 0,
+                                         NULL, NULL);
+        if (err != CL_SUCCESS) return ocl_fail(st, err, "clEnqueueFillBuffer");
+    }
+    if (in->numel == 0) return CX_OK;
+    ocl_pad p;
+    memset(&p, 0, sizeof p);
+    p.n = in->numel;
+    int64_t os[CX_MAX_RANK];
+    strides_of(&out->desc, os);
+    for (int k = 0; k < d->rank; k++) {
+        p.ishape[k] = d->shape[k];
+        p.lo[k] = pads[3 * k];
+        p.step[k] = pads[3 * k + 2] + 1;
+        p.oshape[k] = out->desc.shape[k];
+        p.ost[k] = os[k];
+    }
+    p.rank = d->rank;
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.ishape[0] = p.step[0] = p.oshape[0] = 1;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "pad_%zu", es);
+    karg args[] = {MEM(out), MEM(in), ARG(p)};
+    return launch(dev, name, args, 3, (size_t)in->numel, 0, st);
+}
+
+/* concatenate: the output is [outer, total * inner] rows; input j fills its columns with one
+ * rectangular copy. */
+static cx_code run_concatenate(ocl_device *dev, const cx_tensor *const *in, int n_in,
+                               const cx_params *ps, cx_tensor *out, cx_status *st) {
+    const cx_desc *o = &out->desc;
+    int axis = (int)ps->p[CX_P_AXIS].i[0];
+    size_t es = cx_dtype_size(o->dtype), outer = 1, inner = es;
+    for (int k = 0; k < axis; k++) outer *= (size_t)o->shape[k];
+    for (int k = axis + 1; k < o->rank; k++) inner *= (size_t)o->shape[k];
+    size_t row = (size_t)o->shape[axis] * inner, at = 0;
+    for (int j = 0; j < n_in; j++) {
+        size_t w = (size_t)in[j]->desc.shape[axis] * inner;
+        if (in[j]->numel > 0) {
+            size_t src[3] = {0, 0, 0}, dst[3] = {at, 0, 0}, region[3] = {w, outer, 1};
+            cl_int err = clEnqueueCopyBufferRect(dev->queue, (cl_mem)in[j]->data, (cl_mem)out->data,
+                                                 src, dst, region, w, 0, row, 0, 0, NULL, NULL);
+            if (err != CL_SUCCESS) return ocl_fail(st, err, "clEnqueueCopyBufferRect");
+        }
+        at += w;
+    }
+    return CX_OK;
+}
+
 static cx_code run_layout(ocl_device *dev, cx_op_id op, const cx_tensor *in, const cx_params *ps,
                           cx_tensor *out, cx_status *st) {
+    if (op == CX_OP_PAD) return run_pad(dev, in, ps, out, st);
     if (op == CX_OP_RESHAPE || op == CX_OP_SQUEEZE) {
         cl_int err = clEnqueueCopyBuffer(dev->queue, (cl_mem)in->data, (cl_mem)out->data, 0, 0,
                                          out->nbytes, 0, NULL, NULL);
@@ -661,7 +748,9 @@ cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, in
     case CX_KIND_SELECT: return run_elementwise(dev, op, in, n_in, out, st);
     case CX_KIND_CAST: return run_cast(dev, in[0], out, st);
     case CX_KIND_REDUCE: return run_reduce(dev, op, in[0], ps, out, st);
-    case CX_KIND_LAYOUT: return run_layout(dev, op, in[0], ps, out, st);
+    case CX_KIND_LAYOUT:
+        if (op == CX_OP_CONCATENATE) return run_concatenate(dev, in, n_in, ps, out, st);
+        return run_layout(dev, op, in[0], ps, out, st);
     case CX_KIND_DOT: return run_dot(dev, in[0], in[1], ps, out, st);
     case CX_KIND_CREATE:
         if (op == CX_OP_FULL) return run_full(dev, ps, out, st);

@@ -274,6 +274,8 @@ static const char prelude[] =
     "typedef struct { long outer, n, inner; } cx_rows;\n"
     "typedef struct { long rows, n; int rank; int pad; long shape[8], gst[8], bst[8]; } "
     "cx_norm;\n"
+    "typedef struct { long n; int rank; int pad; long ishape[8], lo[8], step[8], oshape[8], "
+    "ost[8]; } cx_pad;\n"
     "typedef struct { long n, c, h, w, cg, og, kh, kw, oh, ow, s0, s1, d0, d1, lo0, lo1, p, k, "
     "groups, nhwc; } cx_conv;\n"
     "void bc_offsets(const cx_bc *b, long i, long *off) {\n"
@@ -421,6 +423,20 @@ static void copy_kernels(text *b) {
             "  long i = get_global_id(0); if (i >= bc.n) return;\n"
             "  long off[3]; bc_offsets(&bc, i, off);\n"
             "  o[i] = a[base + off[0]];\n}\n",
+            1 << k, raw[k], raw[k]);
+    /* pad: the output is filled with the value first; each input element lands or is cropped */
+    for (int k = 0; k < 4; k++)
+        add(b,
+            "__kernel void pad_%d(__global %s *o, __global const %s *a, const cx_pad p) {\n"
+            "  long i = get_global_id(0); if (i >= p.n) return;\n"
+            "  long j = i, off = 0;\n"
+            "  for (int k = p.rank - 1; k >= 0; k--) {\n"
+            "    long c = j %% p.ishape[k]; j /= p.ishape[k];\n"
+            "    long q = p.lo[k] + c * p.step[k];\n"
+            "    if (q < 0 || q >= p.oshape[k]) return;\n"
+            "    off += q * p.ost[k];\n"
+            "  }\n"
+            "  o[off] = a[i];\n}\n",
             1 << k, raw[k], raw[k]);
 }
 
