@@ -332,6 +332,10 @@ defmodule CascadeCapabilityHonestyTest do
       op in [:add, :subtract, :multiply, :divide, :sqrt] -> {:ulp, 1}
       kind in [:unary, :unary_float, :binary, :binary_float] -> {:ulp, 4}
       op in [:random_uniform, :random_normal] -> {:ulp, 8}
+      # opencl's conv2d sums each output's products in CLBlast's GEMM order, the cpu reference
+      # in its own (both in f32): under cancellation the rounding error follows the size of the
+      # products, not of the result, hence a larger absolute part
+      driver == :opencl and op == :conv2d -> {:close, 64 * eps, 256 * eps}
       # summation order is the driver's: relative to the magnitude of the result
       true -> {:close, 64 * eps, 64 * eps}
     end

@@ -223,12 +223,12 @@ static void conv_geometry(const cx_desc *x, const cx_desc *kern, const cx_params
     v->k = v->cg * v->kh * v->kw;
 }
 
-/* Bytes of the im2col matrix, 0 when it does not fit in 63 bits. */
+/* Bytes of the im2col matrix, UINT64_MAX when it does not fit in 63 bits. */
 static uint64_t conv_cols_bytes(const ocl_conv *v, size_t es) {
     uint64_t limit = (uint64_t)INT64_MAX, n = es;
     const cl_long f[3] = {v->groups, v->p, v->k};
     for (int j = 0; j < 3; j++) {
-        if (f[j] && n > limit / (uint64_t)f[j]) return 0;
+        if (f[j] && n > limit / (uint64_t)f[j]) return UINT64_MAX;
         n *= (uint64_t)f[j];
     }
     return n;
@@ -246,7 +246,8 @@ bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
         size_t es = conv_compute_size(in[0].dtype);
         uint64_t bytes = conv_cols_bytes(&v, es);
         uint64_t out_bytes = (uint64_t)v.groups * (uint64_t)v.p * (uint64_t)v.og * es;
-        if (bytes && (!dev->max_alloc || (bytes <= dev->max_alloc && out_bytes <= dev->max_alloc)))
+        if (bytes != UINT64_MAX &&
+            (!dev->max_alloc || (bytes <= dev->max_alloc && out_bytes <= dev->max_alloc)))
             return true;
         snprintf(reason, len,
                  "the opencl conv2d's im2col scratch (%llu x %llu x %llu elements) exceeds the "
