@@ -641,10 +641,12 @@ defmodule Cascade do
   Nx callbacks that `Cascade.Backend` runs on `Nx.BinaryBackend` appear as
   `{device, nx_callback, :binary_fallback}`.
 
-      iex> Cascade.reset_stats()
       iex> Cascade.add(Cascade.tensor([1.0]), Cascade.tensor([2.0]))
-      iex> Cascade.stats()[{:cpu, :add, :native}]
-      %{calls: 1, bytes: 0}
+      iex> %{calls: calls, bytes: 0} = Cascade.stats()[{:cpu, :add, :native}]
+      iex> calls >= 1
+      true
+
+  The counters are the node's: other processes' calls count too.
   """
   @spec stats() :: %{{Device.t(), atom, atom} => %{calls: integer, bytes: integer}}
   def stats do
