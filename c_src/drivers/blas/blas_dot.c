@@ -22,57 +22,9 @@ bool blas_dims_fit(int64_t m, int64_t n, int64_t k) {
     return m <= INT_MAX && n <= INT_MAX && k <= INT_MAX;
 }
 
-/* Some axes of an operand, in the order in which they index one dimension of its matrix. */
-typedef struct {
-    int n;
-    int64_t size[CX_MAX_RANK], stride[CX_MAX_RANK];
-} axes_view;
-
-static void view_of(const cx_tensor *t, const int64_t *axes, int n, axes_view *v) {
-    int64_t strides[CX_MAX_RANK];
-    cpu_strides(&t->desc, strides);
-    v->n = n;
-    for (int k = 0; k < n; k++) {
-        v->size[k] = t->desc.shape[axes[k]];
-        v->stride[k] = strides[axes[k]];
-    }
-}
-
-/* The axes of t in neither list, in order: its free axes. */
-static void free_view(const cx_tensor *t, const cx_param *x, const cx_param *y, axes_view *v) {
-    bool used[CX_MAX_RANK] = {false};
-    int64_t axes[CX_MAX_RANK];
-    int n = 0;
-    for (int k = 0; k < x->n; k++) used[x->i[k]] = true;
-    for (int k = 0; k < y->n; k++) used[y->i[k]] = true;
-    for (int a = 0; a < t->desc.rank; a++)
-        if (!used[a]) axes[n++] = a;
-    view_of(t, axes, n, v);
-}
-
-static int64_t view_count(const axes_view *v) {
-    int64_t c = 1;
-    for (int k = 0; k < v->n; k++) c *= v->size[k];
-    return c;
-}
-
-/* Whether the axes walk memory with one stride, like a single axis; sets it (0 when the view
- * has a single index, so that any leading dimension will do). */
-static bool view_stride(const axes_view *v, int64_t *stride) {
-    int64_t s = 0, last = -1;
-    for (int k = v->n - 1; k >= 0; k--) {
-        if (v->size[k] == 1) continue;
-        if (last >= 0 && v->stride[k] != v->stride[last] * v->size[last]) return false;
-        if (last < 0) s = v->stride[k];
-        last = k;
-    }
-    *stride = s;
-    return true;
-}
-
 /* The element offset of each index of the view, in row-major order of its axes. */
-static int64_t *view_offsets(const axes_view *v) {
-    int64_t count = view_count(v), idx[CX_MAX_RANK] = {0}, o = 0;
+static int64_t *view_offsets(const cpu_axes_view *v) {
+    int64_t count = cpu_view_count(v), idx[CX_MAX_RANK] = {0}, o = 0;
     int64_t *off = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
     if (!off) return NULL;
     for (int64_t i = 0; i < count; i++) {
@@ -90,7 +42,7 @@ static int64_t *view_offsets(const axes_view *v) {
 /* One operand as a batch of rows x cols matrices. */
 typedef struct {
     const cx_tensor *t;
-    axes_view batch, rows, cols;
+    cpu_axes_view batch, rows, cols;
     int64_t nrows, ncols;
     bool direct;           /* read in place by OpenBLAS */
     CBLAS_TRANSPOSE trans; /* when direct */
@@ -103,9 +55,10 @@ typedef struct {
  * one unit stride), or packed, for which it builds the offset tables and the scratch. */
 static bool operand_prepare(operand *x, cx_dtype gemm_type) {
     int64_t rs, cs;
-    x->nrows = view_count(&x->rows);
-    x->ncols = view_count(&x->cols);
-    if (x->t->desc.dtype == gemm_type && view_stride(&x->rows, &rs) && view_stride(&x->cols, &cs)) {
+    x->nrows = cpu_view_count(&x->rows);
+    x->ncols = cpu_view_count(&x->cols);
+    if (x->t->desc.dtype == gemm_type && cpu_view_stride(&x->rows, 0, &rs) &&
+        cpu_view_stride(&x->cols, 0, &cs)) {
         int64_t need_n = x->ncols > 1 ? x->ncols : 1, need_t = x->nrows > 1 ? x->nrows : 1;
         if ((cs == 1 || cs == 0) && (rs == 0 || rs >= need_n) && rs <= INT_MAX) {
             x->direct = true;
@@ -178,16 +131,16 @@ static void job_init(const cx_tensor *a, const cx_tensor *b, const cx_params *ps
     memset(j, 0, sizeof *j);
     j->a.t = a;
     j->b.t = b;
-    view_of(a, ba->i, ba->n, &j->a.batch);
-    view_of(b, bb->i, bb->n, &j->b.batch);
-    free_view(a, ca, ba, &j->a.rows);
-    view_of(a, ca->i, ca->n, &j->a.cols);
-    view_of(b, cb->i, cb->n, &j->b.rows);
-    free_view(b, cb, bb, &j->b.cols);
-    j->m = view_count(&j->a.rows);
-    j->k = view_count(&j->a.cols);
-    j->n = view_count(&j->b.cols);
-    j->batch = view_count(&j->a.batch);
+    cpu_view_of(a, ba->i, ba->n, &j->a.batch);
+    cpu_view_of(b, bb->i, bb->n, &j->b.batch);
+    cpu_free_view(a, ca, ba, &j->a.rows);
+    cpu_view_of(a, ca->i, ca->n, &j->a.cols);
+    cpu_view_of(b, cb->i, cb->n, &j->b.rows);
+    cpu_free_view(b, cb, bb, &j->b.cols);
+    j->m = cpu_view_count(&j->a.rows);
+    j->k = cpu_view_count(&j->a.cols);
+    j->n = cpu_view_count(&j->b.cols);
+    j->batch = cpu_view_count(&j->a.batch);
 }
 
 /* Element offsets of the batch element in a and b, advanced like an odometer. */
@@ -197,7 +150,7 @@ typedef struct {
 } batch_walk;
 
 static void batch_next(const dot_job *j, batch_walk *w) {
-    const axes_view *va = &j->a.batch, *vb = &j->b.batch;
+    const cpu_axes_view *va = &j->a.batch, *vb = &j->b.batch;
     for (int k = va->n - 1; k >= 0; k--) {
         w->a += va->stride[k];
         w->b += vb->stride[k];

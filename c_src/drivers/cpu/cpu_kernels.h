@@ -39,4 +39,19 @@ static inline void cpu_strides(const cx_desc *d, int64_t *strides) {
     }
 }
 
+/* Some axes of an operand, in the order in which they index one dimension of a matrix (dot's
+ * free or contracted axes); shared by the cpu and blas dot. */
+typedef struct {
+    int n;
+    int64_t size[CX_MAX_RANK], stride[CX_MAX_RANK];
+} cpu_axes_view;
+
+void cpu_view_of(const cx_tensor *t, const int64_t *axes, int n, cpu_axes_view *v);
+/* The axes of t in neither list, in order: its free axes. */
+void cpu_free_view(const cx_tensor *t, const cx_param *x, const cx_param *y, cpu_axes_view *v);
+int64_t cpu_view_count(const cpu_axes_view *v);
+/* Whether the axes walk memory with one stride, like a single axis; sets it (`single` when the
+ * view has a single index). */
+bool cpu_view_stride(const cpu_axes_view *v, int64_t single, int64_t *stride);
+
 #endif

@@ -128,13 +128,7 @@ static size_t work_elems(int64_t m, int64_t n, int64_t k, int64_t nr) {
 GEMM(float, f32, NR_F32)
 GEMM(double, f64, NR_F64)
 
-/* Some axes of an operand, in the order in which they index one dimension of its matrix. */
-typedef struct {
-    int n;
-    int64_t size[CX_MAX_RANK], stride[CX_MAX_RANK];
-} axes_view;
-
-static void view_of(const cx_tensor *t, const int64_t *axes, int n, axes_view *v) {
+void cpu_view_of(const cx_tensor *t, const int64_t *axes, int n, cpu_axes_view *v) {
     int64_t strides[CX_MAX_RANK];
     cpu_strides(&t->desc, strides);
     v->n = n;
@@ -144,8 +138,7 @@ static void view_of(const cx_tensor *t, const int64_t *axes, int n, axes_view *v
     }
 }
 
-/* The axes of t in neither list, in order: its free axes. */
-static void free_view(const cx_tensor *t, const cx_param *x, const cx_param *y, axes_view *v) {
+void cpu_free_view(const cx_tensor *t, const cx_param *x, const cx_param *y, cpu_axes_view *v) {
     bool used[CX_MAX_RANK] = {false};
     int64_t axes[CX_MAX_RANK];
     int n = 0;
@@ -153,18 +146,17 @@ static void free_view(const cx_tensor *t, const cx_param *x, const cx_param *y, 
     for (int k = 0; k < y->n; k++) used[y->i[k]] = true;
     for (int a = 0; a < t->desc.rank; a++)
         if (!used[a]) axes[n++] = a;
-    view_of(t, axes, n, v);
+    cpu_view_of(t, axes, n, v);
 }
 
-static int64_t view_count(const axes_view *v) {
+int64_t cpu_view_count(const cpu_axes_view *v) {
     int64_t c = 1;
     for (int k = 0; k < v->n; k++) c *= v->size[k];
     return c;
 }
 
-/* Whether the axes walk memory with one stride, like a single axis; sets it. */
-static bool view_stride(const axes_view *v, int64_t *stride) {
-    int64_t s = 1, last = -1;
+bool cpu_view_stride(const cpu_axes_view *v, int64_t single, int64_t *stride) {
+    int64_t s = single, last = -1;
     for (int k = v->n - 1; k >= 0; k--) {
         if (v->size[k] == 1) continue;
         if (last >= 0 && v->stride[k] != v->stride[last] * v->size[last]) return false;
@@ -176,7 +168,7 @@ static bool view_stride(const axes_view *v, int64_t *stride) {
 }
 
 /* The element offset of each index of the view, in row-major order of its axes. */
-static int64_t *view_offsets(const axes_view *v, int64_t count) {
+static int64_t *view_offsets(const cpu_axes_view *v, int64_t count) {
     int64_t *off = malloc(sizeof(int64_t) * (size_t)(count ? count : 1)), idx[CX_MAX_RANK] = {0};
     if (!off) return NULL;
     int64_t o = 0;
@@ -195,7 +187,7 @@ static int64_t *view_offsets(const axes_view *v, int64_t count) {
 /* One operand as a batch of matrices. */
 typedef struct {
     const cx_tensor *t;
-    axes_view batch, rows, cols;
+    cpu_axes_view batch, rows, cols;
     int64_t *roff, *coff; /* offsets of rows and columns, when it must be gathered */
     int64_t rs, cs;       /* its strides, when it is read in place */
 } operand;
@@ -211,27 +203,27 @@ static void job_init(const cx_tensor *a, const cx_tensor *b, const cx_params *ps
     memset(j, 0, sizeof *j);
     j->a.t = a;
     j->b.t = b;
-    view_of(a, ba->i, ba->n, &j->a.batch);
-    view_of(b, bb->i, bb->n, &j->b.batch);
-    free_view(a, ca, ba, &j->a.rows);
-    view_of(a, ca->i, ca->n, &j->a.cols);
-    view_of(b, cb->i, cb->n, &j->b.rows);
-    free_view(b, cb, bb, &j->b.cols);
-    j->m = view_count(&j->a.rows);
-    j->k = view_count(&j->a.cols);
-    j->n = view_count(&j->b.cols);
-    j->batch = view_count(&j->a.batch);
+    cpu_view_of(a, ba->i, ba->n, &j->a.batch);
+    cpu_view_of(b, bb->i, bb->n, &j->b.batch);
+    cpu_free_view(a, ca, ba, &j->a.rows);
+    cpu_view_of(a, ca->i, ca->n, &j->a.cols);
+    cpu_view_of(b, cb->i, cb->n, &j->b.rows);
+    cpu_free_view(b, cb, bb, &j->b.cols);
+    j->m = cpu_view_count(&j->a.rows);
+    j->k = cpu_view_count(&j->a.cols);
+    j->n = cpu_view_count(&j->b.cols);
+    j->batch = cpu_view_count(&j->a.batch);
 }
 
 /* Whether the GEMM can read the operand in place: it has the GEMM's type (never, for
  * CX_DTYPE_INVALID) and its rows and columns have single strides. Otherwise builds the offset
  * tables for gathering it. False when out of memory. */
 static bool operand_prepare(operand *x, cx_dtype gemm_type, bool *direct) {
-    *direct = x->t->desc.dtype == gemm_type && view_stride(&x->rows, &x->rs) &&
-              view_stride(&x->cols, &x->cs);
+    *direct = x->t->desc.dtype == gemm_type && cpu_view_stride(&x->rows, 1, &x->rs) &&
+              cpu_view_stride(&x->cols, 1, &x->cs);
     if (*direct) return true;
-    x->roff = view_offsets(&x->rows, view_count(&x->rows));
-    x->coff = view_offsets(&x->cols, view_count(&x->cols));
+    x->roff = view_offsets(&x->rows, cpu_view_count(&x->rows));
+    x->coff = view_offsets(&x->cols, cpu_view_count(&x->cols));
     return x->roff && x->coff;
 }
 
@@ -294,7 +286,7 @@ typedef struct {
 } batch_walk;
 
 static void batch_next(const dot_job *j, batch_walk *w) {
-    const axes_view *va = &j->a.batch, *vb = &j->b.batch;
+    const cpu_axes_view *va = &j->a.batch, *vb = &j->b.batch;
     for (int k = va->n - 1; k >= 0; k--) {
         w->a += va->stride[k];
         w->b += vb->stride[k];
