@@ -22,23 +22,6 @@ bool blas_dims_fit(int64_t m, int64_t n, int64_t k) {
     return m <= INT_MAX && n <= INT_MAX && k <= INT_MAX;
 }
 
-/* The element offset of each index of the view, in row-major order of its axes. */
-static int64_t *view_offsets(const cpu_axes_view *v) {
-    int64_t count = cpu_view_count(v), idx[CX_MAX_RANK] = {0}, o = 0;
-    int64_t *off = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-    if (!off) return NULL;
-    for (int64_t i = 0; i < count; i++) {
-        off[i] = o;
-        for (int k = v->n - 1; k >= 0; k--) {
-            o += v->stride[k];
-            if (++idx[k] < v->size[k]) break;
-            o -= v->stride[k] * v->size[k];
-            idx[k] = 0;
-        }
-    }
-    return off;
-}
-
 /* One operand as a batch of rows x cols matrices. */
 typedef struct {
     const cx_tensor *t;
@@ -78,8 +61,8 @@ static bool operand_prepare(operand *x, cx_dtype gemm_type) {
     x->direct = false;
     x->trans = CblasNoTrans;
     x->ld = x->ncols > 1 ? x->ncols : 1;
-    x->roff = view_offsets(&x->rows);
-    x->coff = view_offsets(&x->cols);
+    x->roff = cpu_view_offsets(&x->rows);
+    x->coff = cpu_view_offsets(&x->cols);
     x->packed = malloc(es * (elems ? elems : 1));
     return x->roff && x->coff && x->packed;
 }
@@ -92,32 +75,11 @@ static void operand_release(operand *x) {
 
 /* Packs the operand's matrix at element offset base into x->packed, converting to f32. */
 static void pack_f32(const operand *x, int64_t base) {
-    const void *p = x->t->data;
-    float *dst = x->packed;
-    for (int64_t i = 0; i < x->nrows; i++, dst += x->ncols) {
-        int64_t r = base + x->roff[i];
-        const int64_t *c = x->coff;
-        switch (x->t->desc.dtype) {
-        case CX_F16:
-            for (int64_t q = 0; q < x->ncols; q++)
-                dst[q] = cx_f16_to_f32(((const uint16_t *)p)[r + c[q]]);
-            break;
-        case CX_BF16:
-            for (int64_t q = 0; q < x->ncols; q++)
-                dst[q] = cx_bf16_to_f32(((const uint16_t *)p)[r + c[q]]);
-            break;
-        default:
-            for (int64_t q = 0; q < x->ncols; q++) dst[q] = ((const float *)p)[r + c[q]];
-            break;
-        }
-    }
+    cpu_gather_f32(x->t, x->roff, x->coff, base, x->nrows, x->ncols, x->packed);
 }
 
 static void pack_f64(const operand *x, int64_t base) {
-    const double *p = x->t->data;
-    double *dst = x->packed;
-    for (int64_t i = 0; i < x->nrows; i++, dst += x->ncols)
-        for (int64_t q = 0; q < x->ncols; q++) dst[q] = p[base + x->roff[i] + x->coff[q]];
+    cpu_gather_f64(x->t, x->roff, x->coff, base, x->nrows, x->ncols, x->packed);
 }
 
 typedef struct {
@@ -143,24 +105,6 @@ static void job_init(const cx_tensor *a, const cx_tensor *b, const cx_params *ps
     j->batch = cpu_view_count(&j->a.batch);
 }
 
-/* Element offsets of the batch element in a and b, advanced like an odometer. */
-typedef struct {
-    int64_t idx[CX_MAX_RANK];
-    int64_t a, b;
-} batch_walk;
-
-static void batch_next(const dot_job *j, batch_walk *w) {
-    const cpu_axes_view *va = &j->a.batch, *vb = &j->b.batch;
-    for (int k = va->n - 1; k >= 0; k--) {
-        w->a += va->stride[k];
-        w->b += vb->stride[k];
-        if (++w->idx[k] < va->size[k]) return;
-        w->a -= va->stride[k] * va->size[k];
-        w->b -= vb->stride[k] * vb->size[k];
-        w->idx[k] = 0;
-    }
-}
-
 /* f32, f16 and bf16: sgemm, into an f32 scratch that is rounded when the output is a half. */
 static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
     int64_t m = j->m, n = j->n, k = j->k;
@@ -168,8 +112,8 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
     float *c32 = NULL;
     bool ok = operand_prepare(&j->a, CX_F32) && operand_prepare(&j->b, CX_F32);
     ok = ok && (!half || (c32 = malloc(sizeof(float) * (size_t)(m * n))));
-    batch_walk w = {{0}, 0, 0};
-    for (int64_t bi = 0; ok && bi < j->batch; bi++, batch_next(j, &w)) {
+    cpu_batch_walk w = {{0}, 0, 0};
+    for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         const float *a = j->a.packed, *b = j->b.packed;
         if (j->a.direct)
             a = (const float *)j->a.t->data + w.a;
@@ -195,8 +139,8 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
 static cx_code dot_f64(dot_job *j, cx_tensor *out, cx_status *st) {
     int64_t m = j->m, n = j->n, k = j->k;
     bool ok = operand_prepare(&j->a, CX_F64) && operand_prepare(&j->b, CX_F64);
-    batch_walk w = {{0}, 0, 0};
-    for (int64_t bi = 0; ok && bi < j->batch; bi++, batch_next(j, &w)) {
+    cpu_batch_walk w = {{0}, 0, 0};
+    for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         const double *a = j->a.packed, *b = j->b.packed;
         if (j->a.direct)
             a = (const double *)j->a.t->data + w.a;

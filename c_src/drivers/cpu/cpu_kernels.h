@@ -53,5 +53,20 @@ int64_t cpu_view_count(const cpu_axes_view *v);
 /* Whether the axes walk memory with one stride, like a single axis; sets it (`single` when the
  * view has a single index). */
 bool cpu_view_stride(const cpu_axes_view *v, int64_t single, int64_t *stride);
+/* The element offset of each index of the view, in row-major order of its axes (NULL when out
+ * of memory; free it). */
+int64_t *cpu_view_offsets(const cpu_axes_view *v);
+/* Gathers the rows x cols matrix at element offset base of t, whose rows and columns start at
+ * the given offsets, into a contiguous row-major matrix (f32: from f32, f16 or bf16). */
+void cpu_gather_f32(const cx_tensor *t, const int64_t *roff, const int64_t *coff, int64_t base,
+                    int64_t rows, int64_t cols, float *dst);
+void cpu_gather_f64(const cx_tensor *t, const int64_t *roff, const int64_t *coff, int64_t base,
+                    int64_t rows, int64_t cols, double *dst);
+/* The element offsets of a dot's batch element in a and b, advanced like an odometer. */
+typedef struct {
+    int64_t idx[CX_MAX_RANK];
+    int64_t a, b;
+} cpu_batch_walk;
+void cpu_batch_next(const cpu_axes_view *va, const cpu_axes_view *vb, cpu_batch_walk *w);
 
 #endif

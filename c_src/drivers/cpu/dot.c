@@ -167,11 +167,10 @@ bool cpu_view_stride(const cpu_axes_view *v, int64_t single, int64_t *stride) {
     return true;
 }
 
-/* The element offset of each index of the view, in row-major order of its axes. */
-static int64_t *view_offsets(const cpu_axes_view *v, int64_t count) {
-    int64_t *off = malloc(sizeof(int64_t) * (size_t)(count ? count : 1)), idx[CX_MAX_RANK] = {0};
+int64_t *cpu_view_offsets(const cpu_axes_view *v) {
+    int64_t count = cpu_view_count(v), idx[CX_MAX_RANK] = {0}, o = 0;
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
     if (!off) return NULL;
-    int64_t o = 0;
     for (int64_t i = 0; i < count; i++) {
         off[i] = o;
         for (int k = v->n - 1; k >= 0; k--) {
@@ -222,8 +221,8 @@ static bool operand_prepare(operand *x, cx_dtype gemm_type, bool *direct) {
     *direct = x->t->desc.dtype == gemm_type && cpu_view_stride(&x->rows, 1, &x->rs) &&
               cpu_view_stride(&x->cols, 1, &x->cs);
     if (*direct) return true;
-    x->roff = view_offsets(&x->rows, cpu_view_count(&x->rows));
-    x->coff = view_offsets(&x->cols, cpu_view_count(&x->cols));
+    x->roff = cpu_view_offsets(&x->rows);
+    x->coff = cpu_view_offsets(&x->cols);
     return x->roff && x->coff;
 }
 
@@ -232,13 +231,13 @@ static void operand_release(operand *x) {
     free(x->coff);
 }
 
-/* Gathers the operand's matrix at element offset base into a contiguous row-major f32 matrix. */
-static void gather_f32(const operand *x, int64_t base, int64_t rows, int64_t cols, float *dst) {
-    const void *p = x->t->data;
+void cpu_gather_f32(const cx_tensor *t, const int64_t *roff, const int64_t *coff, int64_t base,
+                    int64_t rows, int64_t cols, float *dst) {
+    const void *p = t->data;
     for (int64_t i = 0; i < rows; i++, dst += cols) {
-        int64_t r = base + x->roff[i];
-        const int64_t *c = x->coff;
-        switch (x->t->desc.dtype) {
+        int64_t r = base + roff[i];
+        const int64_t *c = coff;
+        switch (t->desc.dtype) {
         case CX_F16:
             for (int64_t q = 0; q < cols; q++)
                 dst[q] = cx_f16_to_f32(((const uint16_t *)p)[r + c[q]]);
@@ -254,10 +253,11 @@ static void gather_f32(const operand *x, int64_t base, int64_t rows, int64_t col
     }
 }
 
-static void gather_f64(const operand *x, int64_t base, int64_t rows, int64_t cols, double *dst) {
-    const double *p = x->t->data;
+void cpu_gather_f64(const cx_tensor *t, const int64_t *roff, const int64_t *coff, int64_t base,
+                    int64_t rows, int64_t cols, double *dst) {
+    const double *p = t->data;
     for (int64_t i = 0; i < rows; i++, dst += cols)
-        for (int64_t q = 0; q < cols; q++) dst[q] = p[base + x->roff[i] + x->coff[q]];
+        for (int64_t q = 0; q < cols; q++) dst[q] = p[base + roff[i] + coff[q]];
 }
 
 static void gather_u64(const operand *x, int64_t base, int64_t rows, int64_t cols, uint64_t *dst) {
@@ -279,14 +279,7 @@ static void gather_u64(const operand *x, int64_t base, int64_t rows, int64_t col
     }
 }
 
-/* Element offsets of batch element `bi` in a and b, advanced like an odometer from the last. */
-typedef struct {
-    int64_t idx[CX_MAX_RANK];
-    int64_t a, b;
-} batch_walk;
-
-static void batch_next(const dot_job *j, batch_walk *w) {
-    const cpu_axes_view *va = &j->a.batch, *vb = &j->b.batch;
+void cpu_batch_next(const cpu_axes_view *va, const cpu_axes_view *vb, cpu_batch_walk *w) {
     for (int k = va->n - 1; k >= 0; k--) {
         w->a += va->stride[k];
         w->b += vb->stride[k];
@@ -328,21 +321,21 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
     ok = ok && (db || (f.b = malloc(sizeof(float) * (size_t)(k * n))));
     ok = ok && (out->desc.dtype == CX_F32 || (f.c = malloc(sizeof(float) * (size_t)(m * n))));
     ok = ok && (f.work = malloc(sizeof(float) * work_elems(m, n, k, NR_F32)));
-    batch_walk w = {{0}, 0, 0};
-    for (int64_t bi = 0; ok && bi < j->batch; bi++, batch_next(j, &w)) {
+    cpu_batch_walk w = {{0}, 0, 0};
+    for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         const float *a = f.a, *b = f.b;
         int64_t rsa = k, csa = 1, rsb = n, csb = 1;
         if (da) {
             a = (const float *)j->a.t->data + w.a;
             rsa = j->a.rs, csa = j->a.cs;
         } else {
-            gather_f32(&j->a, w.a, m, k, f.a);
+            cpu_gather_f32(j->a.t, j->a.roff, j->a.coff, w.a, m, k, f.a);
         }
         if (db) {
             b = (const float *)j->b.t->data + w.b;
             rsb = j->b.rs, csb = j->b.cs;
         } else {
-            gather_f32(&j->b, w.b, k, n, f.b);
+            cpu_gather_f32(j->b.t, j->b.roff, j->b.coff, w.b, k, n, f.b);
         }
         float *c = f.c ? f.c : (float *)out->data + bi * m * n;
         gemm_f32(m, n, k, a, rsa, csa, b, rsb, csb, c, n, f.work);
@@ -360,21 +353,21 @@ static cx_code dot_f64(dot_job *j, cx_tensor *out, cx_status *st) {
     ok = ok && (da || (f.a = malloc(sizeof(double) * (size_t)(m * k))));
     ok = ok && (db || (f.b = malloc(sizeof(double) * (size_t)(k * n))));
     ok = ok && (f.work = malloc(sizeof(double) * work_elems(m, n, k, NR_F64)));
-    batch_walk w = {{0}, 0, 0};
-    for (int64_t bi = 0; ok && bi < j->batch; bi++, batch_next(j, &w)) {
+    cpu_batch_walk w = {{0}, 0, 0};
+    for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         const double *a = f.a, *b = f.b;
         int64_t rsa = k, csa = 1, rsb = n, csb = 1;
         if (da) {
             a = (const double *)j->a.t->data + w.a;
             rsa = j->a.rs, csa = j->a.cs;
         } else {
-            gather_f64(&j->a, w.a, m, k, f.a);
+            cpu_gather_f64(j->a.t, j->a.roff, j->a.coff, w.a, m, k, f.a);
         }
         if (db) {
             b = (const double *)j->b.t->data + w.b;
             rsb = j->b.rs, csb = j->b.cs;
         } else {
-            gather_f64(&j->b, w.b, k, n, f.b);
+            cpu_gather_f64(j->b.t, j->b.roff, j->b.coff, w.b, k, n, f.b);
         }
         gemm_f64(m, n, k, a, rsa, csa, b, rsb, csb, (double *)out->data + bi * m * n, n, f.work);
     }
@@ -415,8 +408,8 @@ static cx_code dot_int(dot_job *j, cx_tensor *out, cx_status *st) {
     ok = ok && (f.a = malloc(sizeof(uint64_t) * (size_t)(m * k)));
     ok = ok && (f.b = malloc(sizeof(uint64_t) * (size_t)(k * n)));
     ok = ok && (f.c = malloc(sizeof(uint64_t) * (size_t)(m * n)));
-    batch_walk w = {{0}, 0, 0};
-    for (int64_t bi = 0; ok && bi < j->batch; bi++, batch_next(j, &w)) {
+    cpu_batch_walk w = {{0}, 0, 0};
+    for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         gather_u64(&j->a, w.a, m, k, f.a);
         gather_u64(&j->b, w.b, k, n, f.b);
         gemm_u64(m, n, k, f.a, f.b, f.c);
