@@ -6,6 +6,7 @@
  * not built (no OpenBLAS at build time). */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -323,7 +324,7 @@ static void test_device_and_capabilities(void **state) {
     assert_true(blas->props.host_memory);
     assert_string_equal(blas->props.kind, "cpu");
     assert_non_null(strstr(blas->props.name, "OpenBLAS"));
-    assert_non_null(strstr(blas->props.detail, "threads"));
+    assert_non_null(strstr(blas->props.detail, "4 threads")); /* main sets four */
     for (int op = 0; op < CX_OP_COUNT; op++) {
         if (cx_op_table[op].kind == CX_KIND_COMPOSITE) continue;
         cx_route r;
@@ -335,6 +336,24 @@ static void test_device_and_capabilities(void **state) {
                 fail_msg("%s on blas: %s", cx_op_table[op].name, cx_route_name(r));
         cx_explain_free(&ex);
     }
+}
+
+/* Products big enough for blas_gemm to split across its threads (main asks for four, so the
+ * parts are uneven): by rows and by columns, each with the split operand read plain and transposed.
+ */
+static void test_dot_split(void **state) {
+    (void)state;
+    static const dot_case cases[] = {
+        /* rows of a {m, k}; rows of a read transposed from {k, m} */
+        {2, {101, 67}, 2, {67, 45}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        {2, {67, 101}, 2, {67, 45}, 1, {0}, 0, {0}, 1, {0}, 0, {0}},
+        /* columns of b {k, n} (n > m); columns of b read transposed from {n, k} */
+        {2, {37, 90}, 2, {90, 211}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        {2, {37, 90}, 2, {211, 90}, 1, {1}, 0, {0}, 1, {1}, 0, {0}},
+        /* a batch of them */
+        {3, {3, 70, 50}, 3, {3, 50, 80}, 1, {2}, 1, {0}, 1, {1}, 1, {0}},
+    };
+    run_dot_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 typedef struct {
@@ -398,12 +417,15 @@ int main(void) {
         printf("test_blas: skipped: %s was not built (no OpenBLAS found at build time)\n", BLAS_SO);
         return 0;
     }
+    /* four threads in all whatever the machine has, so the products split in uneven parts */
+    setenv("CASCADE_BLAS_THREADS", "4", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_and_capabilities),
         cmocka_unit_test(test_dot_matrices),
         cmocka_unit_test(test_dot_transposed),
         cmocka_unit_test(test_dot_batched),
         cmocka_unit_test(test_dot_empty),
+        cmocka_unit_test(test_dot_split),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d_and_gradients),
         cmocka_unit_test(test_concurrent_callers),

@@ -37,8 +37,8 @@ static void dense_f64(const cx_tensor *x, const cx_tensor *w, const cx_tensor *b
     for (int64_t i = 1; i < m; i++)
         for (int64_t j = 0; j < n; j++) y[i * n + j] = y[j];
     if (k > 0)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, x->data,
-                    (int)k, w->data, (int)n, 1.0, y, (int)n);
+        blas_gemm(&(blas_gemm_args){true, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k,
+                                    x->data, (int)k, w->data, (int)n, 1.0, y, (int)n});
 }
 
 /* f32 from x and w as f32 arrays (the inputs themselves, or their widened copies). */
@@ -48,8 +48,8 @@ static void dense_f32(const float *x, const float *w, const cx_tensor *bias, int
     for (int64_t i = 1; i < m; i++)
         for (int64_t j = 0; j < n; j++) y[i * n + j] = y[j];
     if (k > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, x,
-                    (int)k, w, (int)n, 1.0f, y, (int)n);
+        blas_gemm(&(blas_gemm_args){false, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, x,
+                                    (int)k, w, (int)n, 1.0, y, (int)n});
 }
 
 cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias, cx_tensor *out,

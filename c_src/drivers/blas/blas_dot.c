@@ -1,4 +1,5 @@
-/* DOT through OpenBLAS: Nx.dot/6 as a batch of GEMMs, one cblas_?gemm per batch element.
+/* DOT through OpenBLAS: Nx.dot/6 as a batch of GEMMs, one blas_gemm (blas_gemm.c) per batch
+ * element.
  *
  * For one batch element the free axes of a index the rows (M), the contracted axes the inner
  * dimension (K) and the free axes of b the columns (N); the output, batch ++ free a ++ free b, is
@@ -124,8 +125,8 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
         else
             pack_f32(&j->b, w.b);
         float *c = half ? c32 : (float *)out->data + bi * m * n;
-        cblas_sgemm(CblasRowMajor, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, 1.0f, a,
-                    (int)j->a.ld, b, (int)j->b.ld, 0.0f, c, (int)n);
+        blas_gemm(&(blas_gemm_args){false, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, a,
+                                    (int)j->a.ld, b, (int)j->b.ld, 0.0, c, (int)n});
         uint16_t *h = (uint16_t *)out->data + bi * m * n;
         if (out->desc.dtype == CX_F16)
             for (int64_t i = 0; i < m * n; i++) h[i] = cx_f16_from_f32(c32[i]);
@@ -150,8 +151,9 @@ static cx_code dot_f64(dot_job *j, cx_tensor *out, cx_status *st) {
             b = (const double *)j->b.t->data + w.b;
         else
             pack_f64(&j->b, w.b);
-        cblas_dgemm(CblasRowMajor, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, 1.0, a,
-                    (int)j->a.ld, b, (int)j->b.ld, 0.0, (double *)out->data + bi * m * n, (int)n);
+        blas_gemm(&(blas_gemm_args){true, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, a,
+                                    (int)j->a.ld, b, (int)j->b.ld, 0.0,
+                                    (double *)out->data + bi * m * n, (int)n});
     }
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");
 }

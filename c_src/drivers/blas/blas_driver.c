@@ -7,15 +7,16 @@
  *   f16 and bf16 runs on OpenBLAS GEMM (blas_dot.c); and the dense composite when its three
  *   inputs share a float type (blas_dense.c). conv2d and its gradients are not claimed: their
  *   decompositions (im2col, then one dot) run on this device, and that dot is OpenBLAS's GEMM.
- * - Threads: OpenBLAS's own pool, sized to the cores (OPENBLAS_NUM_THREADS overrides it). Its
- *   pthread build runs one multithreaded level-3 call at a time (a lock inside the library), so
- *   two BEAM processes multiplying at once share the cores instead of running 2 x cores threads;
- *   GEMMs small enough for OpenBLAS to run single-threaded go side by side. bench/blas measures
- *   one caller against two.
+ * - Threads: the driver's own (blas_gemm.c), as many as OpenBLAS would use (the cores, or
+ *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS (any number), each running
+ * OpenBLAS single-threaded on a block of the product's rows. A caller takes only the idle ones, so
+ * two BEAM processes multiplying at once share the cores instead of running 2 x cores threads. This
+ * sets OpenBLAS to one thread for the whole OS process. bench/blas measures one caller against two.
  * - Linked against libopenblas: without it dlopen fails and the device is listed as unavailable
  *   with dlerror's reason. */
 #include <cblas.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,7 +31,11 @@ static int blas_threads;
 
 static cx_code blas_probe(void **drv, cx_status *st) {
     *drv = NULL;
-    blas_threads = openblas_get_num_threads();
+    /* the driver's threads split each product; OpenBLAS runs single-threaded inside them */
+    const char *env = getenv("CASCADE_BLAS_THREADS");
+    int want = env ? atoi(env) : 0;
+    blas_threads = blas_pool_start(want > 0 ? want : openblas_get_num_threads());
+    openblas_set_num_threads(1);
     return CX_OK;
 }
 
@@ -57,7 +62,8 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     props->memory = pages > 0 && page > 0 ? (long long)pages * page : 0;
     props->host_memory = true;
     snprintf(props->detail, sizeof props->detail,
-             "%d OpenBLAS threads shared by all callers; dot and dense in OpenBLAS (f16/bf16 "
+             "%d threads shared by all callers, OpenBLAS single-threaded in each; dot and dense in "
+             "OpenBLAS (f16/bf16 "
              "through f32); other ops: the cpu kernels",
              blas_threads);
     return CX_OK;
