@@ -31,7 +31,7 @@ defmodule CascadeBlasTest do
   test "the device is listed: host memory, a cpu, OpenBLAS and its threads named" do
     assert %{available: true, driver: :blas, kind: "cpu", host_memory: true} = @blas
     assert @blas.name =~ "OpenBLAS"
-    assert @blas.detail =~ ~r/\d+ OpenBLAS threads/
+    assert @blas.detail =~ ~r/\d+ threads shared by all callers, OpenBLAS single-threaded in each/
   end
 
   test "dot on :blas runs natively there and agrees with the cpu" do
