@@ -8,6 +8,7 @@
 
 #include "../../core/half.h"
 #include "../../core/half_array.h"
+#include "../cpu/cpu_kernels.h"
 #include "blas_kernels.h"
 
 /* The bias (shape {N} or a number) as element j of a row, in double. */
@@ -22,7 +23,7 @@ static double bias_at(const cx_tensor *b, int64_t j) {
 }
 
 static float *widen(const cx_tensor *t) {
-    float *f = malloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
+    float *f = cpu_buffer_get(sizeof(float) * (size_t)t->numel);
     if (!f) return NULL;
     if (t->desc.dtype == CX_F16)
         cx_f16_to_f32_array(t->data, f, t->numel);
@@ -64,7 +65,7 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
             dense_f32(x->data, w->data, bias, m, n, k, out->data);
         return CX_OK;
     }
-    float *xf = widen(x), *wf = widen(w), *yf = malloc(sizeof(float) * (size_t)out->numel);
+    float *xf = widen(x), *wf = widen(w), *yf = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     if (xf && wf && yf) {
         dense_f32(xf, wf, bias, m, n, k, yf);
         if (t == CX_F16)
@@ -73,8 +74,8 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
             cx_f32_to_bf16_array(yf, out->data, out->numel);
     }
     bool ok = xf && wf && yf;
-    free(xf);
-    free(wf);
-    free(yf);
+    cpu_buffer_put(xf);
+    cpu_buffer_put(wf);
+    cpu_buffer_put(yf);
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dense");
 }

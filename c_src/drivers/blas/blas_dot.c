@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/half_array.h"
 #include "../cpu/cpu_kernels.h"
 #include "blas_kernels.h"
 
@@ -64,14 +65,14 @@ static bool operand_prepare(operand *x, cx_dtype gemm_type) {
     x->ld = x->ncols > 1 ? x->ncols : 1;
     x->roff = cpu_view_offsets(&x->rows);
     x->coff = cpu_view_offsets(&x->cols);
-    x->packed = malloc(es * (elems ? elems : 1));
+    x->packed = cpu_buffer_get(es * elems); /* cached: no page faults in a loop */
     return x->roff && x->coff && x->packed;
 }
 
 static void operand_release(operand *x) {
     free(x->roff);
     free(x->coff);
-    free(x->packed);
+    cpu_buffer_put(x->packed);
 }
 
 /* Packs the operand's matrix at element offset base into x->packed, converting to f32. */
@@ -112,7 +113,7 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
     bool half = out->desc.dtype != CX_F32;
     float *c32 = NULL;
     bool ok = operand_prepare(&j->a, CX_F32) && operand_prepare(&j->b, CX_F32);
-    ok = ok && (!half || (c32 = malloc(sizeof(float) * (size_t)(m * n))));
+    ok = ok && (!half || (c32 = cpu_buffer_get(sizeof(float) * (size_t)(m * n))));
     cpu_batch_walk w = {{0}, 0, 0};
     for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         const float *a = j->a.packed, *b = j->b.packed;
@@ -129,11 +130,11 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
                                     (int)j->a.ld, b, (int)j->b.ld, 0.0, c, (int)n});
         uint16_t *h = (uint16_t *)out->data + bi * m * n;
         if (out->desc.dtype == CX_F16)
-            for (int64_t i = 0; i < m * n; i++) h[i] = cx_f16_from_f32(c32[i]);
+            cx_f32_to_f16_array(c32, h, m * n);
         else if (out->desc.dtype == CX_BF16)
-            for (int64_t i = 0; i < m * n; i++) h[i] = cx_bf16_from_f32(c32[i]);
+            cx_f32_to_bf16_array(c32, h, m * n);
     }
-    free(c32);
+    cpu_buffer_put(c32);
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/half_array.h"
 #include "cpu_kernels.h"
 
 /* Register tile of the micro-kernel: MR x NR accumulators. With 128-bit vectors, the baseline
@@ -234,6 +235,20 @@ static void operand_release(operand *x) {
 void cpu_gather_f32(const cx_tensor *t, const int64_t *roff, const int64_t *coff, int64_t base,
                     int64_t rows, int64_t cols, float *dst) {
     const void *p = t->data;
+    /* columns next to each other (the usual row-major operand): whole rows through the array
+     * conversions, which use F16C where there is one (8x faster than element by element) */
+    bool unit = cols > 0;
+    for (int64_t q = 1; unit && q < cols; q++) unit = coff[q] == coff[0] + q;
+    if (unit && t->desc.dtype != CX_F32) {
+        for (int64_t i = 0; i < rows; i++, dst += cols) {
+            const uint16_t *src = (const uint16_t *)p + base + roff[i] + coff[0];
+            if (t->desc.dtype == CX_F16)
+                cx_f16_to_f32_array(src, dst, cols);
+            else
+                cx_bf16_to_f32_array(src, dst, cols);
+        }
+        return;
+    }
     for (int64_t i = 0; i < rows; i++, dst += cols) {
         int64_t r = base + roff[i];
         const int64_t *c = coff;
@@ -296,10 +311,10 @@ typedef struct {
 } float_bufs;
 
 static void bufs_release(float_bufs *f) {
-    free(f->a);
-    free(f->b);
-    free(f->c);
-    free(f->work);
+    cpu_buffer_put(f->a);
+    cpu_buffer_put(f->b);
+    cpu_buffer_put(f->c);
+    cpu_buffer_put(f->work);
 }
 
 static cx_code no_memory(cx_status *st) {
@@ -307,8 +322,10 @@ static cx_code no_memory(cx_status *st) {
 }
 
 static void round_f32(const float *c, cx_dtype t, int64_t n, uint16_t *out) {
-    for (int64_t i = 0; i < n; i++)
-        out[i] = t == CX_F16 ? cx_f16_from_f32(c[i]) : cx_bf16_from_f32(c[i]);
+    if (t == CX_F16)
+        cx_f32_to_f16_array(c, out, n);
+    else
+        cx_f32_to_bf16_array(c, out, n);
 }
 
 /* f32, f16 and bf16. */
@@ -317,10 +334,11 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
     int64_t m = j->m, n = j->n, k = j->k;
     float_bufs f = {0};
     bool ok = operand_prepare(&j->a, CX_F32, &da) && operand_prepare(&j->b, CX_F32, &db);
-    ok = ok && (da || (f.a = malloc(sizeof(float) * (size_t)(m * k))));
-    ok = ok && (db || (f.b = malloc(sizeof(float) * (size_t)(k * n))));
-    ok = ok && (out->desc.dtype == CX_F32 || (f.c = malloc(sizeof(float) * (size_t)(m * n))));
-    ok = ok && (f.work = malloc(sizeof(float) * work_elems(m, n, k, NR_F32)));
+    ok = ok && (da || (f.a = cpu_buffer_get(sizeof(float) * (size_t)(m * k))));
+    ok = ok && (db || (f.b = cpu_buffer_get(sizeof(float) * (size_t)(k * n))));
+    ok = ok &&
+         (out->desc.dtype == CX_F32 || (f.c = cpu_buffer_get(sizeof(float) * (size_t)(m * n))));
+    ok = ok && (f.work = cpu_buffer_get(sizeof(float) * work_elems(m, n, k, NR_F32)));
     cpu_batch_walk w = {{0}, 0, 0};
     for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         const float *a = f.a, *b = f.b;
@@ -350,9 +368,9 @@ static cx_code dot_f64(dot_job *j, cx_tensor *out, cx_status *st) {
     int64_t m = j->m, n = j->n, k = j->k;
     float_bufs f = {0};
     bool ok = operand_prepare(&j->a, CX_F64, &da) && operand_prepare(&j->b, CX_F64, &db);
-    ok = ok && (da || (f.a = malloc(sizeof(double) * (size_t)(m * k))));
-    ok = ok && (db || (f.b = malloc(sizeof(double) * (size_t)(k * n))));
-    ok = ok && (f.work = malloc(sizeof(double) * work_elems(m, n, k, NR_F64)));
+    ok = ok && (da || (f.a = cpu_buffer_get(sizeof(double) * (size_t)(m * k))));
+    ok = ok && (db || (f.b = cpu_buffer_get(sizeof(double) * (size_t)(k * n))));
+    ok = ok && (f.work = cpu_buffer_get(sizeof(double) * work_elems(m, n, k, NR_F64)));
     cpu_batch_walk w = {{0}, 0, 0};
     for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         const double *a = f.a, *b = f.b;
@@ -405,9 +423,9 @@ static cx_code dot_int(dot_job *j, cx_tensor *out, cx_status *st) {
     /* integers are always gathered, widened to uint64 */
     bool ok = operand_prepare(&j->a, CX_DTYPE_INVALID, &da) &&
               operand_prepare(&j->b, CX_DTYPE_INVALID, &db);
-    ok = ok && (f.a = malloc(sizeof(uint64_t) * (size_t)(m * k)));
-    ok = ok && (f.b = malloc(sizeof(uint64_t) * (size_t)(k * n)));
-    ok = ok && (f.c = malloc(sizeof(uint64_t) * (size_t)(m * n)));
+    ok = ok && (f.a = cpu_buffer_get(sizeof(uint64_t) * (size_t)(m * k)));
+    ok = ok && (f.b = cpu_buffer_get(sizeof(uint64_t) * (size_t)(k * n)));
+    ok = ok && (f.c = cpu_buffer_get(sizeof(uint64_t) * (size_t)(m * n)));
     cpu_batch_walk w = {{0}, 0, 0};
     for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
         gather_u64(&j->a, w.a, m, k, f.a);
