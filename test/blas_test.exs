@@ -52,7 +52,7 @@ defmodule CascadeBlasTest do
              ])
   end
 
-  test "dense is native on :blas; conv2d decomposes there with its dot on OpenBLAS; no bytes move" do
+  test "dense and conv2d are native on :blas; conv2d's gradients decompose there; no bytes move" do
     x = Cascade.tensor(matrix(8, 16, 3), device: :blas)
     w = Cascade.tensor(matrix(16, 4, 4), device: :blas)
     bias = Cascade.tensor(hd(matrix(1, 4, 5)), device: :blas)
@@ -83,7 +83,21 @@ defmodule CascadeBlasTest do
 
     stats = Cascade.stats()
     assert stats[{:blas, :dense, :native}].calls == 1
-    assert stats[{:blas, :conv2d, :decomposed}].calls == 1
+    assert stats[{:blas, :conv2d, :native}].calls == 1
+
+    # the kernel gradient decomposes into an im2col and a dot, which runs on OpenBLAS
+    gk =
+      Cascade.conv2d_grad_kernel(img, conv, Cascade.shape(kern), strides: [2, 2], padding: :same)
+
+    cpu_gk =
+      Cascade.conv2d_grad_kernel(Cascade.transfer(img, :cpu), cpu_conv, Cascade.shape(kern),
+        strides: [2, 2],
+        padding: :same
+      )
+
+    assert close?(gk, cpu_gk, 1.0e-6)
+    stats = Cascade.stats()
+    assert stats[{:blas, :conv2d_grad_kernel, :decomposed}].calls == 1
     assert stats[{:blas, :dot, :native}].calls >= 1
 
     on_blas = for {{:blas, _, _} = key, s} <- stats, do: {key, s}

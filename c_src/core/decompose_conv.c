@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "conv_geom.h"
 #include "decompose.h"
 
 #define OPNAME     cx_op_table[op].name
@@ -925,4 +926,31 @@ void cx_sample_conv(cx_op_id op, cx_dtype t, cx_desc *in, int *n_in, cx_params *
         cx_param_put_ints(ps, CX_P_WINDOW, window, 2);
         break;
     }
+}
+
+void cx_conv_dims_of(const cx_desc *x, const cx_desc *kern, const cx_params *ps, cx_conv_dims *v) {
+    bool nhwc = cx_param_has(ps, CX_P_LAYOUT) && ps->p[CX_P_LAYOUT].i[0] == NHWC;
+    const int64_t *xs = x->shape, *ks = kern->shape;
+    const int64_t *s = ps->p[CX_P_STRIDES].i, *d = ps->p[CX_P_KERNEL_DILATION].i;
+    const int64_t *pad = ps->p[CX_P_PADDING].i;
+    v->nhwc = nhwc;
+    v->n = xs[0];
+    v->c = nhwc ? xs[3] : xs[1];
+    v->h = nhwc ? xs[1] : xs[2];
+    v->w = nhwc ? xs[2] : xs[3];
+    v->groups = ps->p[CX_P_FEATURE_GROUP_SIZE].i[0];
+    v->og = (nhwc ? ks[3] : ks[0]) / v->groups;
+    v->cg = nhwc ? ks[2] : ks[1];
+    v->kh = nhwc ? ks[0] : ks[2];
+    v->kw = nhwc ? ks[1] : ks[3];
+    v->s0 = s[0];
+    v->s1 = s[1];
+    v->d0 = d[0];
+    v->d1 = d[1];
+    v->lo0 = pad[0];
+    v->hi0 = pad[1];
+    v->lo1 = pad[2];
+    v->hi1 = pad[3];
+    v->oh = (v->h + pad[0] + pad[1] - (v->kh - 1) * v->d0 - 1) / v->s0 + 1;
+    v->ow = (v->w + pad[2] + pad[3] - (v->kw - 1) * v->d1 - 1) / v->s1 + 1;
 }

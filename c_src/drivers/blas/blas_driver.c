@@ -5,8 +5,9 @@
  * - Native: every primitive the cpu driver runs, with the driver's own copy of the cpu kernels
  *   (linked in, hidden, as an out-of-tree driver would carry them), except that dot in f32, f64,
  *   f16 and bf16 runs on OpenBLAS GEMM (blas_dot.c); and the dense composite when its three
- *   inputs share a float type (blas_dense.c). conv2d and its gradients are not claimed: their
- *   decompositions (im2col, then one dot) run on this device, and that dot is OpenBLAS's GEMM.
+ *   inputs share a float type (blas_dense.c); conv2d on two inputs of one float type, as im2col
+ *   + GEMM per image (blas_conv.c). The conv2d gradients are not claimed: their decompositions
+ *   (a transposed convolution, which is a conv2d; im2col then one dot) run on this device.
  * - Threads: the driver's own (blas_gemm.c), as many as OpenBLAS would use (the cores, or
  *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS (any number), each running
  * OpenBLAS single-threaded on a block of the product's rows. A caller takes only the idle ones, so
@@ -62,9 +63,8 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     props->memory = pages > 0 && page > 0 ? (long long)pages * page : 0;
     props->host_memory = true;
     snprintf(props->detail, sizeof props->detail,
-             "%d threads shared by all callers, OpenBLAS single-threaded in each; dot and dense in "
-             "OpenBLAS (f16/bf16 "
-             "through f32); other ops: the cpu kernels",
+             "%d threads shared by all callers, OpenBLAS single-threaded in each; dot, dense and "
+             "conv2d in OpenBLAS (f16/bf16 through f32); other ops: the cpu kernels",
              blas_threads);
     return CX_OK;
 }
@@ -88,6 +88,8 @@ static bool is_float(cx_dtype t) {
 }
 
 static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
+    if (op == CX_OP_CONV2D)
+        return n_in == 2 && is_float(types[0]) && types[1] == types[0] ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_DENSE)
         return n_in == 3 && is_float(types[0]) && types[1] == types[0] && types[2] == types[0]
                    ? CX_CAP_SHAPE
@@ -100,6 +102,11 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
 
 static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps,
                         char *reason, size_t len) {
+    if (op == CX_OP_CONV2D) {
+        if (blas_conv2d_fits(&in[0], &in[1], ps)) return true;
+        snprintf(reason, len, "conv2d's im2col GEMM exceeds OpenBLAS's 32-bit dimensions");
+        return false;
+    }
     if (op != CX_OP_DENSE) return true;
     int64_t k = in[1].shape[0], n = in[1].shape[1], m = 1;
     for (int a = 0; a + 1 < in[0].rank; a++) m *= in[0].shape[a];
@@ -113,6 +120,7 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                             const cx_params *ps, cx_tensor *out, cx_status *st) {
     if (op == CX_OP_DOT) return blas_dot(in[0], in[1], ps, out, st);
     if (op == CX_OP_DENSE) return blas_dense(in[0], in[1], in[2], out, st);
+    if (op == CX_OP_CONV2D) return blas_conv2d(in[0], in[1], ps, out, st);
     return cx_cpu_driver()->execute(NULL, op, in, n_in, ps, out, st);
 }
 

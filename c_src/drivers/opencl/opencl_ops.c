@@ -17,6 +17,7 @@
 #include <clblast_c.h>
 #endif
 
+#include "../../core/conv_geom.h"
 #include "opencl_source.h"
 
 /* Work-items per group of the one-dimensional launches. */
@@ -193,34 +194,30 @@ static bool gemm_layout(const cx_desc *a, const cx_desc *b, const cx_params *ps,
     return true;
 }
 
-/* conv2d's geometry from the shapes and the parameters inference normalised (decompose_conv.c:
- * strides, kernel_dilation, feature_group_size and the padding as 4 integers). */
+/* conv2d's geometry (core/conv_geom.h) as the kernels take it. */
 static void conv_geometry(const cx_desc *x, const cx_desc *kern, const cx_params *ps, ocl_conv *v) {
-    memset(v, 0, sizeof *v);
-    bool nhwc = cx_param_has(ps, CX_P_LAYOUT) && ps->p[CX_P_LAYOUT].i[0] == 1;
-    const int64_t *xs = x->shape, *ks = kern->shape;
-    const int64_t *s = ps->p[CX_P_STRIDES].i, *d = ps->p[CX_P_KERNEL_DILATION].i;
-    const int64_t *pad = ps->p[CX_P_PADDING].i;
-    v->nhwc = nhwc;
-    v->n = xs[0];
-    v->c = nhwc ? xs[3] : xs[1];
-    v->h = nhwc ? xs[1] : xs[2];
-    v->w = nhwc ? xs[2] : xs[3];
-    v->groups = ps->p[CX_P_FEATURE_GROUP_SIZE].i[0];
-    v->og = (nhwc ? ks[3] : ks[0]) / v->groups;
-    v->cg = nhwc ? ks[2] : ks[1];
-    v->kh = nhwc ? ks[0] : ks[2];
-    v->kw = nhwc ? ks[1] : ks[3];
-    v->s0 = s[0];
-    v->s1 = s[1];
-    v->d0 = d[0];
-    v->d1 = d[1];
-    v->lo0 = pad[0];
-    v->lo1 = pad[2];
-    v->oh = (v->h + pad[0] + pad[1] - (v->kh - 1) * v->d0 - 1) / v->s0 + 1;
-    v->ow = (v->w + pad[2] + pad[3] - (v->kw - 1) * v->d1 - 1) / v->s1 + 1;
-    v->p = v->n * v->oh * v->ow;
-    v->k = v->cg * v->kh * v->kw;
+    cx_conv_dims g;
+    cx_conv_dims_of(x, kern, ps, &g);
+    *v = (ocl_conv){.n = g.n,
+                    .c = g.c,
+                    .h = g.h,
+                    .w = g.w,
+                    .cg = g.cg,
+                    .og = g.og,
+                    .kh = g.kh,
+                    .kw = g.kw,
+                    .oh = g.oh,
+                    .ow = g.ow,
+                    .s0 = g.s0,
+                    .s1 = g.s1,
+                    .d0 = g.d0,
+                    .d1 = g.d1,
+                    .lo0 = g.lo0,
+                    .lo1 = g.lo1,
+                    .p = g.n * g.oh * g.ow,
+                    .k = g.cg * g.kh * g.kw,
+                    .groups = g.groups,
+                    .nhwc = g.nhwc};
 }
 
 /* Bytes of the im2col matrix, UINT64_MAX when it does not fit in 63 bits. */

@@ -1,0 +1,182 @@
+/* conv2d natively: per image and group, im2col into a scratch matrix and one GEMM (blas_gemm.c)
+ * that writes the output in place, in either layout, any strides, dilations, padding and groups.
+ *
+ *   nchw: out[n] {O, OH*OW} row-major; group g's rows are W_g {og, K} . cols {K, OH*OW}, with
+ *         K = cg*KH*KW in the kernel's own order (ci, ki, kj), so the kernel is read in place.
+ *   nhwc: out[n] {OH*OW, O} row-major; group g's columns are cols {OH*OW, K} . W[:, g] {K, og},
+ *         K in the order (ki, kj, ci) of the kernel {KH, KW, cg, O}, read in place (ldb = O).
+ *
+ * The decomposition (im2col as KH*KW strided slices stacked into a tensor, then one dot over
+ * the batch) built the whole batch's im2col tensor and moved it through several ops; this keeps
+ * one image's at a time in a cached scratch. f16/bf16 are computed in f32 (the kernel widened
+ * once, the result rounded once), as the decomposition does. */
+#include <string.h>
+
+#include "../../core/conv_geom.h"
+#include "../../core/half.h"
+#include "../../core/half_array.h"
+#include "../cpu/cpu_kernels.h"
+#include "blas_kernels.h"
+
+/* Element i of t as the compute type (f32 for f16/bf16/f32, f64). */
+static inline float load_f32(const cx_tensor *t, int64_t i) {
+    switch (t->desc.dtype) {
+    case CX_F16: return cx_f16_to_f32(((const uint16_t *)t->data)[i]);
+    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    default: return ((const float *)t->data)[i];
+    }
+}
+
+/* im2col of image n, group g, into cols: nchw {K, P} (row (ci, ki, kj), column (oh, ow)); nhwc
+ * {P, K} (row (oh, ow), column (ki, kj, ci)); zeros where the window reads padding. */
+static void im2col_f32(const cx_tensor *x, const cx_conv_dims *v, int64_t n, int64_t g,
+                       float *cols) {
+    int64_t p = v->oh * v->ow;
+    if (!v->nhwc) {
+        for (int64_t ci = 0; ci < v->cg; ci++) {
+            int64_t plane = (n * v->c + g * v->cg + ci) * v->h * v->w;
+            for (int64_t ki = 0; ki < v->kh; ki++)
+                for (int64_t kj = 0; kj < v->kw; kj++, cols += p) {
+                    float *d = cols;
+                    for (int64_t oh = 0; oh < v->oh; oh++) {
+                        int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
+                        if (ih < 0 || ih >= v->h) {
+                            memset(d, 0, sizeof(float) * (size_t)v->ow);
+                            d += v->ow;
+                            continue;
+                        }
+                        int64_t row = plane + ih * v->w, iw = kj * v->d1 - v->lo1;
+                        for (int64_t ow = 0; ow < v->ow; ow++, iw += v->s1)
+                            *d++ = iw >= 0 && iw < v->w ? load_f32(x, row + iw) : 0.0f;
+                    }
+                }
+        }
+        return;
+    }
+    for (int64_t oh = 0; oh < v->oh; oh++)
+        for (int64_t ow = 0; ow < v->ow; ow++)
+            for (int64_t ki = 0; ki < v->kh; ki++) {
+                int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
+                for (int64_t kj = 0; kj < v->kw; kj++) {
+                    int64_t iw = ow * v->s1 - v->lo1 + kj * v->d1;
+                    if (ih < 0 || ih >= v->h || iw < 0 || iw >= v->w) {
+                        memset(cols, 0, sizeof(float) * (size_t)v->cg);
+                        cols += v->cg;
+                        continue;
+                    }
+                    int64_t base = ((n * v->h + ih) * v->w + iw) * v->c + g * v->cg;
+                    for (int64_t ci = 0; ci < v->cg; ci++) *cols++ = load_f32(x, base + ci);
+                }
+            }
+}
+
+static void im2col_f64(const cx_tensor *x, const cx_conv_dims *v, int64_t n, int64_t g,
+                       double *cols) {
+    const double *src = x->data;
+    int64_t p = v->oh * v->ow;
+    if (!v->nhwc) {
+        for (int64_t ci = 0; ci < v->cg; ci++) {
+            int64_t plane = (n * v->c + g * v->cg + ci) * v->h * v->w;
+            for (int64_t ki = 0; ki < v->kh; ki++)
+                for (int64_t kj = 0; kj < v->kw; kj++, cols += p) {
+                    double *d = cols;
+                    for (int64_t oh = 0; oh < v->oh; oh++) {
+                        int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
+                        int64_t row = plane + ih * v->w, iw = kj * v->d1 - v->lo1;
+                        bool hin = ih >= 0 && ih < v->h;
+                        for (int64_t ow = 0; ow < v->ow; ow++, iw += v->s1)
+                            *d++ = hin && iw >= 0 && iw < v->w ? src[row + iw] : 0.0;
+                    }
+                }
+        }
+        return;
+    }
+    for (int64_t oh = 0; oh < v->oh; oh++)
+        for (int64_t ow = 0; ow < v->ow; ow++)
+            for (int64_t ki = 0; ki < v->kh; ki++) {
+                int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
+                for (int64_t kj = 0; kj < v->kw; kj++) {
+                    int64_t iw = ow * v->s1 - v->lo1 + kj * v->d1;
+                    bool in = ih >= 0 && ih < v->h && iw >= 0 && iw < v->w;
+                    int64_t base = ((n * v->h + ih) * v->w + iw) * v->c + g * v->cg;
+                    for (int64_t ci = 0; ci < v->cg; ci++) *cols++ = in ? src[base + ci] : 0.0;
+                }
+            }
+}
+
+bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
+    cx_conv_dims v;
+    cx_conv_dims_of(x, kern, ps, &v);
+    int64_t o = v.groups * v.og, p = v.oh * v.ow, k = v.cg * v.kh * v.kw;
+    /* the scratch is p x k elements of at most 8 bytes */
+    return blas_dims_fit(p, o, k) && (k == 0 || p <= INT64_MAX / 8 / k);
+}
+
+cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
+                    cx_status *st) {
+    if (out->numel == 0) return CX_OK;
+    cx_conv_dims v;
+    cx_conv_dims_of(&x->desc, &kern->desc, ps, &v);
+    int64_t p = v.oh * v.ow, k = v.cg * v.kh * v.kw, o = v.groups * v.og;
+    cx_dtype t = out->desc.dtype;
+    if (k == 0) { /* no input channels: empty sums */
+        memset(out->data, 0, out->nbytes);
+        return CX_OK;
+    }
+    bool f64 = t == CX_F64, half = t == CX_F16 || t == CX_BF16;
+    size_t es = f64 ? sizeof(double) : sizeof(float);
+    void *cols = cpu_buffer_get(es * (size_t)(p * k));
+    float *w32 = half ? cpu_buffer_get(sizeof(float) * (size_t)kern->numel) : NULL;
+    float *y32 = half ? cpu_buffer_get(sizeof(float) * (size_t)(p * o)) : NULL;
+    bool ok = cols && (!half || (w32 && y32));
+    if (ok && half) {
+        if (t == CX_F16)
+            cx_f16_to_f32_array(kern->data, w32, kern->numel);
+        else
+            cx_bf16_to_f32_array(kern->data, w32, kern->numel);
+    }
+    const void *w = half ? w32 : kern->data;
+    for (int64_t n = 0; ok && n < v.n; n++) {
+        char *y = half ? (char *)y32 : (char *)out->data + es * (size_t)(n * p * o);
+        for (int64_t g = 0; g < v.groups; g++) {
+            if (f64)
+                im2col_f64(x, &v, n, g, cols);
+            else
+                im2col_f32(x, &v, n, g, cols);
+            blas_gemm_args a;
+            if (!v.nhwc) /* W_g {og, K} (rows g*og..) . cols {K, P} -> out rows g*og.. */
+                a = (blas_gemm_args){f64,
+                                     CblasNoTrans,
+                                     CblasNoTrans,
+                                     (int)v.og,
+                                     (int)p,
+                                     (int)k,
+                                     (const char *)w + es * (size_t)(g * v.og * k),
+                                     (int)k,
+                                     cols,
+                                     (int)p,
+                                     0.0,
+                                     y + es * (size_t)(g * v.og * p),
+                                     (int)p};
+            else /* cols {P, K} . W[:, g*og..] {K, og} (ldb = O) -> out columns g*og.. */
+                a = (blas_gemm_args){
+                    f64,    CblasNoTrans, CblasNoTrans,
+                    (int)p, (int)v.og,    (int)k,
+                    cols,   (int)k,       (const char *)w + es * (size_t)(g * v.og),
+                    (int)o, 0.0,          y + es * (size_t)(g * v.og),
+                    (int)o};
+            blas_gemm(&a);
+        }
+        if (half) {
+            uint16_t *h = (uint16_t *)out->data + n * p * o;
+            if (t == CX_F16)
+                cx_f32_to_f16_array(y32, h, p * o);
+            else
+                cx_f32_to_bf16_array(y32, h, p * o);
+        }
+    }
+    cpu_buffer_put(cols);
+    cpu_buffer_put(w32);
+    cpu_buffer_put(y32);
+    return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the im2col scratch of conv2d");
+}
