@@ -32,19 +32,34 @@ static void test_large_buffers_are_reused(void **state) {
 static void test_old_sizes_make_room(void **state) {
     (void)state;
     cpu_buffer_trim();
-    /* fill the cache (64 MiB) with 1 MiB buffers nobody will ask for again */
-    void *old[64];
-    for (int k = 0; k < 64; k++) old[k] = cpu_buffer_get(1 << 20);
-    for (int k = 0; k < 64; k++) cpu_buffer_put(old[k]);
+    /* fill the cache's bytes with 1 MiB buffers nobody will ask for again */
+    enum { N_OLD = (int)(CPU_BUFFER_CACHE_CAP >> 20) };
+    static void *old[N_OLD];
+    for (int k = 0; k < N_OLD; k++) old[k] = cpu_buffer_get(1 << 20);
+    for (int k = 0; k < N_OLD; k++) cpu_buffer_put(old[k]);
     /* a 4 MiB buffer freed now must still be cached, evicting the oldest */
     void *big = cpu_buffer_get(4 << 20);
     cpu_buffer_put(big);
     assert_ptr_equal(cpu_buffer_get(4 << 20), big);
     cpu_buffer_put(big);
     /* a buffer larger than the whole cache is simply freed */
-    void *huge = cpu_buffer_get((size_t)65 << 20);
+    void *huge = cpu_buffer_get(CPU_BUFFER_CACHE_CAP + (1 << 20));
     assert_non_null(huge);
     cpu_buffer_put(huge);
+    cpu_buffer_trim();
+}
+
+/* Full of small cached buffers (every slot taken), a new one still gets a slot. */
+static void test_old_slots_make_room(void **state) {
+    (void)state;
+    cpu_buffer_trim();
+    static void *old[CPU_BUFFER_CACHE_SLOTS];
+    for (int k = 0; k < CPU_BUFFER_CACHE_SLOTS; k++) old[k] = cpu_buffer_get(64 << 10);
+    for (int k = 0; k < CPU_BUFFER_CACHE_SLOTS; k++) cpu_buffer_put(old[k]);
+    void *other = cpu_buffer_get(128 << 10);
+    cpu_buffer_put(other);
+    assert_ptr_equal(cpu_buffer_get(128 << 10), other);
+    cpu_buffer_put(other);
     cpu_buffer_trim();
 }
 
@@ -53,6 +68,7 @@ int main(void) {
         cmocka_unit_test(test_alignment_and_small_buffers),
         cmocka_unit_test(test_large_buffers_are_reused),
         cmocka_unit_test(test_old_sizes_make_room),
+        cmocka_unit_test(test_old_slots_make_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

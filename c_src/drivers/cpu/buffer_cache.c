@@ -8,7 +8,12 @@
  * loop that makes tensors of the same shapes again and again. When the cache is full the
  * buffers freed longest ago make room: a cache filled once with sizes no longer asked for
  * would otherwise keep the current ones out (that made the benchmark's 1M add 6x slower
- * after the dot cases had run). */
+ * after the dot cases had run).
+ *
+ * Sizes: Cascade asks a process to collect once a device's tensors have grown by gc_interval (64
+ * MiB by default; core/device.c), so up to that much garbage comes back at once; the cache holds
+ * twice that, in as many slots as 256 KiB buffers take (a 256 x 256 f32 dot in a loop: 64 slots let
+ * three results in four miss the cache and fault their pages in, 1.2x slower). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -16,8 +21,8 @@
 
 #define HEADER      64          /* keeps the data 64-byte aligned */
 #define CACHED_MIN  (64u << 10) /* smaller buffers are cheap for libc */
-#define CACHE_SLOTS 64
-#define CACHE_CAP   ((size_t)64 << 20) /* at most this many bytes kept idle */
+#define CACHE_SLOTS CPU_BUFFER_CACHE_SLOTS
+#define CACHE_CAP   CPU_BUFFER_CACHE_CAP
 
 typedef struct {
     size_t size; /* rounded data size */
