@@ -278,6 +278,9 @@ static const char prelude[] =
     "ost[8]; } cx_pad;\n"
     "typedef struct { long n, c, h, w, cg, og, kh, kw, oh, ow, s0, s1, d0, d1, lo0, lo1, p, k, "
     "groups, nhwc; } cx_conv;\n"
+    "typedef struct { long n; int k; int pad; long dims[8]; } cx_ixc;\n"
+    "typedef struct { long n, dim, count, inner; } cx_take;\n"
+    "typedef struct { long n, block; int k, rank; long ist[8], shape[8], st[8]; } cx_gather;\n"
     "void bc_offsets(const cx_bc *b, long i, long *off) {\n"
     "  off[0] = off[1] = off[2] = 0;\n"
     "  if (b->rank == 1) { off[0] = i * b->st[0][0]; off[1] = i * b->st[1][0]; "
@@ -449,6 +452,118 @@ static void reduce_kernels(text *b, bool fp64) {
         }
 }
 
+/* argmax and argmin over rows {outer, n, inner} (cx_rows), the s64 position along n, as the cpu
+ * driver picks it: scanning in order, an element replaces the best so far when it is greater
+ * (argmin: smaller), or equal and ties go high; NaN beats every number, and among NaNs the first
+ * wins (ties low) or the last (ties high). The serial form gives each output one work-item; the
+ * group form splits a row over RG work-items, each scanning every RG-th element, then merges
+ * the candidates pairwise: a NaN beats a number, the better value wins, equal values (or two
+ * NaNs) keep the lower position (ties low) or the higher (ties high). */
+static void arg_kernels(text *b, bool fp64) {
+    for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+        if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
+        const ocl_type *it = &types[t];
+        bool fl = it->cls == 'f';
+        for (int max = 0; max < 2; max++) {
+            const char *name = max ? "argmax" : "argmin", *gt = max ? ">" : "<";
+            add(b, "#define CT %s\n#define TIE(p, q) (high ? (p) > (q) : (p) < (q))\n",
+                it->compute);
+            if (fl)
+                add(b,
+                    "#define TAKE(v, w) ((v) != (v) ? ((w) == (w) || high) : (w) != (w) ? 0 : "
+                    "(v) == (w) ? high : (v) %s (w))\n"
+                    "#define BETTER(c, ic, a, ia) ((c) != (c) ? ((a) != (a) ? TIE(ic, ia) : 1) : "
+                    "(a) != (a) ? 0 : (c) == (a) ? TIE(ic, ia) : (c) %s (a))\n",
+                    gt, gt);
+            else
+                add(b,
+                    "#define TAKE(v, w) ((v) == (w) ? high : (v) %s (w))\n"
+                    "#define BETTER(c, ic, a, ia) ((c) == (a) ? TIE(ic, ia) : (c) %s (a))\n",
+                    gt, gt);
+            add(b,
+                "__kernel void %s_%s_serial(__global long *o, __global const %s *x, const cx_rows "
+                "r, const int high) {\n"
+                "  long g = get_global_id(0); if (g >= r.outer * r.inner) return;\n"
+                "  long base = (g / r.inner) * r.n * r.inner + g %% r.inner;\n"
+                "  CT best = LD_%s(x, base); long at = 0;\n"
+                "  for (long j = 1; j < r.n; j++) { CT v = LD_%s(x, base + j * r.inner); "
+                "if (TAKE(v, best)) { best = v; at = j; } }\n"
+                "  o[g] = at;\n}\n",
+                name, it->tag, it->store, it->tag, it->tag);
+            add(b,
+                "__kernel void %s_%s_group(__global long *o, __global const %s *x, const cx_rows "
+                "r, const int high) {\n"
+                "  __local CT bv[RG]; __local long bi[RG];\n"
+                "  long g = get_group_id(0); int l = get_local_id(0);\n"
+                "  long base = (g / r.inner) * r.n * r.inner + g %% r.inner;\n"
+                "  CT best = 0; long at = -1;\n"
+                "  for (long j = l; j < r.n; j += RG) { CT v = LD_%s(x, base + j * r.inner); "
+                "if (at < 0 || TAKE(v, best)) { best = v; at = j; } }\n"
+                "  bv[l] = best; bi[l] = at;\n"
+                "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+                "  for (int w = RG / 2; w > 0; w >>= 1) {\n"
+                "    if (l < w) { CT a = bv[l], c = bv[l + w]; long ia = bi[l], ic = bi[l + w];\n"
+                "      if (ic >= 0 && (ia < 0 || BETTER(c, ic, a, ia))) { bv[l] = c; bi[l] = ic; } "
+                "}\n"
+                "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+                "  }\n"
+                "  if (l == 0) o[g] = bi[0];\n}\n"
+                "#undef CT\n#undef TIE\n#undef TAKE\n#undef BETTER\n",
+                name, it->tag, it->store, it->tag);
+        }
+    }
+}
+
+/* iota and eye: element i gets an integer (its position along the axis; 1 on the diagonal, else
+ * 0) converted to the type as the cpu driver converts integers: wrapping into integer types,
+ * rounding to nearest into floats. */
+static void create_kernels(text *b, bool fp64) {
+    for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+        if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
+        const ocl_type *it = &types[t];
+        const char *conv = conversion(CX_S64, (cx_dtype)t);
+        add(b,
+            "__kernel void iota_%s(__global %s *o, const long n, const long len, const long "
+            "inner) {\n"
+            "  long i = get_global_id(0); if (i >= n) return;\n"
+            "  long x = (i / inner) %% len;\n"
+            "  ST_%s(o, i, %s);\n}\n"
+            "__kernel void eye_%s(__global %s *o, const long n, const long cols, const long "
+            "square) {\n"
+            "  long i = get_global_id(0); if (i >= n) return;\n"
+            "  long e = i %% square, x = e / cols == e %% cols;\n"
+            "  ST_%s(o, i, %s);\n}\n",
+            it->tag, it->store, it->tag, conv, it->tag, it->store, it->tag, conv);
+    }
+}
+
+/* take and gather move elements by element size, like the other layout ops; index_check flags
+ * any index outside its axis first (the host reads the flag before moving anything). */
+static void index_kernels(text *b) {
+    static const char *const raw[] = {"uchar", "ushort", "uint", "ulong"};
+    add(b, "__kernel void index_check(__global int *bad, __global const long *ix, const cx_ixc "
+           "c) {\n"
+           "  long i = get_global_id(0); if (i >= c.n) return;\n"
+           "  long v = ix[i];\n"
+           "  if (v < 0 || v >= c.dims[i %% c.k]) *bad = 1;\n}\n");
+    for (int k = 0; k < 4; k++)
+        add(b,
+            "__kernel void take_%d(__global %s *o, __global const %s *a, __global const long *ix, "
+            "const cx_take t) {\n"
+            "  long i = get_global_id(0); if (i >= t.n) return;\n"
+            "  long e = i %% t.inner, r = i / t.inner, j = r %% t.count, q = r / t.count;\n"
+            "  o[i] = a[(q * t.dim + ix[j]) * t.inner + e];\n}\n"
+            "__kernel void gather_%d(__global %s *o, __global const %s *a, __global const long "
+            "*ix, const cx_gather g) {\n"
+            "  long i = get_global_id(0); if (i >= g.n) return;\n"
+            "  long r = i / g.block, e = i %% g.block, off = 0;\n"
+            "  for (int j = 0; j < g.k; j++) off += ix[r * g.k + j] * g.ist[j];\n"
+            "  for (int k = g.rank - 1; k >= 0; k--) { long s = g.shape[k]; off += (e %% s) * "
+            "g.st[k]; e /= s; }\n"
+            "  o[i] = a[off];\n}\n",
+            1 << k, raw[k], raw[k], 1 << k, raw[k], raw[k]);
+}
+
 /* softmax and log_softmax as their decompositions compute them, fused: one work-item per row,
  * exp(x - max) / sum and (x - max) - log(sum). layer_norm: (x - mean) * (1 / sqrt(variance +
  * epsilon)) * gamma + beta, the mean and the biased variance over the row. */
@@ -565,6 +680,9 @@ char *ocl_source(bool fp64) {
     cast_kernels(&b, fp64);
     copy_kernels(&b);
     reduce_kernels(&b, fp64);
+    arg_kernels(&b, fp64);
+    create_kernels(&b, fp64);
+    index_kernels(&b);
     nn_kernels(&b, fp64);
     conv_kernels(&b, fp64);
     if (b.oom) {
