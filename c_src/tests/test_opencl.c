@@ -94,6 +94,7 @@ static cx_tensor *moved(cx_tensor *x, cx_device *to) {
 static double tolerance(cx_dtype t, double scale) {
     switch (t) {
     case CX_F16: return scale * 2e-3;
+    case CX_BF16: return scale * 1.6e-2;
     case CX_F32: return scale * 4e-6;
     case CX_F64: return scale * 1e-13;
     default: return 0;
@@ -143,7 +144,7 @@ static void check(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0, doub
     for (int j = 0; j < n; j++) tu_drop(din[j]);
 }
 
-static const cx_dtype all_types[] = {CX_F16, CX_F32, CX_F64, CX_U8, CX_S32, CX_S64};
+static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8, CX_S32, CX_S64};
 #define N_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
 
 static bool claimed(cx_op_id op, cx_dtype t) {
@@ -162,8 +163,9 @@ static void test_device_properties(void **state) {
     assert_non_null(strstr(ocl->props.detail, "f16"));
     assert_true(strcmp(ocl->props.kind, "cpu") == 0 || strcmp(ocl->props.kind, "gpu") == 0 ||
                 strcmp(ocl->props.kind, "accelerator") == 0);
-    /* bf16 has no kernels: refused, so the dispatcher decomposes or falls back */
-    assert_false(claimed(CX_OP_ADD, CX_BF16));
+    /* bf16 is computed in f32 like f16; its composites decompose into those kernels */
+    assert_true(claimed(CX_OP_ADD, CX_BF16));
+    assert_false(claimed(CX_OP_SOFTMAX, CX_BF16));
 }
 
 static void test_elementwise(void **state) {
@@ -511,6 +513,97 @@ static void test_take_gather(void **state) {
     tu_drop(x);
 }
 
+/* Runs op on both devices and asserts the results are the same bits (NaN payloads included). */
+static void check_bits(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0) {
+    cx_tensor *din[2] = {NULL};
+    for (int j = 0; j < n; j++) din[j] = moved(in[j], ocl);
+    cx_params ps = ps0 ? *ps0 : (cx_params){0}, ps_cpu = ps;
+    cx_tensor got, want;
+    cx_status st = {0};
+    if (cx_run(op, ocl, din, n, &ps, &got, &st) != CX_OK) fail_msg("opencl: %s", st.message);
+    if (cx_run(op, cpu, in, n, &ps_cpu, &want, &st) != CX_OK) fail_msg("cpu: %s", st.message);
+    cx_tensor *back = moved(&got, cpu);
+    assert_int_equal(back->nbytes, want.nbytes);
+    const uint16_t *a = back->data, *b = want.data;
+    for (size_t i = 0; i < want.nbytes / 2; i++)
+        if (a[i] != b[i])
+            fail_msg("%s from %s, element %zu: opencl 0x%04x, cpu 0x%04x", cx_op_table[op].name,
+                     cx_dtype_name(in[0]->desc.dtype), i, a[i], b[i]);
+    tu_drop(back);
+    cx_tensor_free(&got);
+    cx_tensor_free(&want);
+    for (int j = 0; j < n; j++) tu_drop(din[j]);
+}
+
+/* A cpu tensor of n elements of type t holding these raw bits. */
+static cx_tensor *bits_tensor(cx_dtype t, int64_t n, const void *bits) {
+    cx_tensor *x = tu_tensor(t, 1, &n, (const double[16]){0});
+    memcpy(x->data, bits, x->nbytes);
+    return x;
+}
+
+/* bf16 rounding, bit for bit the cpu's: ties to even, NaN keeping its sign and top payload bits
+ * with the quiet bit set, overflow to infinity, subnormals; a double just above a tie (rounded
+ * twice through f32 it would land on the tie and go to even); integers beyond 2^24 rounded
+ * once; and arithmetic on the stored values. */
+static void test_bf16_bits(void **state) {
+    NEED_DEVICE;
+    static const uint32_t f32_bits[16] = {0x3f808000, /* 1 + 2^-8: a tie, to even (1) */
+                                          0x3f818000, /* 1 + 3 * 2^-8: a tie, to even (up) */
+                                          0x3f808001, /* just above a tie */
+                                          0x7fa12345, /* signalling NaN with a payload */
+                                          0xffc00001, /* negative quiet NaN */
+                                          0x7f7fffff, /* the largest f32: rounds to infinity */
+                                          0x00000001, /* the smallest subnormal */
+                                          0x807fffff, /* the largest negative subnormal */
+                                          0x80000000, 0x7f800000, 0xff800000, 0x3f800000,
+                                          0xc2c80000, 0x0001ffff, 0x477fe000, 0x33800000};
+    static const double f64_vals[6] = {
+        1 + 0x1p-8 + 0x1p-40, -(1 + 0x1p-8 + 0x1p-40), 1e300, 1e-300, 3.0e38, -0.0};
+    static const int64_t s64_vals[6] = {(INT64_C(1) << 40) + (INT64_C(1) << 32) + 1,
+                                        -((INT64_C(1) << 40) + (INT64_C(1) << 32) + 1),
+                                        (INT64_C(1) << 24) + 1,
+                                        INT64_MAX,
+                                        INT64_MIN,
+                                        -3};
+    cx_params to_bf16 = {0};
+    cx_param_put_int(&to_bf16, CX_P_TYPE, CX_BF16);
+    cx_tensor *f = bits_tensor(CX_F32, 16, f32_bits);
+    cx_tensor *in[2] = {f};
+    check_bits(CX_OP_AS_TYPE, in, 1, &to_bf16);
+    cx_tensor *d = bits_tensor(CX_F64, 6, f64_vals);
+    in[0] = d;
+    if (claimed(CX_OP_AS_TYPE, CX_F64)) check_bits(CX_OP_AS_TYPE, in, 1, &to_bf16);
+    cx_tensor *i = bits_tensor(CX_S64, 6, s64_vals);
+    in[0] = i;
+    check_bits(CX_OP_AS_TYPE, in, 1, &to_bf16);
+    /* arithmetic in f32, one rounding: the bf16 values of the f32 bits above, paired with a
+     * reversed copy (NaN payloads propagate as the cpu's do) */
+    cx_tensor *b = NULL, *r = NULL;
+    cx_tensor *one[1] = {f};
+    cx_status st = {0};
+    cx_tensor tb;
+    assert_int_equal(cx_run(CX_OP_AS_TYPE, cpu, one, 1, &to_bf16, &tb, &st), CX_OK);
+    b = bits_tensor(CX_BF16, 16, tb.data);
+    cx_params rev = {0};
+    cx_tensor tr;
+    one[0] = b;
+    assert_int_equal(cx_run(CX_OP_REVERSE, cpu, one, 1, &rev, &tr, &st), CX_OK);
+    r = bits_tensor(CX_BF16, 16, tr.data);
+    static const cx_op_id ops[] = {CX_OP_ADD, CX_OP_MULTIPLY, CX_OP_MAX, CX_OP_NEGATE, CX_OP_ABS};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        cx_tensor *ab[2] = {b, r};
+        check_bits(ops[k], ab, cx_op_tensor_arity(ops[k]), NULL);
+    }
+    cx_tensor_free(&tb);
+    cx_tensor_free(&tr);
+    tu_drop(b);
+    tu_drop(r);
+    tu_drop(f);
+    tu_drop(d);
+    tu_drop(i);
+}
+
 /* conv2d: im2col + GEMM on the device against the cpu's decomposition, over strides, padding
  * (valid, same, explicit with a crop), dilation, 1-3 feature groups, both layouts, a batch of 2
  * or 3, f16/f32/f64; the tolerance scales with the contraction length cg * kh * kw. */
@@ -646,6 +739,7 @@ int main(void) {
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_composites),
+        cmocka_unit_test(test_bf16_bits),
         cmocka_unit_test(test_argreduce),
         cmocka_unit_test(test_creation),
         cmocka_unit_test(test_take_gather),

@@ -3,14 +3,14 @@
  *
  * Native: elementwise unary/binary/compare/logical ops (the expressions of opencl_source.c),
  * select and clip, as_type, sum/product/reduce_max/reduce_min/all/any, argmax/argmin, iota and
- * eye, for f16 (stored; computed in f32), f32, f64 (with cl_khr_fp64), u8, s32 and s64; reshape,
- * squeeze, transpose, broadcast, slice, reverse, pad, concatenate, take, gather and full for
- * every type (elements moved by size); dot on f32/f64 through CLBlast when its operands are
- * [batch, rows, cols] blocks (shape-dependent); the composites softmax and log_softmax,
+ * eye, for f16 and bf16 (stored; computed in f32), f32, f64 (with cl_khr_fp64), u8, s32 and s64;
+ * reshape, squeeze, transpose, broadcast, slice, reverse, pad, concatenate, take, gather and
+ * full for every type (elements moved by size); dot on f32/f64 through CLBlast when its operands
+ * are [batch, rows, cols] blocks (shape-dependent); the composites softmax and log_softmax,
  * layer_norm over trailing axes (shape-dependent), and conv2d on floats through im2col + a
  * CLBlast GEMM (every geometry; refused only when the scratch exceeds the device's largest
- * buffer). Everything else is refused, so the dispatcher decomposes it or moves it to the cpu.
- * bf16 has no arithmetic kernels.
+ * buffer), except for bf16, where they decompose into the primitives. Everything else is
+ * refused, so the dispatcher decomposes it or moves it to the cpu.
  *
  * take and gather check their indices before moving anything, as the cpu driver does: a kernel
  * flags a bad index and the host reads the flag back, so these two ops wait for the device. */

@@ -3,6 +3,10 @@
  *
  * - f16 is storage only: loaded with vload_half into f32, computed in f32, stored with
  *   vstore_half_rte (one rounding, like the cpu driver), so no device needs cl_khr_fp16.
+ * - bf16 likewise: the top half of an f32, widened by a shift, computed in f32 and rounded to
+ *   nearest even on store with the cpu driver's rules (core/half.h): NaN keeps its sign and top
+ *   payload bits and gets the quiet bit, a double rounds to odd into f32 first (one rounding
+ *   in all), an integer is rounded once.
  * - Integer arithmetic runs in the unsigned type, which wraps, like the cpu driver.
  * - Sums and softmax denominators accumulate in double where the device has cl_khr_fp64 (the
  *   cpu driver reduces floats in double too), else in float. */
@@ -60,6 +64,7 @@ typedef struct {
 
 static const ocl_type types[CX_DTYPE_COUNT] = {
     [CX_F16] = {"f16", "half", "float", NULL, "ushort", 'f'},
+    [CX_BF16] = {"bf16", "ushort", "float", NULL, "ushort", 'f'},
     [CX_F32] = {"f32", "float", "float", NULL, "float", 'f'},
     [CX_F64] = {"f64", "double", "double", NULL, "double", 'f'},
     [CX_U8] = {"u8", "uchar", "uchar", "uint", "uchar", 'u'},
@@ -322,6 +327,22 @@ static const char prelude[] =
     "  return 0;\n"
     "}\n";
 
+/* bf16 as the cpu driver converts it (core/half.h): cx_bf16_to_f32, cx_bf16_from_f32, and an
+ * integer rounded once (truncated into f32 with a sticky bit, then rounded to nearest even). */
+static const char bf16_prelude[] =
+    "#define LD_bf16(p, i) as_float((uint)(p)[i] << 16)\n"
+    "ushort bf16_of_float(float f) {\n"
+    "  uint u = as_uint(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40);\n"
+    "  u += 0x7fffu + ((u >> 16) & 1);\n"
+    "  return (ushort)(u >> 16);\n"
+    "}\n"
+    "float bf16_round_long(long x) {\n"
+    "  float f = convert_float_rtz(x);\n"
+    "  if (convert_long(f) != x) f = as_float(as_uint(f) | 1);\n"
+    "  return as_float((uint)bf16_of_float(f) << 16);\n"
+    "}\n";
+
 static void elementwise_kernels(text *b, bool fp64) {
     for (int op = 0; op < CX_OP_COUNT; op++) {
         cx_op_kind kind = cx_op_table[op].kind;
@@ -355,7 +376,8 @@ static void elementwise_kernels(text *b, bool fp64) {
 static void select_kernels(text *b, bool fp64) {
     for (int p = 0; p < CX_DTYPE_COUNT; p++) {
         if (!ocl_type_supported((cx_dtype)p, fp64)) continue;
-        const char *truth = p == CX_F16 ? "(c[off[0]] & 0x7fff) != 0" : "c[off[0]] != 0";
+        bool half = p == CX_F16 || p == CX_BF16;
+        const char *truth = half ? "(c[off[0]] & 0x7fff) != 0" : "c[off[0]] != 0";
         for (int t = 0; t < CX_DTYPE_COUNT; t++) {
             if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
             const char *raw = types[t].raw;
@@ -393,6 +415,7 @@ static const char *conversion(cx_dtype s, cx_dtype d) {
     bool fs = types[s].cls == 'f';
     switch (d) {
     case CX_F16: return fs ? "x" : "convert_float_rte(x)";
+    case CX_BF16: return fs ? "x" : "bf16_round_long((long)x)";
     case CX_F32: return "convert_float_rte(x)";
     case CX_F64: return "convert_double_rte(x)";
     case CX_U8: return fs ? "convert_uchar_sat_rtz(x)" : "(uchar)x";
@@ -569,7 +592,7 @@ static void index_kernels(text *b) {
  * epsilon)) * gamma + beta, the mean and the biased variance over the row. */
 static void nn_kernels(text *b, bool fp64) {
     for (int t = 0; t < CX_DTYPE_COUNT; t++) {
-        if (types[t].cls != 'f' || !ocl_type_supported((cx_dtype)t, fp64)) continue;
+        if (types[t].cls != 'f' || t == CX_BF16 || !ocl_type_supported((cx_dtype)t, fp64)) continue;
         const ocl_type *it = &types[t];
         for (int log_form = 0; log_form < 2; log_form++)
             add(b,
@@ -620,7 +643,7 @@ static void nn_kernels(text *b, bool fp64) {
  * Both loop over a contiguous run per work-item, so the divisions are per row. */
 static void conv_kernels(text *b, bool fp64) {
     for (int t = 0; t < CX_DTYPE_COUNT; t++) {
-        if (types[t].cls != 'f' || !ocl_type_supported((cx_dtype)t, fp64)) continue;
+        if (types[t].cls != 'f' || t == CX_BF16 || !ocl_type_supported((cx_dtype)t, fp64)) continue;
         const ocl_type *it = &types[t];
         add(b,
             "#define CT %s\n"
@@ -674,7 +697,24 @@ char *ocl_source(bool fp64) {
         add(&b, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#define ACC double\n");
     else
         add(&b, "#define ACC float\n");
-    add(&b, "#define RG %d\n%s", OCL_REDUCE_GROUP, prelude);
+    add(&b, "#define RG %d\n%s%s", OCL_REDUCE_GROUP, prelude, bf16_prelude);
+    /* a double rounds to odd into f32, then to nearest even into bf16 (cx_bf16_from_f64); the
+     * store picks the conversion by the size of the value: only floats and doubles reach it */
+    if (fp64)
+        add(&b, "%s",
+            "ushort bf16_of_double(double d) {\n"
+            "  float f = (float)d;\n"
+            "  if (f == f && (double)f != d) {\n"
+            "    uint u = as_uint(f); double back = (double)f;\n"
+            "    if ((back > d && d > 0) || (back < d && d < 0)) u -= 1;\n"
+            "    f = as_float(u | 1);\n"
+            "  }\n"
+            "  return bf16_of_float(f);\n"
+            "}\n"
+            "#define ST_bf16(p, i, v) ((p)[i] = sizeof(v) == 8 ? bf16_of_double((double)(v)) : "
+            "bf16_of_float((float)(v)))\n");
+    else
+        add(&b, "#define ST_bf16(p, i, v) ((p)[i] = bf16_of_float((float)(v)))\n");
     elementwise_kernels(&b, fp64);
     select_kernels(&b, fp64);
     cast_kernels(&b, fp64);
