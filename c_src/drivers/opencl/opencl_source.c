@@ -549,7 +549,7 @@ static void create_kernels(text *b, bool fp64) {
             "__kernel void iota_%s(__global %s *o, const long n, const long len, const long "
             "inner) {\n"
             "  long i = get_global_id(0); if (i >= n) return;\n"
-            "  long x = (i / inner) %% len;\n"
+            "  long x = inner == 1 ? (len == n ? i : i %% len) : (i / inner) %% len;\n"
             "  ST_%s(o, i, %s);\n}\n"
             "__kernel void eye_%s(__global %s *o, const long n, const long cols, const long "
             "square) {\n"
@@ -561,25 +561,28 @@ static void create_kernels(text *b, bool fp64) {
 }
 
 /* take and gather move elements by element size, like the other layout ops; index_check flags
- * any index outside its axis first (the host reads the flag before moving anything). */
+ * any index outside its axis first (the host reads the flag before moving anything). The
+ * 64-bit divisions are skipped where a size is 1 (on PoCL they cost more than the moves). */
 static void index_kernels(text *b) {
     static const char *const raw[] = {"uchar", "ushort", "uint", "ulong"};
     add(b, "__kernel void index_check(__global int *bad, __global const long *ix, const cx_ixc "
            "c) {\n"
            "  long i = get_global_id(0); if (i >= c.n) return;\n"
            "  long v = ix[i];\n"
-           "  if (v < 0 || v >= c.dims[i %% c.k]) *bad = 1;\n}\n");
+           "  if (v < 0 || v >= c.dims[c.k == 1 ? 0 : i %% c.k]) *bad = 1;\n}\n");
     for (int k = 0; k < 4; k++)
         add(b,
             "__kernel void take_%d(__global %s *o, __global const %s *a, __global const long *ix, "
             "const cx_take t) {\n"
             "  long i = get_global_id(0); if (i >= t.n) return;\n"
-            "  long e = i %% t.inner, r = i / t.inner, j = r %% t.count, q = r / t.count;\n"
+            "  long e = t.inner == 1 ? 0 : i %% t.inner, r = t.inner == 1 ? i : i / t.inner;\n"
+            "  long j = r < t.count ? r : r %% t.count, q = r < t.count ? 0 : r / t.count;\n"
             "  o[i] = a[(q * t.dim + ix[j]) * t.inner + e];\n}\n"
             "__kernel void gather_%d(__global %s *o, __global const %s *a, __global const long "
             "*ix, const cx_gather g) {\n"
             "  long i = get_global_id(0); if (i >= g.n) return;\n"
-            "  long r = i / g.block, e = i %% g.block, off = 0;\n"
+            "  long r = g.block == 1 ? i : i / g.block, e = g.block == 1 ? 0 : i %% g.block, off = "
+            "0;\n"
             "  for (int j = 0; j < g.k; j++) off += ix[r * g.k + j] * g.ist[j];\n"
             "  for (int k = g.rank - 1; k >= 0; k--) { long s = g.shape[k]; off += (e %% s) * "
             "g.st[k]; e /= s; }\n"
