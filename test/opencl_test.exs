@@ -34,14 +34,24 @@ defmodule CascadeOpenCLTest do
     x = f32(Enum.map(1..24, &(&1 / 7 - 1.5)), {4, 6})
     d = Cascade.transfer(x, :opencl)
 
+    idx = Cascade.transfer(Cascade.tensor([2, 0, 2]), :opencl)
+
     for {op, args} <- [
           {:add, [d, d]},
           {:exp, [d]},
           {:softmax, [d]},
-          {:sum, [d]}
+          {:sum, [d]},
+          {:argmax, [d]},
+          {:take, [d, idx]}
         ] do
       assert %{route: :native, device: :opencl} = Cascade.explain(op, args)
     end
+
+    assert Cascade.to_list(Cascade.argmax(d, axis: 1)) ==
+             Cascade.to_list(Cascade.argmax(x, axis: 1))
+
+    assert Cascade.to_list(Cascade.take(d, idx, axis: 1)) ==
+             Cascade.to_list(Cascade.take(x, Cascade.tensor([2, 0, 2]), axis: 1))
 
     want = Cascade.softmax(x, axis: 1) |> Cascade.to_list() |> List.flatten()
     got = Cascade.softmax(d, axis: 1)
@@ -56,12 +66,12 @@ defmodule CascadeOpenCLTest do
 
   test "ops it does not claim are refused and run elsewhere, visibly" do
     d = Cascade.transfer(Cascade.tensor([3, 1, 2]), :opencl)
-    # argmax has no opencl kernel: the plan says so and moves it to the cpu
-    assert %{route: :cpu_fallback, reason: reason} = Cascade.explain(:argmax, [d])
+    # integer dot has no opencl kernel: the plan says so and moves it to the cpu
+    assert %{route: :cpu_fallback, reason: reason} = Cascade.explain(:dot, [d, d])
     assert reason =~ "opencl"
     Cascade.put_fallback_policy(:allow)
     on_exit(fn -> Cascade.put_fallback_policy(:warn) end)
-    assert Cascade.to_list(Cascade.argmax(d)) == 0
+    assert Cascade.to_list(Cascade.dot(d, d)) == 14
   end
 
   test "16 processes at once on the one device each get their own results" do

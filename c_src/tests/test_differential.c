@@ -583,6 +583,17 @@ static void gen_argreduce(gen *g) {
         cx_param_put(&c->ps, CX_P_KEEP_AXIS)->i[0] = (k / 2) % 2 == 1;
         if (grid[k].axis != 99) cx_param_put_int(&c->ps, CX_P_AXIS, grid[k].axis);
     }
+    /* rows long enough for a driver to split over threads: with NaN and ties (small values),
+     * then without NaN (floats) and with ties (integers) */
+    struct {
+        shape s;
+        int axis;
+    } rows[] = {{SH(2, 700), 1}, {SH(1000), 99}, {SH(300, 3), 0}};
+    for (int k = 0; k < 6; k++) {
+        dcase *c = unary_case(g, rows[k % 3].s, k < 3 ? D_SMALL : D_FINITE);
+        cx_param_put_int(&c->ps, CX_P_TIE_BREAK, (int64_t)(k % 2));
+        if (rows[k % 3].axis != 99) cx_param_put_int(&c->ps, CX_P_AXIS, rows[k % 3].axis);
+    }
 }
 
 /* ---- layout ---- */

@@ -94,6 +94,7 @@ static cx_tensor *moved(cx_tensor *x, cx_device *to) {
 static double tolerance(cx_dtype t, double scale) {
     switch (t) {
     case CX_F16: return scale * 2e-3;
+    case CX_BF16: return scale * 1.6e-2;
     case CX_F32: return scale * 4e-6;
     case CX_F64: return scale * 1e-13;
     default: return 0;
@@ -103,7 +104,7 @@ static double tolerance(cx_dtype t, double scale) {
 /* Runs op on the cpu and on the opencl device, asserts the opencl plan is native and the
  * results agree within tol (relative; exact for integers). */
 static void check(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0, double scale) {
-    cx_tensor *din[4];
+    cx_tensor *din[4] = {NULL};
     for (int j = 0; j < n; j++) din[j] = moved(in[j], ocl);
     cx_params ps = ps0 ? *ps0 : (cx_params){0};
     cx_params ps_cpu = ps;
@@ -113,7 +114,8 @@ static void check(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0, doub
         fail_msg("%s: plan: %s", cx_op_table[op].name, st.message);
     if (plan.route != CX_ROUTE_NATIVE)
         fail_msg("%s on %s: planned %s, not native (%s)", cx_op_table[op].name,
-                 cx_dtype_name(in[0]->desc.dtype), cx_route_name(plan.route), plan.reason);
+                 cx_dtype_name(n ? in[0]->desc.dtype : plan.out.dtype), cx_route_name(plan.route),
+                 plan.reason);
     cx_tensor got, want;
     if (cx_run_plan(&plan, din, n, &ps, &got, &st) != CX_OK)
         fail_msg("%s on opencl: %s", cx_op_table[op].name, st.message);
@@ -133,7 +135,7 @@ static void check(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0, doub
         if (a == b) continue;
         if (isinf(a) || isinf(b) || !(fabs(a - b) <= tol * (1 + fabs(b))))
             fail_msg("%s on %s, element %lld of %lld: opencl %.17g, cpu %.17g",
-                     cx_op_table[op].name, cx_dtype_name(in[0]->desc.dtype), (long long)i,
+                     cx_op_table[op].name, cx_dtype_name(n ? in[0]->desc.dtype : t), (long long)i,
                      (long long)want.numel, a, b);
     }
     tu_drop(back);
@@ -142,7 +144,7 @@ static void check(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0, doub
     for (int j = 0; j < n; j++) tu_drop(din[j]);
 }
 
-static const cx_dtype all_types[] = {CX_F16, CX_F32, CX_F64, CX_U8, CX_S32, CX_S64};
+static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8, CX_S32, CX_S64};
 #define N_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
 
 static bool claimed(cx_op_id op, cx_dtype t) {
@@ -161,8 +163,9 @@ static void test_device_properties(void **state) {
     assert_non_null(strstr(ocl->props.detail, "f16"));
     assert_true(strcmp(ocl->props.kind, "cpu") == 0 || strcmp(ocl->props.kind, "gpu") == 0 ||
                 strcmp(ocl->props.kind, "accelerator") == 0);
-    /* bf16 has no kernels: refused, so the dispatcher decomposes or falls back */
-    assert_false(claimed(CX_OP_ADD, CX_BF16));
+    /* bf16 is computed in f32 like f16; its composites decompose into those kernels */
+    assert_true(claimed(CX_OP_ADD, CX_BF16));
+    assert_false(claimed(CX_OP_SOFTMAX, CX_BF16));
 }
 
 static void test_elementwise(void **state) {
@@ -363,6 +366,244 @@ static void test_dot(void **state) {
     assert_false(claimed(CX_OP_DOT, CX_S32));
 }
 
+/* argmax/argmin: rows short (one work-item each) and long (split over a group), along every
+ * axis and over the whole tensor, both tie breaks, with NaN, infinities and -0 among floats
+ * and many ties among integers; then a row whose answers are known. */
+static void test_argreduce(void **state) {
+    NEED_DEVICE;
+    static const cx_op_id ops[] = {CX_OP_ARGMAX, CX_OP_ARGMIN};
+    static const int64_t s[] = {5, 300, 3};
+    for (int o = 0; o < 2; o++)
+        for (int k = 0; k < N_TYPES; k++) {
+            cx_dtype t = all_types[k];
+            assert_true(claimed(ops[o], t));
+            cx_tensor *x = random_tensor(t, 3, s, true);
+            cx_tensor *in[1] = {x};
+            for (int axis = -1; axis < 3; axis++)
+                for (int high = 0; high < 2; high++) {
+                    cx_params ps = {0};
+                    if (axis >= 0) cx_param_put_int(&ps, CX_P_AXIS, axis);
+                    cx_param_put_int(&ps, CX_P_TIE_BREAK, high);
+                    cx_param_put_int(&ps, CX_P_KEEP_AXIS, axis == 1);
+                    check(ops[o], in, 1, &ps, 0);
+                }
+            tu_drop(x);
+        }
+    /* 600 elements (split over a group) holding 3, -0, NaN, 3, 0, NaN, 3 at 100..106 and 1
+     * elsewhere, and the same 7 alone (one work-item) */
+    static const double row[] = {3, -0.0, NAN, 3, 0, NAN, 3};
+    double *v = malloc(sizeof(double) * 600);
+    for (int i = 0; i < 600; i++) v[i] = i >= 100 && i < 107 ? row[i - 100] : 1;
+    struct {
+        int64_t n, base;
+    } shapes[] = {{600, 100}, {7, 0}};
+    for (int j = 0; j < 2; j++) {
+        cx_tensor *x = tu_tensor(CX_F32, 1, &shapes[j].n, j ? row : v);
+        cx_tensor *d = moved(x, ocl);
+        /* NaN wins both: the first NaN (ties low) or the last (ties high) */
+        for (int o = 0; o < 2; o++)
+            for (int high = 0; high < 2; high++) {
+                cx_params ps = {0};
+                cx_param_put_int(&ps, CX_P_TIE_BREAK, high);
+                cx_tensor got;
+                cx_status st = {0};
+                cx_tensor *din[1] = {d};
+                if (cx_run(ops[o], ocl, din, 1, &ps, &got, &st) != CX_OK)
+                    fail_msg("%s: %s", cx_op_table[ops[o]].name, st.message);
+                int64_t at = -1;
+                assert_int_equal(cx_tensor_download(&got, &at, sizeof at, &st), CX_OK);
+                assert_int_equal(at, shapes[j].base + (high ? 5 : 2));
+                cx_tensor_free(&got);
+            }
+        tu_drop(d);
+        tu_drop(x);
+    }
+    free(v);
+}
+
+/* iota (flat and along each axis) and eye, in every type: 300 positions wrap in u8. */
+static void test_creation(void **state) {
+    NEED_DEVICE;
+    static const int64_t s[] = {2, 300, 3}, sq[] = {3, 4, 5};
+    for (int k = 0; k < N_TYPES; k++) {
+        cx_dtype t = all_types[k];
+        assert_true(claimed(CX_OP_IOTA, t));
+        assert_true(claimed(CX_OP_EYE, t));
+        for (int axis = -1; axis < 3; axis++) {
+            cx_params ps = {0};
+            cx_param_put_ints(&ps, CX_P_SHAPE, s, 3);
+            cx_param_put_int(&ps, CX_P_TYPE, t);
+            if (axis >= 0) cx_param_put_int(&ps, CX_P_AXIS, axis);
+            check(CX_OP_IOTA, NULL, 0, &ps, 0);
+        }
+        for (int r = 2; r <= 3; r++) {
+            cx_params ps = {0};
+            cx_param_put_ints(&ps, CX_P_SHAPE, sq + 3 - r, r);
+            cx_param_put_int(&ps, CX_P_TYPE, t);
+            check(CX_OP_EYE, NULL, 0, &ps, 0);
+        }
+    }
+}
+
+/* Runs op on both devices, expecting the same failure: code and message. */
+static void check_same_error(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0) {
+    cx_tensor *din[2];
+    for (int j = 0; j < n; j++) din[j] = moved(in[j], ocl);
+    cx_params ps = *ps0, ps_cpu = *ps0;
+    cx_tensor got, want;
+    cx_status st = {0}, st_cpu = {0};
+    cx_code rc = cx_run(op, ocl, din, n, &ps, &got, &st);
+    cx_code rc_cpu = cx_run(op, cpu, in, n, &ps_cpu, &want, &st_cpu);
+    assert_int_equal(rc_cpu, CX_EINVAL);
+    assert_int_equal(rc, rc_cpu);
+    assert_string_equal(st.message, st_cpu.message);
+    for (int j = 0; j < n; j++) tu_drop(din[j]);
+}
+
+/* take and gather move any element type; s32 indices are cast to s64 on the device first; an
+ * index out of range fails with the cpu's own message, and nothing is read outside the input. */
+static void test_take_gather(void **state) {
+    NEED_DEVICE;
+    static const int64_t s[] = {4, 9, 3}, ts[] = {2, 5}, gs[] = {6, 2}, bad_s[] = {3};
+    static const double tv[] = {8, 0, 3, 3, 5, 1, 2, 7, 0, 4},
+                        gv[] = {3, 8, 0, 0, 1, 4, 3, 1, 2, 2, 0, 7};
+    static const cx_dtype all[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8, CX_S32, CX_S64};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+        cx_dtype t = all[k];
+        cx_tensor *x = random_tensor(t, 3, s, true);
+        for (int it = 0; it < 2; it++) {
+            cx_dtype ixt = it ? CX_S32 : CX_S64;
+            cx_tensor *ti = tu_tensor(ixt, 2, ts, tv), *gi = tu_tensor(ixt, 2, gs, gv);
+            /* take along axis 1 (indices up to 8) */
+            cx_params ps = {0};
+            cx_param_put_int(&ps, CX_P_AXIS, 1);
+            cx_tensor *in[2] = {x, ti};
+            check(CX_OP_TAKE, in, 2, &ps, 0);
+            /* gather on axes 0, 1 (the default) and on 1, 2 (coordinates up to 8 and 2) */
+            cx_tensor *gin[2] = {x, gi};
+            check(CX_OP_GATHER, gin, 2, NULL, 0);
+            static const double gv12[] = {3, 2, 8, 0, 0, 1, 4, 2, 1, 1, 2, 0};
+            cx_tensor *gi12 = tu_tensor(ixt, 2, gs, gv12);
+            gin[1] = gi12;
+            ps = (cx_params){0};
+            cx_param_put_ints(&ps, CX_P_AXES, (const int64_t[]){1, 2}, 2);
+            check(CX_OP_GATHER, gin, 2, &ps, 0);
+            tu_drop(ti);
+            tu_drop(gi);
+            tu_drop(gi12);
+        }
+        assert_true(claimed(CX_OP_TAKE, t));
+        assert_true(claimed(CX_OP_GATHER, t));
+        tu_drop(x);
+    }
+    /* out of range: 9 on an axis of 9, -1 in a gather row */
+    cx_tensor *x = random_tensor(CX_F32, 3, s, false);
+    cx_tensor *bad = tu_tensor(CX_S64, 1, bad_s, (const double[]){2, 9, 0});
+    cx_params ps = {0};
+    cx_param_put_int(&ps, CX_P_AXIS, 1);
+    cx_tensor *in[2] = {x, bad};
+    check_same_error(CX_OP_TAKE, in, 2, &ps);
+    static const int64_t rs[] = {2, 2};
+    cx_tensor *neg = tu_tensor(CX_S64, 2, rs, (const double[]){1, 1, 3, -1});
+    in[1] = neg;
+    ps = (cx_params){0};
+    check_same_error(CX_OP_GATHER, in, 2, &ps);
+    tu_drop(neg);
+    tu_drop(bad);
+    tu_drop(x);
+}
+
+/* Runs op on both devices and asserts the results are the same bits (NaN payloads included). */
+static void check_bits(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0) {
+    cx_tensor *din[2] = {NULL};
+    for (int j = 0; j < n; j++) din[j] = moved(in[j], ocl);
+    cx_params ps = ps0 ? *ps0 : (cx_params){0}, ps_cpu = ps;
+    cx_tensor got, want;
+    cx_status st = {0};
+    if (cx_run(op, ocl, din, n, &ps, &got, &st) != CX_OK) fail_msg("opencl: %s", st.message);
+    if (cx_run(op, cpu, in, n, &ps_cpu, &want, &st) != CX_OK) fail_msg("cpu: %s", st.message);
+    cx_tensor *back = moved(&got, cpu);
+    assert_int_equal(back->nbytes, want.nbytes);
+    const uint16_t *a = back->data, *b = want.data;
+    for (size_t i = 0; i < want.nbytes / 2; i++)
+        if (a[i] != b[i])
+            fail_msg("%s from %s, element %zu: opencl 0x%04x, cpu 0x%04x", cx_op_table[op].name,
+                     cx_dtype_name(in[0]->desc.dtype), i, a[i], b[i]);
+    tu_drop(back);
+    cx_tensor_free(&got);
+    cx_tensor_free(&want);
+    for (int j = 0; j < n; j++) tu_drop(din[j]);
+}
+
+/* A cpu tensor of n elements of type t holding these raw bits. */
+static cx_tensor *bits_tensor(cx_dtype t, int64_t n, const void *bits) {
+    cx_tensor *x = tu_tensor(t, 1, &n, (const double[16]){0});
+    memcpy(x->data, bits, x->nbytes);
+    return x;
+}
+
+/* bf16 rounding, bit for bit the cpu's: ties to even, NaN keeping its sign and top payload bits
+ * with the quiet bit set, overflow to infinity, subnormals; a double just above a tie (rounded
+ * twice through f32 it would land on the tie and go to even); integers beyond 2^24 rounded
+ * once; and arithmetic on the stored values. */
+static void test_bf16_bits(void **state) {
+    NEED_DEVICE;
+    static const uint32_t f32_bits[16] = {0x3f808000, /* 1 + 2^-8: a tie, to even (1) */
+                                          0x3f818000, /* 1 + 3 * 2^-8: a tie, to even (up) */
+                                          0x3f808001, /* just above a tie */
+                                          0x7fa12345, /* signalling NaN with a payload */
+                                          0xffc00001, /* negative quiet NaN */
+                                          0x7f7fffff, /* the largest f32: rounds to infinity */
+                                          0x00000001, /* the smallest subnormal */
+                                          0x807fffff, /* the largest negative subnormal */
+                                          0x80000000, 0x7f800000, 0xff800000, 0x3f800000,
+                                          0xc2c80000, 0x0001ffff, 0x477fe000, 0x33800000};
+    static const double f64_vals[6] = {
+        1 + 0x1p-8 + 0x1p-40, -(1 + 0x1p-8 + 0x1p-40), 1e300, 1e-300, 3.0e38, -0.0};
+    static const int64_t s64_vals[6] = {(INT64_C(1) << 40) + (INT64_C(1) << 32) + 1,
+                                        -((INT64_C(1) << 40) + (INT64_C(1) << 32) + 1),
+                                        (INT64_C(1) << 24) + 1,
+                                        INT64_MAX,
+                                        INT64_MIN,
+                                        -3};
+    cx_params to_bf16 = {0};
+    cx_param_put_int(&to_bf16, CX_P_TYPE, CX_BF16);
+    cx_tensor *f = bits_tensor(CX_F32, 16, f32_bits);
+    cx_tensor *in[2] = {f};
+    check_bits(CX_OP_AS_TYPE, in, 1, &to_bf16);
+    cx_tensor *d = bits_tensor(CX_F64, 6, f64_vals);
+    in[0] = d;
+    if (claimed(CX_OP_AS_TYPE, CX_F64)) check_bits(CX_OP_AS_TYPE, in, 1, &to_bf16);
+    cx_tensor *i = bits_tensor(CX_S64, 6, s64_vals);
+    in[0] = i;
+    check_bits(CX_OP_AS_TYPE, in, 1, &to_bf16);
+    /* arithmetic in f32, one rounding: the bf16 values of the f32 bits above, paired with a
+     * reversed copy (NaN payloads propagate as the cpu's do) */
+    cx_tensor *b = NULL, *r = NULL;
+    cx_tensor *one[1] = {f};
+    cx_status st = {0};
+    cx_tensor tb;
+    assert_int_equal(cx_run(CX_OP_AS_TYPE, cpu, one, 1, &to_bf16, &tb, &st), CX_OK);
+    b = bits_tensor(CX_BF16, 16, tb.data);
+    cx_params rev = {0};
+    cx_tensor tr;
+    one[0] = b;
+    assert_int_equal(cx_run(CX_OP_REVERSE, cpu, one, 1, &rev, &tr, &st), CX_OK);
+    r = bits_tensor(CX_BF16, 16, tr.data);
+    static const cx_op_id ops[] = {CX_OP_ADD, CX_OP_MULTIPLY, CX_OP_MAX, CX_OP_NEGATE, CX_OP_ABS};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        cx_tensor *ab[2] = {b, r};
+        check_bits(ops[k], ab, cx_op_tensor_arity(ops[k]), NULL);
+    }
+    cx_tensor_free(&tb);
+    cx_tensor_free(&tr);
+    tu_drop(b);
+    tu_drop(r);
+    tu_drop(f);
+    tu_drop(d);
+    tu_drop(i);
+}
+
 /* conv2d: im2col + GEMM on the device against the cpu's decomposition, over strides, padding
  * (valid, same, explicit with a crop), dilation, 1-3 feature groups, both layouts, a batch of 2
  * or 3, f16/f32/f64; the tolerance scales with the contraction length cg * kh * kw. */
@@ -498,6 +739,10 @@ int main(void) {
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_composites),
+        cmocka_unit_test(test_bf16_bits),
+        cmocka_unit_test(test_argreduce),
+        cmocka_unit_test(test_creation),
+        cmocka_unit_test(test_take_gather),
         cmocka_unit_test(test_dot),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_sixteen_threads),

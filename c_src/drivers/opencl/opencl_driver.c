@@ -132,8 +132,9 @@ static void device_props(ocl_device *dev, cx_device_props *props) {
                                                  : "cpu");
     props->memory = (long long)mem;
     props->host_memory = false;
-    snprintf(props->detail, sizeof props->detail, "%.40s; f16 stored, computed in f32%s; %s; %s",
-             version, dev->fp16 ? "" : " (no cl_khr_fp16)",
+    snprintf(props->detail, sizeof props->detail,
+             "%.40s; f16/bf16 stored, computed in f32%s; %s; %s", version,
+             dev->fp16 ? "" : " (no cl_khr_fp16)",
              dev->fp64 ? "f64 native" : "no f64 (no cl_khr_fp64)",
 #ifdef CX_HAVE_CLBLAST
              "dot by CLBlast (f32, f64)"

@@ -90,6 +90,27 @@ typedef struct {
         ost[CX_MAX_RANK];
 } ocl_pad;
 
+/* Index checks of take and gather: entry i of the s64 indices must lie in [0, dims[i % k]). */
+typedef struct {
+    cl_long n;
+    cl_int k;
+    cl_int pad;
+    cl_long dims[CX_MAX_RANK];
+} ocl_index_check;
+
+/* take: the input as {outer, dim, inner}, the output (n elements) as {outer, count, inner}. */
+typedef struct {
+    cl_long n, dim, count, inner;
+} ocl_take;
+
+/* gather: output element i is row i / block of the indices (k coordinates, along axes of input
+ * strides ist) and element i % block of the block of the other axes (shape, input strides st). */
+typedef struct {
+    cl_long n, block;
+    cl_int k, rank;
+    cl_long ist[CX_MAX_RANK], shape[CX_MAX_RANK], st[CX_MAX_RANK];
+} ocl_gather;
+
 /* conv2d: the geometry of the im2col and output kernels (every field a long, no padding). The
  * im2col matrix is {groups, p, k}: p = n * oh * ow output positions, k = cg * kh * kw, in the
  * order (ci, ki, kj) for nchw and (ki, kj, ci) for nhwc (the order of the kernel's own axes). */

@@ -2,15 +2,20 @@
  * host, one kernel launch (or a buffer copy, or a CLBlast GEMM) per op.
  *
  * Native: elementwise unary/binary/compare/logical ops (the expressions of opencl_source.c),
- * select and clip, as_type, sum/product/reduce_max/reduce_min/all/any, reshape, squeeze,
- * transpose, broadcast, slice, reverse, pad and concatenate, full, for f16 (stored; computed in
- * f32), f32, f64 (with cl_khr_fp64), u8, s32 and s64; dot on f32/f64 through CLBlast when its
- * operands are [batch, rows, cols] blocks (shape-dependent); the composites softmax and
- * log_softmax, layer_norm over trailing axes (shape-dependent), and conv2d on floats through im2col
- * + a CLBlast GEMM (every geometry; refused only when the scratch exceeds the device's largest
- * buffer). Everything else is refused, so the dispatcher decomposes it or moves it to the cpu. bf16
- * has no kernels. */
+ * select and clip, as_type, sum/product/reduce_max/reduce_min/all/any, argmax/argmin, iota and
+ * eye, for f16 and bf16 (stored; computed in f32), f32, f64 (with cl_khr_fp64), u8, s32 and s64;
+ * reshape, squeeze, transpose, broadcast, slice, reverse, pad, concatenate, take, gather and
+ * full for every type (elements moved by size); dot on f32/f64 through CLBlast when its operands
+ * are [batch, rows, cols] blocks (shape-dependent); the composites softmax and log_softmax,
+ * layer_norm over trailing axes (shape-dependent), and conv2d on floats through im2col + a
+ * CLBlast GEMM (every geometry; refused only when the scratch exceeds the device's largest
+ * buffer), except for bf16, where they decompose into the primitives. Everything else is
+ * refused, so the dispatcher decomposes it or moves it to the cpu.
+ *
+ * take and gather check their indices before moving anything, as the cpu driver does: a kernel
+ * flags a bad index and the host reads the flag back, so these two ops wait for the device. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef CX_HAVE_CLBLAST
@@ -93,7 +98,13 @@ cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types,
     }
     /* the value is converted by the cpu driver and the buffer filled with its bytes */
     if (op == CX_OP_FULL) return CX_CAP_NATIVE;
+    /* creation: types[0] is the result type */
+    if (op == CX_OP_IOTA || op == CX_OP_EYE)
+        return ocl_type_supported(types[0], fp64) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (kind == CX_KIND_CREATE) return CX_CAP_NO;
+    /* moves by element size; the dispatcher casts the indices to s64 first */
+    if (op == CX_OP_TAKE || op == CX_OP_GATHER)
+        return n_in == 2 && types[1] == CX_S64 ? CX_CAP_NATIVE : CX_CAP_NO;
     for (int k = 0; k < n_in; k++)
         if (!ocl_type_supported(types[k], fp64)) return CX_CAP_NO;
     switch (kind) {
@@ -110,7 +121,8 @@ cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types,
         return types[1] == types[2] ? CX_CAP_NATIVE : CX_CAP_NO;
     /* the result type is a parameter: refine checks it */
     case CX_KIND_CAST: return CX_CAP_SHAPE;
-    case CX_KIND_REDUCE: return CX_CAP_NATIVE;
+    case CX_KIND_REDUCE:
+    case CX_KIND_ARGREDUCE: return CX_CAP_NATIVE;
     case CX_KIND_DOT:
 #ifdef CX_HAVE_CLBLAST
         return types[0] == types[1] && (types[0] == CX_F32 || types[0] == CX_F64) ? CX_CAP_SHAPE
@@ -509,7 +521,148 @@ static cx_code run_full(ocl_device *dev, const cx_params *ps, cx_tensor *out, cx
     return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueFillBuffer");
 }
 
+/* iota: the position along the axis (over the whole tensor without one) as {outer, len,
+ * inner}; eye: 1 where the row equals the column of the last two axes. */
+static cx_code run_create(ocl_device *dev, cx_op_id op, const cx_params *ps, cx_tensor *out,
+                          cx_status *st) {
+    const cx_desc *d = &out->desc;
+    cl_long n = out->numel, a, b;
+    if (op == CX_OP_IOTA) {
+        a = n; /* len */
+        b = 1; /* inner */
+        if (cx_param_has(ps, CX_P_AXIS)) {
+            int axis = (int)ps->p[CX_P_AXIS].i[0];
+            a = d->shape[axis];
+            for (int k = axis + 1; k < d->rank; k++) b *= d->shape[k];
+        }
+    } else {
+        a = d->shape[d->rank - 1];     /* cols */
+        b = a * d->shape[d->rank - 2]; /* elements per matrix */
+    }
+    char name[32];
+    snprintf(name, sizeof name, "%s_%s", cx_op_table[op].name, ocl_type_tag(d->dtype));
+    karg args[] = {MEM(out), ARG(n), ARG(a), ARG(b)};
+    return launch(dev, name, args, 4, (size_t)n, 0, st);
+}
+
+/* ---- take and gather ------------------------------------------------------------------- */
+
+/* Whether every index lies inside its axis: entry i of ix against dims[i % k]. One kernel sets a
+ * flag, read back here (blocking: the op's outcome is an error or not). On a bad index, the
+ * indices are read and the first bad one named as the cpu driver names it. */
+static cx_code check_indices(ocl_device *dev, cx_op_id op, const cx_tensor *ix, const cx_tensor *t,
+                             const int64_t *axes, int k, cx_status *st) {
+    if (ix->numel == 0) return CX_OK;
+    ocl_index_check c;
+    memset(&c, 0, sizeof c);
+    c.n = ix->numel;
+    c.k = k;
+    for (int j = 0; j < k; j++) c.dims[j] = t->desc.shape[axes[j]];
+    cl_int bad = 0, err;
+    cl_mem flag = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof bad,
+                                 &bad, &err);
+    if (err != CL_SUCCESS) return ocl_fail(st, err, "clCreateBuffer");
+    karg args[] = {{sizeof(cl_mem), &flag}, MEM(ix), ARG(c)};
+    cx_code rc = launch(dev, "index_check", args, 3, (size_t)c.n, 0, st);
+    if (rc == CX_OK) {
+        err = clEnqueueReadBuffer(dev->queue, flag, CL_TRUE, 0, sizeof bad, &bad, 0, NULL, NULL);
+        if (err != CL_SUCCESS) rc = ocl_fail(st, err, "clEnqueueReadBuffer");
+    }
+    clReleaseMemObject(flag);
+    if (rc != CX_OK || !bad) return rc;
+    int64_t *v = malloc((size_t)ix->nbytes);
+    if (!v) return cx_fail(st, CX_ENOMEM, "opencl: out of host memory reading the indices");
+    err =
+        clEnqueueReadBuffer(dev->queue, (cl_mem)ix->data, CL_TRUE, 0, ix->nbytes, v, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        free(v);
+        return ocl_fail(st, err, "clEnqueueReadBuffer");
+    }
+    rc = cx_fail(st, CX_EINVAL, "%s: an index is out of bounds", cx_op_table[op].name);
+    for (int64_t i = 0; i < ix->numel; i++) {
+        int j = (int)(i % k);
+        int64_t dim = c.dims[j];
+        if (v[i] >= 0 && v[i] < dim) continue;
+        if (op == CX_OP_TAKE)
+            cx_fail(st, CX_EINVAL, "take: index %lld is out of bounds for axis %d of size %lld",
+                    (long long)v[i], (int)axes[0], (long long)dim);
+        else
+            cx_fail(st, CX_EINVAL,
+                    "gather: index %lld (entry %d of index row %lld) is out of bounds for axis "
+                    "%lld of size %lld",
+                    (long long)v[i], j, (long long)(i / k), (long long)axes[j], (long long)dim);
+        break;
+    }
+    free(v);
+    return rc;
+}
+
+static cx_code run_take(ocl_device *dev, const cx_tensor *t, const cx_tensor *ix,
+                        const cx_params *ps, cx_tensor *out, cx_status *st) {
+    int64_t axis = ps->p[CX_P_AXIS].i[0];
+    if (check_indices(dev, CX_OP_TAKE, ix, t, &axis, 1, st) != CX_OK) return st->code;
+    const cx_desc *d = &t->desc;
+    ocl_take p = {out->numel, d->shape[axis], ix->numel, 1};
+    for (int k = (int)axis + 1; k < d->rank; k++) p.inner *= d->shape[k];
+    char name[16];
+    snprintf(name, sizeof name, "take_%zu", cx_dtype_size(d->dtype));
+    karg args[] = {MEM(out), MEM(t), MEM(ix), ARG(p)};
+    return launch(dev, name, args, 4, (size_t)p.n, 0, st);
+}
+
+static cx_code run_gather(ocl_device *dev, const cx_tensor *t, const cx_tensor *ix,
+                          const cx_params *ps, cx_tensor *out, cx_status *st) {
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    if (check_indices(dev, CX_OP_GATHER, ix, t, axes->i, axes->n, st) != CX_OK) return st->code;
+    const cx_desc *d = &t->desc;
+    int64_t is[CX_MAX_RANK], rows = 1;
+    strides_of(d, is);
+    for (int k = 0; k < ix->desc.rank - 1; k++) rows *= ix->desc.shape[k];
+    ocl_gather g;
+    memset(&g, 0, sizeof g);
+    g.n = out->numel;
+    g.block = out->numel / rows;
+    g.k = axes->n;
+    bool used[CX_MAX_RANK] = {false};
+    for (int j = 0; j < axes->n; j++) {
+        used[axes->i[j]] = true;
+        g.ist[j] = is[axes->i[j]];
+    }
+    for (int k = 0; k < d->rank; k++)
+        if (!used[k]) {
+            g.shape[g.rank] = d->shape[k];
+            g.st[g.rank++] = is[k];
+        }
+    char name[16];
+    snprintf(name, sizeof name, "gather_%zu", cx_dtype_size(d->dtype));
+    karg args[] = {MEM(out), MEM(t), MEM(ix), ARG(g)};
+    return launch(dev, name, args, 4, (size_t)g.n, 0, st);
+}
+
 /* ---- reductions ------------------------------------------------------------------------ */
+
+/* argmax/argmin over {outer, n, inner} (n: the whole tensor without an axis); rows longer than
+ * OCL_REDUCE_SERIAL are split over a group, as the other reductions are. */
+static cx_code run_argreduce(ocl_device *dev, cx_op_id op, const cx_tensor *in, const cx_params *ps,
+                             cx_tensor *out, cx_status *st) {
+    const cx_desc *d = &in->desc;
+    ocl_rows r = {1, in->numel, 1};
+    if (cx_param_has(ps, CX_P_AXIS)) {
+        int axis = (int)ps->p[CX_P_AXIS].i[0];
+        r.n = d->shape[axis];
+        for (int k = 0; k < axis; k++) r.outer *= d->shape[k];
+        for (int k = axis + 1; k < d->rank; k++) r.inner *= d->shape[k];
+    }
+    cl_int high = ps->p[CX_P_TIE_BREAK].i[0] == 1;
+    size_t nout = (size_t)(r.outer * r.inner);
+    bool group = r.n > OCL_REDUCE_SERIAL && dev->max_group >= OCL_REDUCE_GROUP;
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s_%s", cx_op_table[op].name, ocl_type_tag(d->dtype),
+             group ? "group" : "serial");
+    karg args[] = {MEM(out), MEM(in), ARG(r), ARG(high)};
+    if (group) return launch(dev, name, args, 4, nout * OCL_REDUCE_GROUP, OCL_REDUCE_GROUP, st);
+    return launch(dev, name, args, 4, nout, 0, st);
+}
 
 static cx_code run_reduce(ocl_device *dev, cx_op_id op, const cx_tensor *in, const cx_params *ps,
                           cx_tensor *out, cx_status *st) {
@@ -746,12 +899,16 @@ cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, in
     case CX_KIND_SELECT: return run_elementwise(dev, op, in, n_in, out, st);
     case CX_KIND_CAST: return run_cast(dev, in[0], out, st);
     case CX_KIND_REDUCE: return run_reduce(dev, op, in[0], ps, out, st);
+    case CX_KIND_ARGREDUCE: return run_argreduce(dev, op, in[0], ps, out, st);
     case CX_KIND_LAYOUT:
         if (op == CX_OP_CONCATENATE) return run_concatenate(dev, in, n_in, ps, out, st);
+        if (op == CX_OP_TAKE) return run_take(dev, in[0], in[1], ps, out, st);
+        if (op == CX_OP_GATHER) return run_gather(dev, in[0], in[1], ps, out, st);
         return run_layout(dev, op, in[0], ps, out, st);
     case CX_KIND_DOT: return run_dot(dev, in[0], in[1], ps, out, st);
     case CX_KIND_CREATE:
         if (op == CX_OP_FULL) return run_full(dev, ps, out, st);
+        if (op == CX_OP_IOTA || op == CX_OP_EYE) return run_create(dev, op, ps, out, st);
         break;
     default: break;
     }

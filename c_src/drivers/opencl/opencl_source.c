@@ -3,6 +3,10 @@
  *
  * - f16 is storage only: loaded with vload_half into f32, computed in f32, stored with
  *   vstore_half_rte (one rounding, like the cpu driver), so no device needs cl_khr_fp16.
+ * - bf16 likewise: the top half of an f32, widened by a shift, computed in f32 and rounded to
+ *   nearest even on store with the cpu driver's rules (core/half.h): NaN keeps its sign and top
+ *   payload bits and gets the quiet bit, a double rounds to odd into f32 first (one rounding
+ *   in all), an integer is rounded once.
  * - Integer arithmetic runs in the unsigned type, which wraps, like the cpu driver.
  * - Sums and softmax denominators accumulate in double where the device has cl_khr_fp64 (the
  *   cpu driver reduces floats in double too), else in float. */
@@ -60,6 +64,7 @@ typedef struct {
 
 static const ocl_type types[CX_DTYPE_COUNT] = {
     [CX_F16] = {"f16", "half", "float", NULL, "ushort", 'f'},
+    [CX_BF16] = {"bf16", "ushort", "float", NULL, "ushort", 'f'},
     [CX_F32] = {"f32", "float", "float", NULL, "float", 'f'},
     [CX_F64] = {"f64", "double", "double", NULL, "double", 'f'},
     [CX_U8] = {"u8", "uchar", "uchar", "uint", "uchar", 'u'},
@@ -278,6 +283,9 @@ static const char prelude[] =
     "ost[8]; } cx_pad;\n"
     "typedef struct { long n, c, h, w, cg, og, kh, kw, oh, ow, s0, s1, d0, d1, lo0, lo1, p, k, "
     "groups, nhwc; } cx_conv;\n"
+    "typedef struct { long n; int k; int pad; long dims[8]; } cx_ixc;\n"
+    "typedef struct { long n, dim, count, inner; } cx_take;\n"
+    "typedef struct { long n, block; int k, rank; long ist[8], shape[8], st[8]; } cx_gather;\n"
     "void bc_offsets(const cx_bc *b, long i, long *off) {\n"
     "  off[0] = off[1] = off[2] = 0;\n"
     "  if (b->rank == 1) { off[0] = i * b->st[0][0]; off[1] = i * b->st[1][0]; "
@@ -319,6 +327,22 @@ static const char prelude[] =
     "  return 0;\n"
     "}\n";
 
+/* bf16 as the cpu driver converts it (core/half.h): cx_bf16_to_f32, cx_bf16_from_f32, and an
+ * integer rounded once (truncated into f32 with a sticky bit, then rounded to nearest even). */
+static const char bf16_prelude[] =
+    "#define LD_bf16(p, i) as_float((uint)(p)[i] << 16)\n"
+    "ushort bf16_of_float(float f) {\n"
+    "  uint u = as_uint(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40);\n"
+    "  u += 0x7fffu + ((u >> 16) & 1);\n"
+    "  return (ushort)(u >> 16);\n"
+    "}\n"
+    "float bf16_round_long(long x) {\n"
+    "  float f = convert_float_rtz(x);\n"
+    "  if (convert_long(f) != x) f = as_float(as_uint(f) | 1);\n"
+    "  return as_float((uint)bf16_of_float(f) << 16);\n"
+    "}\n";
+
 static void elementwise_kernels(text *b, bool fp64) {
     for (int op = 0; op < CX_OP_COUNT; op++) {
         cx_op_kind kind = cx_op_table[op].kind;
@@ -352,7 +376,8 @@ static void elementwise_kernels(text *b, bool fp64) {
 static void select_kernels(text *b, bool fp64) {
     for (int p = 0; p < CX_DTYPE_COUNT; p++) {
         if (!ocl_type_supported((cx_dtype)p, fp64)) continue;
-        const char *truth = p == CX_F16 ? "(c[off[0]] & 0x7fff) != 0" : "c[off[0]] != 0";
+        bool half = p == CX_F16 || p == CX_BF16;
+        const char *truth = half ? "(c[off[0]] & 0x7fff) != 0" : "c[off[0]] != 0";
         for (int t = 0; t < CX_DTYPE_COUNT; t++) {
             if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
             const char *raw = types[t].raw;
@@ -390,6 +415,7 @@ static const char *conversion(cx_dtype s, cx_dtype d) {
     bool fs = types[s].cls == 'f';
     switch (d) {
     case CX_F16: return fs ? "x" : "convert_float_rte(x)";
+    case CX_BF16: return fs ? "x" : "bf16_round_long((long)x)";
     case CX_F32: return "convert_float_rte(x)";
     case CX_F64: return "convert_double_rte(x)";
     case CX_U8: return fs ? "convert_uchar_sat_rtz(x)" : "(uchar)x";
@@ -449,12 +475,127 @@ static void reduce_kernels(text *b, bool fp64) {
         }
 }
 
+/* argmax and argmin over rows {outer, n, inner} (cx_rows), the s64 position along n, as the cpu
+ * driver picks it: scanning in order, an element replaces the best so far when it is greater
+ * (argmin: smaller), or equal and ties go high; NaN beats every number, and among NaNs the first
+ * wins (ties low) or the last (ties high). The serial form gives each output one work-item; the
+ * group form splits a row over RG work-items, each scanning every RG-th element, then merges
+ * the candidates pairwise: a NaN beats a number, the better value wins, equal values (or two
+ * NaNs) keep the lower position (ties low) or the higher (ties high). */
+static void arg_kernels(text *b, bool fp64) {
+    for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+        if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
+        const ocl_type *it = &types[t];
+        bool fl = it->cls == 'f';
+        for (int max = 0; max < 2; max++) {
+            const char *name = max ? "argmax" : "argmin", *gt = max ? ">" : "<";
+            add(b, "#define CT %s\n#define TIE(p, q) (high ? (p) > (q) : (p) < (q))\n",
+                it->compute);
+            if (fl)
+                add(b,
+                    "#define TAKE(v, w) ((v) != (v) ? ((w) == (w) || high) : (w) != (w) ? 0 : "
+                    "(v) == (w) ? high : (v) %s (w))\n"
+                    "#define BETTER(c, ic, a, ia) ((c) != (c) ? ((a) != (a) ? TIE(ic, ia) : 1) : "
+                    "(a) != (a) ? 0 : (c) == (a) ? TIE(ic, ia) : (c) %s (a))\n",
+                    gt, gt);
+            else
+                add(b,
+                    "#define TAKE(v, w) ((v) == (w) ? high : (v) %s (w))\n"
+                    "#define BETTER(c, ic, a, ia) ((c) == (a) ? TIE(ic, ia) : (c) %s (a))\n",
+                    gt, gt);
+            add(b,
+                "__kernel void %s_%s_serial(__global long *o, __global const %s *x, const cx_rows "
+                "r, const int high) {\n"
+                "  long g = get_global_id(0); if (g >= r.outer * r.inner) return;\n"
+                "  long base = (g / r.inner) * r.n * r.inner + g %% r.inner;\n"
+                "  CT best = LD_%s(x, base); long at = 0;\n"
+                "  for (long j = 1; j < r.n; j++) { CT v = LD_%s(x, base + j * r.inner); "
+                "if (TAKE(v, best)) { best = v; at = j; } }\n"
+                "  o[g] = at;\n}\n",
+                name, it->tag, it->store, it->tag, it->tag);
+            add(b,
+                "__kernel void %s_%s_group(__global long *o, __global const %s *x, const cx_rows "
+                "r, const int high) {\n"
+                "  __local CT bv[RG]; __local long bi[RG];\n"
+                "  long g = get_group_id(0); int l = get_local_id(0);\n"
+                "  long base = (g / r.inner) * r.n * r.inner + g %% r.inner;\n"
+                "  CT best = 0; long at = -1;\n"
+                "  for (long j = l; j < r.n; j += RG) { CT v = LD_%s(x, base + j * r.inner); "
+                "if (at < 0 || TAKE(v, best)) { best = v; at = j; } }\n"
+                "  bv[l] = best; bi[l] = at;\n"
+                "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+                "  for (int w = RG / 2; w > 0; w >>= 1) {\n"
+                "    if (l < w) { CT a = bv[l], c = bv[l + w]; long ia = bi[l], ic = bi[l + w];\n"
+                "      if (ic >= 0 && (ia < 0 || BETTER(c, ic, a, ia))) { bv[l] = c; bi[l] = ic; } "
+                "}\n"
+                "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+                "  }\n"
+                "  if (l == 0) o[g] = bi[0];\n}\n"
+                "#undef CT\n#undef TIE\n#undef TAKE\n#undef BETTER\n",
+                name, it->tag, it->store, it->tag);
+        }
+    }
+}
+
+/* iota and eye: element i gets an integer (its position along the axis; 1 on the diagonal, else
+ * 0) converted to the type as the cpu driver converts integers: wrapping into integer types,
+ * rounding to nearest into floats. */
+static void create_kernels(text *b, bool fp64) {
+    for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+        if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
+        const ocl_type *it = &types[t];
+        const char *conv = conversion(CX_S64, (cx_dtype)t);
+        add(b,
+            "__kernel void iota_%s(__global %s *o, const long n, const long len, const long "
+            "inner) {\n"
+            "  long i = get_global_id(0); if (i >= n) return;\n"
+            "  long x = inner == 1 ? (len == n ? i : i %% len) : (i / inner) %% len;\n"
+            "  ST_%s(o, i, %s);\n}\n"
+            "__kernel void eye_%s(__global %s *o, const long n, const long cols, const long "
+            "square) {\n"
+            "  long i = get_global_id(0); if (i >= n) return;\n"
+            "  long e = i %% square, x = e / cols == e %% cols;\n"
+            "  ST_%s(o, i, %s);\n}\n",
+            it->tag, it->store, it->tag, conv, it->tag, it->store, it->tag, conv);
+    }
+}
+
+/* take and gather move elements by element size, like the other layout ops; index_check flags
+ * any index outside its axis first (the host reads the flag before moving anything). The
+ * 64-bit divisions are skipped where a size is 1 (on PoCL they cost more than the moves). */
+static void index_kernels(text *b) {
+    static const char *const raw[] = {"uchar", "ushort", "uint", "ulong"};
+    add(b, "__kernel void index_check(__global int *bad, __global const long *ix, const cx_ixc "
+           "c) {\n"
+           "  long i = get_global_id(0); if (i >= c.n) return;\n"
+           "  long v = ix[i];\n"
+           "  if (v < 0 || v >= c.dims[c.k == 1 ? 0 : i %% c.k]) *bad = 1;\n}\n");
+    for (int k = 0; k < 4; k++)
+        add(b,
+            "__kernel void take_%d(__global %s *o, __global const %s *a, __global const long *ix, "
+            "const cx_take t) {\n"
+            "  long i = get_global_id(0); if (i >= t.n) return;\n"
+            "  long e = t.inner == 1 ? 0 : i %% t.inner, r = t.inner == 1 ? i : i / t.inner;\n"
+            "  long j = r < t.count ? r : r %% t.count, q = r < t.count ? 0 : r / t.count;\n"
+            "  o[i] = a[(q * t.dim + ix[j]) * t.inner + e];\n}\n"
+            "__kernel void gather_%d(__global %s *o, __global const %s *a, __global const long "
+            "*ix, const cx_gather g) {\n"
+            "  long i = get_global_id(0); if (i >= g.n) return;\n"
+            "  long r = g.block == 1 ? i : i / g.block, e = g.block == 1 ? 0 : i %% g.block, off = "
+            "0;\n"
+            "  for (int j = 0; j < g.k; j++) off += ix[r * g.k + j] * g.ist[j];\n"
+            "  for (int k = g.rank - 1; k >= 0; k--) { long s = g.shape[k]; off += (e %% s) * "
+            "g.st[k]; e /= s; }\n"
+            "  o[i] = a[off];\n}\n",
+            1 << k, raw[k], raw[k], 1 << k, raw[k], raw[k]);
+}
+
 /* softmax and log_softmax as their decompositions compute them, fused: one work-item per row,
  * exp(x - max) / sum and (x - max) - log(sum). layer_norm: (x - mean) * (1 / sqrt(variance +
  * epsilon)) * gamma + beta, the mean and the biased variance over the row. */
 static void nn_kernels(text *b, bool fp64) {
     for (int t = 0; t < CX_DTYPE_COUNT; t++) {
-        if (types[t].cls != 'f' || !ocl_type_supported((cx_dtype)t, fp64)) continue;
+        if (types[t].cls != 'f' || t == CX_BF16 || !ocl_type_supported((cx_dtype)t, fp64)) continue;
         const ocl_type *it = &types[t];
         for (int log_form = 0; log_form < 2; log_form++)
             add(b,
@@ -505,7 +646,7 @@ static void nn_kernels(text *b, bool fp64) {
  * Both loop over a contiguous run per work-item, so the divisions are per row. */
 static void conv_kernels(text *b, bool fp64) {
     for (int t = 0; t < CX_DTYPE_COUNT; t++) {
-        if (types[t].cls != 'f' || !ocl_type_supported((cx_dtype)t, fp64)) continue;
+        if (types[t].cls != 'f' || t == CX_BF16 || !ocl_type_supported((cx_dtype)t, fp64)) continue;
         const ocl_type *it = &types[t];
         add(b,
             "#define CT %s\n"
@@ -559,12 +700,32 @@ char *ocl_source(bool fp64) {
         add(&b, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#define ACC double\n");
     else
         add(&b, "#define ACC float\n");
-    add(&b, "#define RG %d\n%s", OCL_REDUCE_GROUP, prelude);
+    add(&b, "#define RG %d\n%s%s", OCL_REDUCE_GROUP, prelude, bf16_prelude);
+    /* a double rounds to odd into f32, then to nearest even into bf16 (cx_bf16_from_f64); the
+     * store picks the conversion by the size of the value: only floats and doubles reach it */
+    if (fp64)
+        add(&b, "%s",
+            "ushort bf16_of_double(double d) {\n"
+            "  float f = (float)d;\n"
+            "  if (f == f && (double)f != d) {\n"
+            "    uint u = as_uint(f); double back = (double)f;\n"
+            "    if ((back > d && d > 0) || (back < d && d < 0)) u -= 1;\n"
+            "    f = as_float(u | 1);\n"
+            "  }\n"
+            "  return bf16_of_float(f);\n"
+            "}\n"
+            "#define ST_bf16(p, i, v) ((p)[i] = sizeof(v) == 8 ? bf16_of_double((double)(v)) : "
+            "bf16_of_float((float)(v)))\n");
+    else
+        add(&b, "#define ST_bf16(p, i, v) ((p)[i] = bf16_of_float((float)(v)))\n");
     elementwise_kernels(&b, fp64);
     select_kernels(&b, fp64);
     cast_kernels(&b, fp64);
     copy_kernels(&b);
     reduce_kernels(&b, fp64);
+    arg_kernels(&b, fp64);
+    create_kernels(&b, fp64);
+    index_kernels(&b);
     nn_kernels(&b, fp64);
     conv_kernels(&b, fp64);
     if (b.oom) {

@@ -9,9 +9,9 @@
  * string, NULL when out of memory. */
 char *ocl_source(bool fp64);
 
-/* Whether kernels exist for elements of type t (bf16 has none; f64 needs fp64). */
+/* Whether kernels exist for elements of type t (f64 needs fp64). */
 bool ocl_type_supported(cx_dtype t, bool fp64);
-/* The kernel-name suffix of a type: "f16", "f32" ...; NULL for bf16. */
+/* The kernel-name suffix of a type: "f16", "bf16", "f32" ... */
 const char *ocl_type_tag(cx_dtype t);
 /* The OpenCL C expression of an elementwise op on type t, NULL when there is no kernel. */
 const char *ocl_elementwise_expr(cx_op_id op, cx_dtype t);
