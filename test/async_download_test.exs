@@ -65,6 +65,18 @@ defmodule CascadeAsyncDownloadTest do
     assert later.undelivered == before.undelivered
   end
 
+  test "above 1 MiB too: the NIF answers :cascade_async instead of moving to a dirty scheduler" do
+    # the synchronous path reschedules a download this size onto a dirty CPU scheduler, whose
+    # answer would be the binary itself
+    data = :crypto.strong_rand_bytes(3 * 1024 * 1024)
+    t = on_test(data)
+    tag = make_ref()
+    assert Cascade.Native.to_binary(t.ref, nil, tag) == :cascade_async
+    assert_receive {:cascade_download, ^tag, ^data}, 5_000
+    assert Cascade.to_binary(t) == data
+    settle()
+  end
+
   test "the cpu device, an empty tensor and a driver's refusal take the synchronous path" do
     before = counts()
 
