@@ -120,7 +120,9 @@ defmodule Cascade.MixProject do
         default_device: :cpu,
         fallback: :warn,
         drivers: [:cuda, :opencl, :blas, :cpu],
-        gc_interval: 64 * 1024 * 1024
+        gc_interval: 64 * 1024 * 1024,
+        # milliseconds Cascade.to_binary/2 waits for an asynchronous download (cuda)
+        download_timeout: 60_000
       ]
     ]
   end

@@ -352,9 +352,16 @@ defmodule Cascade do
   @doc """
   The tensor's elements as a native-endian, row-major binary.
 
+  From a device whose driver downloads asynchronously (cuda, the test driver) the calling
+  process waits in a `receive` while the device copies, so no BEAM scheduler waits for the
+  device; elsewhere the copy runs in the call (on a dirty scheduler above 1 MiB).
+
   ## Options
 
     * `limit:` at most this many elements
+    * `timeout:` milliseconds to wait for an asynchronous download before raising
+      `Cascade.Error` (code `:timeout`); default `config :cascade, download_timeout:`
+      (60 000). The wait includes the work queued on the device before the download.
 
   ## Examples
 
@@ -366,8 +373,8 @@ defmodule Cascade do
   @spec to_binary(Tensor.t(), keyword) :: binary
   def to_binary(tensor, opts \\ [])
 
-  def to_binary(%Tensor{ref: ref, type: type}, opts) do
-    opts = check_opts!("Cascade.to_binary/2", opts, [:limit])
+  def to_binary(%Tensor{type: type} = t, opts) do
+    opts = check_opts!("Cascade.to_binary/2", opts, [:limit, :timeout])
 
     limit =
       case opts[:limit] do
@@ -382,13 +389,68 @@ defmodule Cascade do
                 "Cascade.to_binary/2: expected limit to be a non-negative integer, got: #{inspect(other)}"
       end
 
-    case Native.to_binary(ref, limit) do
-      bin when is_binary(bin) -> bin
-      oom -> Op.after_run(oom, fn -> Native.to_binary(ref, limit) end)
-    end
+    timeout =
+      case Keyword.get_lazy(opts, :timeout, &download_timeout/0) do
+        ms when (is_integer(ms) and ms >= 0) or ms == :infinity ->
+          ms
+
+        other ->
+          raise ArgumentError,
+                "Cascade.to_binary/2: expected timeout to be a non-negative integer or :infinity, got: #{inspect(other)}"
+      end
+
+    download(t, limit, timeout, false)
   end
 
   def to_binary(other, _opts), do: not_a_tensor!("to_binary/2", other)
+
+  defp download_timeout, do: Application.get_env(:cascade, :download_timeout, 60_000)
+
+  # The reply of an asynchronous download is a message tagged with a reference made here, so
+  # the receive skips the rest of the mailbox. Out of memory (the binary, or the device):
+  # collect garbage and retry once.
+  defp download(%Tensor{ref: ref, device: device} = t, limit, timeout, retried?) do
+    tag = make_ref()
+
+    case Native.to_binary(ref, limit, tag) do
+      bin when is_binary(bin) ->
+        bin
+
+      :cascade_async ->
+        await_download(tag, device, timeout)
+
+      {:cascade_oom, driver, message} ->
+        if retried? do
+          raise Cascade.Error, driver: driver, code: :out_of_memory, message: to_string(message)
+        else
+          :erlang.garbage_collect()
+          download(t, limit, timeout, true)
+        end
+    end
+  end
+
+  # What a driver thread sends when an asynchronous download from `device` ends.
+  defp await_download(tag, device, timeout) do
+    receive do
+      {:cascade_download, ^tag, {:error, code, driver, message}} ->
+        raise Cascade.Error, driver: driver, code: code, message: message
+
+      {:cascade_download, ^tag, result} ->
+        result
+    after
+      timeout ->
+        driver = with {driver, _index} <- device, do: driver
+
+        raise Cascade.Error,
+          driver: driver,
+          code: :timeout,
+          message:
+            "the download from #{inspect(device)} did not complete within #{timeout} ms " <>
+              "(the device busy with earlier work, or hung; pass timeout: or set " <>
+              "config :cascade, download_timeout: to wait longer). Its reply, if it comes, " <>
+              "is a message this process will not read"
+    end
+  end
 
   @doc """
   The elements as nested lists (a number for a scalar). Non-finite floats are `:nan`,
@@ -534,27 +596,49 @@ defmodule Cascade do
 
   @doc """
   Copies `tensor` to `device` and returns the copy (the tensor itself when it is already
-  there). Counted in `stats/0` as a `:transfer` onto the target device.
+  there). Counted in `stats/0` as a `:transfer` onto the target device. From a device that
+  downloads asynchronously (cuda) to the cpu, the calling process waits in a `receive`, as
+  `to_binary/2` does, within `config :cascade, download_timeout:`.
 
       iex> t = Cascade.tensor([1.0, 2.0])
       iex> Cascade.transfer(t, :cpu) == t
       true
   """
   @spec transfer(Tensor.t(), Device.t()) :: Tensor.t()
-  def transfer(%Tensor{ref: ref, device: from} = t, device) do
+  def transfer(%Tensor{device: from} = t, device) do
     id = Device.id!(device)
 
-    if Device.id!(from) == id do
-      t
-    else
-      case Native.transfer(ref, id) do
-        {ref, shape, type, dev} -> %Tensor{ref: ref, shape: shape, type: type, device: dev}
-        other -> Op.after_run(other, fn -> Native.transfer(ref, id) end)
-      end
-    end
+    if Device.id!(from) == id, do: t, else: transfer_to(t, id, false)
   end
 
   def transfer(other, _device), do: not_a_tensor!("transfer/2", other)
+
+  # From a device that downloads asynchronously to the cpu the copy is a download: the new
+  # tensor comes as a message, within the download timeout.
+  defp transfer_to(%Tensor{ref: ref, device: from} = t, id, retried?) do
+    tag = make_ref()
+
+    reply =
+      case Native.transfer(ref, id, tag) do
+        :cascade_async -> await_download(tag, from, download_timeout())
+        other -> other
+      end
+
+    case reply do
+      {ref, shape, type, dev} ->
+        %Tensor{ref: ref, shape: shape, type: type, device: dev}
+
+      {:cascade_oom, driver, message} when retried? ->
+        raise Cascade.Error, driver: driver, code: :out_of_memory, message: to_string(message)
+
+      {:cascade_oom, _, _} ->
+        :erlang.garbage_collect()
+        transfer_to(t, id, true)
+
+      other ->
+        Op.after_run(other, fn -> Native.transfer(ref, id, make_ref()) end)
+    end
+  end
 
   @doc """
   What each op does on `device` for each type its tensor arguments may have:

@@ -767,7 +767,7 @@ defmodule CascadeErrorsTest do
         {"tensor [1]", ~r/expected options as a keyword list, got: \[1\]/,
          fn -> Cascade.tensor([1], [1]) end},
         {"to_binary foo:",
-         ~r/Cascade.to_binary\/2: unknown option :foo, expected one of \[:limit\]/,
+         ~r/Cascade.to_binary\/2: unknown option :foo, expected one of \[:limit, :timeout\]/,
          fn -> Cascade.to_binary(m22(), foo: 1) end},
         {"to_binary 3", ~r/expected options as a keyword list, got: 3/,
          fn -> Cascade.to_binary(m22(), 3) end},

@@ -9,7 +9,9 @@
  * unavailable with the reason.
  *
  * A driver has a context (from probe) and one or more devices, each with its own context (from
- * open_device); every call after that gets the device's context. */
+ * open_device); every call after that gets the device's context.
+ *
+ * ABI 3 added download_async (optional). */
 #ifndef CX_DRIVER_H
 #define CX_DRIVER_H
 
@@ -18,7 +20,7 @@
 
 #include "ops.h"
 
-#define CX_DRIVER_ABI 2
+#define CX_DRIVER_ABI 3
 
 struct cx_tensor;
 
@@ -35,6 +37,12 @@ typedef struct {
     bool host_memory;
     char detail[160]; /* anything a user should know, e.g. "f16 computed in f32" */
 } cx_device_props;
+
+/* How an asynchronous download ends: once, from a thread of the driver's, with CX_OK when the bytes
+ * are in host memory, or with the error and its message (NULL on success). It must be quick and
+ * must not call into the driver, except that it may release buffers (a tensor it holds the last
+ * reference to may be destroyed in it). */
+typedef void (*cx_download_done)(void *ctx, cx_code rc, const char *message);
 
 typedef struct cx_driver {
     unsigned abi;
@@ -62,6 +70,14 @@ typedef struct cx_driver {
      * Parameters are normalised by inference (axes positive, defaults filled in). */
     cx_code (*execute)(void *dev, cx_op_id op, const struct cx_tensor *const *in, int n_in,
                        const cx_params *ps, struct cx_tensor *out, cx_status *st);
+    /* Optional; NULL when downloads are synchronous only. Starts copying `bytes` from `src` into
+     * host memory at `dst` and returns without waiting for the device. On CX_OK, done(ctx, ...)
+     * runs exactly once, later, from a thread of the driver's (never from the caller's thread
+     * inside this call, though it may run before this call returns); until it has run the
+     * caller keeps `dst` and `src` alive. Any other answer means nothing was started and done
+     * will not run; CX_EUNSUPPORTED asks the caller to use `download` for this one. */
+    cx_code (*download_async)(void *dev, void *dst, const void *src, size_t bytes,
+                              cx_download_done done, void *ctx, cx_status *st);
 } cx_driver;
 
 typedef const cx_driver *(*cx_driver_entry_fn)(void);

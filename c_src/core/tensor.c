@@ -95,3 +95,17 @@ cx_code cx_tensor_download(const cx_tensor *t, void *dst, size_t bytes, cx_statu
         return cx_fail(st, CX_EINVAL, "asked for %zu bytes of a %zu-byte tensor", bytes, t->nbytes);
     return t->device->driver->download(t->device->ctx, dst, t->data, bytes, st);
 }
+
+bool cx_tensor_downloads_async(const cx_tensor *t) {
+    return t->device->driver && t->device->driver->download_async;
+}
+
+cx_code cx_tensor_download_async(const cx_tensor *t, void *dst, size_t bytes, cx_download_done done,
+                                 void *ctx, cx_status *st) {
+    if (bytes > t->nbytes)
+        return cx_fail(st, CX_EINVAL, "asked for %zu bytes of a %zu-byte tensor", bytes, t->nbytes);
+    if (!cx_tensor_downloads_async(t))
+        return cx_fail(st, CX_EUNSUPPORTED, "the %s driver downloads synchronously only",
+                       t->device->driver_name);
+    return t->device->driver->download_async(t->device->ctx, dst, t->data, bytes, done, ctx, st);
+}

@@ -34,5 +34,12 @@ bool cx_tensor_is_freed(const cx_tensor *t);
 /* Copies host bytes into / out of the tensor's buffer (whole buffer). */
 cx_code cx_tensor_upload(cx_tensor *t, const void *src, size_t bytes, cx_status *st);
 cx_code cx_tensor_download(const cx_tensor *t, void *dst, size_t bytes, cx_status *st);
+/* Whether the tensor's driver can download without blocking the caller (download_async). */
+bool cx_tensor_downloads_async(const cx_tensor *t);
+/* Starts copying the first `bytes` bytes into host memory at `dst`; on CX_OK, done(ctx, rc,
+ * message) runs once, later, on a driver thread (driver.h). The caller pins the tensor and keeps
+ * `dst` alive until then. CX_EUNSUPPORTED: use cx_tensor_download instead. */
+cx_code cx_tensor_download_async(const cx_tensor *t, void *dst, size_t bytes, cx_download_done done,
+                                 void *ctx, cx_status *st);
 
 #endif

@@ -28,6 +28,7 @@ static ERL_NIF_TERM am_driver_name[CX_MAX_DEVICES];
 static ERL_NIF_TERM am_op_name[CX_OP_COUNT + 1];
 static ERL_NIF_TERM am_route[CX_ROUTE_COUNT];
 static ERL_NIF_TERM am_warn, am_allow, am_error, am_transfer, am_cascade_warn, am_shape_dependent;
+static ERL_NIF_TERM am_async, am_download;
 
 static void tensor_dtor(ErlNifEnv *env, void *obj) {
     (void)env;
@@ -408,15 +409,20 @@ static ERL_NIF_TERM from_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return from_binary_run(env, argv);
 }
 
-/* to_binary(ref, limit_bytes | nil) */
+/* The bytes to_binary copies: the whole tensor, or `limit` bytes when that is less. */
+static size_t download_bytes(ErlNifEnv *env, const cx_tensor *t, ERL_NIF_TERM limit_term) {
+    ErlNifUInt64 limit;
+    if (enif_get_uint64(env, limit_term, &limit) && (size_t)limit < t->nbytes) return (size_t)limit;
+    return t->nbytes;
+}
+
+/* to_binary(ref, limit_bytes | nil, tag), synchronously */
 static ERL_NIF_TERM to_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
     if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
     cx_status st = {CX_OK, ""};
     if (cx_tensor_pin(t, &st) != CX_OK) return raise_status(env, &st, NULL);
-    size_t bytes = t->nbytes;
-    ErlNifUInt64 limit;
-    if (enif_get_uint64(env, argv[1], &limit) && (size_t)limit < bytes) bytes = (size_t)limit;
+    size_t bytes = download_bytes(env, t, argv[1]);
     ERL_NIF_TERM res;
     unsigned char *dst = enif_make_new_binary(env, bytes, &res);
     cx_code rc = dst ? cx_tensor_download(t, dst, bytes, &st)
@@ -430,12 +436,144 @@ static ERL_NIF_TERM to_binary_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return to_binary_run(env, argv);
 }
 
+/* ---- asynchronous downloads ------------------------------------------------------------
+ *
+ * From a device whose driver has download_async, to_binary returns :cascade_async at once and
+ * the driver's thread later sends the caller {:cascade_download, tag, binary} or
+ * {:cascade_download, tag, {:error, code, driver, message}}; Elixir waits in a receive, so no
+ * scheduler, dirty or not, waits for the device. A transfer to a host-memory device (the cpu)
+ * goes the same way, the bytes landing in the new tensor's buffer and the reply carrying the
+ * tensor ({ref, shape, type, device}, as op/4 answers) instead of a binary.
+ *
+ * Lifetimes: the job holds a reference to the tensor's resource (enif_keep_resource: the
+ * struct outlives every term that named it, so a caller that dies or drops the tensor cannot
+ * free it under the driver) and a pin (the device buffer outlives a free/1 that comes
+ * meanwhile; the buffer goes when the pin drops). The binary, or the transfer's new tensor, is
+ * the job's until the reply takes it; a reply to a dead process is dropped with its
+ * environment, binary or tensor reference included (the new tensor is then destroyed).
+ *
+ * Unloading: download_done is code of this library, called from a driver's thread. ERTS
+ * unloads a NIF library only after its module is purged and the last resource of its
+ * resource types is gone, and the job's reference is dropped by the last statement of
+ * download_done, so the library cannot go while a download is pending. What remains is the
+ * return from download_done after that release; Cascade.Native is never purged while its
+ * tensors live (it has no code upgrades that drop the library), and the drivers are never
+ * unloaded (core/device.c), which is what we rely on. */
+
+typedef struct {
+    cx_tensor *t;
+    cx_tensor *out;   /* a transfer's new tensor (its allocation's reference), or NULL */
+    ErlNifBinary bin; /* to_binary's, when out is NULL */
+    ErlNifPid caller;
+    ErlNifEnv *env; /* the reply's: the tag, then the message */
+    ERL_NIF_TERM tag;
+} download_job;
+
+/* started, completed (the reply sent or dropped), undelivered (the caller had died) */
+static _Atomic int64_t downloads_started, downloads_completed, downloads_undelivered;
+
+static void download_done(void *ctx, cx_code rc, const char *message) {
+    download_job *j = ctx;
+    ErlNifEnv *env = j->env;
+    ERL_NIF_TERM reply;
+    if (rc == CX_OK && j->out) {
+        cx_stats_count_transfer(j->out->device->id, (long long)j->out->nbytes);
+        reply = make_tensor(env, j->out);
+    } else if (rc == CX_OK) {
+        reply = enif_make_binary(env, &j->bin);
+    } else {
+        if (j->out) {
+            cx_tensor_free(j->out);
+            enif_release_resource(j->out);
+        } else {
+            enif_release_binary(&j->bin);
+        }
+        reply = enif_make_tuple4(env, am_error, enif_make_atom(env, cx_code_name(rc)),
+                                 am_driver_name[j->t->device->id],
+                                 make_string(env, message ? message : "the download failed"));
+    }
+    if (!enif_send(NULL, &j->caller, env, enif_make_tuple3(env, am_download, j->tag, reply)))
+        atomic_fetch_add(&downloads_undelivered, 1);
+    enif_free_env(env);
+    cx_tensor *t = j->t;
+    enif_free(j);
+    cx_tensor_unpin(t);
+    atomic_fetch_add(&downloads_completed, 1);
+    enif_release_resource(t); /* last: it may destroy the tensor (see Unloading above) */
+}
+
+/* Starts an asynchronous download of `bytes` bytes, into a new binary, or into `out`'s buffer
+ * for a transfer (the job takes the reference). True with *res set (:cascade_async, or the
+ * exception / out-of-memory answer when it could not start); false when the driver asks for a
+ * synchronous download of this one (nothing held then, `out` released). */
+static bool start_download(ErlNifEnv *env, cx_tensor *t, size_t bytes, cx_tensor *out,
+                           ERL_NIF_TERM tag, ERL_NIF_TERM *res) {
+    cx_status st = {CX_OK, ""};
+    download_job *j = NULL;
+    ErlNifEnv *msg_env = NULL;
+    bool answered = true;
+    if (cx_tensor_pin(t, &st) != CX_OK) {
+        *res = raise_status(env, &st, NULL);
+        goto failed;
+    }
+    j = enif_alloc(sizeof *j);
+    msg_env = j ? enif_alloc_env() : NULL;
+    if (!msg_env || (!out && !enif_alloc_binary(bytes, &j->bin))) {
+        cx_tensor_unpin(t);
+        cx_fail(&st, CX_ENOMEM, "could not allocate a %zu-byte binary", bytes);
+        *res = raise_status(env, &st, t->device->driver_name);
+        goto failed;
+    }
+    j->t = t;
+    j->out = out;
+    j->env = msg_env;
+    j->tag = enif_make_copy(msg_env, tag);
+    enif_self(env, &j->caller);
+    enif_keep_resource(t);
+    atomic_fetch_add(&downloads_started, 1);
+    /* from here the job may complete on another thread at any time: not touched on success */
+    cx_code rc =
+        cx_tensor_download_async(t, out ? out->data : j->bin.data, bytes, download_done, j, &st);
+    if (rc == CX_OK) return *res = am_async, true;
+    atomic_fetch_sub(&downloads_started, 1);
+    enif_release_resource(t); /* the caller's term still holds the tensor */
+    if (!out) enif_release_binary(&j->bin);
+    cx_tensor_unpin(t);
+    answered = rc != CX_EUNSUPPORTED;
+    if (answered) *res = raise_status(env, &st, t->device->driver_name);
+failed:
+    if (msg_env) enif_free_env(msg_env);
+    if (j) enif_free(j);
+    if (out) {
+        cx_tensor_free(out);
+        enif_release_resource(out);
+    }
+    return answered;
+}
+
+/* to_binary(ref, limit_bytes | nil, tag): asynchronous where the driver can, else synchronous,
+ * on a dirty scheduler above DIRTY_BYTES. */
 static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
-    if (get_tensor(env, argv[0], &t) && t->nbytes > DIRTY_BYTES)
+    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    size_t bytes = download_bytes(env, t, argv[1]);
+    ERL_NIF_TERM res;
+    if (bytes > 0 && cx_tensor_downloads_async(t) &&
+        start_download(env, t, bytes, NULL, argv[2], &res))
+        return res;
+    if (bytes > DIRTY_BYTES)
         return enif_schedule_nif(env, "to_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
                                  to_binary_dirty, argc, argv);
     return to_binary_run(env, argv);
+}
+
+/* {started, completed, undelivered} asynchronous downloads since the library loaded */
+static ERL_NIF_TERM async_downloads_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    (void)argv;
+    return enif_make_tuple3(env, enif_make_int64(env, atomic_load(&downloads_started)),
+                            enif_make_int64(env, atomic_load(&downloads_completed)),
+                            enif_make_int64(env, atomic_load(&downloads_undelivered)));
 }
 
 static ERL_NIF_TERM free_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -611,7 +749,7 @@ static ERL_NIF_TERM set_policy_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return am_ok;
 }
 
-/* transfer(ref, device_id) */
+/* transfer(ref, device_id, tag), synchronously */
 static ERL_NIF_TERM transfer_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
     int id;
@@ -634,9 +772,29 @@ static ERL_NIF_TERM transfer_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return transfer_run(env, argv);
 }
 
+/* transfer(ref, device_id, tag): from a device that downloads asynchronously to one with host
+ * memory, the bytes land in the new tensor's buffer as a download's would (:cascade_async, then
+ * the reply); otherwise synchronously, on a dirty scheduler above DIRTY_BYTES. */
 static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
-    if (get_tensor(env, argv[0], &t) && t->nbytes > DIRTY_BYTES)
+    int id;
+    cx_device *to;
+    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    if (!enif_get_int(env, argv[1], &id) || !(to = cx_device_get(id)))
+        return raise_arg(env, "unknown device id");
+    if (t->nbytes > 0 && to->props.host_memory && !t->device->props.host_memory &&
+        cx_tensor_downloads_async(t)) {
+        cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
+        if (!out) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
+        cx_status st = {CX_OK, ""};
+        if (cx_tensor_init(out, to, &t->desc, &st) != CX_OK) {
+            enif_release_resource(out);
+            return raise_status(env, &st, to->driver_name);
+        }
+        ERL_NIF_TERM res;
+        if (start_download(env, t, t->nbytes, out, argv[2], &res)) return res;
+    }
+    if (t->nbytes > DIRTY_BYTES)
         return enif_schedule_nif(env, "transfer_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, transfer_dirty,
                                  argc, argv);
     return transfer_run(env, argv);
@@ -727,6 +885,8 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
     am_shape_dependent = enif_make_atom(env, "shape_dependent");
     am_allow = enif_make_atom(env, "allow");
     am_error = enif_make_atom(env, "error");
+    am_async = enif_make_atom(env, "cascade_async");
+    am_download = enif_make_atom(env, "cascade_download");
     cx_policy p;
     if (enif_is_map(env, info) &&
         enif_get_map_value(env, info, enif_make_atom(env, "fallback"), &value) &&
@@ -749,7 +909,8 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
 static ErlNifFunc nif_funcs[] = {
     {"op", 4, op_nif, 0},
     {"from_binary", 4, from_binary_nif, 0},
-    {"to_binary", 2, to_binary_nif, 0},
+    {"to_binary", 3, to_binary_nif, 0},
+    {"async_downloads", 0, async_downloads_nif, 0},
     {"free", 1, free_nif, 0},
     {"freed?", 1, freed_nif, 0},
     {"memory", 0, memory_nif, 0},
@@ -761,7 +922,7 @@ static ErlNifFunc nif_funcs[] = {
     {"stats", 0, stats_nif, 0},
     {"reset_stats", 0, reset_stats_nif, 0},
     {"set_policy", 1, set_policy_nif, 0},
-    {"transfer", 2, transfer_nif, 0},
+    {"transfer", 3, transfer_nif, 0},
 };
 
 ERL_NIF_INIT(Elixir.Cascade.Native, nif_funcs, load, NULL, upgrade, NULL)

@@ -284,6 +284,81 @@ static void transfers_are_counted(void **state) {
     dlclose(h);
 }
 
+/* The shared object's table is of this ABI and downloads asynchronously; checked wherever the
+ * driver was built, GPU or not. */
+static void the_table_is_current(void **state) {
+    (void)state;
+    void *h = dlopen(CUDA_SO, RTLD_NOW | RTLD_LOCAL);
+    if (!h) skip(); /* not built here */
+    cx_driver_entry_fn entry = NULL;
+    *(void **)&entry = dlsym(h, "cx_driver_entry");
+    assert_non_null(entry);
+    const cx_driver *drv = entry();
+    assert_int_equal(drv->abi, CX_DRIVER_ABI);
+    assert_non_null(drv->download_async);
+    assert_non_null(drv->download);
+    dlclose(h);
+}
+
+/* Asynchronous downloads (what to_binary uses) go through the pinned staging buffer in 8 MiB
+ * chunks: sizes below, at and across chunk boundaries, a prefix only, many in flight at once,
+ * each called back once from another thread with the right bytes. */
+static void downloads_asynchronously(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    const size_t mib = (size_t)1 << 20;
+    const size_t sizes[] = {1, 4096, 8 * mib, 8 * mib + 1, 20 * mib + 3};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    cx_tensor *host[N], *dev[N];
+    unsigned char *dst[N];
+    tu_download w[N];
+    cx_status st = {0};
+    for (int k = 0; k < N; k++) {
+        size_t n = sizes[k];
+        host[k] = malloc(sizeof(cx_tensor));
+        cx_desc d = tu_desc(CX_U8, 1, (int64_t[]){(int64_t)n});
+        assert_int_equal(cx_tensor_init(host[k], cpu, &d, &st), CX_OK);
+        for (size_t i = 0; i < n; i++)
+            ((unsigned char *)host[k]->data)[i] = (unsigned char)(i * 7 + k);
+        dev[k] = moved(host[k], gpu);
+        dst[k] = malloc(n + 1);
+        dst[k][n] = 0xEE;
+        tu_download_init(&w[k]);
+        assert_int_equal(cx_tensor_pin(dev[k], &st), CX_OK);
+    }
+    /* all enqueued before any is waited for: they share the staging buffer */
+    for (int k = 0; k < N; k++)
+        if (cx_tensor_download_async(dev[k], dst[k], sizes[k], tu_download_done, &w[k], &st))
+            fail_msg("download_async: %s", st.message);
+    for (int k = 0; k < N; k++) {
+        assert_true(tu_download_wait(&w[k], 30000));
+        if (w[k].rc != CX_OK) fail_msg("download %d: %s", k, w[k].message);
+        assert_false(pthread_equal(w[k].thread, w[k].caller));
+        assert_memory_equal(dst[k], host[k]->data, sizes[k]);
+        assert_int_equal(dst[k][sizes[k]], 0xEE);
+        assert_int_equal(w[k].calls, 1);
+    }
+    /* a prefix that ends inside the second chunk */
+    tu_download p;
+    tu_download_init(&p);
+    unsigned char *part = calloc(1, 9 * mib);
+    assert_int_equal(
+        cx_tensor_download_async(dev[N - 1], part, 9 * mib - 5, tu_download_done, &p, &st), CX_OK);
+    assert_true(tu_download_wait(&p, 30000));
+    assert_int_equal(p.rc, CX_OK);
+    assert_memory_equal(part, host[N - 1]->data, 9 * mib - 5);
+    assert_int_equal(part[9 * mib - 5], 0);
+    free(part);
+    tu_download_destroy(&p);
+    for (int k = 0; k < N; k++) {
+        cx_tensor_unpin(dev[k]);
+        tu_download_destroy(&w[k]);
+        free(dst[k]);
+        tu_drop(dev[k]);
+        tu_drop(host[k]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(listed_with_a_reason),
@@ -294,6 +369,8 @@ int main(void) {
         cmocka_unit_test(fused_against_cpu),
         cmocka_unit_test(out_of_memory_then_usable),
         cmocka_unit_test(transfers_are_counted),
+        cmocka_unit_test(the_table_is_current),
+        cmocka_unit_test(downloads_asynchronously),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -4,12 +4,15 @@
 #define CX_TEST_UTIL_H
 
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -112,6 +115,58 @@ static inline void tu_expect(const cx_tensor *x, cx_dtype t, int rank, const int
             fail_msg("element %lld: expected %.17g, got %.17g (tolerance %g)", (long long)i, want,
                      got, tol);
     }
+}
+
+/* The end of an asynchronous download (cx_tensor_download_async), waited for. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int calls;
+    cx_code rc;
+    char message[512];
+    pthread_t caller, thread; /* the thread that started it, and the one that ended it */
+} tu_download;
+
+static inline void tu_download_init(tu_download *w) {
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    w->caller = pthread_self();
+    w->rc = (cx_code)-1;
+}
+
+static inline void tu_download_done(void *ctx, cx_code rc, const char *message) {
+    tu_download *w = ctx;
+    pthread_mutex_lock(&w->lock);
+    w->calls++;
+    w->rc = rc;
+    snprintf(w->message, sizeof w->message, "%s", message ? message : "");
+    w->thread = pthread_self();
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Whether done was called within `ms` milliseconds. */
+static inline bool tu_download_wait(tu_download *w, int ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->lock);
+    while (w->calls == 0 && pthread_cond_timedwait(&w->cond, &w->lock, &until) == 0) {
+    }
+    bool called = w->calls > 0;
+    pthread_mutex_unlock(&w->lock);
+    return called;
+}
+
+static inline void tu_download_destroy(tu_download *w) {
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->cond);
 }
 
 #define TU_SHAPE(...)  ((const int64_t[]){__VA_ARGS__})

@@ -23,7 +23,8 @@ defmodule Cascade.Native do
 
   def op(_op_id, _refs, _params, _device_id), do: nif!()
   def from_binary(_binary, _type, _shape, _device_id), do: nif!()
-  def to_binary(_ref, _limit), do: nif!()
+  def to_binary(_ref, _limit, _tag), do: nif!()
+  def async_downloads, do: nif!()
   def free(_ref), do: nif!()
   def freed?(_ref), do: nif!()
   def memory, do: nif!()
@@ -35,5 +36,5 @@ defmodule Cascade.Native do
   def stats, do: nif!()
   def reset_stats, do: nif!()
   def set_policy(_policy), do: nif!()
-  def transfer(_ref, _device_id), do: nif!()
+  def transfer(_ref, _device_id, _tag), do: nif!()
 end

@@ -50,7 +50,7 @@ defmodule Cascade.Tensor do
           true ->
             # Only the first `limit` elements cross from the device.
             type = Cascade.Type.normalize!(t.type)
-            bin = Cascade.Native.to_binary(t.ref, limit * Cascade.Type.byte_size(type))
+            bin = Cascade.to_binary(t, limit: limit)
             flat = Cascade.Type.decode(bin, type) |> Enum.map_join(", ", &Kernel.inspect/1)
             "[#{flat}, ...]"
         end

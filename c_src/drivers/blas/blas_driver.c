@@ -138,6 +138,7 @@ static const cx_driver blas_driver = {
     .capability = blas_capability,
     .refine = blas_refine,
     .execute = blas_execute,
+    .download_async = NULL, /* host memory: a download is a memcpy */
 };
 
 __attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {

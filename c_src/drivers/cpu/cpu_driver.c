@@ -107,6 +107,7 @@ static const cx_driver cpu_driver = {
     .download = cpu_copy,
     .capability = cpu_capability,
     .execute = cpu_execute,
+    .download_async = NULL, /* host memory: a download is a memcpy */
 };
 
 const cx_driver *cx_cpu_driver(void) {

@@ -6,8 +6,12 @@
  *   - execute, alloc and upload are submitted and the caller waits until the owner thread has
  *     *enqueued* the work on the stream (kernel launches, cudaMallocAsync, a pageable
  *     cudaMemcpyAsync that returns once the source is staged): microseconds, never the GPU.
- *   - download waits for the stream: the bytes must be in host memory when it returns. It is
- *     the one synchronisation with the GPU, and where errors of earlier kernels surface.
+ *   - download_async (what to_binary uses) is submitted like an upload: the owner enqueues
+ *     copies into a pinned staging buffer, each followed by a stream callback that copies the
+ *     chunk on into the caller's memory; the last callback calls the caller's `done`. No
+ *     thread waits for the GPU; errors of earlier kernels reach `done` as the stream's status.
+ *   - download (used inside the core: fallbacks, transfers) waits for the stream: the bytes
+ *     must be in host memory when it returns, and errors of earlier kernels surface there.
  *   - release is posted without waiting (cudaFreeAsync, stream-ordered after every kernel that
  *     read the buffer), so a garbage collection never blocks on the GPU.
  *   - out of memory: the owner synchronises the stream and trims the pool once, then retries. */
@@ -37,6 +41,10 @@ typedef struct cuda_device {
     cudaMemPool_t pool;
     cublasHandle_t blas;
     int major, minor;
+    /* pinned host memory that asynchronous downloads pass through, CUDA_STAGING_BYTES, made on
+     * first use; stream order keeps one download's chunk from overwriting another's before its
+     * callback has copied it out */
+    void *staging;
     /* a sticky CUDA error: the device is unusable until the process restarts */
     _Atomic bool lost;
     char lost_reason[256];

@@ -113,6 +113,165 @@ static cx_code cuda_drv_download(void *dev, void *dst, const void *src, size_t b
     return rc;
 }
 
+/* ---- asynchronous downloads ------------------------------------------------------------------
+ *
+ * The owner enqueues, per chunk of at most CUDA_STAGING_BYTES, a copy into the device's pinned
+ * staging buffer and a stream callback that copies the chunk on into the caller's memory; the
+ * callback that drops the last hold calls `done`. Every chunk of every download goes through
+ * the one staging buffer: a callback blocks later work on the stream until it returns, so the
+ * next copy into the buffer cannot start before the previous chunk was copied out.
+ *
+ * cudaStreamAddCallback rather than cudaLaunchHostFunc: a host function is not called at all
+ * once the context has an error, and the caller would wait for a reply that never comes; a
+ * stream callback runs exactly once, with the stream's status. Callbacks may make no CUDA
+ * calls: they copy host memory and call `done`, which may release buffers, and cuda_drv_release
+ * only posts to the owner (a mutex held for microseconds, never across GPU work). */
+
+/* Large enough that a chunk's callback is noise beside its copy, small enough to pin once per
+ * device without a second thought. */
+#define CUDA_STAGING_BYTES ((size_t)8 << 20)
+
+typedef struct async_download async_download;
+
+typedef struct {
+    async_download *a;
+    size_t offset, len;
+} download_chunk;
+
+struct async_download {
+    cuda_device *d;
+    unsigned char *dst;
+    const unsigned char *src;
+    const unsigned char *staging;
+    size_t bytes;
+    cx_download_done done;
+    void *ctx;
+    /* one per enqueued callback, plus the owner's while it enqueues; the last one out finishes */
+    _Atomic int holds;
+    /* the first error status a callback was given (0: none) */
+    _Atomic int stream_error;
+    /* an enqueue that failed after the first callback was enqueued: written by the owner before
+     * it drops its hold */
+    cx_code enqueue_rc;
+    char enqueue_msg[256];
+    int n_chunks;
+    download_chunk chunks[];
+};
+
+/* The last hold: the result goes to the caller and the download is freed. On a CUDA callback
+ * thread or on the owner thread; no CUDA calls (cudaGetErrorName included). */
+static void download_finish(async_download *a) {
+    cuda_device *d = a->d;
+    int e = atomic_load(&a->stream_error);
+    char msg[320] = "";
+    cx_code rc = CX_OK;
+    if (a->enqueue_rc != CX_OK) {
+        rc = a->enqueue_rc;
+        snprintf(msg, sizeof msg, "%s", a->enqueue_msg);
+    } else if (e != 0) {
+        /* an earlier kernel failed; if the error is sticky, the next call on the device marks
+         * it lost and names the error */
+        rc = CX_EDEVICE;
+        snprintf(msg, sizeof msg,
+                 "cuda:%d: the download failed: the stream reported CUDA error %d (an earlier "
+                 "operation on the device failed)",
+                 d->ordinal, e);
+    } else {
+        atomic_fetch_add(&d->downloads, 1);
+        atomic_fetch_add(&d->download_bytes, (long long)a->bytes);
+    }
+    cx_download_done done = a->done;
+    void *ctx = a->ctx;
+    free(a);
+    done(ctx, rc, rc == CX_OK ? NULL : msg);
+}
+
+static void download_drop(async_download *a) {
+    if (atomic_fetch_sub(&a->holds, 1) == 1) download_finish(a);
+}
+
+/* A stream callback, after a chunk's copy into the staging buffer: copies it on. */
+static void CUDART_CB chunk_landed(cudaStream_t stream, cudaError_t status, void *arg) {
+    download_chunk *c = arg;
+    async_download *a = c->a;
+    if (status != cudaSuccess) {
+        int none = 0;
+        atomic_compare_exchange_strong(&a->stream_error, &none, (int)status);
+    } else if (c->len && atomic_load(&a->stream_error) == 0) {
+        memcpy(a->dst + c->offset, a->staging, c->len);
+    }
+    download_drop(a);
+}
+
+/* On the owner thread. A failure before the first callback is enqueued is returned (nothing
+ * will run, the caller frees the download); after it, it goes to `done` once the callbacks
+ * already enqueued have run. */
+static cx_code run_download_async(cuda_device *d, void *arg, cx_status *st) {
+    async_download *a = arg;
+    if (!d->staging) {
+        cudaError_t e = cudaMallocHost(&d->staging, CUDA_STAGING_BYTES);
+        if (e != cudaSuccess) {
+            d->staging = NULL;
+            cx_code rc = cuda_check(d, e, "cudaMallocHost", st);
+            if (atomic_load(&d->lost)) return rc;
+            /* no pinned memory to spare: this download, and the next until it can be had,
+             * goes the synchronous way */
+            return cx_fail(st, CX_EUNSUPPORTED,
+                           "cuda:%d: no pinned staging buffer for an asynchronous download (%s)",
+                           d->ordinal, st->message);
+        }
+    }
+    a->staging = d->staging;
+    atomic_store(&a->holds, 1);
+    cx_code rc = CX_OK;
+    int k = 0;
+    for (; k < a->n_chunks; k++) {
+        download_chunk *c = &a->chunks[k];
+        if (c->len && (rc = cuda_check(d,
+                                       cudaMemcpyAsync(d->staging, a->src + c->offset, c->len,
+                                                       cudaMemcpyDeviceToHost, d->stream),
+                                       "cudaMemcpyAsync", st)))
+            break;
+        atomic_fetch_add(&a->holds, 1); /* before: the callback may run at once */
+        if ((rc = cuda_check(d, cudaStreamAddCallback(d->stream, chunk_landed, c, 0),
+                             "cudaStreamAddCallback", st))) {
+            atomic_fetch_sub(&a->holds, 1);
+            break;
+        }
+    }
+    if (rc != CX_OK && k == 0) return rc;
+    if (rc != CX_OK) {
+        a->enqueue_rc = rc;
+        snprintf(a->enqueue_msg, sizeof a->enqueue_msg, "%.255s", st->message);
+    }
+    download_drop(a);
+    return CX_OK;
+}
+
+static cx_code cuda_drv_download_async(void *dev, void *dst, const void *src, size_t bytes,
+                                       cx_download_done done, void *ctx, cx_status *st) {
+    size_t n = bytes ? (bytes + CUDA_STAGING_BYTES - 1) / CUDA_STAGING_BYTES : 1;
+    async_download *a = calloc(1, sizeof *a + n * sizeof(download_chunk));
+    if (!a) return cx_fail(st, CX_ENOMEM, "cuda: out of host memory");
+    a->d = dev;
+    a->dst = dst;
+    a->src = src;
+    a->bytes = bytes;
+    a->done = done;
+    a->ctx = ctx;
+    a->enqueue_rc = CX_OK;
+    a->n_chunks = (int)n;
+    for (size_t k = 0; k < n; k++) {
+        size_t off = k * CUDA_STAGING_BYTES;
+        a->chunks[k] = (download_chunk){
+            a, off, bytes - off < CUDA_STAGING_BYTES ? bytes - off : CUDA_STAGING_BYTES};
+    }
+    cx_code rc = cuda_submit(dev, run_download_async, a, st);
+    /* on success `a` belongs to the callbacks and may already be freed */
+    if (rc != CX_OK) free(a);
+    return rc;
+}
+
 /* ---- capabilities -----------------------------------------------------------------------------
  */
 
@@ -454,6 +613,7 @@ static const cx_driver cuda_driver = {
     .capability = cuda_drv_capability,
     .refine = cuda_drv_refine,
     .execute = cuda_drv_execute,
+    .download_async = cuda_drv_download_async,
 };
 
 __attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {

@@ -314,6 +314,9 @@ static const cx_driver opencl_driver = {
     .capability = driver_capability,
     .refine = driver_refine,
     .execute = driver_execute,
+    /* synchronous for now (a dirty scheduler above 1 MiB); clEnqueueReadBuffer with an event
+     * callback would make it asynchronous */
+    .download_async = NULL,
 };
 
 __attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {

@@ -9,16 +9,30 @@
  *   except take and gather; as_type; full and iota; dot only when it contracts at most 64
  *   elements (a shape refinement, with a reason); the composite relu on f32 (its own kernel).
  *   Nothing in f16 or bf16. Everything else is refused, so it is decomposed or falls back.
- * - Kernels are the cpu driver's, run on the decoded buffers. */
+ * - Kernels are the cpu driver's, run on the decoded buffers.
+ * - Every download can be asynchronous (download_async): the copy and the completion call run on
+ *   the driver's completion thread, one download after another, as a GPU's stream would. Two
+ *   16-byte prefixes of the source let tests reach the rare cases: a buffer that starts with
+ *   TEST_SLOW_PREFIX completes only after TEST_SLOW_MS (a download still pending while its
+ *   caller dies or frees the tensor), one that starts with TEST_FAIL_PREFIX fails with
+ *   CX_EDEVICE instead of copying, and download_async refuses one that starts with
+ *   TEST_SYNC_PREFIX (CX_EUNSUPPORTED: the caller downloads synchronously). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../core/tensor.h"
 
 #define TEST_DEVICES 2
 #define HANDLE_KEY   ((uintptr_t)0x5A5A5A5A5A5A5A50u)
+
+#define TEST_SLOW_PREFIX "cx-test:slow-dl!"
+#define TEST_FAIL_PREFIX "cx-test:fail-dl!"
+#define TEST_SYNC_PREFIX "cx-test:sync-dl!"
+#define TEST_SLOW_MS     300
 
 static const char signature[] =
 #include "../../core/ops_signature.inc"
@@ -80,6 +94,85 @@ static cx_code test_upload(void *dev, void *dst, const void *src, size_t bytes, 
 
 static cx_code test_download(void *dev, void *dst, const void *src, size_t bytes, cx_status *st) {
     if (bytes) memcpy(dst, decode(src), bytes);
+    return CX_OK;
+}
+
+/* ---- asynchronous downloads: one completion thread, started on first use ------------------ */
+
+typedef struct pending_download {
+    void *dst;
+    const void *src; /* decoded */
+    size_t bytes;
+    cx_download_done done;
+    void *ctx;
+    struct pending_download *next;
+} pending_download;
+
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t queue_work = PTHREAD_COND_INITIALIZER;
+static pending_download *queue_head, *queue_tail;
+static bool completer_started;
+
+static bool has_prefix(const pending_download *p, const char *prefix) {
+    return p->bytes >= 16 && memcmp(p->src, prefix, 16) == 0;
+}
+
+static void *completer_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&queue_lock);
+        while (!queue_head) pthread_cond_wait(&queue_work, &queue_lock);
+        pending_download *p = queue_head;
+        queue_head = p->next;
+        if (!queue_head) queue_tail = NULL;
+        pthread_mutex_unlock(&queue_lock);
+
+        if (has_prefix(p, TEST_SLOW_PREFIX))
+            nanosleep(&(struct timespec){0, TEST_SLOW_MS * 1000000L}, NULL);
+        if (has_prefix(p, TEST_FAIL_PREFIX)) {
+            p->done(p->ctx, CX_EDEVICE,
+                    "test: the download failed (injected: the buffer starts with " TEST_FAIL_PREFIX
+                    ")");
+        } else {
+            if (p->bytes) memcpy(p->dst, p->src, p->bytes);
+            p->done(p->ctx, CX_OK, NULL);
+        }
+        free(p);
+    }
+    return NULL;
+}
+
+static cx_code test_download_async(void *dev, void *dst, const void *src, size_t bytes,
+                                   cx_download_done done, void *ctx, cx_status *st) {
+    pending_download *p = malloc(sizeof *p);
+    if (!p) return cx_fail(st, CX_ENOMEM, "test: out of host memory");
+    *p = (pending_download){dst, decode(src), bytes, done, ctx, NULL};
+    if (has_prefix(p, TEST_SYNC_PREFIX)) {
+        free(p);
+        return cx_fail(st, CX_EUNSUPPORTED, "test: this one downloads synchronously (injected)");
+    }
+    pthread_mutex_lock(&queue_lock);
+    if (!completer_started) {
+        /* detached: it lives as long as the process, as the driver (never unloaded) does */
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        completer_started = pthread_create(&thread, &attr, completer_main, NULL) == 0;
+        pthread_attr_destroy(&attr);
+        if (!completer_started) {
+            pthread_mutex_unlock(&queue_lock);
+            free(p);
+            return cx_fail(st, CX_EDEVICE, "test: could not start the completion thread");
+        }
+    }
+    if (queue_tail)
+        queue_tail->next = p;
+    else
+        queue_head = p;
+    queue_tail = p;
+    pthread_cond_signal(&queue_work);
+    pthread_mutex_unlock(&queue_lock);
     return CX_OK;
 }
 
@@ -174,6 +267,7 @@ static const cx_driver test_driver = {
     .capability = test_capability,
     .refine = test_refine,
     .execute = test_execute,
+    .download_async = test_download_async,
 };
 
 __attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {
