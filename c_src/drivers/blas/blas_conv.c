@@ -27,82 +27,56 @@ static inline float load_f32(const cx_tensor *t, int64_t i) {
     }
 }
 
-/* im2col of image n, group g, into cols: nchw {K, P} (row (ci, ki, kj), column (oh, ow)); nhwc
- * {P, K} (row (oh, ow), column (ki, kj, ci)); zeros where the window reads padding. */
-static void im2col_f32(const cx_tensor *x, const cx_conv_dims *v, int64_t n, int64_t g,
-                       float *cols) {
-    int64_t p = v->oh * v->ow;
-    if (!v->nhwc) {
-        for (int64_t ci = 0; ci < v->cg; ci++) {
-            int64_t plane = (n * v->c + g * v->cg + ci) * v->h * v->w;
-            for (int64_t ki = 0; ki < v->kh; ki++)
-                for (int64_t kj = 0; kj < v->kw; kj++, cols += p) {
-                    float *d = cols;
-                    for (int64_t oh = 0; oh < v->oh; oh++) {
-                        int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
-                        if (ih < 0 || ih >= v->h) {
-                            memset(d, 0, sizeof(float) * (size_t)v->ow);
-                            d += v->ow;
-                            continue;
-                        }
-                        int64_t row = plane + ih * v->w, iw = kj * v->d1 - v->lo1;
-                        for (int64_t ow = 0; ow < v->ow; ow++, iw += v->s1)
-                            *d++ = iw >= 0 && iw < v->w ? load_f32(x, row + iw) : 0.0f;
-                    }
-                }
-        }
-        return;
-    }
-    for (int64_t oh = 0; oh < v->oh; oh++)
-        for (int64_t ow = 0; ow < v->ow; ow++)
-            for (int64_t ki = 0; ki < v->kh; ki++) {
-                int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
-                for (int64_t kj = 0; kj < v->kw; kj++) {
-                    int64_t iw = ow * v->s1 - v->lo1 + kj * v->d1;
-                    if (ih < 0 || ih >= v->h || iw < 0 || iw >= v->w) {
-                        memset(cols, 0, sizeof(float) * (size_t)v->cg);
-                        cols += v->cg;
-                        continue;
-                    }
-                    int64_t base = ((n * v->h + ih) * v->w + iw) * v->c + g * v->cg;
-                    for (int64_t ci = 0; ci < v->cg; ci++) *cols++ = load_f32(x, base + ci);
-                }
-            }
+static inline double load_f64(const cx_tensor *t, int64_t i) {
+    return ((const double *)t->data)[i];
 }
 
-static void im2col_f64(const cx_tensor *x, const cx_conv_dims *v, int64_t n, int64_t g,
-                       double *cols) {
-    const double *src = x->data;
-    int64_t p = v->oh * v->ow;
-    if (!v->nhwc) {
-        for (int64_t ci = 0; ci < v->cg; ci++) {
-            int64_t plane = (n * v->c + g * v->cg + ci) * v->h * v->w;
-            for (int64_t ki = 0; ki < v->kh; ki++)
-                for (int64_t kj = 0; kj < v->kw; kj++, cols += p) {
-                    double *d = cols;
-                    for (int64_t oh = 0; oh < v->oh; oh++) {
-                        int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
-                        int64_t row = plane + ih * v->w, iw = kj * v->d1 - v->lo1;
-                        bool hin = ih >= 0 && ih < v->h;
-                        for (int64_t ow = 0; ow < v->ow; ow++, iw += v->s1)
-                            *d++ = hin && iw >= 0 && iw < v->w ? src[row + iw] : 0.0;
-                    }
-                }
-        }
-        return;
+/* im2col of image n, group g, into cols: nchw {K, P} (row (ci, ki, kj), column (oh, ow)); nhwc
+ * {P, K} (row (oh, ow), column (ki, kj, ci)); zeros where the window reads padding. One body
+ * for the two compute types, T loaded through LOAD. */
+#define DEFINE_IM2COL(NAME, T, LOAD)                                                               \
+    static void NAME(const cx_tensor *x, const cx_conv_dims *v, int64_t n, int64_t g, T *cols) {   \
+        int64_t p = v->oh * v->ow;                                                                 \
+        if (!v->nhwc) {                                                                            \
+            for (int64_t ci = 0; ci < v->cg; ci++) {                                               \
+                int64_t plane = (n * v->c + g * v->cg + ci) * v->h * v->w;                         \
+                for (int64_t ki = 0; ki < v->kh; ki++)                                             \
+                    for (int64_t kj = 0; kj < v->kw; kj++, cols += p) {                            \
+                        T *d = cols;                                                               \
+                        for (int64_t oh = 0; oh < v->oh; oh++) {                                   \
+                            int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;                         \
+                            if (ih < 0 || ih >= v->h) {                                            \
+                                memset(d, 0, sizeof(T) * (size_t)v->ow);                           \
+                                d += v->ow;                                                        \
+                                continue;                                                          \
+                            }                                                                      \
+                            int64_t row = plane + ih * v->w, iw = kj * v->d1 - v->lo1;             \
+                            for (int64_t ow = 0; ow < v->ow; ow++, iw += v->s1)                    \
+                                *d++ = iw >= 0 && iw < v->w ? LOAD(x, row + iw) : (T)0;            \
+                        }                                                                          \
+                    }                                                                              \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t oh = 0; oh < v->oh; oh++)                                                     \
+            for (int64_t ow = 0; ow < v->ow; ow++)                                                 \
+                for (int64_t ki = 0; ki < v->kh; ki++) {                                           \
+                    int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;                                 \
+                    for (int64_t kj = 0; kj < v->kw; kj++) {                                       \
+                        int64_t iw = ow * v->s1 - v->lo1 + kj * v->d1;                             \
+                        if (ih < 0 || ih >= v->h || iw < 0 || iw >= v->w) {                        \
+                            memset(cols, 0, sizeof(T) * (size_t)v->cg);                            \
+                            cols += v->cg;                                                         \
+                            continue;                                                              \
+                        }                                                                          \
+                        int64_t base = ((n * v->h + ih) * v->w + iw) * v->c + g * v->cg;           \
+                        for (int64_t ci = 0; ci < v->cg; ci++) *cols++ = LOAD(x, base + ci);       \
+                    }                                                                              \
+                }                                                                                  \
     }
-    for (int64_t oh = 0; oh < v->oh; oh++)
-        for (int64_t ow = 0; ow < v->ow; ow++)
-            for (int64_t ki = 0; ki < v->kh; ki++) {
-                int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
-                for (int64_t kj = 0; kj < v->kw; kj++) {
-                    int64_t iw = ow * v->s1 - v->lo1 + kj * v->d1;
-                    bool in = ih >= 0 && ih < v->h && iw >= 0 && iw < v->w;
-                    int64_t base = ((n * v->h + ih) * v->w + iw) * v->c + g * v->cg;
-                    for (int64_t ci = 0; ci < v->cg; ci++) *cols++ = in ? src[base + ci] : 0.0;
-                }
-            }
-}
+
+DEFINE_IM2COL(im2col_f32, float, load_f32)
+DEFINE_IM2COL(im2col_f64, double, load_f64)
 
 bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
     cx_conv_dims v;
