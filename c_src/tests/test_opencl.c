@@ -447,7 +447,7 @@ static void test_creation(void **state) {
 
 /* Runs op on both devices, expecting the same failure: code and message. */
 static void check_same_error(cx_op_id op, cx_tensor **in, int n, const cx_params *ps0) {
-    cx_tensor *din[2];
+    cx_tensor *din[2] = {NULL, NULL};
     for (int j = 0; j < n; j++) din[j] = moved(in[j], ocl);
     cx_params ps = *ps0, ps_cpu = *ps0;
     cx_tensor got, want;
