@@ -28,7 +28,7 @@ cx_code cpu_create(cx_op_id op, const cx_params *ps, cx_tensor *out, cx_status *
 /* buffer_cache.c: freed buffers of at least 64 KiB wait in a cache of this many slots and bytes
  * for a request of the same rounded size. */
 #define CPU_BUFFER_CACHE_SLOTS 512
-#define CPU_BUFFER_CACHE_CAP   ((size_t)128 << 20)
+#define CPU_BUFFER_CACHE_CAP   ((size_t)64 << 20)
 void *cpu_buffer_get(size_t bytes);
 void cpu_buffer_put(void *data);
 /* Frees every cached buffer. */
