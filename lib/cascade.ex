@@ -399,33 +399,32 @@ defmodule Cascade do
                 "Cascade.to_binary/2: expected timeout to be a non-negative integer or :infinity, got: #{inspect(other)}"
       end
 
-    download(t, limit, timeout, false)
+    download(t, limit, timeout)
   end
 
   def to_binary(other, _opts), do: not_a_tensor!("to_binary/2", other)
 
   defp download_timeout, do: Application.get_env(:cascade, :download_timeout, 60_000)
 
-  # The reply of an asynchronous download is a message tagged with a reference made here, so
-  # the receive skips the rest of the mailbox. Out of memory (the binary, or the device):
-  # collect garbage and retry once.
-  defp download(%Tensor{ref: ref, device: device} = t, limit, timeout, retried?) do
+  # One call into C that may answer :cascade_async; the reply, a message tagged with a
+  # reference made here (so the receive skips the rest of the mailbox), is then awaited, and
+  # the caller sees the answer the call would have given synchronously.
+  defp awaited(native, device, timeout) do
     tag = make_ref()
 
-    case Native.to_binary(ref, limit, tag) do
-      bin when is_binary(bin) ->
-        bin
+    case native.(tag) do
+      :cascade_async -> await_download(tag, device, timeout)
+      other -> other
+    end
+  end
 
-      :cascade_async ->
-        await_download(tag, device, timeout)
+  # Out of memory (the binary, or the device): Op.after_run collects garbage and retries once.
+  defp download(%Tensor{ref: ref, device: device}, limit, timeout) do
+    call = fn -> awaited(&Native.to_binary(ref, limit, &1), device, timeout) end
 
-      {:cascade_oom, driver, message} ->
-        if retried? do
-          raise Cascade.Error, driver: driver, code: :out_of_memory, message: to_string(message)
-        else
-          :erlang.garbage_collect()
-          download(t, limit, timeout, true)
-        end
+    case call.() do
+      bin when is_binary(bin) -> bin
+      other -> Op.after_run(other, call)
     end
   end
 
@@ -608,35 +607,19 @@ defmodule Cascade do
   def transfer(%Tensor{device: from} = t, device) do
     id = Device.id!(device)
 
-    if Device.id!(from) == id, do: t, else: transfer_to(t, id, false)
+    if Device.id!(from) == id, do: t, else: transfer_to(t, id)
   end
 
   def transfer(other, _device), do: not_a_tensor!("transfer/2", other)
 
   # From a device that downloads asynchronously to the cpu the copy is a download: the new
   # tensor comes as a message, within the download timeout.
-  defp transfer_to(%Tensor{ref: ref, device: from} = t, id, retried?) do
-    tag = make_ref()
+  defp transfer_to(%Tensor{ref: ref, device: from}, id) do
+    call = fn -> awaited(&Native.transfer(ref, id, &1), from, download_timeout()) end
 
-    reply =
-      case Native.transfer(ref, id, tag) do
-        :cascade_async -> await_download(tag, from, download_timeout())
-        other -> other
-      end
-
-    case reply do
-      {ref, shape, type, dev} ->
-        %Tensor{ref: ref, shape: shape, type: type, device: dev}
-
-      {:cascade_oom, driver, message} when retried? ->
-        raise Cascade.Error, driver: driver, code: :out_of_memory, message: to_string(message)
-
-      {:cascade_oom, _, _} ->
-        :erlang.garbage_collect()
-        transfer_to(t, id, true)
-
-      other ->
-        Op.after_run(other, fn -> Native.transfer(ref, id, make_ref()) end)
+    case call.() do
+      {ref, shape, type, dev} -> %Tensor{ref: ref, shape: shape, type: type, device: dev}
+      other -> Op.after_run(other, call)
     end
   end
 
