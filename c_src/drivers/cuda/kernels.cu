@@ -40,6 +40,17 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 
 template <typename T> struct alignas(sizeof(T) * 4) vec4 { T v[4]; };
 
+/* Launches kernel `k` on `grid` blocks of `block` threads on stream s. One place, so that a
+ * build for the cpu emulator (CK_EMULATE, c_src/drivers/cuda/emu) can run the same kernels. */
+template <typename... P, typename... A>
+void launch(unsigned grid, unsigned block, cudaStream_t s, void (*k)(P...), A... a) {
+#ifdef CK_EMULATE
+    cke_launch(grid, block, s, [=] { k(a...); });
+#else
+    k<<<grid, block, 0, s>>>(a...);
+#endif
+}
+
 /* Enough blocks to fill the GPU several times over; the loops stride over the grid. */
 unsigned blocks_for(int64_t n) {
     int64_t b = (n + THREADS - 1) / THREADS;
@@ -261,12 +272,12 @@ cudaError_t elementwise_t(cx_op_id op, cx_dtype pred, const void *const *in, int
     for (int j = 0; j < n_in && fast; j++) fast = l->mode[j] != CK_STRIDED;
     unsigned blocks = blocks_for(fast ? (n + 3) / 4 : n);
     if (fast && n_in == 1) {
-        k_unary_contig<T><<<blocks, THREADS, 0, s>>>(op, static_cast<const T *>(in[0]),
-                                                     static_cast<T *>(out), n);
+        launch(blocks, THREADS, s, k_unary_contig<T>, op, static_cast<const T *>(in[0]),
+               static_cast<T *>(out), n);
     } else if (fast && n_in == 2) {
-        k_binary_contig<T><<<blocks, THREADS, 0, s>>>(
-            op, static_cast<const T *>(in[0]), static_cast<const T *>(in[1]),
-            l->mode[0] == CK_CONTIGUOUS, l->mode[1] == CK_CONTIGUOUS, static_cast<T *>(out), n);
+        launch(blocks, THREADS, s, k_binary_contig<T>, op, static_cast<const T *>(in[0]),
+               static_cast<const T *>(in[1]), l->mode[0] == CK_CONTIGUOUS,
+               l->mode[1] == CK_CONTIGUOUS, static_cast<T *>(out), n);
     } else {
         ew_args p = {};
         for (int j = 0; j < n_in; j++) p.in[j] = in[j];
@@ -274,9 +285,9 @@ cudaError_t elementwise_t(cx_op_id op, cx_dtype pred, const void *const *in, int
         p.n = n;
         p.l = *l;
         if (compare)
-            k_elementwise<T, uint8_t><<<blocks, THREADS, 0, s>>>(op, pred, p);
+            launch(blocks, THREADS, s, k_elementwise<T, uint8_t>, op, pred, p);
         else
-            k_elementwise<T, T><<<blocks, THREADS, 0, s>>>(op, pred, p);
+            launch(blocks, THREADS, s, k_elementwise<T, T>, op, pred, p);
     }
     return cudaGetLastError();
 }
@@ -295,14 +306,14 @@ cudaError_t cast_from(cx_dtype to, const void *x, void *y, int64_t n, cudaStream
     const F *src = static_cast<const F *>(x);
     switch (to) {
     case CX_F32:
-        k_cast<F, float><<<blocks_for(n), THREADS, 0, s>>>(src, static_cast<float *>(y), n);
+        launch(blocks_for(n), THREADS, s, k_cast<F, float>, src, static_cast<float *>(y), n);
         break;
     case CX_F16:
-        k_cast<F, __half><<<blocks_for(n), THREADS, 0, s>>>(src, static_cast<__half *>(y), n);
+        launch(blocks_for(n), THREADS, s, k_cast<F, __half>, src, static_cast<__half *>(y), n);
         break;
     default:
-        k_cast<F, __nv_bfloat16>
-            <<<blocks_for(n), THREADS, 0, s>>>(src, static_cast<__nv_bfloat16 *>(y), n);
+        launch(blocks_for(n), THREADS, s, k_cast<F, __nv_bfloat16>, src,
+               static_cast<__nv_bfloat16 *>(y), n);
         break;
     }
     return cudaGetLastError();
@@ -414,11 +425,11 @@ cudaError_t reduce_t(cx_op_id op, const void *x, void *y, const ck_reduce_plan *
     bool inner_reduced = p->n_red > 0 && p->red_stride[p->n_red - 1] == 1;
     if (inner_reduced || p->n_out < 1024) {
         unsigned blocks = p->n_out > 65536 ? 65536u : (unsigned)p->n_out;
-        k_reduce_rows<T>
-            <<<blocks, THREADS, 0, s>>>(op, static_cast<const T *>(x), static_cast<T *>(y), *p);
+        launch(blocks, THREADS, s, k_reduce_rows<T>, op, static_cast<const T *>(x),
+               static_cast<T *>(y), *p);
     } else {
-        k_reduce_columns<T><<<blocks_for(p->n_out), THREADS, 0, s>>>(op, static_cast<const T *>(x),
-                                                                     static_cast<T *>(y), *p);
+        launch(blocks_for(p->n_out), THREADS, s, k_reduce_columns<T>, op, static_cast<const T *>(x),
+               static_cast<T *>(y), *p);
     }
     return cudaGetLastError();
 }
@@ -481,10 +492,10 @@ cudaError_t softmax_t(bool log, const void *x, void *y, int64_t outer, int64_t n
     if (inner == 1) {
         int threads = n >= 4096 ? 1024 : n >= 1024 ? 512 : 128;
         unsigned blocks = outer > 65536 ? 65536u : (unsigned)outer;
-        k_softmax_rows<T><<<blocks, threads, 0, s>>>(log, xt, yt, outer, n);
+        launch(blocks, threads, s, k_softmax_rows<T>, log, xt, yt, outer, n);
     } else {
-        k_softmax_columns<T>
-            <<<blocks_for(outer * inner), THREADS, 0, s>>>(log, xt, yt, outer, n, inner);
+        launch(blocks_for(outer * inner), THREADS, s, k_softmax_columns<T>, log, xt, yt, outer, n,
+               inner);
     }
     return cudaGetLastError();
 }
@@ -575,20 +586,20 @@ extern "C" cudaError_t ck_copy_strided(size_t size, const void *src, void *dst, 
     unsigned blocks = blocks_for(n);
     switch (size) {
     case 1:
-        k_copy<uint8_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint8_t *>(src),
-                                                   static_cast<uint8_t *>(dst), *c, n);
+        launch(blocks, THREADS, s, k_copy<uint8_t>, static_cast<const uint8_t *>(src),
+               static_cast<uint8_t *>(dst), *c, n);
         break;
     case 2:
-        k_copy<uint16_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint16_t *>(src),
-                                                    static_cast<uint16_t *>(dst), *c, n);
+        launch(blocks, THREADS, s, k_copy<uint16_t>, static_cast<const uint16_t *>(src),
+               static_cast<uint16_t *>(dst), *c, n);
         break;
     case 4:
-        k_copy<uint32_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint32_t *>(src),
-                                                    static_cast<uint32_t *>(dst), *c, n);
+        launch(blocks, THREADS, s, k_copy<uint32_t>, static_cast<const uint32_t *>(src),
+               static_cast<uint32_t *>(dst), *c, n);
         break;
     case 8:
-        k_copy<uint64_t><<<blocks, THREADS, 0, s>>>(static_cast<const uint64_t *>(src),
-                                                    static_cast<uint64_t *>(dst), *c, n);
+        launch(blocks, THREADS, s, k_copy<uint64_t>, static_cast<const uint64_t *>(src),
+               static_cast<uint64_t *>(dst), *c, n);
         break;
     default: return cudaErrorInvalidValue;
     }
@@ -623,20 +634,20 @@ extern "C" cudaError_t ck_layer_norm(cx_dtype t, const void *x, const void *gamm
     int threads = n >= 4096 ? 1024 : n >= 1024 ? 512 : 128;
     switch (t) {
     case CX_F32:
-        k_layer_norm<float><<<blocks, threads, 0, s>>>(
-            static_cast<const float *>(x), static_cast<const float *>(gamma),
-            static_cast<const float *>(beta), static_cast<float *>(y), rows, n, *p, eps);
+        launch(blocks, threads, s, k_layer_norm<float>, static_cast<const float *>(x),
+               static_cast<const float *>(gamma), static_cast<const float *>(beta),
+               static_cast<float *>(y), rows, n, *p, eps);
         break;
     case CX_F16:
-        k_layer_norm<__half><<<blocks, threads, 0, s>>>(
-            static_cast<const __half *>(x), static_cast<const __half *>(gamma),
-            static_cast<const __half *>(beta), static_cast<__half *>(y), rows, n, *p, eps);
+        launch(blocks, threads, s, k_layer_norm<__half>, static_cast<const __half *>(x),
+               static_cast<const __half *>(gamma), static_cast<const __half *>(beta),
+               static_cast<__half *>(y), rows, n, *p, eps);
         break;
     case CX_BF16:
-        k_layer_norm<__nv_bfloat16><<<blocks, threads, 0, s>>>(
-            static_cast<const __nv_bfloat16 *>(x), static_cast<const __nv_bfloat16 *>(gamma),
-            static_cast<const __nv_bfloat16 *>(beta), static_cast<__nv_bfloat16 *>(y), rows, n, *p,
-            eps);
+        launch(blocks, threads, s, k_layer_norm<__nv_bfloat16>,
+               static_cast<const __nv_bfloat16 *>(x), static_cast<const __nv_bfloat16 *>(gamma),
+               static_cast<const __nv_bfloat16 *>(beta), static_cast<__nv_bfloat16 *>(y), rows, n,
+               *p, eps);
         break;
     default: return cudaErrorInvalidValue;
     }
