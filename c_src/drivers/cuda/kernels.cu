@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "cuda_kernels.h"
 
@@ -36,6 +38,185 @@ template <> __device__ __forceinline__ __half from_f<__half>(float x) {
 }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);
+}
+/* u8: the truth values of logical ops, comparisons, all and any (0 or 1), and their inputs */
+__device__ __forceinline__ float to_f(uint8_t x) {
+    return (float)x;
+}
+template <> __device__ __forceinline__ uint8_t from_f<uint8_t>(float x) {
+    return x != 0.0f ? 1 : 0;
+}
+
+/* ---- conversions with the cpu driver's rules (cpu/cast.c, core/half.h) ------------------------
+ *
+ * A value is read as a double (every float type widens exactly) or as an int64_t (the integer
+ * types), and written into the destination type as the cpu writes it: into f16 and bf16 rounded
+ * once to nearest even (an integer beyond 2^53 rounded to odd into double first, a double to odd
+ * into f32 first for bf16), into f32 and f64 rounded to nearest, into integers from a float
+ * truncated toward zero and saturated with NaN as 0, into integers from an integer wrapped. */
+
+__device__ __forceinline__ uint64_t bits_of(double d) {
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+__device__ __forceinline__ uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+__device__ __forceinline__ float float_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* cx_f16_from_f64 */
+__device__ uint16_t f16_bits_of(double d) {
+    uint64_t u = bits_of(d);
+    uint16_t sign = (uint16_t)((u >> 48) & 0x8000);
+    int64_t exp = (int64_t)((u >> 52) & 0x7ff);
+    uint64_t man = u & 0xfffffffffffffull;
+    if (exp == 0x7ff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+    int64_t e = exp - 1023 + 15;
+    if (e >= 0x1f) return (uint16_t)(sign | 0x7c00);
+    uint64_t full = man | (exp ? (1ull << 52) : 0);
+    int shift;
+    uint16_t base;
+    if (e <= 0) {
+        shift = (int)(42 + 1 - e);
+        if (exp == 0 || shift > 63) return sign;
+        base = 0;
+    } else {
+        shift = 42;
+        base = (uint16_t)(e << 10);
+        full &= (1ull << 52) - 1;
+    }
+    uint64_t kept = full >> shift;
+    uint64_t rest = full & ((1ull << shift) - 1);
+    uint64_t half = 1ull << (shift - 1);
+    uint32_t r = (uint32_t)(base + kept);
+    if (rest > half || (rest == half && (kept & 1))) r++;
+    return (uint16_t)(sign | r);
+}
+
+/* cx_bf16_from_f32 */
+__device__ __forceinline__ uint16_t bf16_bits_of(float f) {
+    uint32_t u = bits_of(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* cx_bf16_from_f64: to odd into f32, then to nearest even into bf16 */
+__device__ __forceinline__ uint16_t bf16_bits_of(double d) {
+    float f = (float)d;
+    if (f == f && (double)f != d) {
+        uint32_t u = bits_of(f);
+        double back = (double)f;
+        if ((back > d && d > 0) || (back < d && d < 0)) u -= 1;
+        f = float_of(u | 1);
+    }
+    return bf16_bits_of(f);
+}
+
+/* cpu/cast.c's int_to_f64_odd: exact below 2^53, rounded to odd above */
+__device__ __forceinline__ double int_to_f64_odd(int64_t x) {
+    uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+    if (u < (1ull << 53)) return (double)x;
+    int sh = 0;
+    while ((u >> sh) >= (1ull << 53)) sh++;
+    uint64_t kept = (u >> sh) | ((u & ((1ull << sh) - 1)) != 0);
+    double mag = (double)kept * (double)(1ull << sh);
+    return x < 0 ? -mag : mag;
+}
+
+__device__ __forceinline__ __half half_of(uint16_t bits) {
+    __half_raw r;
+    r.x = bits;
+    return __half(r);
+}
+__device__ __forceinline__ __nv_bfloat16 bfloat16_of(uint16_t bits) {
+    __nv_bfloat16_raw r;
+    r.x = bits;
+    return __nv_bfloat16(r);
+}
+
+/* An element as the value it holds: a double for the float types, an int64_t for the others. */
+__device__ __forceinline__ double value_of(float x) {
+    return x;
+}
+__device__ __forceinline__ double value_of(double x) {
+    return x;
+}
+__device__ __forceinline__ double value_of(__half x) {
+    return __half2float(x);
+}
+__device__ __forceinline__ double value_of(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+}
+__device__ __forceinline__ int64_t value_of(uint8_t x) {
+    return x;
+}
+__device__ __forceinline__ int64_t value_of(int32_t x) {
+    return x;
+}
+__device__ __forceinline__ int64_t value_of(int64_t x) {
+    return x;
+}
+
+/* A double into type T. */
+template <typename T> __device__ T store_as(double d);
+template <> __device__ __forceinline__ float store_as<float>(double d) {
+    return (float)d;
+}
+template <> __device__ __forceinline__ double store_as<double>(double d) {
+    return d;
+}
+template <> __device__ __forceinline__ __half store_as<__half>(double d) {
+    return half_of(f16_bits_of(d));
+}
+template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(double d) {
+    return bfloat16_of(bf16_bits_of(d));
+}
+template <> __device__ __forceinline__ uint8_t store_as<uint8_t>(double d) {
+    return d > 0 ? (d < 255 ? (uint8_t)d : (uint8_t)255) : (uint8_t)0;
+}
+template <> __device__ __forceinline__ int32_t store_as<int32_t>(double d) {
+    if (d != d) return 0;
+    if (d <= -2147483648.0) return INT32_MIN;
+    if (d >= 2147483647.0) return INT32_MAX;
+    return (int32_t)d;
+}
+template <> __device__ __forceinline__ int64_t store_as<int64_t>(double d) {
+    if (d != d) return 0;
+    if (d <= -9223372036854775808.0) return INT64_MIN;
+    if (d >= 9223372036854775808.0) return INT64_MAX;
+    return (int64_t)d;
+}
+
+/* An integer into type T. */
+template <typename T> __device__ T store_as(int64_t x);
+template <> __device__ __forceinline__ float store_as<float>(int64_t x) {
+    return (float)x;
+}
+template <> __device__ __forceinline__ double store_as<double>(int64_t x) {
+    return (double)x;
+}
+template <> __device__ __forceinline__ __half store_as<__half>(int64_t x) {
+    return half_of(f16_bits_of(int_to_f64_odd(x)));
+}
+template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(int64_t x) {
+    return bfloat16_of(bf16_bits_of(int_to_f64_odd(x)));
+}
+template <> __device__ __forceinline__ uint8_t store_as<uint8_t>(int64_t x) {
+    return (uint8_t)x;
+}
+template <> __device__ __forceinline__ int32_t store_as<int32_t>(int64_t x) {
+    return (int32_t)(uint32_t)x;
+}
+template <> __device__ __forceinline__ int64_t store_as<int64_t>(int64_t x) {
+    return x;
 }
 
 template <typename T> struct alignas(sizeof(T) * 4) vec4 { T v[4]; };
@@ -115,6 +296,17 @@ __device__ __forceinline__ float min_nan(float x, float y) {
     case CX_OP_LESS_EQUAL: LOOP(x <= y); break;                                                    \
     case CX_OP_GREATER: LOOP(x > y); break;                                                        \
     case CX_OP_GREATER_EQUAL: LOOP(x >= y); break;
+
+/* NaN is non-zero, so true, as in the cpu driver */
+#define LOGICAL_CASES(LOOP)                                                                        \
+    case CX_OP_LOGICAL_AND: LOOP(x != 0.0f && y != 0.0f); break;                                   \
+    case CX_OP_LOGICAL_OR: LOOP(x != 0.0f || y != 0.0f); break;                                    \
+    case CX_OP_LOGICAL_XOR: LOOP((x != 0.0f) != (y != 0.0f)); break;
+
+__host__ __device__ __forceinline__ bool is_logical(int op) {
+    return op == CX_OP_LOGICAL_NOT || op == CX_OP_LOGICAL_AND || op == CX_OP_LOGICAL_OR ||
+           op == CX_OP_LOGICAL_XOR;
+}
 
 /* ---- contiguous unary and binary: four elements per load ------------------------------- */
 
@@ -210,7 +402,7 @@ struct ew_args {
     ck_layout l;
 };
 
-/* unary, binary, comparisons (O = uint8_t), select and clip. */
+/* unary, binary, comparisons and logical ops (O = uint8_t), select and clip. */
 template <typename T, typename O> __global__ void k_elementwise(int op, cx_dtype pred, ew_args p) {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -236,6 +428,10 @@ template <typename T, typename O> __global__ void k_elementwise(int op, cx_dtype
     if constexpr (sizeof(O) == 1) {
         switch (op) {
             COMPARE_CASES(EW_COMPARE)
+            LOGICAL_CASES(EW_COMPARE)
+        case CX_OP_LOGICAL_NOT:
+            for (int64_t i = i0; i < p.n; i += step) out[i] = to_f(a[offset_of(p.l, 0, i)]) == 0.0f;
+            break;
         default: break;
         }
     } else {
@@ -266,7 +462,7 @@ template <typename T, typename O> __global__ void k_elementwise(int op, cx_dtype
 template <typename T>
 cudaError_t elementwise_t(cx_op_id op, cx_dtype pred, const void *const *in, int n_in, void *out,
                           int64_t n, const ck_layout *l, cudaStream_t s) {
-    bool compare = op >= CX_OP_EQUAL && op <= CX_OP_GREATER_EQUAL;
+    bool compare = (op >= CX_OP_EQUAL && op <= CX_OP_GREATER_EQUAL) || is_logical(op);
     bool select = op == CX_OP_SELECT || op == CX_OP_CLIP;
     bool fast = !compare && !select;
     for (int j = 0; j < n_in && fast; j++) fast = l->mode[j] != CK_STRIDED;
@@ -289,6 +485,21 @@ cudaError_t elementwise_t(cx_op_id op, cx_dtype pred, const void *const *in, int
         else
             launch(blocks, THREADS, s, k_elementwise<T, T>, op, pred, p);
     }
+    return cudaGetLastError();
+}
+
+/* Comparisons and logical ops of u8 inputs (comparison results, masks): only the u8-out half of
+ * k_elementwise is instantiated for u8. */
+cudaError_t truth_u8(cx_op_id op, const void *const *in, int n_in, void *out, int64_t n,
+                     const ck_layout *l, cudaStream_t s) {
+    bool compare = (op >= CX_OP_EQUAL && op <= CX_OP_GREATER_EQUAL) || is_logical(op);
+    if (!compare) return cudaErrorInvalidValue;
+    ew_args p = {};
+    for (int j = 0; j < n_in && j < 3; j++) p.in[j] = in[j];
+    p.out = out;
+    p.n = n;
+    p.l = *l;
+    launch(blocks_for(n), THREADS, s, k_elementwise<uint8_t, uint8_t>, (int)op, CX_U8, p);
     return cudaGetLastError();
 }
 
@@ -336,11 +547,14 @@ __global__ void k_copy(const E *__restrict__ src, E *__restrict__ dst, ck_copy c
 
 /* ---- reductions ------------------------------------------------------------------------------ */
 
+/* all and any fold truth values (0 or 1; NaN is non-zero) */
 __device__ __forceinline__ float fold(int op, float acc, float x) {
     switch (op) {
     case CX_OP_SUM: return acc + x;
     case CX_OP_PRODUCT: return acc * x;
     case CX_OP_REDUCE_MAX: return acc != acc ? acc : max_nan(x, acc);
+    case CX_OP_ALL: return acc != 0.0f && x != 0.0f ? 1.0f : 0.0f;
+    case CX_OP_ANY: return acc != 0.0f || x != 0.0f ? 1.0f : 0.0f;
     default: return acc != acc ? acc : min_nan(x, acc);
     }
 }
@@ -350,6 +564,8 @@ __device__ __forceinline__ float identity_of(int op) {
     case CX_OP_SUM: return -0.0f;
     case CX_OP_PRODUCT: return 1.0f;
     case CX_OP_REDUCE_MAX: return -INFINITY;
+    case CX_OP_ALL: return 1.0f;
+    case CX_OP_ANY: return 0.0f;
     default: return INFINITY;
     }
 }
@@ -385,8 +601,8 @@ template <typename F> __device__ float block_fold(float v, F f, float *shared) {
 }
 
 /* One block per output element: for reductions whose innermost axis is reduced (contiguous). */
-template <typename T>
-__global__ void k_reduce_rows(int op, const T *__restrict__ x, T *__restrict__ y,
+template <typename T, typename O>
+__global__ void k_reduce_rows(int op, const T *__restrict__ x, O *__restrict__ y,
                               ck_reduce_plan p) {
     __shared__ float shared[32];
     for (int64_t o = blockIdx.x; o < p.n_out; o += gridDim.x) {
@@ -401,37 +617,48 @@ __global__ void k_reduce_rows(int op, const T *__restrict__ x, T *__restrict__ y
         }
         acc = block_fold(
             acc, [op](float a, float b) { return fold(op, a, b); }, shared);
-        if (threadIdx.x == 0) y[o] = from_f<T>(acc);
+        if (threadIdx.x == 0) y[o] = from_f<O>(acc);
     }
 }
 
 /* One thread per output element: for reductions that keep the innermost axis, so that neighbour
  * threads read neighbour elements. */
-template <typename T>
-__global__ void k_reduce_columns(int op, const T *__restrict__ x, T *__restrict__ y,
+template <typename T, typename O>
+__global__ void k_reduce_columns(int op, const T *__restrict__ x, O *__restrict__ y,
                                  ck_reduce_plan p) {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < p.n_out; o += step) {
         const T *base = x + kept_offset(p, o);
         float acc = identity_of(op);
         for (int64_t r = 0; r < p.n_reduced; r++) acc = fold(op, acc, to_f(base[red_offset(p, r)]));
-        y[o] = from_f<T>(acc);
+        y[o] = from_f<O>(acc);
     }
 }
 
-template <typename T>
-cudaError_t reduce_t(cx_op_id op, const void *x, void *y, const ck_reduce_plan *p, cudaStream_t s) {
+template <typename T, typename O>
+cudaError_t reduce_to(cx_op_id op, const void *x, void *y, const ck_reduce_plan *p,
+                      cudaStream_t s) {
     if (p->n_out == 0) return cudaSuccess;
     bool inner_reduced = p->n_red > 0 && p->red_stride[p->n_red - 1] == 1;
     if (inner_reduced || p->n_out < 1024) {
         unsigned blocks = p->n_out > 65536 ? 65536u : (unsigned)p->n_out;
-        launch(blocks, THREADS, s, k_reduce_rows<T>, op, static_cast<const T *>(x),
-               static_cast<T *>(y), *p);
+        launch(blocks, THREADS, s, k_reduce_rows<T, O>, op, static_cast<const T *>(x),
+               static_cast<O *>(y), *p);
     } else {
-        launch(blocks_for(p->n_out), THREADS, s, k_reduce_columns<T>, op, static_cast<const T *>(x),
-               static_cast<T *>(y), *p);
+        launch(blocks_for(p->n_out), THREADS, s, k_reduce_columns<T, O>, op,
+               static_cast<const T *>(x), static_cast<O *>(y), *p);
     }
     return cudaGetLastError();
+}
+
+/* all and any write u8; the others keep the type (u8 inputs: all and any only) */
+template <typename T>
+cudaError_t reduce_t(cx_op_id op, const void *x, void *y, const ck_reduce_plan *p, cudaStream_t s) {
+    if (op == CX_OP_ALL || op == CX_OP_ANY) return reduce_to<T, uint8_t>(op, x, y, p, s);
+    if constexpr (sizeof(T) == 1)
+        return cudaErrorInvalidValue;
+    else
+        return reduce_to<T, T>(op, x, y, p, s);
 }
 
 /* ---- softmax and log_softmax ---------------------------------------------------------------- */
@@ -548,6 +775,314 @@ __global__ void k_layer_norm(const T *__restrict__ x, const T *__restrict__ gamm
     }
 }
 
+/* ---- as_type between any two types ----------------------------------------------------------- */
+
+template <typename F, typename T>
+__global__ void k_cast_any(const F *__restrict__ x, T *__restrict__ y, int64_t n) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
+        y[i] = store_as<T>(value_of(x[i]));
+}
+
+template <typename F>
+cudaError_t cast_any_from(cx_dtype to, const void *x, void *y, int64_t n, cudaStream_t s) {
+    const F *src = static_cast<const F *>(x);
+    unsigned b = blocks_for(n);
+    switch (to) {
+    case CX_F32:
+        launch(b, THREADS, s, k_cast_any<F, float>, src, static_cast<float *>(y), n);
+        break;
+    case CX_F64:
+        launch(b, THREADS, s, k_cast_any<F, double>, src, static_cast<double *>(y), n);
+        break;
+    case CX_F16:
+        launch(b, THREADS, s, k_cast_any<F, __half>, src, static_cast<__half *>(y), n);
+        break;
+    case CX_BF16:
+        launch(b, THREADS, s, k_cast_any<F, __nv_bfloat16>, src, static_cast<__nv_bfloat16 *>(y),
+               n);
+        break;
+    case CX_U8:
+        launch(b, THREADS, s, k_cast_any<F, uint8_t>, src, static_cast<uint8_t *>(y), n);
+        break;
+    case CX_S32:
+        launch(b, THREADS, s, k_cast_any<F, int32_t>, src, static_cast<int32_t *>(y), n);
+        break;
+    case CX_S64:
+        launch(b, THREADS, s, k_cast_any<F, int64_t>, src, static_cast<int64_t *>(y), n);
+        break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+/* ---- creation ------------------------------------------------------------------------------- */
+
+template <typename E> __global__ void k_fill(E *__restrict__ y, int64_t n, E v) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) y[i] = v;
+}
+
+/* element i: its position along the axis, (i / inner) % len, as an integer in type T */
+template <typename T>
+__global__ void k_iota(T *__restrict__ y, int64_t n, int64_t len, int64_t inner) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
+        y[i] = store_as<T>((int64_t)((inner == 1 ? i : i / inner) % len));
+}
+
+/* `one` where the row equals the column in the matrices of `square` elements, 0 elsewhere */
+template <typename E>
+__global__ void k_eye(E *__restrict__ y, int64_t n, int64_t cols, int64_t square, E one) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t e = i % square;
+        y[i] = e / cols == e % cols ? one : (E)0;
+    }
+}
+
+/* core/philox.h, word for word: cx_philox. */
+struct philox4 {
+    uint32_t v[4];
+};
+
+__device__ __forceinline__ philox4 philox(uint64_t key, uint64_t counter) {
+    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    philox4 b = {{c0, c1, c2, c3}};
+    return b;
+}
+
+/* Element w of Philox block b, as the cpu driver maps it (core/philox.h, cpu/create.c): f32, f16
+ * and bf16 take 4 elements per block, f64 2. Uniform: u in [0, 1). Normal: Box-Muller. */
+template <typename T> __device__ __forceinline__ double uniform01(const philox4 &b, int w) {
+    if constexpr (sizeof(T) == 8) {
+        uint64_t bits53 = ((uint64_t)b.v[2 * w] << 21) | (b.v[2 * w + 1] >> 11);
+        return (double)bits53 * 0x1.0p-53;
+    } else {
+        return (double)((float)(b.v[w] >> 8) * 0x1.0p-24f);
+    }
+}
+
+template <typename T> __device__ __forceinline__ double normal01(const philox4 &b, int w) {
+    if constexpr (sizeof(T) == 8) {
+        double u1 = (double)((((uint64_t)b.v[0] << 21) | (b.v[1] >> 11)) + 1) * 0x1.0p-53;
+        double u2 = (double)(((uint64_t)b.v[2] << 21) | (b.v[3] >> 11)) * 0x1.0p-53;
+        double r = sqrt(-2.0 * log(u1));
+        double a = 6.283185307179586 * u2;
+        return (w % 2) ? r * sin(a) : r * cos(a);
+    } else {
+        int p = w / 2;
+        float u1 = (float)((b.v[2 * p] >> 8) + 1) * 0x1.0p-24f;
+        float u2 = (float)(b.v[2 * p + 1] >> 8) * 0x1.0p-24f;
+        float r = sqrtf(-2.0f * logf(u1));
+        float a = 6.283185307179586f * u2;
+        return (w % 2) ? r * sinf(a) : r * cosf(a);
+    }
+}
+
+/* One thread per Philox block. uniform: fma(max - min, u, min) rounded once into T and kept in
+ * [lo, hi] when clamped; normal: fma(standard_deviation, z, mean) rounded once. */
+template <typename T> __global__ void k_random(T *__restrict__ y, int64_t n, ck_random r) {
+    const int per = sizeof(T) == 8 ? 2 : 4;
+    int64_t blocks = (n + per - 1) / per;
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < blocks; q += step) {
+        philox4 b = philox(r.key, (uint64_t)q);
+        for (int w = 0; w < per && q * per + w < n; w++) {
+            T v;
+            if (r.normal) {
+                v = store_as<T>(fma(r.scale, normal01<T>(b, w), r.offset));
+            } else {
+                v = store_as<T>(fma(r.scale, uniform01<T>(b, w), r.offset));
+                double back = value_of(v);
+                if (r.clamp && !(back >= r.lo))
+                    v = store_as<T>(r.lo);
+                else if (r.clamp && back > r.hi)
+                    v = store_as<T>(r.hi);
+            }
+            y[q * per + w] = v;
+        }
+    }
+}
+
+template <typename T> cudaError_t random_t(void *y, int64_t n, const ck_random *r, cudaStream_t s) {
+    int64_t blocks = (n + (sizeof(T) == 8 ? 1 : 3)) / (sizeof(T) == 8 ? 2 : 4);
+    launch(blocks_for(blocks), THREADS, s, k_random<T>, static_cast<T *>(y), n, *r);
+    return cudaGetLastError();
+}
+
+/* ---- argmax and argmin --------------------------------------------------------------------------
+ *
+ * As the cpu driver picks (cpu/reduce.c): scanning in order, an element replaces the best so far
+ * when it is greater (argmin: smaller), or equal and ties go high; NaN beats every number, and
+ * among NaNs the first wins (ties low) or the last (ties high). The block form splits a row over
+ * the threads, each scanning every blockDim-th element, then merges the candidates pairwise: a
+ * NaN beats a number, the better value wins, equal values (or two NaNs) keep the lower position
+ * (ties low) or the higher (ties high) -- as opencl's group form does. */
+
+__device__ __forceinline__ bool arg_takes(float v, float best, bool max, bool high) {
+    if (v != v) return best == best || high;
+    if (best != best) return false;
+    if (v == best) return high;
+    return max ? v > best : v < best;
+}
+
+__device__ __forceinline__ bool arg_better(float c, int64_t ic, float a, int64_t ia, bool max,
+                                           bool high) {
+    bool tie = high ? ic > ia : ic < ia;
+    if (c != c) return a != a ? tie : true;
+    if (a != a) return false;
+    if (c == a) return tie;
+    return max ? c > a : c < a;
+}
+
+/* One thread per output, for short rows. */
+template <typename T>
+__global__ void k_arg_serial(const T *__restrict__ x, int64_t *__restrict__ y, int64_t outer,
+                             int64_t n, int64_t inner, bool max, bool high) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < outer * inner; g += step) {
+        const T *row = x + (g / inner) * n * inner + g % inner;
+        float best = to_f(row[0]);
+        int64_t at = 0;
+        for (int64_t j = 1; j < n; j++) {
+            float v = to_f(row[j * inner]);
+            if (arg_takes(v, best, max, high)) {
+                best = v;
+                at = j;
+            }
+        }
+        y[g] = at;
+    }
+}
+
+/* One block (THREADS threads) per output, for long rows. */
+template <typename T>
+__global__ void k_arg_block(const T *__restrict__ x, int64_t *__restrict__ y, int64_t outer,
+                            int64_t n, int64_t inner, bool max, bool high) {
+    __shared__ float bv[THREADS];
+    __shared__ int64_t bi[THREADS];
+    int l = threadIdx.x;
+    for (int64_t g = blockIdx.x; g < outer * inner; g += gridDim.x) {
+        const T *row = x + (g / inner) * n * inner + g % inner;
+        float best = 0.0f;
+        int64_t at = -1;
+        for (int64_t j = l; j < n; j += blockDim.x) {
+            float v = to_f(row[j * inner]);
+            if (at < 0 || arg_takes(v, best, max, high)) {
+                best = v;
+                at = j;
+            }
+        }
+        __syncthreads(); /* the previous output's merge is read */
+        bv[l] = best;
+        bi[l] = at;
+        __syncthreads();
+        for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+            if (l < w) {
+                float a = bv[l], c = bv[l + w];
+                int64_t ia = bi[l], ic = bi[l + w];
+                if (ic >= 0 && (ia < 0 || arg_better(c, ic, a, ia, max, high))) {
+                    bv[l] = c;
+                    bi[l] = ic;
+                }
+            }
+            __syncthreads();
+        }
+        if (l == 0) y[g] = bi[0];
+    }
+}
+
+template <typename T>
+cudaError_t argreduce_t(bool max, bool high, const void *x, int64_t *y, int64_t outer, int64_t n,
+                        int64_t inner, cudaStream_t s) {
+    const T *xt = static_cast<const T *>(x);
+    int64_t n_out = outer * inner;
+    if (n >= THREADS && (inner == 1 || n_out < 1024)) {
+        unsigned blocks = n_out > 65536 ? 65536u : (unsigned)n_out;
+        launch(blocks, THREADS, s, k_arg_block<T>, xt, y, outer, n, inner, max, high);
+    } else {
+        launch(blocks_for(n_out), THREADS, s, k_arg_serial<T>, xt, y, outer, n, inner, max, high);
+    }
+    return cudaGetLastError();
+}
+
+/* ---- take and gather --------------------------------------------------------------------------
+ */
+
+/* Sets *bad when an index lies outside its axis: entry i against dims[i % k]. */
+__global__ void k_index_check(const int64_t *__restrict__ ix, int64_t n, ck_index_dims c,
+                              int *bad) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t v = ix[i], dim = c.dim[c.k == 1 ? 0 : i % c.k];
+        if (v < 0 || v >= dim) atomicOr(bad, 1);
+    }
+}
+
+/* The input as {outer, dim, inner}, the output as {outer, count, inner}. */
+template <typename E>
+__global__ void k_take(const E *__restrict__ x, const int64_t *__restrict__ ix, E *__restrict__ y,
+                       int64_t n, int64_t dim, int64_t count, int64_t inner) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t e = i % inner, r = i / inner;
+        int64_t j = r % count, q = r / count;
+        y[i] = x[(q * dim + ix[j]) * inner + e];
+    }
+}
+
+/* Output row r (a block of `block` elements) reads the input at index row r over the indexed
+ * axes, and through the other axes' strides within the block. */
+template <typename E>
+__global__ void k_gather(const E *__restrict__ x, const int64_t *__restrict__ ix, E *__restrict__ y,
+                         int64_t n, ck_gather_plan g) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t r = i / g.block, e = i % g.block, off = 0;
+        for (int j = 0; j < g.k; j++) off += ix[r * g.k + j] * g.index_stride[j];
+        for (int d = g.rank - 1; d >= 0; d--) {
+            off += (e % g.shape[d]) * g.stride[d];
+            e /= g.shape[d];
+        }
+        y[i] = x[off];
+    }
+}
+
+/* Runs kernel K<E> for the element size `size`: uint8_t, uint16_t, uint32_t or uint64_t. */
+#define BY_SIZE(size, CALL)                                                                        \
+    switch (size) {                                                                                \
+    case 1: CALL(uint8_t); break;                                                                  \
+    case 2: CALL(uint16_t); break;                                                                 \
+    case 4: CALL(uint32_t); break;                                                                 \
+    case 8: CALL(uint64_t); break;                                                                 \
+    default: return cudaErrorInvalidValue;                                                         \
+    }
+
+/* Runs CALL(T) for the value type of t. */
+#define BY_TYPE(t, CALL)                                                                           \
+    switch (t) {                                                                                   \
+    case CX_F32: CALL(float); break;                                                               \
+    case CX_F64: CALL(double); break;                                                              \
+    case CX_F16: CALL(__half); break;                                                              \
+    case CX_BF16: CALL(__nv_bfloat16); break;                                                      \
+    case CX_U8: CALL(uint8_t); break;                                                              \
+    case CX_S32: CALL(int32_t); break;                                                             \
+    case CX_S64: CALL(int64_t); break;                                                             \
+    default: return cudaErrorInvalidValue;                                                         \
+    }
+
 } // namespace
 
 /* ---- the C interface ------------------------------------------------------------------------- */
@@ -560,22 +1095,43 @@ extern "C" cudaError_t ck_elementwise(cx_op_id op, cx_dtype t, cx_dtype pred, co
     case CX_F32: return elementwise_t<float>(op, pred, in, n_in, out, n, l, s);
     case CX_F16: return elementwise_t<__half>(op, pred, in, n_in, out, n, l, s);
     case CX_BF16: return elementwise_t<__nv_bfloat16>(op, pred, in, n_in, out, n, l, s);
+    case CX_U8: return truth_u8(op, in, n_in, out, n, l, s);
     default: return cudaErrorInvalidValue;
     }
+}
+
+static size_t size_of(cx_dtype t) {
+    switch (t) {
+    case CX_U8: return 1;
+    case CX_F16:
+    case CX_BF16: return 2;
+    case CX_F32:
+    case CX_S32: return 4;
+    default: return 8;
+    }
+}
+
+static bool is_float3(cx_dtype t) {
+    return t == CX_F32 || t == CX_F16 || t == CX_BF16;
 }
 
 extern "C" cudaError_t ck_cast(cx_dtype from, cx_dtype to, const void *x, void *y, int64_t n,
                                cudaStream_t s) {
     if (n == 0) return cudaSuccess;
     if (from == to)
-        return cudaMemcpyAsync(y, x, (size_t)n * (from == CX_F32 ? 4 : 2), cudaMemcpyDeviceToDevice,
-                               s);
-    switch (from) {
-    case CX_F32: return cast_from<float>(to, x, y, n, s);
-    case CX_F16: return cast_from<__half>(to, x, y, n, s);
-    case CX_BF16: return cast_from<__nv_bfloat16>(to, x, y, n, s);
-    default: return cudaErrorInvalidValue;
+        return cudaMemcpyAsync(y, x, (size_t)n * size_of(from), cudaMemcpyDeviceToDevice, s);
+    /* between f32, f16 and bf16 through f32 registers; everything else through a double or an
+     * int64_t */
+    if (is_float3(from) && is_float3(to)) {
+        switch (from) {
+        case CX_F32: return cast_from<float>(to, x, y, n, s);
+        case CX_F16: return cast_from<__half>(to, x, y, n, s);
+        default: return cast_from<__nv_bfloat16>(to, x, y, n, s);
+        }
     }
+#define CAST_FROM(T) return cast_any_from<T>(to, x, y, n, s)
+    BY_TYPE(from, CAST_FROM)
+#undef CAST_FROM
 }
 
 extern "C" cudaError_t ck_copy_strided(size_t size, const void *src, void *dst, const ck_copy *c,
@@ -612,6 +1168,7 @@ extern "C" cudaError_t ck_reduce(cx_op_id op, cx_dtype t, const void *x, void *y
     case CX_F32: return reduce_t<float>(op, x, y, p, s);
     case CX_F16: return reduce_t<__half>(op, x, y, p, s);
     case CX_BF16: return reduce_t<__nv_bfloat16>(op, x, y, p, s);
+    case CX_U8: return reduce_t<uint8_t>(op, x, y, p, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -651,5 +1208,84 @@ extern "C" cudaError_t ck_layer_norm(cx_dtype t, const void *x, const void *gamm
         break;
     default: return cudaErrorInvalidValue;
     }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_argreduce(bool max, bool high, cx_dtype t, const void *x, int64_t *y,
+                                    int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
+    if (outer * inner == 0 || n == 0) return cudaSuccess;
+    switch (t) {
+    case CX_F32: return argreduce_t<float>(max, high, x, y, outer, n, inner, s);
+    case CX_F16: return argreduce_t<__half>(max, high, x, y, outer, n, inner, s);
+    case CX_BF16: return argreduce_t<__nv_bfloat16>(max, high, x, y, outer, n, inner, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t ck_fill(size_t size, void *y, int64_t n, uint64_t bits, cudaStream_t s) {
+    if (n == 0) return cudaSuccess;
+#define FILL(E) launch(blocks_for(n), THREADS, s, k_fill<E>, static_cast<E *>(y), n, (E)bits)
+    BY_SIZE(size, FILL)
+#undef FILL
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_iota(cx_dtype t, void *y, int64_t n, int64_t len, int64_t inner,
+                               cudaStream_t s) {
+    if (n == 0) return cudaSuccess;
+#define IOTA(T) launch(blocks_for(n), THREADS, s, k_iota<T>, static_cast<T *>(y), n, len, inner)
+    BY_TYPE(t, IOTA)
+#undef IOTA
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_eye(size_t size, void *y, int64_t n, int64_t cols, int64_t square,
+                              uint64_t one, cudaStream_t s) {
+    if (n == 0) return cudaSuccess;
+#define EYE(E)                                                                                     \
+    launch(blocks_for(n), THREADS, s, k_eye<E>, static_cast<E *>(y), n, cols, square, (E)one)
+    BY_SIZE(size, EYE)
+#undef EYE
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_random_fill(cx_dtype t, void *y, int64_t n, const ck_random *r,
+                                      cudaStream_t s) {
+    if (n == 0) return cudaSuccess;
+    switch (t) {
+    case CX_F32: return random_t<float>(y, n, r, s);
+    case CX_F64: return random_t<double>(y, n, r, s);
+    case CX_F16: return random_t<__half>(y, n, r, s);
+    case CX_BF16: return random_t<__nv_bfloat16>(y, n, r, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t ck_index_check(const int64_t *ix, int64_t n, const ck_index_dims *c,
+                                      int *bad, cudaStream_t s) {
+    if (n == 0) return cudaSuccess;
+    launch(blocks_for(n), THREADS, s, k_index_check, ix, n, *c, bad);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_take(size_t size, const void *x, const int64_t *ix, void *y, int64_t n,
+                               int64_t dim, int64_t count, int64_t inner, cudaStream_t s) {
+    if (n == 0) return cudaSuccess;
+#define TAKE(E)                                                                                    \
+    launch(blocks_for(n), THREADS, s, k_take<E>, static_cast<const E *>(x), ix,                    \
+           static_cast<E *>(y), n, dim, count, inner)
+    BY_SIZE(size, TAKE)
+#undef TAKE
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_gather(size_t size, const void *x, const int64_t *ix, void *y, int64_t n,
+                                 const ck_gather_plan *g, cudaStream_t s) {
+    if (n == 0) return cudaSuccess;
+#define GATHER(E)                                                                                  \
+    launch(blocks_for(n), THREADS, s, k_gather<E>, static_cast<const E *>(x), ix,                  \
+           static_cast<E *>(y), n, *g)
+    BY_SIZE(size, GATHER)
+#undef GATHER
     return cudaGetLastError();
 }
