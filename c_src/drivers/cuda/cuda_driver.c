@@ -3,22 +3,38 @@
  * nvcc is found; at run time a machine without the NVIDIA driver or without a GPU lists cuda as
  * unavailable with the reason (cuda_probe).
  *
- * Claims, for f32, f16 and bf16 (f16/bf16 stored natively, computed in f32 registers):
- *   - every elementwise op of the UNARY, UNARY_FLOAT, BINARY, BINARY_FLOAT and COMPARE kinds,
- *     with broadcasting; select (any predicate of u8/f16/bf16/f32) and clip;
- *   - as_type between f32, f16 and bf16;
- *   - sum, product, reduce_max, reduce_min over any axes;
+ * Claims every primitive for f32, f16 and bf16 (f16/bf16 stored natively, computed in f32
+ * registers), with the cpu driver's semantics (the differential suite compares them):
+ *   - every elementwise op of the UNARY, UNARY_FLOAT, BINARY, BINARY_FLOAT, COMPARE and LOGICAL
+ *     kinds, with broadcasting (comparisons and logical ops also on u8 inputs); select (any
+ *     predicate of u8/f16/bf16/f32) and clip;
+ *   - as_type between every two types (f16, bf16, f32, f64, u8, s32, s64), with the cpu's
+ *     rounding and saturation;
+ *   - sum, product, reduce_max, reduce_min over any axes; all and any (also of u8); argmax and
+ *     argmin with the cpu's tie and NaN rules;
  *   - dot through cuBLAS, any contraction (32-bit GEMM sizes);
+ *   - random_uniform and random_normal (and f64): core/philox.h's Philox-4x32-10 in device code,
+ *     uniform numbers bit for bit the cpu's, normal ones within a few ulp (device sin/cos/log);
  *   - the composites softmax and log_softmax (any axis) and layer_norm (trailing axes, the three
  *     inputs of one type), each one fused kernel.
- * For every type: reshape, squeeze, transpose, broadcast, slice, reverse and concatenate.
- * Everything else (integer and f64 arithmetic, logical ops, arg-reductions, take, gather, pad,
- * put_slice, creation ops, the other composites' own kernels) is not claimed: composites are
- * decomposed on the GPU, primitives fall back to the cpu under the fallback policy. */
+ * For every type (elements moved or stored by size): reshape, squeeze, transpose, broadcast,
+ * slice, put_slice, pad (negative and interior padding), reverse, concatenate, take, gather
+ * (s64 indices), full, iota and eye (full's, eye's and pad's value converted by the cpu driver,
+ * so it is the cpu's bit for bit).
+ *
+ * Nothing waits for the GPU but take and gather: they check their indices first, as the cpu
+ * does, with a kernel that raises a flag the owner thread reads back (a stream synchronisation),
+ * so that an out-of-range index fails with CX_EINVAL naming it.
+ *
+ * Not claimed: integer and f64 arithmetic, reductions and arg-reductions of integers and f64,
+ * and the other composites' own kernels: composites are decomposed on the GPU, primitives fall
+ * back to the cpu under the fallback policy. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/half.h"
 #include "cuda_driver.h"
 #include "cuda_kernels.h"
 
@@ -286,6 +302,13 @@ static bool all_float3(const cx_dtype *types, int n_in) {
     return n_in > 0;
 }
 
+/* Every input u8 (comparison results and masks, for comparisons, logical ops, all and any). */
+static bool all_u8(const cx_dtype *types, int n_in) {
+    for (int k = 0; k < n_in; k++)
+        if (types[k] != CX_U8) return false;
+    return n_in > 0;
+}
+
 static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     switch (op) {
     case CX_OP_SOFTMAX:
@@ -298,14 +321,34 @@ static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types,
     case CX_OP_SUM:
     case CX_OP_PRODUCT:
     case CX_OP_REDUCE_MAX:
-    case CX_OP_REDUCE_MIN: return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
+    case CX_OP_REDUCE_MIN:
+    case CX_OP_ARGMAX:
+    case CX_OP_ARGMIN: return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
+    case CX_OP_ALL:
+    case CX_OP_ANY:
+        return all_float3(types, n_in) || all_u8(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
+    /* moves and stores without arithmetic: any element size (for creation ops, types[0] is the
+     * result's type; full, eye and pad take their value's bits from the cpu driver) */
     case CX_OP_RESHAPE:
     case CX_OP_SQUEEZE:
     case CX_OP_TRANSPOSE:
     case CX_OP_BROADCAST:
     case CX_OP_SLICE:
+    case CX_OP_PUT_SLICE:
+    case CX_OP_PAD:
     case CX_OP_REVERSE:
-    case CX_OP_CONCATENATE: return CX_CAP_NATIVE;
+    case CX_OP_CONCATENATE:
+    case CX_OP_FULL:
+    case CX_OP_IOTA:
+    case CX_OP_EYE: return CX_CAP_NATIVE;
+    /* the dispatcher casts the indices to s64 first */
+    case CX_OP_TAKE:
+    case CX_OP_GATHER: return n_in == 2 && types[1] == CX_S64 ? CX_CAP_NATIVE : CX_CAP_NO;
+    case CX_OP_RANDOM_UNIFORM:
+    case CX_OP_RANDOM_NORMAL:
+        return is_float3(types[0]) || types[0] == CX_F64 ? CX_CAP_NATIVE : CX_CAP_NO;
+    /* every type into every type */
+    case CX_OP_AS_TYPE: return CX_CAP_NATIVE;
     default: break;
     }
     switch (cx_op_table[op].kind) {
@@ -313,9 +356,10 @@ static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types,
     case CX_KIND_UNARY_FLOAT:
     case CX_KIND_BINARY:
     case CX_KIND_BINARY_FLOAT:
-    case CX_KIND_COMPARE:
     case CX_KIND_SELECT: /* clip */ return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
-    case CX_KIND_CAST: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO;
+    case CX_KIND_COMPARE:
+    case CX_KIND_LOGICAL:
+        return all_float3(types, n_in) || all_u8(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
     case CX_KIND_DOT: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO;
     default: return CX_CAP_NO;
     }
@@ -330,13 +374,6 @@ static bool trailing_axes(const cx_desc *x, const cx_param *axes) {
 
 static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
                             const cx_params *ps, char *reason, size_t len) {
-    if (op == CX_OP_AS_TYPE) {
-        const cx_param *t = cx_param_get(ps, CX_P_TYPE);
-        if (t && is_float3((cx_dtype)t->i[0])) return true;
-        snprintf(reason, len, "the cuda driver casts between f32, f16 and bf16 only, not to %s",
-                 t ? cx_dtype_name((cx_dtype)t->i[0]) : "?");
-        return false;
-    }
     if (op == CX_OP_DOT) return cuda_dot_fits(in, ps, reason, len);
     if (op == CX_OP_LAYER_NORM) {
         const cx_param *axes = cx_param_get(ps, CX_P_AXES);
@@ -452,9 +489,206 @@ static cx_code copy_view(cuda_device *d, const cx_tensor *src, cx_tensor *dst, c
         what, st);
 }
 
+/* put_slice: the tensor copied, then the slice written over it at `start` (clipped by
+ * inference so that it fits). */
+static cx_code run_put_slice(cuda_device *d, const cx_tensor *x, const cx_tensor *slice,
+                             const cx_params *ps, cx_tensor *out, cx_status *st) {
+    const cx_param *start = cx_param_get(ps, CX_P_START);
+    if (out->nbytes) {
+        cx_code rc = cuda_check(
+            d,
+            cudaMemcpyAsync(out->data, x->data, out->nbytes, cudaMemcpyDeviceToDevice, d->stream),
+            "put_slice", st);
+        if (rc) return rc;
+    }
+    ck_copy c;
+    memset(&c, 0, sizeof c);
+    c.rank = slice->desc.rank;
+    memcpy(c.shape, slice->desc.shape, sizeof(int64_t) * (size_t)c.rank);
+    strides_of(&slice->desc, c.src_stride);
+    strides_of(&out->desc, c.dst_stride);
+    for (int k = 0; k < c.rank; k++) c.dst_off += start->i[k] * c.dst_stride[k];
+    return copy_view(d, slice, out, &c, "put_slice", st);
+}
+
+/* One element of `type` made by the cpu driver running `op` with these parameters on `in` (NULL
+ * for creation ops) into `shape`: the element at `at`, as raw bits. The value is then the cpu's
+ * own conversion, bit for bit. */
+static cx_code cpu_element(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_dtype type,
+                           int rank, const int64_t *shape, int at, uint64_t *bits, cx_status *st) {
+    uint64_t buf[2] = {0, 0};
+    cx_tensor t;
+    memset(&t, 0, sizeof t);
+    t.desc.dtype = type;
+    t.desc.rank = rank;
+    if (rank) memcpy(t.desc.shape, shape, sizeof(int64_t) * (size_t)rank);
+    t.numel = cx_desc_numel(&t.desc);
+    t.nbytes = (size_t)t.numel * cx_dtype_size(type);
+    t.data = buf;
+    const cx_tensor *const ins[1] = {in};
+    if (cx_cpu_driver()->execute(NULL, op, in ? ins : NULL, in ? 1 : 0, ps, &t, st) != CX_OK)
+        return st->code;
+    *bits = 0;
+    memcpy(bits, (char *)buf + (size_t)at * cx_dtype_size(type), cx_dtype_size(type));
+    return CX_OK;
+}
+
+/* pad, as the cpu driver pads (cpu/layout.c): the output filled with the value where some of it
+ * is padding, then the input elements that survive cropping moved to their places, index j of an
+ * axis landing at low + j * (interior + 1). */
+static cx_code run_pad(cuda_device *d, const cx_tensor *x, const cx_params *ps, cx_tensor *out,
+                       cx_status *st) {
+    const int64_t *pads = cx_param_get(ps, CX_P_PADS)->i;
+    const cx_desc *in = &x->desc;
+    cx_dtype t = out->desc.dtype;
+    if (out->numel == 0) return CX_OK;
+    bool gaps = false;
+    for (int k = 0; k < in->rank; k++)
+        gaps = gaps || pads[3 * k] > 0 || pads[3 * k + 1] > 0 ||
+               (pads[3 * k + 2] > 0 && in->shape[k] > 1);
+    if (gaps || x->numel == 0) {
+        /* the value: a one-element tensor padded by one in front by the cpu */
+        uint64_t zero = 0, bits;
+        cx_tensor one;
+        memset(&one, 0, sizeof one);
+        one.desc.dtype = t;
+        one.desc.rank = 1;
+        one.desc.shape[0] = 1;
+        one.numel = 1;
+        one.nbytes = cx_dtype_size(t);
+        one.data = &zero;
+        cx_params vp = {0};
+        *cx_param_put(&vp, CX_P_VALUE) = *cx_param_get(ps, CX_P_VALUE);
+        cx_param_put_ints(&vp, CX_P_PADS, (const int64_t[]){1, 0, 0}, 3);
+        if (cpu_element(CX_OP_PAD, &one, &vp, t, 1, (const int64_t[]){2}, 0, &bits, st))
+            return st->code;
+        cx_code rc = cuda_check(
+            d, ck_fill(cx_dtype_size(t), out->data, out->numel, bits, d->stream), "pad", st);
+        if (rc) return rc;
+    }
+    if (x->numel == 0) return CX_OK;
+    int64_t in_str[CX_MAX_RANK];
+    strides_of(in, in_str);
+    ck_copy c;
+    memset(&c, 0, sizeof c);
+    c.rank = in->rank;
+    strides_of(&out->desc, c.dst_stride);
+    for (int k = 0; k < in->rank; k++) {
+        int64_t lo = pads[3 * k], step = pads[3 * k + 2] + 1, n_out = out->desc.shape[k];
+        /* the first kept index and the end of the kept ones */
+        int64_t j0 = lo >= 0 ? 0 : (step - 1 - lo) / step;
+        int64_t j1 = n_out - lo <= 0 ? 0 : (n_out - lo + step - 1) / step;
+        if (j1 > in->shape[k]) j1 = in->shape[k];
+        if (j1 <= j0) return CX_OK; /* everything cropped */
+        c.shape[k] = j1 - j0;
+        c.src_stride[k] = in_str[k];
+        c.src_off += j0 * in_str[k];
+        c.dst_off += (lo + j0 * step) * c.dst_stride[k];
+        c.dst_stride[k] = c.shape[k] > 1 ? c.dst_stride[k] * step : 0;
+    }
+    return copy_view(d, x, out, &c, "pad", st);
+}
+
+/* Whether every index lies inside its axis: entry i of ix against the size of axes[i % k]. A
+ * kernel raises a flag that is read back here, so take and gather wait for the stream (every
+ * other op only enqueues). On a bad index, the indices are read and the first bad one named as
+ * the cpu driver names it. */
+static cx_code check_indices(cuda_device *d, cx_op_id op, const cx_tensor *ix, const cx_tensor *t,
+                             const int64_t *axes, int k, cx_status *st) {
+    if (ix->numel == 0) return CX_OK;
+    const char *name = cx_op_table[op].name;
+    ck_index_dims c;
+    memset(&c, 0, sizeof c);
+    c.k = k;
+    for (int j = 0; j < k; j++) c.dim[j] = t->desc.shape[axes[j]];
+    int *flag = NULL, bad = 0;
+    cx_code rc = cuda_mem_alloc(d, sizeof(int), (void **)&flag, st);
+    if (rc) return rc;
+    rc = cuda_check(d, cudaMemsetAsync(flag, 0, sizeof(int), d->stream), name, st);
+    if (!rc) rc = cuda_check(d, ck_index_check(ix->data, ix->numel, &c, flag, d->stream), name, st);
+    if (!rc)
+        rc = cuda_check(d,
+                        cudaMemcpyAsync(&bad, flag, sizeof bad, cudaMemcpyDeviceToHost, d->stream),
+                        name, st);
+    if (!rc) rc = cuda_check(d, cudaStreamSynchronize(d->stream), name, st);
+    cuda_mem_free(d, flag);
+    if (rc || !bad) return rc;
+    int64_t *v = malloc(ix->nbytes);
+    if (!v) return cx_fail(st, CX_ENOMEM, "cuda: out of host memory reading the indices");
+    rc = cuda_check(d, cudaMemcpyAsync(v, ix->data, ix->nbytes, cudaMemcpyDeviceToHost, d->stream),
+                    name, st);
+    if (!rc) rc = cuda_check(d, cudaStreamSynchronize(d->stream), name, st);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    rc = cx_fail(st, CX_EINVAL, "%s: an index is out of bounds", name);
+    for (int64_t i = 0; i < ix->numel; i++) {
+        int j = (int)(i % k);
+        int64_t dim = c.dim[j];
+        if (v[i] >= 0 && v[i] < dim) continue;
+        if (op == CX_OP_TAKE)
+            cx_fail(st, CX_EINVAL, "take: index %lld is out of bounds for axis %d of size %lld",
+                    (long long)v[i], (int)axes[0], (long long)dim);
+        else
+            cx_fail(st, CX_EINVAL,
+                    "gather: index %lld (entry %d of index row %lld) is out of bounds for axis "
+                    "%lld of size %lld",
+                    (long long)v[i], j, (long long)(i / k), (long long)axes[j], (long long)dim);
+        break;
+    }
+    free(v);
+    return rc;
+}
+
+static cx_code run_take(cuda_device *d, const cx_tensor *t, const cx_tensor *ix,
+                        const cx_params *ps, cx_tensor *out, cx_status *st) {
+    int64_t axis = cx_param_get(ps, CX_P_AXIS)->i[0], inner = 1;
+    if (check_indices(d, CX_OP_TAKE, ix, t, &axis, 1, st) != CX_OK) return st->code;
+    if (out->numel == 0) return CX_OK;
+    for (int k = (int)axis + 1; k < t->desc.rank; k++) inner *= t->desc.shape[k];
+    return cuda_check(d,
+                      ck_take(cx_dtype_size(t->desc.dtype), t->data, ix->data, out->data,
+                              out->numel, t->desc.shape[axis], ix->numel, inner, d->stream),
+                      "take", st);
+}
+
+static cx_code run_gather(cuda_device *d, const cx_tensor *t, const cx_tensor *ix,
+                          const cx_params *ps, cx_tensor *out, cx_status *st) {
+    const cx_param *axes = cx_param_get(ps, CX_P_AXES);
+    if (check_indices(d, CX_OP_GATHER, ix, t, axes->i, axes->n, st) != CX_OK) return st->code;
+    if (out->numel == 0) return CX_OK;
+    const cx_desc *x = &t->desc;
+    int64_t is[CX_MAX_RANK], rows = 1;
+    strides_of(x, is);
+    for (int k = 0; k < ix->desc.rank - 1; k++) rows *= ix->desc.shape[k];
+    ck_gather_plan g;
+    memset(&g, 0, sizeof g);
+    g.block = out->numel / rows;
+    g.k = axes->n;
+    bool used[CX_MAX_RANK] = {false};
+    for (int j = 0; j < axes->n; j++) {
+        used[axes->i[j]] = true;
+        g.index_stride[j] = is[axes->i[j]];
+    }
+    for (int k = 0; k < x->rank; k++)
+        if (!used[k]) {
+            g.shape[g.rank] = x->shape[k];
+            g.stride[g.rank++] = is[k];
+        }
+    return cuda_check(
+        d,
+        ck_gather(cx_dtype_size(x->dtype), t->data, ix->data, out->data, out->numel, &g, d->stream),
+        "gather", st);
+}
+
 static cx_code run_layout(cuda_device *d, cx_op_id op, const cx_tensor *const *in, int n_in,
                           const cx_params *ps, cx_tensor *out, cx_status *st) {
     const char *name = cx_op_table[op].name;
+    if (op == CX_OP_PUT_SLICE) return run_put_slice(d, in[0], in[1], ps, out, st);
+    if (op == CX_OP_PAD) return run_pad(d, in[0], ps, out, st);
+    if (op == CX_OP_TAKE) return run_take(d, in[0], in[1], ps, out, st);
+    if (op == CX_OP_GATHER) return run_gather(d, in[0], in[1], ps, out, st);
     const cx_tensor *x = in[0];
     int64_t s[CX_MAX_RANK];
     strides_of(&x->desc, s);
@@ -520,6 +754,117 @@ static cx_code run_layout(cuda_device *d, cx_op_id op, const cx_tensor *const *i
     }
 }
 
+static cx_code run_argreduce(cuda_device *d, cx_op_id op, const cx_tensor *x, const cx_params *ps,
+                             cx_tensor *out, cx_status *st) {
+    int64_t outer = 1, n = x->numel, inner = 1;
+    const cx_param *axis = cx_param_get(ps, CX_P_AXIS);
+    if (axis) {
+        int a = (int)axis->i[0];
+        n = x->desc.shape[a];
+        for (int k = 0; k < a; k++) outer *= x->desc.shape[k];
+        for (int k = a + 1; k < x->desc.rank; k++) inner *= x->desc.shape[k];
+    }
+    if (x->numel == 0) return CX_OK; /* as the cpu driver: nothing written */
+    bool high = cx_param_get(ps, CX_P_TIE_BREAK)->i[0] == 1;
+    return cuda_check(d,
+                      ck_argreduce(op == CX_OP_ARGMAX, high, x->desc.dtype, x->data, out->data,
+                                   outer, n, inner, d->stream),
+                      cx_op_table[op].name, st);
+}
+
+/* ---- creation ---------------------------------------------------------------------------------
+ */
+
+/* The value of type t nearest to v (a double, exact). */
+static double round_to(cx_dtype t, double v) {
+    switch (t) {
+    case CX_F16: return cx_f16_to_f32(cx_f16_from_f64(v));
+    case CX_BF16: return cx_bf16_to_f32(cx_bf16_from_f64(v));
+    case CX_F32: return (float)v;
+    default: return v;
+    }
+}
+
+/* The neighbour of v (a value of type t) toward +inf when up, else toward -inf. */
+static double step_to(cx_dtype t, double v, bool up) {
+    if (t == CX_F64) return nextafter(v, up ? INFINITY : -INFINITY);
+    if (t == CX_F32) return nextafterf((float)v, up ? INFINITY : -INFINITY);
+    uint16_t h = t == CX_F16 ? cx_f16_from_f64(v) : cx_bf16_from_f64(v);
+    bool neg = (h & 0x8000) != 0;
+    if ((h & 0x7fff) == 0)
+        h = up ? 1 : 0x8001;
+    else
+        h = (uint16_t)(neg == up ? h - 1 : h + 1);
+    return t == CX_F16 ? cx_f16_to_f32(h) : cx_bf16_to_f32(h);
+}
+
+/* random_uniform's mapping, as cpu/create.c's uniform_init makes it: fma(max - min, u, min)
+ * rounded into t, kept inside [lo, hi] (the values of t closest to [min, max) from inside) when
+ * that range is finite and holds a value of t. */
+static void uniform_plan(cx_dtype t, double min, double max, ck_random *r) {
+    r->scale = max - min;
+    r->offset = min;
+    r->clamp = min < max && isfinite(min) && isfinite(max);
+    if (!r->clamp) return;
+    r->lo = round_to(t, min);
+    while (r->lo < min) r->lo = step_to(t, r->lo, true);
+    r->hi = round_to(t, max);
+    while (r->hi >= max) r->hi = step_to(t, r->hi, false);
+    r->clamp = r->lo <= r->hi;
+}
+
+static cx_code run_create(cuda_device *d, cx_op_id op, const cx_params *ps, cx_tensor *out,
+                          cx_status *st) {
+    const cx_desc *o = &out->desc;
+    const char *name = cx_op_table[op].name;
+    size_t es = cx_dtype_size(o->dtype);
+    if (out->numel == 0) return CX_OK;
+    switch (op) {
+    case CX_OP_FULL: {
+        uint64_t bits;
+        if (cpu_element(CX_OP_FULL, NULL, ps, o->dtype, 0, NULL, 0, &bits, st)) return st->code;
+        return cuda_check(d, ck_fill(es, out->data, out->numel, bits, d->stream), name, st);
+    }
+    case CX_OP_EYE: {
+        uint64_t one; /* the cpu's 1 x 1 eye */
+        if (cpu_element(CX_OP_EYE, NULL, ps, o->dtype, 2, (const int64_t[]){1, 1}, 0, &one, st))
+            return st->code;
+        int64_t cols = o->shape[o->rank - 1];
+        return cuda_check(
+            d,
+            ck_eye(es, out->data, out->numel, cols, cols * o->shape[o->rank - 2], one, d->stream),
+            name, st);
+    }
+    case CX_OP_IOTA: {
+        int64_t len = out->numel, inner = 1;
+        const cx_param *axis = cx_param_get(ps, CX_P_AXIS);
+        if (axis) {
+            len = o->shape[axis->i[0]];
+            for (int k = (int)axis->i[0] + 1; k < o->rank; k++) inner *= o->shape[k];
+        }
+        return cuda_check(d, ck_iota(o->dtype, out->data, out->numel, len, inner, d->stream), name,
+                          st);
+    }
+    case CX_OP_RANDOM_UNIFORM:
+    case CX_OP_RANDOM_NORMAL: {
+        ck_random r;
+        memset(&r, 0, sizeof r);
+        r.key = (uint64_t)cx_param_get(ps, CX_P_KEY)->i[0];
+        r.normal = op == CX_OP_RANDOM_NORMAL;
+        if (r.normal) {
+            r.scale = cx_param_get(ps, CX_P_STD)->f;
+            r.offset = cx_param_get(ps, CX_P_MEAN)->f;
+        } else {
+            uniform_plan(o->dtype, cx_param_get(ps, CX_P_MIN)->f, cx_param_get(ps, CX_P_MAX)->f,
+                         &r);
+        }
+        return cuda_check(d, ck_random_fill(o->dtype, out->data, out->numel, &r, d->stream), name,
+                          st);
+    }
+    default: return cx_fail(st, CX_EUNSUPPORTED, "cuda: no kernel for %s", name);
+    }
+}
+
 static cx_code run_softmax(cuda_device *d, cx_op_id op, const cx_tensor *x, const cx_params *ps,
                            cx_tensor *out, cx_status *st) {
     int axis = (int)cx_param_get(ps, CX_P_AXIS)->i[0];
@@ -580,6 +925,7 @@ static cx_code run_execute(cuda_device *d, void *arg, cx_status *st) {
     case CX_KIND_BINARY:
     case CX_KIND_BINARY_FLOAT:
     case CX_KIND_COMPARE:
+    case CX_KIND_LOGICAL:
     case CX_KIND_SELECT: return run_elementwise(d, op, j->in, j->n_in, j->out, st);
     case CX_KIND_CAST:
         return cuda_check(d,
@@ -587,6 +933,8 @@ static cx_code run_execute(cuda_device *d, void *arg, cx_status *st) {
                                   j->out->data, j->out->numel, d->stream),
                           "as_type", st);
     case CX_KIND_REDUCE: return run_reduce(d, op, j->in[0], j->ps, j->out, st);
+    case CX_KIND_ARGREDUCE: return run_argreduce(d, op, j->in[0], j->ps, j->out, st);
+    case CX_KIND_CREATE: return run_create(d, op, j->ps, j->out, st);
     case CX_KIND_LAYOUT: return run_layout(d, op, j->in, j->n_in, j->ps, j->out, st);
     case CX_KIND_DOT: return cuda_dot(d, j->in[0], j->in[1], j->ps, j->out, st);
     default: return cx_fail(st, CX_EUNSUPPORTED, "cuda: no kernel for %s", cx_op_table[op].name);
