@@ -80,6 +80,7 @@ $(CUDA_EMU)/test_cuda_emu: c_src/drivers/cuda/emu/test_cuda_emu.c $(BUILD)/libca
 test-cuda-emu: $(CUDA_EMU_SO) $(BUILD)/tests/test_differential $(CUDA_EMU)/test_cuda_emu
 	CX_DIFF_DIR=$(CUDA_EMU) CX_DIFF_DRIVERS=cuda CX_DIFF_REQUIRE=cuda $(BUILD)/tests/test_differential
 	$(CUDA_EMU)/test_cuda_emu
+	CKE_FAIL_LAUNCH=3 $(CUDA_EMU)/test_cuda_emu lost
 endif
 
 # The benchmark beside PyTorch (bench/cuda); not part of `all`: make bench-cuda
