@@ -9,13 +9,20 @@
 
 #include "test_util.h"
 
-#define CUDA_SO CX_BUILD_DIR "/cascade_driver_cuda.so"
+/* CX_CUDA_SO=build/cudaemu/cascade_driver_cuda.so runs these tests against the cpu emulator
+ * build of the driver (c_src/drivers/cuda/emu), GPU tests included. */
+static const char *cuda_so(void) {
+    const char *p = getenv("CX_CUDA_SO");
+    return p && *p ? p : CX_BUILD_DIR "/cascade_driver_cuda.so";
+}
+
+#define CUDA_SO cuda_so()
 
 static cx_device *cpu, *gpu;
 
 static int setup(void **state) {
     (void)state;
-    static const cx_driver_spec specs[] = {{"cuda", CUDA_SO}};
+    const cx_driver_spec specs[] = {{"cuda", CUDA_SO}};
     cx_status st = {0};
     if (cx_devices_init(specs, 1, &st) != CX_OK) return -1;
     cpu = cx_device_find("cpu");
@@ -244,6 +251,194 @@ static void fused_against_cpu(void **state) {
     }
 }
 
+/* The claims, read from the driver's table wherever it was built, GPU or not: every primitive
+ * for f32, f16 and bf16; the moves, creation ops and as_type for every type; comparisons,
+ * logical ops, all and any for u8 too. (Whether each claim holds is the differential suite's
+ * business.) */
+static void every_primitive_is_claimed(void **state) {
+    (void)state;
+    void *h = dlopen(CUDA_SO, RTLD_NOW | RTLD_LOCAL);
+    if (!h) skip(); /* not built here */
+    cx_driver_entry_fn entry = NULL;
+    *(void **)&entry = dlsym(h, "cx_driver_entry");
+    assert_non_null(entry);
+    const cx_driver *drv = entry();
+    for (int op = 0; op < CX_OP_COUNT; op++) {
+        cx_op_kind kind = cx_op_table[op].kind;
+        if (kind == CX_KIND_COMPOSITE) continue;
+        bool create = kind == CX_KIND_CREATE;
+        bool random = op == CX_OP_RANDOM_UNIFORM || op == CX_OP_RANDOM_NORMAL;
+        bool any_type = (kind == CX_KIND_LAYOUT || create || kind == CX_KIND_CAST) && !random;
+        bool u8_too = kind == CX_KIND_COMPARE || kind == CX_KIND_LOGICAL || op == CX_OP_ALL ||
+                      op == CX_OP_ANY;
+        int n = create ? 0 : cx_op_tensor_arity((cx_op_id)op);
+        if (n < 0) n = 2; /* concatenate */
+        for (int t = 0; t < CX_DTYPE_COUNT; t++) {
+            bool float3 = t == CX_F32 || t == CX_F16 || t == CX_BF16;
+            bool want = float3 || any_type || (u8_too && t == CX_U8) || (random && t == CX_F64);
+            if (!want) continue;
+            cx_dtype types[8];
+            for (int k = 0; k < 8; k++) types[k] = (cx_dtype)t;
+            if (op == CX_OP_TAKE || op == CX_OP_GATHER) types[1] = CX_S64;
+            if (drv->capability(NULL, (cx_op_id)op, types, n) == CX_CAP_NO)
+                fail_msg("cuda does not claim %s for %s", cx_op_table[op].name,
+                         cx_dtype_name((cx_dtype)t));
+        }
+    }
+    dlclose(h);
+}
+
+/* A cpu tensor of small integers (0..levels-1) in type t, so that rows have many ties, with
+ * NaN at every `nan_every`-th element (0: none). */
+static cx_tensor *ties_tensor(cx_dtype t, int rank, const int64_t *shape, int levels,
+                              int64_t nan_every, uint64_t seed) {
+    cx_desc d = tu_desc(t, rank, shape);
+    int64_t n = cx_desc_numel(&d);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    uint64_t s = seed * 6364136223846793005u + 1442695040888963407u;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        v[i] = (double)((s >> 33) % (uint64_t)levels);
+        if (nan_every && i % nan_every == nan_every / 2) v[i] = NAN;
+    }
+    cx_tensor *x = tu_tensor(t, rank, shape, v);
+    free(v);
+    return x;
+}
+
+/* argmax and argmin over long rows (one block per row) and short ones (one thread per row),
+ * with ties either way and NaN; all, any and the logical ops. */
+static void arg_and_truth_against_cpu(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    for (int t = 0; t < 3; t++) {
+        cx_dtype ty = floats[t];
+        cx_tensor *xs[] = {ties_tensor(ty, 2, TU_SHAPE(5, 1000), 9, 0, 20),
+                           ties_tensor(ty, 2, TU_SHAPE(1000, 6), 9, 0, 21),
+                           ties_tensor(ty, 2, TU_SHAPE(37, 300), 5, 1733, 22)};
+        for (int k = 0; k < 3; k++)
+            for (int op = 0; op < 2; op++)
+                for (int high = 0; high < 2; high++)
+                    for (int axis = -1; axis < 2; axis++) {
+                        cx_params ps = {0};
+                        if (axis >= 0) cx_param_put_int(&ps, CX_P_AXIS, axis);
+                        cx_param_put_int(&ps, CX_P_TIE_BREAK, high);
+                        differ(op ? CX_OP_ARGMAX : CX_OP_ARGMIN, &xs[k], 1, &ps, 0);
+                    }
+        cx_tensor *m = ties_tensor(ty, 2, TU_SHAPE(37, 300), 2, 577, 23);
+        cx_tensor *row = ties_tensor(ty, 1, TU_SHAPE(300), 2, 0, 24);
+        for (int axis = 0; axis < 2; axis++) {
+            cx_params ps = {0};
+            int64_t ax = axis;
+            cx_param_put_ints(&ps, CX_P_AXES, &ax, 1);
+            differ(CX_OP_ALL, &m, 1, &ps, 0);
+            differ(CX_OP_ANY, &m, 1, &ps, 0);
+        }
+        differ(CX_OP_LOGICAL_NOT, &m, 1, NULL, 0);
+        static const cx_op_id logical[] = {CX_OP_LOGICAL_AND, CX_OP_LOGICAL_OR, CX_OP_LOGICAL_XOR};
+        for (int k = 0; k < 3; k++) differ(logical[k], (cx_tensor *[]){m, row}, 2, NULL, 0);
+        for (int k = 0; k < 3; k++) tu_drop(xs[k]);
+        tu_drop(m);
+        tu_drop(row);
+    }
+}
+
+/* pad, put_slice, take, gather and as_type to and from the other types; iota, eye, full and the
+ * random numbers (uniform ones bit for bit). */
+static void moves_casts_and_creation_against_cpu(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    for (int t = 0; t < 3; t++) {
+        cx_dtype ty = floats[t];
+        cx_tensor *x = random_tensor(ty, 3, TU_SHAPE(5, 37, 33), -300, 300, 30);
+        cx_params pad = {0};
+        cx_param_put_ints(&pad, CX_P_PADS, TU_SHAPE(1, 2, 0, -3, 2, 2, 4, -7, 1), 9);
+        cx_param_put_float(&pad, CX_P_VALUE, -0.25);
+        differ(CX_OP_PAD, &x, 1, &pad, 0);
+        cx_tensor *u = random_tensor(ty, 3, TU_SHAPE(2, 30, 3), -1, 1, 31);
+        cx_params put = {0};
+        cx_param_put_ints(&put, CX_P_START, TU_SHAPE(2, 5, 40), 3);
+        differ(CX_OP_PUT_SLICE, (cx_tensor *[]){x, u}, 2, &put, 0);
+        cx_tensor *ix = ties_tensor(CX_S64, 2, TU_SHAPE(20, 25), 33, 0, 32);
+        cx_params take = {0};
+        cx_param_put_int(&take, CX_P_AXIS, 2);
+        differ(CX_OP_TAKE, (cx_tensor *[]){x, ix}, 2, &take, 0);
+        cx_tensor *gi = ties_tensor(CX_S64, 3, TU_SHAPE(7, 11, 2), 5, 0, 33);
+        differ(CX_OP_GATHER, (cx_tensor *[]){x, gi}, 2, NULL, 0);
+        static const cx_dtype others[] = {CX_U8, CX_S32, CX_S64, CX_F64};
+        for (int k = 0; k < 4; k++) {
+            cx_params to = {0}, back = {0};
+            cx_param_put_int(&to, CX_P_TYPE, others[k]);
+            differ(CX_OP_AS_TYPE, &x, 1, &to, 0);
+            cx_tensor *o = random_tensor(others[k], 2, TU_SHAPE(33, 65), -1e9, 1e9, 34 + k);
+            cx_param_put_int(&back, CX_P_TYPE, ty);
+            differ(CX_OP_AS_TYPE, &o, 1, &back, 0);
+            tu_drop(o);
+        }
+        cx_params iota = {0}, eye = {0}, full = {0}, uni = {0}, nor = {0};
+        cx_param_put_ints(&iota, CX_P_SHAPE, TU_SHAPE(3, 70001), 2);
+        cx_param_put_int(&iota, CX_P_TYPE, ty);
+        differ(CX_OP_IOTA, NULL, 0, &iota, 0);
+        cx_param_put_int(&iota, CX_P_AXIS, 0);
+        differ(CX_OP_IOTA, NULL, 0, &iota, 0);
+        cx_param_put_ints(&eye, CX_P_SHAPE, TU_SHAPE(3, 40, 70), 3);
+        cx_param_put_int(&eye, CX_P_TYPE, ty);
+        differ(CX_OP_EYE, NULL, 0, &eye, 0);
+        cx_param_put_ints(&full, CX_P_SHAPE, TU_SHAPE(999), 1);
+        cx_param_put_float(&full, CX_P_VALUE, 0.1);
+        cx_param_put_int(&full, CX_P_TYPE, ty);
+        differ(CX_OP_FULL, NULL, 0, &full, 0);
+        cx_param_put_ints(&uni, CX_P_SHAPE, TU_SHAPE(100003), 1);
+        cx_param_put_int(&uni, CX_P_TYPE, ty);
+        cx_param_put_int(&uni, CX_P_KEY, 987654321);
+        nor = uni;
+        cx_param_put_float(&uni, CX_P_MIN, -2.0);
+        cx_param_put_float(&uni, CX_P_MAX, 3.0);
+        differ(CX_OP_RANDOM_UNIFORM, NULL, 0, &uni, 0);
+        cx_param_put_float(&nor, CX_P_MEAN, 0.5);
+        cx_param_put_float(&nor, CX_P_STD, 2.0);
+        differ(CX_OP_RANDOM_NORMAL, NULL, 0, &nor, tolerance(ty));
+        tu_drop(x);
+        tu_drop(u);
+        tu_drop(ix);
+        tu_drop(gi);
+    }
+}
+
+/* Runs op on both devices, expecting CX_EINVAL and the same message from each. */
+static void same_failure(cx_op_id op, cx_tensor **in, int n, const cx_params *ps) {
+    cx_params pc = *ps, pg = *ps;
+    cx_status sc = {0}, sg = {0};
+    cx_tensor *gin[4];
+    for (int k = 0; k < n; k++) gin[k] = moved(in[k], gpu);
+    cx_tensor out_c, out_g;
+    assert_int_equal(cx_run(op, cpu, in, n, &pc, &out_c, &sc), CX_EINVAL);
+    assert_int_equal(cx_run(op, gpu, gin, n, &pg, &out_g, &sg), CX_EINVAL);
+    printf("# %s\n", sg.message);
+    assert_string_equal(sg.message, sc.message);
+    for (int k = 0; k < n; k++) tu_drop(gin[k]);
+}
+
+/* take and gather check their indices as the cpu does, and the device goes on. */
+static void a_bad_index_is_named(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    cx_tensor *x = random_tensor(CX_F32, 2, TU_SHAPE(3, 7), -1, 1, 40);
+    cx_tensor *ix = tu_tensor(CX_S64, 1, TU_SHAPE(4), TU_VALUES(0, 6, 7, -1));
+    cx_params take = {0};
+    cx_param_put_int(&take, CX_P_AXIS, 1);
+    same_failure(CX_OP_TAKE, (cx_tensor *[]){x, ix}, 2, &take);
+    cx_tensor *gi = tu_tensor(CX_S64, 2, TU_SHAPE(3, 2), TU_VALUES(0, 1, 2, 6, 3, 0));
+    cx_params gather = {0};
+    same_failure(CX_OP_GATHER, (cx_tensor *[]){x, gi}, 2, &gather);
+    cx_tensor *good = tu_tensor(CX_S64, 1, TU_SHAPE(3), TU_VALUES(6, 0, 6));
+    differ(CX_OP_TAKE, (cx_tensor *[]){x, good}, 2, &take, 0);
+    tu_drop(x);
+    tu_drop(ix);
+    tu_drop(gi);
+    tu_drop(good);
+}
+
 /* An allocation far beyond the device's memory fails with CX_ENOMEM and leaves the device
  * usable. */
 static void out_of_memory_then_usable(void **state) {
@@ -367,6 +562,10 @@ int main(void) {
         cmocka_unit_test(reductions_and_layout_against_cpu),
         cmocka_unit_test(dot_against_cpu),
         cmocka_unit_test(fused_against_cpu),
+        cmocka_unit_test(every_primitive_is_claimed),
+        cmocka_unit_test(arg_and_truth_against_cpu),
+        cmocka_unit_test(moves_casts_and_creation_against_cpu),
+        cmocka_unit_test(a_bad_index_is_named),
         cmocka_unit_test(out_of_memory_then_usable),
         cmocka_unit_test(transfers_are_counted),
         cmocka_unit_test(the_table_is_current),
