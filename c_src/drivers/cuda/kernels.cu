@@ -1,5 +1,7 @@
-/* The cuda driver's own kernels: elementwise, cast, strided copy, reductions, and the fused
- * softmax, log_softmax and layer_norm. matmul is cuBLAS (cuda_blas.c). See cuda_kernels.h.
+/* The cuda driver's own kernels: elementwise (logical ops included), cast between every type,
+ * strided copy, fill, reductions (all and any included), argmax/argmin, take and gather with
+ * their index check, iota, eye, Philox random numbers, and the fused softmax, log_softmax and
+ * layer_norm. matmul is cuBLAS (cuda_blas.c). See cuda_kernels.h.
  *
  * Each function has one kernel per value type with the op switch outside the element loop, so
  * the branch is taken once per thread and the loop is a plain one. Contiguous elementwise work
