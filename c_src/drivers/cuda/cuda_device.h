@@ -6,6 +6,8 @@
  *   - execute, alloc and upload are submitted and the caller waits until the owner thread has
  *     *enqueued* the work on the stream (kernel launches, cudaMallocAsync, a pageable
  *     cudaMemcpyAsync that returns once the source is staged): microseconds, never the GPU.
+ *     The one exception: take and gather read back a flag that says whether an index is out of
+ *     range (the op's outcome is an error or not), so they wait for the stream.
  *   - download_async (what to_binary uses) is submitted like an upload: the owner enqueues
  *     copies into a pinned staging buffer, each followed by a stream callback that copies the
  *     chunk on into the caller's memory; the last callback calls the caller's `done`. No
