@@ -43,8 +43,8 @@ endif
 # its .cu files, compiled with CK_EMULATE by the host compilers, linked with emu_runtime.cc in
 # place of the CUDA runtime and cuBLAS. It needs the toolkit's headers only, and runs the
 # driver's code -- owner thread, streams, kernels, cuBLAS calls, out-of-memory and device-lost
-# paths -- on a machine without a GPU. `make test-cuda-emu` runs the differential suite and
-# test_cuda_emu against it.
+# paths -- on a machine without a GPU. `make test-cuda-emu` runs the differential suite,
+# test_cuda_load's GPU checks and test_cuda_emu against it.
 ifneq ($(strip $(NVCC)),)
 CXX ?= g++
 CUDA_EMU := $(BUILD)/cudaemu
@@ -77,8 +77,10 @@ $(CUDA_EMU)/test_cuda_emu: c_src/drivers/cuda/emu/test_cuda_emu.c $(BUILD)/libca
 	  $(BUILD)/libcascade_core.a $(LDFLAGS) -lcmocka $(LDLIBS) -ldl
 
 .PHONY: test-cuda-emu
-test-cuda-emu: $(CUDA_EMU_SO) $(BUILD)/tests/test_differential $(CUDA_EMU)/test_cuda_emu
+test-cuda-emu: $(CUDA_EMU_SO) $(BUILD)/tests/test_differential $(CUDA_EMU)/test_cuda_emu \
+  $(BUILD)/tests/test_cuda_load
 	CX_DIFF_DIR=$(CUDA_EMU) CX_DIFF_DRIVERS=cuda CX_DIFF_REQUIRE=cuda $(BUILD)/tests/test_differential
+	CX_CUDA_SO=$(CUDA_EMU_SO) $(BUILD)/tests/test_cuda_load
 	$(CUDA_EMU)/test_cuda_emu
 	CKE_FAIL_LAUNCH=3 $(CUDA_EMU)/test_cuda_emu lost
 endif
