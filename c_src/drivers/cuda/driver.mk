@@ -48,12 +48,14 @@ endif
 ifneq ($(strip $(NVCC)),)
 CXX ?= g++
 CUDA_EMU := $(BUILD)/cudaemu
+comma := ,
 CUDA_EMU_SO := $(CUDA_EMU)/cascade_driver_cuda.so
 CUDA_EMU_HEADERS := $(wildcard c_src/drivers/cuda/emu/*.h)
 CUDA_EMU_OBJ := $(patsubst c_src/drivers/cuda/%.c,$(CUDA_EMU)/%.o,$(CUDA_SRC)) \
   $(patsubst c_src/drivers/cuda/%.cu,$(CUDA_EMU)/%.o,$(CUDA_CU)) $(CUDA_EMU)/emu_runtime.o
 CUDA_EMU_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN) \
-  -Wno-unknown-pragmas $(SAN) -DCK_EMULATE -isystem $(CUDA_HOME)/include -Ic_src/drivers/cuda
+  -Wno-unknown-pragmas $(SAN) $(if $(SAN),-fno-sanitize=vptr$(comma)function) \
+  -DCK_EMULATE -isystem $(CUDA_HOME)/include -Ic_src/drivers/cuda
 
 $(CUDA_EMU)/%.o: c_src/drivers/cuda/%.c $(HEADERS) $(CUDA_EMU_HEADERS)
 	@mkdir -p $(dir $@)
@@ -68,7 +70,7 @@ $(CUDA_EMU)/emu_runtime.o: c_src/drivers/cuda/emu/emu_runtime.cc $(HEADERS) $(CU
 	$(CXX) $(CUDA_EMU_CXXFLAGS) -c $< -o $@
 
 $(CUDA_EMU_SO): $(CUDA_EMU_OBJ) $(BUILD)/libcascade_core.a
-	$(CXX) $(CUDA_EMU_CXXFLAGS) -shared -Wl,--no-undefined -o $@ $(CUDA_EMU_OBJ) \
+	$(CXX) $(CUDA_EMU_CXXFLAGS) -shared $(if $(SAN),,-Wl,--no-undefined) -o $@ $(CUDA_EMU_OBJ) \
 	  $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS) -ldl
 
 $(CUDA_EMU)/test_cuda_emu: c_src/drivers/cuda/emu/test_cuda_emu.c $(BUILD)/libcascade_core.a \
@@ -77,6 +79,8 @@ $(CUDA_EMU)/test_cuda_emu: c_src/drivers/cuda/emu/test_cuda_emu.c $(BUILD)/libca
 	  $(BUILD)/libcascade_core.a $(LDFLAGS) -lcmocka $(LDLIBS) -ldl
 
 .PHONY: test-cuda-emu
+DRIVER_TEST_TARGETS += test-cuda-emu
+DRIVER_TEST_SO += $(CUDA_EMU_SO)
 test-cuda-emu: $(CUDA_EMU_SO) $(BUILD)/tests/test_differential $(CUDA_EMU)/test_cuda_emu \
   $(BUILD)/tests/test_cuda_load
 	CX_DIFF_DIR=$(CUDA_EMU) CX_DIFF_DRIVERS=cuda CX_DIFF_REQUIRE=cuda $(BUILD)/tests/test_differential

@@ -78,9 +78,11 @@ cudaError_t ret(cudaError_t e) {
 /* ---- memory -----------------------------------------------------------------------------------
  */
 
+/* Never destroyed: a lost device's memory is not freed (cuda_mem_free stops), and a real context
+ * gives it back only when the process ends; the registry keeps it reachable until then. */
 std::mutex mem_lock;
-std::map<void *, size_t> device_blocks;
-std::map<const char *, size_t> pinned_blocks;
+std::map<void *, size_t> &device_blocks = *new std::map<void *, size_t>;
+std::map<const char *, size_t> &pinned_blocks = *new std::map<const char *, size_t>;
 size_t device_used;
 
 bool is_pinned(const void *p) {
