@@ -10,7 +10,9 @@
  *   - sum, product, reduce_max, reduce_min over any axes;
  *   - dot through cuBLAS, any contraction (32-bit GEMM sizes);
  *   - the composites softmax and log_softmax (any axis) and layer_norm (trailing axes, the three
- *     inputs of one type), each one fused kernel.
+ *     inputs of one type), each one fused kernel;
+ *   - conv2d (two inputs of one type, any geometry within cuBLAS's 32-bit sizes): cuDNN when
+ *     libcudnn.so.9 loads, else im2col + cuBLAS; CASCADE_CUDA_CONV chooses (cuda_conv.c).
  * For every type: reshape, squeeze, transpose, broadcast, slice, reverse and concatenate.
  * Everything else (integer and f64 arithmetic, logical ops, arg-reductions, take, gather, pad,
  * put_slice, creation ops, the other composites' own kernels) is not claimed: composites are
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_conv.h"
 #include "cuda_driver.h"
 #include "cuda_kernels.h"
 
@@ -291,6 +294,7 @@ static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types,
     case CX_OP_SOFTMAX:
     case CX_OP_LOG_SOFTMAX: return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
     case CX_OP_LAYER_NORM: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO;
+    case CX_OP_CONV2D: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO; /* cuda_conv.c */
     case CX_OP_SELECT:
         return (types[0] == CX_U8 || is_float3(types[0])) && all_float3(types + 1, 2)
                    ? CX_CAP_NATIVE
@@ -338,6 +342,7 @@ static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
         return false;
     }
     if (op == CX_OP_DOT) return cuda_dot_fits(in, ps, reason, len);
+    if (op == CX_OP_CONV2D) return cuda_conv2d_fits(&in[0], &in[1], ps, reason, len);
     if (op == CX_OP_LAYER_NORM) {
         const cx_param *axes = cx_param_get(ps, CX_P_AXES);
         if (axes && trailing_axes(&in[0], axes)) return true;
@@ -574,6 +579,7 @@ static cx_code run_execute(cuda_device *d, void *arg, cx_status *st) {
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)
         return run_softmax(d, op, j->in[0], j->ps, j->out, st);
     if (op == CX_OP_LAYER_NORM) return run_layer_norm(d, j->in, j->ps, j->out, st);
+    if (op == CX_OP_CONV2D) return cuda_conv2d(d, j->in[0], j->in[1], j->ps, j->out, st);
     switch (cx_op_table[op].kind) {
     case CX_KIND_UNARY:
     case CX_KIND_UNARY_FLOAT:
