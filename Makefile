@@ -30,9 +30,11 @@ HEADERS := $(wildcard c_src/core/*.h c_src/core/*.def c_src/drivers/*/*.h c_src/
 # Optional drivers. Each c_src/drivers/<name>/driver.mk appends its shared object
 # ($(BUILD)/cascade_driver_<name>.so) to DRIVER_SO when its toolkit is found, and gives the rule
 # that builds it; a driver whose toolkit is missing is simply not built (the NIF then lists it as
-# unavailable: "not built"). DRIVER_TESTS may name extra test programs a driver needs.
+# unavailable: "not built"). DRIVER_TESTS may name extra test programs a driver needs, and
+# DRIVER_TEST_TARGETS make targets that `make test` (and so test-asan) runs after them.
 DRIVER_SO :=
 DRIVER_TESTS :=
+DRIVER_TEST_TARGETS :=
 include $(sort $(wildcard c_src/drivers/*/driver.mk))
 
 all: $(BUILD)/cascade_nif.so $(DRIVER_SO)
@@ -73,6 +75,7 @@ $(BUILD)/tests/%: c_src/tests/%.c $(BUILD)/libcascade_core.a $(TEST_DRIVER) $(DR
 
 test: $(TEST_BIN) $(DRIVER_TESTS)
 	@set -e; for t in $(TEST_BIN) $(DRIVER_TESTS); do echo "== $$t"; $$t; done
+	@set -e; for t in $(DRIVER_TEST_TARGETS); do echo "== make $$t"; $(MAKE) --no-print-directory $$t; done
 
 test-asan:
 	$(MAKE) test BUILD=build/asan OPT=-O1 CC=clang \
@@ -85,10 +88,10 @@ test-valgrind: $(TEST_BIN) $(DRIVER_TESTS)
 	  CX_DIFF_SKIP=$${CX_DIFF_SKIP-opencl} valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $$t; done
 
 format:
-	clang-format -i c_src/*/*.[ch] c_src/drivers/*/*.[ch]
+	clang-format -i c_src/*/*.[ch] c_src/drivers/*/*.[ch] c_src/drivers/*/*.cu c_src/drivers/cuda/emu/*
 
 format-check:
-	clang-format --dry-run --Werror c_src/*/*.[ch] c_src/drivers/*/*.[ch]
+	clang-format --dry-run --Werror c_src/*/*.[ch] c_src/drivers/*/*.[ch] c_src/drivers/*/*.cu c_src/drivers/cuda/emu/*
 
 clean:
 	rm -rf $(BUILD)

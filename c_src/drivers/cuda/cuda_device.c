@@ -232,6 +232,7 @@ void cuda_post(cuda_device *d, cuda_job_fn fn, void *arg) {
 /* ---- start ----------------------------------------------------------------------------------- */
 
 cx_code cuda_probe(int *count, cx_status *st) {
+#ifndef CK_EMULATE /* the cpu emulator (emu/) stands in for the driver library too */
     /* The runtime (linked statically) loads the NVIDIA driver library itself; looking for it
      * first gives the user the reason in words rather than cudaErrorInsufficientDriver. */
     void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -242,6 +243,7 @@ cx_code cuda_probe(int *count, cx_status *st) {
                        err ? err : "not found");
     }
     /* kept open: the runtime uses it for the life of the process */
+#endif
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess)

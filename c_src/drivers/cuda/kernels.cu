@@ -6,9 +6,13 @@
  * moves four elements per load (buffers come from cudaMallocAsync, 256-byte aligned). The
  * formulas are the cpu driver's (elementwise.c): max and min let NaN through, sigmoid never
  * overflows, rsqrt is 1 / sqrt, round is half away from zero. */
+#ifdef CK_EMULATE
+#include "emu/cke.h"
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#endif
 #include <math.h>
 
 #include "cuda_kernels.h"
@@ -45,7 +49,7 @@ template <typename T> struct alignas(sizeof(T) * 4) vec4 { T v[4]; };
 template <typename... P, typename... A>
 void launch(unsigned grid, unsigned block, cudaStream_t s, void (*k)(P...), A... a) {
 #ifdef CK_EMULATE
-    cke_launch(grid, block, s, [=] { k(a...); });
+    cke_launch(grid, block, s, reinterpret_cast<const void *>(k), [=] { k(a...); });
 #else
     k<<<grid, block, 0, s>>>(a...);
 #endif
@@ -158,7 +162,7 @@ __global__ void k_binary_contig(int op, const T *__restrict__ a, const T *__rest
     float a0 = sa ? 0.0f : to_f(a[0]), b0 = sb ? 0.0f : to_f(b[0]);
 #define BINARY_LOOP(EXPR)                                                                          \
     for (int64_t i = i0; i < n4; i += step) {                                                      \
-        vec4<T> va, vb, r;                                                                         \
+        vec4<T> va{}, vb{}, r;                                                                     \
         if (sa) va = av[i];                                                                        \
         if (sb) vb = bv[i];                                                                        \
         _Pragma("unroll") for (int k = 0; k < 4; k++) {                                            \
