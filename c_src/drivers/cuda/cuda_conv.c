@@ -78,8 +78,30 @@ static bool fits_int(int64_t x) {
     return x >= 0 && x <= INT_MAX;
 }
 
-bool cuda_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps, char *reason,
-                      size_t len) {
+/* This driver's table (cuda_driver.c), for the cast capability. */
+const cx_driver *cx_driver_entry(void);
+
+/* The capability was asked with the compute types (integer inputs: f32), so a native route
+ * would hide the dispatcher's cast of an input whose type differs: it must be one this driver
+ * runs too, or that cast would fall back to the cpu behind the native conv2d. */
+static bool casts_here(void *dev, const cx_desc *x, const cx_desc *kern, char *reason, size_t len) {
+    cx_dtype to = cx_dtype_to_float(cx_dtype_merge(x->dtype, kern->dtype));
+    const cx_dtype from[2] = {x->dtype, kern->dtype};
+    for (int k = 0; k < 2; k++)
+        if (from[k] != to &&
+            cx_driver_entry()->capability(dev, CX_OP_AS_TYPE, &from[k], 1) == CX_CAP_NO) {
+            snprintf(reason, len,
+                     "conv2d computes %s: this driver cannot cast its %s input to it, so the "
+                     "decomposition runs instead",
+                     cx_dtype_name(to), cx_dtype_name(from[k]));
+            return false;
+        }
+    return true;
+}
+
+bool cuda_conv2d_fits(void *dev, const cx_desc *x, const cx_desc *kern, const cx_params *ps,
+                      char *reason, size_t len) {
+    if (!casts_here(dev, x, kern, reason, len)) return false;
     cx_conv_dims v;
     cx_conv_dims_of(x, kern, ps, &v);
     int64_t p, k, ck;

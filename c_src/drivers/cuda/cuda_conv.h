@@ -10,10 +10,11 @@
 #include "../../core/conv_geom.h"
 #include "cuda_device.h"
 
-/* Whether conv2d with this geometry fits the 32-bit sizes of cuBLAS; if not, why in `reason`
- * (the refine answer: the decomposition runs instead). */
-bool cuda_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps, char *reason,
-                      size_t len);
+/* Whether conv2d of these inputs runs natively on device `dev`: the casts to the compute type
+ * that the dispatcher adds are ones this driver runs, and the geometry fits cuBLAS's 32-bit
+ * sizes; if not, why in `reason` (the refine answer: the decomposition runs instead). */
+bool cuda_conv2d_fits(void *dev, const cx_desc *x, const cx_desc *kern, const cx_params *ps,
+                      char *reason, size_t len);
 /* On the owner thread: out = conv2d(x, kern), both of out's type, ps normalised. */
 cx_code cuda_conv2d(cuda_device *d, const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
                     cx_tensor *out, cx_status *st);

@@ -342,7 +342,7 @@ static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
         return false;
     }
     if (op == CX_OP_DOT) return cuda_dot_fits(in, ps, reason, len);
-    if (op == CX_OP_CONV2D) return cuda_conv2d_fits(&in[0], &in[1], ps, reason, len);
+    if (op == CX_OP_CONV2D) return cuda_conv2d_fits(dev, &in[0], &in[1], ps, reason, len);
     if (op == CX_OP_LAYER_NORM) {
         const cx_param *axes = cx_param_get(ps, CX_P_AXES);
         if (axes && trailing_axes(&in[0], axes)) return true;

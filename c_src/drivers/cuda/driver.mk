@@ -31,13 +31,6 @@ $(BUILD)/drivers/cuda/%.o: c_src/drivers/cuda/%.cu $(HEADERS)
 	$(NVCC) -std=c++17 $(OPT) $(CUDA_ARCH) -Werror all-warnings \
 	  -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror -c $< -o $@
 
-# conv2d's im2col (kernels_conv.cu), built the same way
-CUDA_OBJ += $(BUILD)/drivers/cuda/kernels_conv.o
-$(BUILD)/drivers/cuda/kernels_conv.o: c_src/drivers/cuda/kernels_conv.cu $(HEADERS)
-	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 $(OPT) $(CUDA_ARCH) -Werror all-warnings \
-	  -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror -c $< -o $@
-
 # Carries its own copy of the core (hidden symbols), as the test driver does; exports only
 # cx_driver_entry and cx_cuda_transfer_counts.
 $(CUDA_SO): $(CUDA_OBJ) $(BUILD)/libcascade_core.a

@@ -7,7 +7,11 @@
  * cuts the batch into chunks of at most 256 MiB), so that the six divisions per element are
  * 32-bit ones; 64-bit otherwise. Input positions are always computed in 64 bits (padding may be
  * as large as 2^48). */
+#ifdef CK_EMULATE
+#include "emu/cke.h"
+#else
 #include <cuda_runtime.h>
+#endif
 #include <stdint.h>
 
 #include "kernels_conv.h"
@@ -22,7 +26,7 @@ const int THREADS = 256;
 template <typename... P, typename... A>
 void launch(unsigned grid, unsigned block, cudaStream_t s, void (*k)(P...), A... a) {
 #ifdef CK_EMULATE
-    cke_launch(grid, block, s, [=] { k(a...); });
+    cke_launch(grid, block, s, reinterpret_cast<const void *>(k), [=] { k(a...); });
 #else
     k<<<grid, block, 0, s>>>(a...);
 #endif
