@@ -35,6 +35,8 @@ HEADERS := $(wildcard c_src/core/*.h c_src/core/*.def c_src/drivers/*/*.h c_src/
 DRIVER_SO :=
 DRIVER_TESTS :=
 DRIVER_TEST_TARGETS :=
+# and DRIVER_TEST_SO shared objects that only tests load (built with the test driver)
+DRIVER_TEST_SO :=
 include $(sort $(wildcard c_src/drivers/*/driver.mk))
 
 all: $(BUILD)/cascade_nif.so $(DRIVER_SO)
@@ -59,7 +61,7 @@ $(BUILD)/libcascade_core.a: $(LIB_OBJ)
 $(BUILD)/cascade_nif.so: $(NIF_OBJ) $(BUILD)/libcascade_core.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $(NIF_OBJ) $(BUILD)/libcascade_core.a $(LDFLAGS) $(LDLIBS) -ldl
 
-test-driver: $(TEST_DRIVER)
+test-driver: $(TEST_DRIVER) $(DRIVER_TEST_SO)
 
 # The driver carries its own copy of the core and cpu kernels (hidden symbols), as an
 # out-of-tree driver would; it exports only cx_driver_entry.

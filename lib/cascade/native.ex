@@ -6,18 +6,26 @@ defmodule Cascade.Native do
 
   # The drivers to load come from `config :cascade, drivers: [...]` (cpu is always there) and
   # the fallback policy from `fallback:`; both are read once, when the library loads. A driver
-  # that is not built or fails to load is listed as unavailable with the reason.
+  # that is not built or fails to load is listed as unavailable with the reason. An entry is a
+  # name (the driver built into priv/) or {name, path} (a driver's shared object elsewhere: an
+  # out-of-tree driver, or the cuda driver's cpu emulator build in the tests).
   def load do
     priv = :code.priv_dir(:cascade)
 
     drivers =
-      for name <- Application.get_env(:cascade, :drivers, [:cuda, :opencl, :blas, :cpu]),
+      for entry <- Application.get_env(:cascade, :drivers, [:cuda, :opencl, :blas, :cpu]),
+          {name, path} = driver_path(entry, priv),
           is_atom(name) and name != :cpu,
-          do: {name, IO.chardata_to_string(:filename.join(priv, ~c"cascade_driver_#{name}.so"))}
+          do: {name, path}
 
     info = %{drivers: drivers, fallback: Application.get_env(:cascade, :fallback, :warn)}
     :erlang.load_nif(:filename.join(priv, ~c"cascade_nif"), info)
   end
+
+  defp driver_path({name, path}, _priv) when is_binary(path), do: {name, Path.expand(path)}
+
+  defp driver_path(name, priv),
+    do: {name, IO.chardata_to_string(:filename.join(priv, ~c"cascade_driver_#{name}.so"))}
 
   defp nif!, do: :erlang.nif_error(:cascade_nif_not_loaded)
 

@@ -80,6 +80,7 @@ $(CUDA_EMU)/test_cuda_emu: c_src/drivers/cuda/emu/test_cuda_emu.c $(BUILD)/libca
 
 .PHONY: test-cuda-emu
 DRIVER_TEST_TARGETS += test-cuda-emu
+DRIVER_TEST_SO += $(CUDA_EMU_SO)
 test-cuda-emu: $(CUDA_EMU_SO) $(BUILD)/tests/test_differential $(CUDA_EMU)/test_cuda_emu
 	CX_DIFF_DIR=$(CUDA_EMU) CX_DIFF_DRIVERS=cuda CX_DIFF_REQUIRE=cuda $(BUILD)/tests/test_differential
 	$(CUDA_EMU)/test_cuda_emu
