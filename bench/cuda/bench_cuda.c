@@ -3,7 +3,11 @@
  * driver's execute on the device's owner thread), no BEAM needed:
  *
  *   matmul f32 and bf16 at 1024, 4096, 8192; add and exp on 64M f32 elements; softmax over the
- *   last axis of 8192 x 8192 f32.
+ *   last axis of 8192 x 8192 f32; conv2d (nchw, 3x3, padding 1) of 64x32x28x28 with 64 filters
+ *   and of 32x256x56x56 with 256 (a ResNet layer), f32 and f16, once per path of the driver:
+ *   "conv2d:im2col" and "conv2d:cudnn" (cx_cuda_set_conv_path, whatever CASCADE_CUDA_CONV says;
+ *   the cudnn row is left out where libcudnn.so.9 does not load), then "conv2d" with the
+ *   default (auto), the row compare.py sets against PyTorch's.
  *
  * Each op runs a few times to warm up, then `iters` times back to back; the clock stops after
  * cx_cuda_synchronize, so the time is the GPU's, launch overhead included. One JSON object per
@@ -17,6 +21,7 @@
 #include <time.h>
 
 #include "../../c_src/core/dispatch.h"
+#include "../../c_src/core/half.h"
 
 #ifndef CX_BUILD_DIR
 #define CX_BUILD_DIR "build"
@@ -24,6 +29,7 @@
 
 static cx_device *cpu, *gpu;
 static cx_code (*synchronize)(void *, cx_status *);
+static int (*set_conv_path)(const char *);
 
 static double now_ms(void) {
     struct timespec ts;
@@ -50,6 +56,8 @@ static cx_tensor *random_on_gpu(cx_dtype t, int rank, const int64_t *shape) {
         float v = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
         if (t == CX_F32)
             ((float *)host.data)[i] = v;
+        else if (t == CX_F16)
+            ((uint16_t *)host.data)[i] = cx_f16_from_f32(v);
         else { /* bf16: the high half of the f32 (truncation is fine for random inputs) */
             uint32_t bits;
             memcpy(&bits, &v, 4);
@@ -137,6 +145,32 @@ static void bench_softmax(void) {
     free(x);
 }
 
+/* conv2d of {n, c, hw, hw} with o filters of 3x3, padding 1 (:same), on each path. */
+static void bench_conv2d(cx_dtype t, int64_t n, int64_t c, int64_t hw, int64_t o, int iters) {
+    cx_tensor *x = random_on_gpu(t, 4, (int64_t[]){n, c, hw, hw});
+    cx_tensor *k = random_on_gpu(t, 4, (int64_t[]){o, c, 3, 3});
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_PADDING, (int64_t[]){1, 1, 1, 1}, 4);
+    char size[64];
+    snprintf(size, sizeof size, "%lldx%lldx%lldx%lld,%lldx3x3", (long long)n, (long long)c,
+             (long long)hw, (long long)hw, (long long)o);
+    double flop = 2.0 * n * o * hw * hw * c * 9;
+    static const char *const paths[][2] = {
+        {"im2col", "conv2d:im2col"}, {"cudnn", "conv2d:cudnn"}, {"auto", "conv2d"}};
+    for (int p = 0; p < 3; p++) {
+        if (set_conv_path(paths[p][0]) == 2 && p == 1) {
+            fprintf(stderr, "bench_cuda: libcudnn.so.9 does not load: no conv2d:cudnn row\n");
+            continue;
+        }
+        double ms = timed(CX_OP_CONV2D, (cx_tensor *[]){x, k}, 2, &ps, iters);
+        report(paths[p][1], cx_dtype_name(t), size, ms, flop / ms / 1e9, "TFLOP/s");
+    }
+    cx_tensor_free(x);
+    cx_tensor_free(k);
+    free(x);
+    free(k);
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : CX_BUILD_DIR "/cascade_driver_cuda.so";
     cx_driver_spec spec = {"cuda", path};
@@ -154,6 +188,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_cuda: %s exports no cx_cuda_synchronize\n", path);
         return 2;
     }
+    *(void **)&set_conv_path = h ? dlsym(h, "cx_cuda_set_conv_path") : NULL;
+    if (!set_conv_path) {
+        fprintf(stderr, "bench_cuda: %s exports no cx_cuda_set_conv_path\n", path);
+        return 2;
+    }
     fprintf(stderr, "bench_cuda: %s, %s\n", gpu->props.name, gpu->props.detail);
     cx_set_policy(CX_POLICY_ERROR); /* a fallback to the cpu would not be a GPU number */
     for (int64_t n = 1024; n <= 8192; n *= (n == 1024 ? 4 : 2)) {
@@ -162,5 +201,10 @@ int main(int argc, char **argv) {
     }
     bench_elementwise();
     bench_softmax();
+    for (int j = 0; j < 2; j++) {
+        cx_dtype t = j ? CX_F16 : CX_F32;
+        bench_conv2d(t, 64, 32, 28, 64, 100);
+        bench_conv2d(t, 32, 256, 56, 256, 20);
+    }
     return 0;
 }

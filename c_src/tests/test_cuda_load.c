@@ -439,6 +439,60 @@ static void a_bad_index_is_named(void **state) {
     tu_drop(good);
 }
 
+/* conv2d on each of the driver's paths (cuda_conv.c: im2col + cuBLAS, cuDNN where it loads,
+ * and the default), both layouts, in geometries cuDNN takes (symmetric padding) and ones it
+ * leaves to im2col (asymmetric, negative padding), with groups, strides and dilations. */
+static void conv2d_against_cpu(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    void *h = dlopen(CUDA_SO, RTLD_NOW | RTLD_NOLOAD);
+    int (*set_path)(const char *) = NULL;
+    if (h) *(void **)&set_path = dlsym(h, "cx_cuda_set_conv_path");
+    assert_non_null(set_path);
+    static const char *const paths[] = {"im2col", "cudnn", "auto"};
+    for (int p = 0; p < 3; p++) {
+        int rc = set_path(paths[p]);
+        assert_true(rc == 0 || (rc == 2 && p != 0));
+        if (rc == 2) printf("# libcudnn.so.9 does not load: %s runs im2col\n", paths[p]);
+        for (int t = 0; t < 3; t++) {
+            cx_dtype ty = floats[t];
+            /* up to 4 x 3 x 3 products per output */
+            double tol = ty == CX_F32 ? 1e-4 : ty == CX_F16 ? 1e-2 : 5e-2;
+            for (int nhwc = 0; nhwc < 2; nhwc++) {
+                for (int g = 0; g < 4; g++) {
+                    /* n, c, h, w, o, groups; kernel 3x3 */
+                    static const int64_t geo[4][6] = {{5, 4, 9, 8, 6, 1},
+                                                      {3, 8, 7, 7, 8, 8},
+                                                      {2, 6, 10, 9, 4, 2},
+                                                      {1, 3, 6, 6, 5, 1}};
+                    const int64_t *q = geo[g];
+                    int64_t n = q[0], c = q[1], hh = q[2], ww = q[3], o = q[4], grp = q[5];
+                    cx_tensor *x =
+                        random_tensor(ty, 4, nhwc ? TU_SHAPE(n, hh, ww, c) : TU_SHAPE(n, c, hh, ww),
+                                      -1, 1, 20 + g);
+                    cx_tensor *k = random_tensor(
+                        ty, 4, nhwc ? TU_SHAPE(3, 3, c / grp, o) : TU_SHAPE(o, c / grp, 3, 3), -1,
+                        1, 30 + g);
+                    cx_params ps = {0};
+                    cx_param_put_int(&ps, CX_P_LAYOUT, nhwc);
+                    cx_param_put_int(&ps, CX_P_FEATURE_GROUP_SIZE, grp);
+                    if (g == 0) cx_param_put_int(&ps, CX_P_PADDING, 1); /* :same */
+                    if (g == 1) cx_param_put_ints(&ps, CX_P_PADDING, TU_SHAPE(1, 1, 1, 1), 4);
+                    if (g == 2) {
+                        cx_param_put_ints(&ps, CX_P_PADDING, TU_SHAPE(2, 0, -1, 1), 4);
+                        cx_param_put_ints(&ps, CX_P_STRIDES, TU_SHAPE(2, 1), 2);
+                    }
+                    if (g == 3) cx_param_put_ints(&ps, CX_P_KERNEL_DILATION, TU_SHAPE(2, 2), 2);
+                    differ(CX_OP_CONV2D, (cx_tensor *[]){x, k}, 2, &ps, tol);
+                    tu_drop(x);
+                    tu_drop(k);
+                }
+            }
+        }
+    }
+    set_path("auto");
+}
+
 /* An allocation far beyond the device's memory fails with CX_ENOMEM and leaves the device
  * usable. */
 static void out_of_memory_then_usable(void **state) {
@@ -566,6 +620,7 @@ int main(void) {
         cmocka_unit_test(arg_and_truth_against_cpu),
         cmocka_unit_test(moves_casts_and_creation_against_cpu),
         cmocka_unit_test(a_bad_index_is_named),
+        cmocka_unit_test(conv2d_against_cpu),
         cmocka_unit_test(out_of_memory_then_usable),
         cmocka_unit_test(transfers_are_counted),
         cmocka_unit_test(the_table_is_current),

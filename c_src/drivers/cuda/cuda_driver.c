@@ -16,7 +16,9 @@
  *   - random_uniform and random_normal (and f64): core/philox.h's Philox-4x32-10 in device code,
  *     uniform numbers bit for bit the cpu's, normal ones within a few ulp (device sin/cos/log);
  *   - the composites softmax and log_softmax (any axis) and layer_norm (trailing axes, the three
- *     inputs of one type), each one fused kernel.
+ *     inputs of one type), each one fused kernel;
+ *   - conv2d (two inputs of one type, any geometry within cuBLAS's 32-bit sizes): cuDNN when
+ *     libcudnn.so.9 loads, else im2col + cuBLAS; CASCADE_CUDA_CONV chooses (cuda_conv.c).
  * For every type (elements moved or stored by size): reshape, squeeze, transpose, broadcast,
  * slice, put_slice, pad (negative and interior padding), reverse, concatenate, take, gather
  * (s64 indices), full, iota and eye (full's, eye's and pad's value converted by the cpu driver,
@@ -35,6 +37,7 @@
 #include <string.h>
 
 #include "../../core/half.h"
+#include "cuda_conv.h"
 #include "cuda_driver.h"
 #include "cuda_kernels.h"
 
@@ -314,6 +317,7 @@ static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types,
     case CX_OP_SOFTMAX:
     case CX_OP_LOG_SOFTMAX: return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
     case CX_OP_LAYER_NORM: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO;
+    case CX_OP_CONV2D: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO; /* cuda_conv.c */
     case CX_OP_SELECT:
         return (types[0] == CX_U8 || is_float3(types[0])) && all_float3(types + 1, 2)
                    ? CX_CAP_NATIVE
@@ -375,6 +379,7 @@ static bool trailing_axes(const cx_desc *x, const cx_param *axes) {
 static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
                             const cx_params *ps, char *reason, size_t len) {
     if (op == CX_OP_DOT) return cuda_dot_fits(in, ps, reason, len);
+    if (op == CX_OP_CONV2D) return cuda_conv2d_fits(dev, &in[0], &in[1], ps, reason, len);
     if (op == CX_OP_LAYER_NORM) {
         const cx_param *axes = cx_param_get(ps, CX_P_AXES);
         if (axes && trailing_axes(&in[0], axes)) return true;
@@ -919,6 +924,7 @@ static cx_code run_execute(cuda_device *d, void *arg, cx_status *st) {
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)
         return run_softmax(d, op, j->in[0], j->ps, j->out, st);
     if (op == CX_OP_LAYER_NORM) return run_layer_norm(d, j->in, j->ps, j->out, st);
+    if (op == CX_OP_CONV2D) return cuda_conv2d(d, j->in[0], j->in[1], j->ps, j->out, st);
     switch (cx_op_table[op].kind) {
     case CX_KIND_UNARY:
     case CX_KIND_UNARY_FLOAT:
