@@ -8,13 +8,7 @@
  * moves four elements per load (buffers come from cudaMallocAsync, 256-byte aligned). The
  * formulas are the cpu driver's (elementwise.c): max and min let NaN through, sigmoid never
  * overflows, rsqrt is 1 / sqrt, round is half away from zero. */
-#ifdef CK_EMULATE
-#include "emu/cke.h"
-#else
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#endif
+#include "ck_launch.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -22,8 +16,6 @@
 #include "cuda_kernels.h"
 
 namespace {
-
-const int THREADS = 256;
 
 __device__ __forceinline__ float to_f(float x) {
     return x;
@@ -226,24 +218,6 @@ template <> __device__ __forceinline__ int64_t store_as<int64_t>(int64_t x) {
 }
 
 template <typename T> struct alignas(sizeof(T) * 4) vec4 { T v[4]; };
-
-/* Launches kernel `k` on `grid` blocks of `block` threads on stream s. One place, so that a
- * build for the cpu emulator (CK_EMULATE, c_src/drivers/cuda/emu) can run the same kernels. */
-template <typename... P, typename... A>
-void launch(unsigned grid, unsigned block, cudaStream_t s, void (*k)(P...), A... a) {
-#ifdef CK_EMULATE
-    cke_launch(grid, block, s, reinterpret_cast<const void *>(k), [=] { k(a...); });
-#else
-    k<<<grid, block, 0, s>>>(a...);
-#endif
-}
-
-/* Enough blocks to fill the GPU several times over; the loops stride over the grid. */
-unsigned blocks_for(int64_t n) {
-    int64_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65536) b = 65536;
-    return b < 1 ? 1u : (unsigned)b;
-}
 
 __device__ __forceinline__ float sigmoid_f(float x) {
     if (x >= 0) return 1.0f / (1.0f + expf(-x));

@@ -7,37 +7,12 @@
  * cuts the batch into chunks of at most 256 MiB), so that the six divisions per element are
  * 32-bit ones; 64-bit otherwise. Input positions are always computed in 64 bits (padding may be
  * as large as 2^48). */
-#ifdef CK_EMULATE
-#include "emu/cke.h"
-#else
-#include <cuda_runtime.h>
-#endif
+#include "ck_launch.h"
 #include <stdint.h>
 
 #include "kernels_conv.h"
 
 namespace {
-
-const int THREADS = 256;
-
-/* Launches kernel `k` on `grid` blocks of `block` threads on stream s. One place, so that a
- * build for the cpu emulator (CK_EMULATE, c_src/drivers/cuda/emu) can run the same kernels (the
- * template of kernels.cu). */
-template <typename... P, typename... A>
-void launch(unsigned grid, unsigned block, cudaStream_t s, void (*k)(P...), A... a) {
-#ifdef CK_EMULATE
-    cke_launch(grid, block, s, reinterpret_cast<const void *>(k), [=] { k(a...); });
-#else
-    k<<<grid, block, 0, s>>>(a...);
-#endif
-}
-
-/* Enough blocks to fill the GPU several times over; the loop strides over the grid. */
-unsigned blocks_for(int64_t n) {
-    int64_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65536) b = 65536;
-    return b < 1 ? 1u : (unsigned)b;
-}
 
 /* T: the element (uint16_t or uint32_t); I: the index type (uint32_t or int64_t). */
 template <typename T, typename I>
