@@ -80,7 +80,7 @@ test: $(TEST_BIN) $(DRIVER_TESTS)
 	@set -e; for t in $(DRIVER_TEST_TARGETS); do echo "== make $$t"; $(MAKE) --no-print-directory $$t; done
 
 test-asan:
-	$(MAKE) test BUILD=build/asan OPT=-O1 CC=clang \
+	$(MAKE) test BUILD=build/asan OPT=-O1 CC=clang CXX=clang++ \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 
 # The differential suite skips the opencl driver under valgrind: nearly all it would run there is
