@@ -38,8 +38,9 @@ static inline void tu_store(cx_dtype t, void *buf, int64_t i, double v) {
     case CX_BF16: ((uint16_t *)buf)[i] = cx_bf16_from_f64(v); break;
     case CX_F32: ((float *)buf)[i] = (float)v; break;
     case CX_F64: ((double *)buf)[i] = v; break;
-    case CX_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case CX_S32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    /* through int64_t, so that a value out of the type's range wraps instead of being UB */
+    case CX_U8: ((uint8_t *)buf)[i] = (uint8_t)(int64_t)v; break;
+    case CX_S32: ((int32_t *)buf)[i] = (int32_t)(uint32_t)(int64_t)v; break;
     case CX_S64: ((int64_t *)buf)[i] = (int64_t)v; break;
     default: fail_msg("bad dtype");
     }
