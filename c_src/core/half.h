@@ -5,19 +5,26 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t cx_f32_bits(float f) {
+/* nvcc compiles these for the cuda driver's kernels too, so that the GPU converts as the cpu */
+#ifdef __CUDACC__
+#define CX_HALF_FN static inline __host__ __device__
+#else
+#define CX_HALF_FN static inline
+#endif
+
+CX_HALF_FN uint32_t cx_f32_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
 }
 
-static inline float cx_f32_from_bits(uint32_t u) {
+CX_HALF_FN float cx_f32_from_bits(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-static inline float cx_f16_to_f32(uint16_t h) {
+CX_HALF_FN float cx_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f;
     uint32_t man = h & 0x3ff;
@@ -31,7 +38,7 @@ static inline float cx_f16_to_f32(uint16_t h) {
 }
 
 /* Rounds a double to the nearest f16 (ties to even) in one step, so f64 -> f16 rounds once. */
-static inline uint16_t cx_f16_from_f64(double d) {
+CX_HALF_FN uint16_t cx_f16_from_f64(double d) {
     uint64_t u;
     memcpy(&u, &d, 8);
     uint16_t sign = (uint16_t)((u >> 48) & 0x8000);
@@ -61,15 +68,15 @@ static inline uint16_t cx_f16_from_f64(double d) {
     return (uint16_t)(sign | r);
 }
 
-static inline uint16_t cx_f16_from_f32(float f) {
+CX_HALF_FN uint16_t cx_f16_from_f32(float f) {
     return cx_f16_from_f64((double)f);
 }
 
-static inline float cx_bf16_to_f32(uint16_t b) {
+CX_HALF_FN float cx_bf16_to_f32(uint16_t b) {
     return cx_f32_from_bits((uint32_t)b << 16);
 }
 
-static inline uint16_t cx_bf16_from_f32(float f) {
+CX_HALF_FN uint16_t cx_bf16_from_f32(float f) {
     uint32_t u = cx_f32_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
     u += 0x7fffu + ((u >> 16) & 1);
@@ -78,7 +85,7 @@ static inline uint16_t cx_bf16_from_f32(float f) {
 
 /* f64 -> bf16 must not round twice: round to odd into f32 first (exact for the second rounding,
  * since f32 carries more than bf16's 8 bits + 2), then round to nearest even into bf16. */
-static inline uint16_t cx_bf16_from_f64(double d) {
+CX_HALF_FN uint16_t cx_bf16_from_f64(double d) {
     float f = (float)d;
     if (f == f && (double)f != d) {
         uint32_t u = cx_f32_bits(f);

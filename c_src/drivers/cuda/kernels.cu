@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../../core/half.h"
 #include "cuda_kernels.h"
 
 namespace {
@@ -52,71 +53,6 @@ template <> __device__ __forceinline__ uint8_t from_f<uint8_t>(float x) {
  * once to nearest even (an integer beyond 2^53 rounded to odd into double first, a double to odd
  * into f32 first for bf16), into f32 and f64 rounded to nearest, into integers from a float
  * truncated toward zero and saturated with NaN as 0, into integers from an integer wrapped. */
-
-__device__ __forceinline__ uint64_t bits_of(double d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
-}
-__device__ __forceinline__ uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-__device__ __forceinline__ float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* cx_f16_from_f64 */
-__device__ uint16_t f16_bits_of(double d) {
-    uint64_t u = bits_of(d);
-    uint16_t sign = (uint16_t)((u >> 48) & 0x8000);
-    int64_t exp = (int64_t)((u >> 52) & 0x7ff);
-    uint64_t man = u & 0xfffffffffffffull;
-    if (exp == 0x7ff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-    int64_t e = exp - 1023 + 15;
-    if (e >= 0x1f) return (uint16_t)(sign | 0x7c00);
-    uint64_t full = man | (exp ? (1ull << 52) : 0);
-    int shift;
-    uint16_t base;
-    if (e <= 0) {
-        shift = (int)(42 + 1 - e);
-        if (exp == 0 || shift > 63) return sign;
-        base = 0;
-    } else {
-        shift = 42;
-        base = (uint16_t)(e << 10);
-        full &= (1ull << 52) - 1;
-    }
-    uint64_t kept = full >> shift;
-    uint64_t rest = full & ((1ull << shift) - 1);
-    uint64_t half = 1ull << (shift - 1);
-    uint32_t r = (uint32_t)(base + kept);
-    if (rest > half || (rest == half && (kept & 1))) r++;
-    return (uint16_t)(sign | r);
-}
-
-/* cx_bf16_from_f32 */
-__device__ __forceinline__ uint16_t bf16_bits_of(float f) {
-    uint32_t u = bits_of(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-/* cx_bf16_from_f64: to odd into f32, then to nearest even into bf16 */
-__device__ __forceinline__ uint16_t bf16_bits_of(double d) {
-    float f = (float)d;
-    if (f == f && (double)f != d) {
-        uint32_t u = bits_of(f);
-        double back = (double)f;
-        if ((back > d && d > 0) || (back < d && d < 0)) u -= 1;
-        f = float_of(u | 1);
-    }
-    return bf16_bits_of(f);
-}
 
 /* cpu/cast.c's int_to_f64_odd: exact below 2^53, rounded to odd above */
 __device__ __forceinline__ double int_to_f64_odd(int64_t x) {
@@ -172,10 +108,10 @@ template <> __device__ __forceinline__ double store_as<double>(double d) {
     return d;
 }
 template <> __device__ __forceinline__ __half store_as<__half>(double d) {
-    return half_of(f16_bits_of(d));
+    return half_of(cx_f16_from_f64(d));
 }
 template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(double d) {
-    return bfloat16_of(bf16_bits_of(d));
+    return bfloat16_of(cx_bf16_from_f64(d));
 }
 template <> __device__ __forceinline__ uint8_t store_as<uint8_t>(double d) {
     return d > 0 ? (d < 255 ? (uint8_t)d : (uint8_t)255) : (uint8_t)0;
@@ -202,10 +138,10 @@ template <> __device__ __forceinline__ double store_as<double>(int64_t x) {
     return (double)x;
 }
 template <> __device__ __forceinline__ __half store_as<__half>(int64_t x) {
-    return half_of(f16_bits_of(int_to_f64_odd(x)));
+    return half_of(cx_f16_from_f64(int_to_f64_odd(x)));
 }
 template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(int64_t x) {
-    return bfloat16_of(bf16_bits_of(int_to_f64_odd(x)));
+    return bfloat16_of(cx_bf16_from_f64(int_to_f64_odd(x)));
 }
 template <> __device__ __forceinline__ uint8_t store_as<uint8_t>(int64_t x) {
     return (uint8_t)x;
