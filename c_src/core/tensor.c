@@ -109,3 +109,22 @@ cx_code cx_tensor_download_async(const cx_tensor *t, void *dst, size_t bytes, cx
                        t->device->driver_name);
     return t->device->driver->download_async(t->device->ctx, dst, t->data, bytes, done, ctx, st);
 }
+
+cx_code cx_check_indices(cx_op_id op, const cx_desc *t, const int64_t *idx, int64_t n,
+                         const int64_t *axes, int k, cx_status *st) {
+    for (int64_t i = 0; i < n; i++) {
+        int j = (int)(i % k);
+        int64_t dim = t->shape[axes[j]];
+        if (idx[i] >= 0 && idx[i] < dim) continue;
+        if (op == CX_OP_TAKE)
+            return cx_fail(st, CX_EINVAL,
+                           "take: index %lld is out of bounds for axis %d of size %lld",
+                           (long long)idx[i], (int)axes[0], (long long)dim);
+        return cx_fail(st, CX_EINVAL,
+                       "gather: index %lld (entry %d of index row %lld) is out of bounds for axis "
+                       "%lld of size %lld",
+                       (long long)idx[i], j, (long long)(i / k), (long long)axes[j],
+                       (long long)dim);
+    }
+    return CX_OK;
+}

@@ -42,4 +42,10 @@ bool cx_tensor_downloads_async(const cx_tensor *t);
 cx_code cx_tensor_download_async(const cx_tensor *t, void *dst, size_t bytes, cx_download_done done,
                                  void *ctx, cx_status *st);
 
+/* take's (k = 1) or gather's (k = the axes) index check on host indices `idx` (n of them, rows
+ * of k for gather) against the sizes of t's `axes`: CX_OK, or CX_EINVAL naming the first index
+ * out of bounds. Every driver's take and gather fail with this message. */
+cx_code cx_check_indices(cx_op_id op, const cx_desc *t, const int64_t *idx, int64_t n,
+                         const int64_t *axes, int k, cx_status *st);
+
 #endif

@@ -389,11 +389,7 @@ static cx_code layout_take(const cx_tensor *t, const cx_tensor *ix, const cx_par
     int axis = (int)ps->p[CX_P_AXIS].i[0];
     const int64_t *idx = ix->data;
     int64_t dim = t->desc.shape[axis], n = ix->numel, outer = 1, inner = elem_size(t);
-    for (int64_t i = 0; i < n; i++)
-        if (idx[i] < 0 || idx[i] >= dim)
-            return cx_fail(st, CX_EINVAL,
-                           "take: index %lld is out of bounds for axis %d of size %lld",
-                           (long long)idx[i], axis, (long long)dim);
+    if (cx_check_indices(CX_OP_TAKE, &t->desc, idx, n, ps->p[CX_P_AXIS].i, 1, st)) return st->code;
     if (out->numel == 0) return CX_OK;
     for (int k = 0; k < axis; k++) outer *= t->desc.shape[k];
     for (int k = axis + 1; k < t->desc.rank; k++) inner *= t->desc.shape[k];
@@ -401,23 +397,6 @@ static cx_code layout_take(const cx_tensor *t, const cx_tensor *ix, const cx_par
     for (int64_t o = 0; o < outer; o++)
         pick_rows((char *)out->data + o * n * inner, (const char *)t->data + o * dim * inner, idx,
                   n, inner);
-    return CX_OK;
-}
-
-/* Checks every index row of gather against the sizes of AXES. */
-static cx_code gather_check(const cx_tensor *t, const int64_t *idx, int64_t rows,
-                            const cx_param *axes, cx_status *st) {
-    int k = axes->n;
-    for (int64_t r = 0; r < rows; r++)
-        for (int j = 0; j < k; j++) {
-            int64_t v = idx[r * k + j], dim = t->desc.shape[axes->i[j]];
-            if (v < 0 || v >= dim)
-                return cx_fail(st, CX_EINVAL,
-                               "gather: index %lld (entry %d of index row %lld) is out of bounds "
-                               "for axis %lld of size %lld",
-                               (long long)v, j, (long long)r, (long long)axes->i[j],
-                               (long long)dim);
-        }
     return CX_OK;
 }
 
@@ -445,7 +424,8 @@ static cx_code layout_gather(const cx_tensor *t, const cx_tensor *ix, const cx_p
     const int64_t *idx = ix->data;
     int64_t rows = 1, in_str[CX_MAX_RANK], es = elem_size(t);
     for (int k = 0; k < ix->desc.rank - 1; k++) rows *= ix->desc.shape[k];
-    if (gather_check(t, idx, rows, axes, st)) return st->code;
+    if (cx_check_indices(CX_OP_GATHER, &t->desc, idx, rows * axes->n, axes->i, axes->n, st))
+        return st->code;
     if (out->numel == 0) return CX_OK;
     cpu_strides(&t->desc, in_str);
     move m;

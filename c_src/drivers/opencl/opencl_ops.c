@@ -578,21 +578,9 @@ static cx_code check_indices(ocl_device *dev, cx_op_id op, const cx_tensor *ix, 
         free(v);
         return ocl_fail(st, err, "clEnqueueReadBuffer");
     }
-    rc = cx_fail(st, CX_EINVAL, "%s: an index is out of bounds", cx_op_table[op].name);
-    for (int64_t i = 0; i < ix->numel; i++) {
-        int j = (int)(i % k);
-        int64_t dim = c.dims[j];
-        if (v[i] >= 0 && v[i] < dim) continue;
-        if (op == CX_OP_TAKE)
-            cx_fail(st, CX_EINVAL, "take: index %lld is out of bounds for axis %d of size %lld",
-                    (long long)v[i], (int)axes[0], (long long)dim);
-        else
-            cx_fail(st, CX_EINVAL,
-                    "gather: index %lld (entry %d of index row %lld) is out of bounds for axis "
-                    "%lld of size %lld",
-                    (long long)v[i], j, (long long)(i / k), (long long)axes[j], (long long)dim);
-        break;
-    }
+    rc = cx_check_indices(op, &t->desc, v, ix->numel, axes, k, st);
+    if (rc == CX_OK)
+        rc = cx_fail(st, CX_EINVAL, "%s: an index is out of bounds", cx_op_table[op].name);
     free(v);
     return rc;
 }
