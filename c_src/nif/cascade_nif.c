@@ -4,12 +4,7 @@
 #include <string.h>
 
 #include "../core/dispatch.h"
-
-/* Above this many element operations a call moves to a dirty CPU scheduler: a normal
- * scheduler must return within about a millisecond, and a NIF call costs ~10 ns there
- * against ~2 us on a dirty one, so small calls stay where they are. */
-#define DIRTY_COST  131072.0
-#define DIRTY_BYTES (1u << 20)
+#include "normal_watch.h"
 
 static ErlNifResourceType *tensor_type;
 
@@ -336,7 +331,7 @@ static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
     op_call c;
     ERL_NIF_TERM res; /* the exception when decoding fails */
     if (decode_op(env, argv, &c, &res)) {
-        if (c.plan.cost > DIRTY_COST)
+        if (c.plan.cost > nw_dirty_cost())
             res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc,
                                     argv);
         else
@@ -403,7 +398,7 @@ static ERL_NIF_TERM from_binary_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TE
 
 static ERL_NIF_TERM from_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     ErlNifBinary bin;
-    if (enif_inspect_binary(env, argv[0], &bin) && bin.size > DIRTY_BYTES)
+    if (enif_inspect_binary(env, argv[0], &bin) && bin.size > nw_dirty_bytes())
         return enif_schedule_nif(env, "from_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
                                  from_binary_dirty, argc, argv);
     return from_binary_run(env, argv);
@@ -552,7 +547,7 @@ failed:
 }
 
 /* to_binary(ref, limit_bytes | nil, tag): asynchronous where the driver can, else synchronous,
- * on a dirty scheduler above DIRTY_BYTES. */
+ * on a dirty scheduler above nw_dirty_bytes(). */
 static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
     if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
@@ -561,7 +556,7 @@ static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     if (bytes > 0 && cx_tensor_downloads_async(t) &&
         start_download(env, t, bytes, NULL, argv[2], &res))
         return res;
-    if (bytes > DIRTY_BYTES)
+    if (bytes > nw_dirty_bytes())
         return enif_schedule_nif(env, "to_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
                                  to_binary_dirty, argc, argv);
     return to_binary_run(env, argv);
@@ -774,7 +769,7 @@ static ERL_NIF_TERM transfer_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 
 /* transfer(ref, device_id, tag): from a device that downloads asynchronously to one with host
  * memory, the bytes land in the new tensor's buffer as a download's would (:cascade_async, then
- * the reply); otherwise synchronously, on a dirty scheduler above DIRTY_BYTES. */
+ * the reply); otherwise synchronously, on a dirty scheduler above nw_dirty_bytes(). */
 static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
     int id;
@@ -794,7 +789,7 @@ static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         ERL_NIF_TERM res;
         if (start_download(env, t, t->nbytes, out, argv[2], &res)) return res;
     }
-    if (t->nbytes > DIRTY_BYTES)
+    if (t->nbytes > nw_dirty_bytes())
         return enif_schedule_nif(env, "transfer_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, transfer_dirty,
                                  argc, argv);
     return transfer_run(env, argv);
@@ -845,7 +840,7 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
             n++;
         }
     }
-    if (cx_devices_init(specs, n, &st) != CX_OK) return 1;
+    if (!nw_init() || cx_devices_init(specs, n, &st) != CX_OK) return 1;
     ErlNifResourceType *type =
         enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor, flags, NULL);
     if (!type) return 1;
@@ -906,23 +901,56 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
     return init(env, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER, info);
 }
 
+/* Every entry point runs on a normal scheduler first: each goes through the watch
+ * (normal_watch.h), which costs one atomic load while it is off. */
+static const char *op_name_of(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
+    int id;
+    return enif_get_int(env, argv[0], &id) && id >= 0 && id < CX_OP_COUNT ? cx_op_table[id].name
+                                                                          : NULL;
+}
+
+#define WATCHED(fn, name, detail)                                                                  \
+    static ERL_NIF_TERM fn##_watched(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {        \
+        return nw_run(name, fn, detail, env, argc, argv);                                          \
+    }
+WATCHED(op_nif, "op", op_name_of)
+WATCHED(from_binary_nif, "from_binary", NULL)
+WATCHED(to_binary_nif, "to_binary", NULL)
+WATCHED(async_downloads_nif, "async_downloads", NULL)
+WATCHED(free_nif, "free", NULL)
+WATCHED(freed_nif, "freed?", NULL)
+WATCHED(memory_nif, "memory", NULL)
+WATCHED(devices_nif, "devices", NULL)
+WATCHED(ops_nif, "ops", NULL)
+WATCHED(set_gc_interval_nif, "set_gc_interval", NULL)
+WATCHED(explain_nif, "explain", op_name_of)
+WATCHED(capabilities_nif, "capabilities", NULL)
+WATCHED(stats_nif, "stats", NULL)
+WATCHED(reset_stats_nif, "reset_stats", NULL)
+WATCHED(set_policy_nif, "set_policy", NULL)
+WATCHED(transfer_nif, "transfer", NULL)
+#undef WATCHED
+
 static ErlNifFunc nif_funcs[] = {
-    {"op", 4, op_nif, 0},
-    {"from_binary", 4, from_binary_nif, 0},
-    {"to_binary", 3, to_binary_nif, 0},
-    {"async_downloads", 0, async_downloads_nif, 0},
-    {"free", 1, free_nif, 0},
-    {"freed?", 1, freed_nif, 0},
-    {"memory", 0, memory_nif, 0},
-    {"devices", 0, devices_nif, 0},
-    {"ops", 0, ops_nif, 0},
-    {"set_gc_interval", 1, set_gc_interval_nif, 0},
-    {"explain", 4, explain_nif, 0},
-    {"capabilities", 1, capabilities_nif, 0},
-    {"stats", 0, stats_nif, 0},
-    {"reset_stats", 0, reset_stats_nif, 0},
-    {"set_policy", 1, set_policy_nif, 0},
-    {"transfer", 3, transfer_nif, 0},
+    {"op", 4, op_nif_watched, 0},
+    {"from_binary", 4, from_binary_nif_watched, 0},
+    {"to_binary", 3, to_binary_nif_watched, 0},
+    {"async_downloads", 0, async_downloads_nif_watched, 0},
+    {"free", 1, free_nif_watched, 0},
+    {"freed?", 1, freed_nif_watched, 0},
+    {"memory", 0, memory_nif_watched, 0},
+    {"devices", 0, devices_nif_watched, 0},
+    {"ops", 0, ops_nif_watched, 0},
+    {"set_gc_interval", 1, set_gc_interval_nif_watched, 0},
+    {"explain", 4, explain_nif_watched, 0},
+    {"capabilities", 1, capabilities_nif_watched, 0},
+    {"stats", 0, stats_nif_watched, 0},
+    {"reset_stats", 0, reset_stats_nif_watched, 0},
+    {"set_policy", 1, set_policy_nif_watched, 0},
+    {"transfer", 3, transfer_nif_watched, 0},
+    {"watch_normal", 1, nw_watch_nif, 0},
+    {"normal_records", 0, nw_records_nif, 0},
+    {"set_dirty_thresholds", 2, nw_set_thresholds_nif, 0},
 };
 
 ERL_NIF_INIT(Elixir.Cascade.Native, nif_funcs, load, NULL, upgrade, NULL)

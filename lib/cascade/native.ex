@@ -45,4 +45,13 @@ defmodule Cascade.Native do
   def reset_stats, do: nif!()
   def set_policy(_policy), do: nif!()
   def transfer(_ref, _device_id, _tag), do: nif!()
+
+  # Watching the normal schedulers (c_src/nif/normal_watch.h), for the scheduling tests:
+  # watch_normal(limit_us | false) records every call into this library that ran on a normal
+  # scheduler for limit_us or more of wall time, with its CPU time and context switches;
+  # normal_records/0 returns {records, dropped} and clears them; set_dirty_thresholds(cost,
+  # bytes) moves the point above which calls go to a dirty scheduler and returns the old one.
+  def watch_normal(_limit_us), do: nif!()
+  def normal_records, do: nif!()
+  def set_dirty_thresholds(_cost, _bytes), do: nif!()
 end
