@@ -141,13 +141,16 @@ cx_code cuda_dot(cuda_device *d, const cx_tensor *a, const cx_tensor *b, const c
                               : a->desc.dtype == CX_F16 ? CUDA_R_16F
                                                         : CUDA_R_16BF;
         const float one = 1.0f, zero = 0.0f;
-        rc = cuda_check_blas(
-            d,
-            cublasGemmStridedBatchedEx(d->blas, op_b, op_a, (int)g.n, (int)g.m, (int)g.k, &one, pb,
-                                       type, (int)ldb, g.k * g.n, pa, type, (int)lda, g.m * g.k,
-                                       &zero, out->data, type, (int)g.n, g.m * g.n, (int)g.batch,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-            "cublasGemmStridedBatchedEx", st);
+        cublasHandle_t h;
+        rc = cuda_blas_handle(d, &h, st);
+        if (!rc)
+            rc = cuda_check_blas(d,
+                                 cuda_cublas.gemm_strided_batched(
+                                     h, op_b, op_a, (int)g.n, (int)g.m, (int)g.k, &one, pb, type,
+                                     (int)ldb, g.k * g.n, pa, type, (int)lda, g.m * g.k, &zero,
+                                     out->data, type, (int)g.n, g.m * g.n, (int)g.batch,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                 "cublasGemmStridedBatchedEx", st);
     }
     /* stream-ordered: freed after the GEMM that reads them */
     cuda_mem_free(d, tmp_a);

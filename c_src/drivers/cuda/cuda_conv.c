@@ -133,13 +133,16 @@ typedef struct {
 
 static cx_code gemm(cuda_device *d, cudaDataType_t t, const rm_gemm *g, cx_status *st) {
     const float one = 1.0f, zero = 0.0f;
+    cublasHandle_t h;
+    cx_code rc = cuda_blas_handle(d, &h, st);
+    if (rc) return rc;
     /* cuBLAS is column-major: C^T = B^T A^T, so B comes first */
     return cuda_check_blas(
         d,
-        cublasGemmStridedBatchedEx(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)g->n, (int)g->m,
-                                   (int)g->k, &one, g->b, t, (int)g->ldb, g->sb, g->a, t,
-                                   (int)g->lda, g->sa, &zero, g->c, t, (int)g->ldc, g->sc,
-                                   (int)g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        cuda_cublas.gemm_strided_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)g->n, (int)g->m,
+                                         (int)g->k, &one, g->b, t, (int)g->ldb, g->sb, g->a, t,
+                                         (int)g->lda, g->sa, &zero, g->c, t, (int)g->ldc, g->sc,
+                                         (int)g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "conv2d: cublasGemmStridedBatchedEx", st);
 }
 

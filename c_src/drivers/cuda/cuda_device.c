@@ -77,7 +77,7 @@ cx_code cuda_check_blas(cuda_device *d, cublasStatus_t s, const char *what, cx_s
     cudaError_t e = cudaPeekAtLastError();
     if (sticky(e)) return cuda_check(d, e, what, st);
     return cx_fail(st, CX_EDEVICE, "cuda:%d: %s failed with %s (%s)", d->ordinal, what,
-                   cublasGetStatusName(s), cublasGetStatusString(s));
+                   cuda_cublas.status_name(s), cuda_cublas.status_string(s));
 }
 
 /* ---- memory ---------------------------------------------------------------------------------- */
@@ -145,16 +145,13 @@ static cx_code device_init(cuda_device *d, cx_device_props *props, cx_status *st
     /* keep freed memory in the pool (a caching allocator, as PyTorch has); trimmed on OOM */
     uint64_t keep = UINT64_MAX;
     cudaMemPoolSetAttribute(d->pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    if ((rc = cuda_check_blas(d, cublasCreate(&d->blas), "cublasCreate", st))) return rc;
-    if ((rc = cuda_check_blas(d, cublasSetStream(d->blas, d->stream), "cublasSetStream", st)))
-        return rc;
     snprintf(props->name, sizeof props->name, "%.63s", p.name);
     snprintf(props->kind, sizeof props->kind, "gpu");
     props->memory = (long long)p.totalGlobalMem;
     props->host_memory = false;
     snprintf(props->detail, sizeof props->detail,
-             "compute capability %d.%d, %d SMs; cuBLAS for dot (tensor cores for f16/bf16); "
-             "f16/bf16 stored natively, computed in f32",
+             "compute capability %d.%d, %d SMs; cuBLAS for dot (loaded at the first; tensor "
+             "cores for f16/bf16); f16/bf16 stored natively, computed in f32",
              p.major, p.minor, p.multiProcessorCount);
     return CX_OK;
 }

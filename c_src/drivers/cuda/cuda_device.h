@@ -41,7 +41,7 @@ typedef struct cuda_device {
     /* owned by the owner thread */
     cudaStream_t stream;
     cudaMemPool_t pool;
-    cublasHandle_t blas;
+    cublasHandle_t blas; /* made at the first product: cuda_blas_handle */
     int major, minor;
     /* pinned host memory that asynchronous downloads pass through, CUDA_STAGING_BYTES, made on
      * first use; stream order keeps one download's chunk from overwriting another's before its
@@ -68,6 +68,20 @@ void cuda_post(cuda_device *d, cuda_job_fn fn, void *arg);
  * device marked lost for a sticky error). `what` names the call. */
 cx_code cuda_check(cuda_device *d, cudaError_t e, const char *what, cx_status *st);
 cx_code cuda_check_blas(cuda_device *d, cublasStatus_t s, const char *what, cx_status *st);
+
+/* cuBLAS, loaded at the first product (cuda_cublas.c): its entry points, valid once
+ * cuda_blas_handle has succeeded. */
+typedef struct {
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    __typeof__(&cublasGemmStridedBatchedEx) gemm_strided_batched;
+    const char *(*status_name)(cublasStatus_t);
+    const char *(*status_string)(cublasStatus_t);
+} cuda_cublas_api;
+extern cuda_cublas_api cuda_cublas;
+/* On the owner thread: d's cuBLAS handle on its stream, loading cuBLAS and making the handle at
+ * the first call; the reason in st when cuBLAS cannot be had. */
+cx_code cuda_blas_handle(cuda_device *d, cublasHandle_t *out, cx_status *st);
 
 /* On the owner thread: stream-ordered device memory, with one trim-and-retry on exhaustion. */
 cx_code cuda_mem_alloc(cuda_device *d, size_t bytes, void **out, cx_status *st);

@@ -1,8 +1,9 @@
 # The cuda driver (c_src/drivers/cuda), built only where nvcc is found: in PATH, or the
-# toolkit's usual /usr/local/cuda. The CUDA runtime is linked statically and cuBLAS dynamically
-# with an rpath to the toolkit, so the shared object loads wherever the toolkit is installed;
-# the NVIDIA driver (libcuda.so.1) and a GPU are looked for only when it starts (cuda_probe):
-# without them cuda is listed as unavailable with the reason.
+# toolkit's usual /usr/local/cuda. The CUDA runtime is linked statically; cuBLAS and cuDNN are
+# loaded with dlopen at a device's first product or convolution (cuda_cublas.c, cuda_cudnn.c),
+# found through the rpath to the toolkit, so a machine without a GPU never maps them (cuBLAS
+# alone is ~150 MB of resident memory). The NVIDIA driver (libcuda.so.1) and a GPU are looked for
+# only when it starts (cuda_probe): without them cuda is listed as unavailable with the reason.
 #
 # Device code: sm_90 machine code (H100/H200, the GPUs the project benchmarks on) plus compute_80
 # PTX, which the driver compiles at load time for any other GPU from Ampere on (bf16 needs 8.0).
@@ -35,7 +36,7 @@ $(BUILD)/drivers/cuda/%.o: c_src/drivers/cuda/%.cu $(HEADERS)
 # cx_driver_entry and cx_cuda_transfer_counts.
 $(CUDA_SO): $(CUDA_OBJ) $(BUILD)/libcascade_core.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $(CUDA_OBJ) $(BUILD)/libcascade_core.a \
-	  -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublas -lcudart_static -lstdc++ $(LDFLAGS) \
+	  -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart_static -lstdc++ $(LDFLAGS) \
 	  $(LDLIBS) -ldl -lrt
 endif
 
@@ -80,6 +81,7 @@ $(CUDA_EMU)/test_cuda_emu: c_src/drivers/cuda/emu/test_cuda_emu.c $(BUILD)/libca
 
 .PHONY: test-cuda-emu
 DRIVER_TEST_TARGETS += test-cuda-emu
+DRIVER_TEST_PROGRAMS += $(CUDA_EMU_SO) $(CUDA_EMU)/test_cuda_emu
 DRIVER_TEST_SO += $(CUDA_EMU_SO)
 test-cuda-emu: $(CUDA_EMU_SO) $(BUILD)/tests/test_differential $(CUDA_EMU)/test_cuda_emu \
   $(BUILD)/tests/test_cuda_load
