@@ -24,8 +24,8 @@ defmodule Mix.Tasks.Compile.Cascade do
     {_, status} =
       System.cmd(
         make,
-        ["-s", "--no-print-directory", "-C", root, "BUILD=#{build}", "ERTS_INCLUDE_DIR=#{erts}"] ++
-          targets,
+        ["-s", "--no-print-directory", "-j#{System.schedulers_online()}", "-C", root] ++
+          ["BUILD=#{build}", "ERTS_INCLUDE_DIR=#{erts}"] ++ targets,
         into: IO.stream(:stdio, :line),
         stderr_to_stdout: true
       )
