@@ -1,7 +1,8 @@
 defmodule Mix.Tasks.Compile.Cascade do
   @moduledoc """
   Builds Cascade's C library with `make` and installs `cascade_nif.so`, and the optional
-  drivers that were built (`cascade_driver_<name>.so`), into `priv/`. In the test environment
+  drivers that were built (`cascade_driver_<name>.so`, and the programs their probes run,
+  `cascade_<name>_probe`), into `priv/`. In the test environment
   it also builds the test driver, a device double that the tests load.
 
   Each shared object is copied to a temporary file and renamed into place, so a running VM
@@ -36,9 +37,9 @@ defmodule Mix.Tasks.Compile.Cascade do
     File.mkdir_p!(priv)
 
     installed =
-      for built <- [
-            Path.join(build, "cascade_nif.so") | Path.wildcard("#{build}/cascade_driver_*.so")
-          ],
+      for built <-
+            [Path.join(build, "cascade_nif.so") | Path.wildcard("#{build}/cascade_driver_*.so")] ++
+              Path.wildcard("#{build}/cascade_*_probe"),
           install(built, Path.join(priv, Path.basename(built))),
           do: built
 

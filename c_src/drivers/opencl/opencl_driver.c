@@ -10,14 +10,27 @@
  *   kept; kernel objects are created once per name. Setting a kernel's arguments and enqueueing
  *   it happen under the device's lock, so concurrent callers never launch each other's
  *   arguments. */
+#define _GNU_SOURCE /* dladdr, pipe2 */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "opencl_describe.h"
 #include "opencl_source.h"
 
-#define MAX_DEVICES 16
+extern char **environ;
+
+/* How long the probe waits for cascade_opencl_probe (PoCL's first start reads its caches) */
+#define PROBE_TIMEOUT_MS 60000
 
 static const char signature[] =
 #include "../../core/ops_signature.inc"
@@ -25,9 +38,8 @@ static const char signature[] =
 
 typedef struct {
     int n;
-    cl_platform_id platform[MAX_DEVICES];
-    cl_device_id device[MAX_DEVICES];
-    ocl_device *open[MAX_DEVICES];
+    ocl_desc desc[OCL_MAX_DEVICES];
+    ocl_device *open[OCL_MAX_DEVICES];
 } ocl_driver;
 
 static ocl_driver driver_state;
@@ -44,8 +56,9 @@ cx_code ocl_fail(cx_status *st, cl_int err, const char *what) {
 
 /* PoCL compiles and links kernels in child processes and waits for them with waitpid, which
  * fails with ECHILD ("Final linking of kernel ... failed") when SIGCHLD is ignored, as the BEAM
- * ignores it. The BEAM's own children are spawned by its forker process (erl_child_setup), so
- * the default disposition (children are kept until waited for) costs it nothing. */
+ * ignores it; so does the probe's wait for its helper. The BEAM's own children are spawned by
+ * its forker process (erl_child_setup), so the default disposition (children are kept until
+ * waited for) costs it nothing. */
 static void let_children_be_waited_for(void) {
     struct sigaction old;
     if (sigaction(SIGCHLD, NULL, &old) == 0 && old.sa_handler == SIG_IGN) {
@@ -57,32 +70,99 @@ static void let_children_be_waited_for(void) {
     }
 }
 
+/* ---- the probe: cascade_opencl_probe, beside this shared object (opencl_describe.h) ---- */
+
+/* The helper's path, or false where this object's folder cannot be found or has none. */
+static bool helper_path(char *path, size_t len) {
+    Dl_info info;
+    if (!dladdr((void *)&helper_path, &info) || !info.dli_fname) return false;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir = slash ? (int)(slash - info.dli_fname) : 1;
+    snprintf(path, len, "%.*s/cascade_opencl_probe", dir, slash ? info.dli_fname : ".");
+    return access(path, X_OK) == 0;
+}
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads what the helper writes until it closes its end, at most `cap` bytes, within the probe's
+ * time; the count read, or -1 on a timeout. */
+static ssize_t read_helper(int fd, char *buf, size_t cap) {
+    size_t got = 0;
+    long long deadline = now_ms() + PROBE_TIMEOUT_MS;
+    for (;;) {
+        long long left = deadline - now_ms();
+        if (left <= 0) return -1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        ssize_t n = read(fd, buf + got, cap - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return (ssize_t)got;
+        got += (size_t)n;
+        if (got == cap) return (ssize_t)got;
+    }
+}
+
+static cx_code probe_with_helper(const char *helper, ocl_driver *d, cx_status *st) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return cx_fail(st, CX_EDEVICE, "opencl: the probe could not make a pipe: %s",
+                       strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {(char *)helper, NULL};
+    pid_t pid;
+    int err = posix_spawn(&pid, helper, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (err) {
+        close(fds[0]);
+        return cx_fail(st, CX_EDEVICE, "opencl: could not run %s: %s", helper, strerror(err));
+    }
+    static char buf[sizeof(ocl_probe_header) + sizeof(ocl_desc) * OCL_MAX_DEVICES];
+    ssize_t got = read_helper(fds[0], buf, sizeof buf);
+    close(fds[0]);
+    if (got < 0) kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (got < 0)
+        return cx_fail(st, CX_EDEVICE, "opencl: %s did not answer within %d s", helper,
+                       PROBE_TIMEOUT_MS / 1000);
+    if (WIFSIGNALED(status))
+        return cx_fail(st, CX_EDEVICE,
+                       "opencl: %s (describing the OpenCL devices) died of signal %d", helper,
+                       WTERMSIG(status));
+    ocl_probe_header h;
+    if ((size_t)got < sizeof h)
+        return cx_fail(st, CX_EDEVICE, "opencl: %s answered %zd bytes", helper, got);
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != OCL_PROBE_MAGIC || h.desc_size != sizeof(ocl_desc) || h.count < 0 ||
+        h.count > OCL_MAX_DEVICES || (size_t)got != sizeof h + sizeof(ocl_desc) * (size_t)h.count)
+        return cx_fail(st, CX_EDEVICE,
+                       "opencl: %s is not the one this driver was built with (run mix compile)",
+                       helper);
+    if (h.code != CX_OK) return cx_fail(st, (cx_code)h.code, "%.500s", h.message);
+    memcpy(d->desc, buf + sizeof h, sizeof(ocl_desc) * (size_t)h.count);
+    d->n = h.count;
+    return CX_OK;
+}
+
 static cx_code ocl_probe(void **drv, cx_status *st) {
     ocl_driver *d = &driver_state;
     let_children_be_waited_for();
-    cl_uint np = 0;
-    cl_platform_id platforms[MAX_DEVICES];
-    cl_int err = clGetPlatformIDs(MAX_DEVICES, platforms, &np);
-    if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && np == 0))
-        return cx_fail(st, CX_EDEVICE,
-                       "opencl: no OpenCL platform (the ICD loader found no driver in "
-                       "/etc/OpenCL/vendors; pocl-opencl-icd gives one on any CPU)");
-    if (err != CL_SUCCESS) return ocl_fail(st, err, "clGetPlatformIDs");
-    if (np > MAX_DEVICES) np = MAX_DEVICES;
-    d->n = 0;
-    for (cl_uint p = 0; p < np && d->n < MAX_DEVICES; p++) {
-        cl_uint nd = 0;
-        cl_device_id ids[MAX_DEVICES];
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, MAX_DEVICES, ids, &nd) != CL_SUCCESS)
-            continue;
-        for (cl_uint k = 0; k < nd && d->n < MAX_DEVICES; k++) {
-            d->platform[d->n] = platforms[p];
-            d->device[d->n] = ids[k];
-            d->n++;
-        }
-    }
-    if (d->n == 0)
-        return cx_fail(st, CX_EDEVICE, "opencl: %u OpenCL platform(s) but no device", np);
+    char helper[1024];
+    /* without the helper (a driver copied alone), in this process: the platform loads now */
+    cx_code rc = helper_path(helper, sizeof helper) ? probe_with_helper(helper, d, st)
+                                                    : ocl_describe_all(d->desc, &d->n, st);
+    if (rc != CX_OK) return rc;
     *drv = d;
     return CX_OK;
 }
@@ -91,59 +171,8 @@ static int ocl_device_count(void *drv) {
     return ((ocl_driver *)drv)->n;
 }
 
-static bool has_extension(cl_device_id id, const char *ext) {
-    size_t len = 0;
-    if (clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS, 0, NULL, &len) != CL_SUCCESS || !len)
-        return false;
-    char *s = malloc(len + 1);
-    if (!s) return false;
-    bool found = false;
-    if (clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS, len, s, NULL) == CL_SUCCESS) {
-        s[len] = 0;
-        size_t n = strlen(ext);
-        for (char *p = strstr(s, ext); p && !found; p = strstr(p + 1, ext))
-            found = (p == s || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ');
-    }
-    free(s);
-    return found;
-}
-
-static void device_props(ocl_device *dev, cx_device_props *props) {
-    char name[256] = "", version[256] = "";
-    cl_device_type type = 0;
-    cl_ulong mem = 0;
-    clGetDeviceInfo(dev->device, CL_DEVICE_NAME, sizeof name - 1, name, NULL);
-    clGetDeviceInfo(dev->device, CL_DEVICE_VERSION, sizeof version - 1, version, NULL);
-    clGetDeviceInfo(dev->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    clGetDeviceInfo(dev->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
-    /* precision bounds say outright that long names are cut (gcc -O1 warns otherwise) */
-    snprintf(props->name, sizeof props->name, "%.63s", name);
-    /* "OpenCL 3.0 PoCL HSTR: ...": the standard, then the driver's own version */
-    char *cut = version, driver[64] = "";
-    clGetDeviceInfo(dev->device, CL_DRIVER_VERSION, sizeof driver - 1, driver, NULL);
-    for (int words = 0; *cut && words < 2; words++) {
-        cut += strspn(cut, " ");
-        cut += strcspn(cut, " ");
-    }
-    snprintf(cut, sizeof version - (size_t)(cut - version), ", driver %s", driver);
-    snprintf(props->kind, sizeof props->kind, "%s",
-             type & CL_DEVICE_TYPE_GPU           ? "gpu"
-             : type & CL_DEVICE_TYPE_ACCELERATOR ? "accelerator"
-                                                 : "cpu");
-    props->memory = (long long)mem;
-    props->host_memory = false;
-    snprintf(props->detail, sizeof props->detail,
-             "%.40s; f16/bf16 stored, computed in f32%s; %s; %s", version,
-             dev->fp16 ? "" : " (no cl_khr_fp16)",
-             dev->fp64 ? "f64 native" : "no f64 (no cl_khr_fp64)",
-#ifdef CX_HAVE_CLBLAST
-             "dot by CLBlast (f32, f64)"
-#else
-             "no dot (built without CLBlast)"
-#endif
-    );
-}
-
+/* Opening a device costs nothing: it is described, and starts (its platform loaded, its
+ * context and queue made) at its first allocation. */
 static cx_code ocl_open_device(void *drv, int index, void **out, cx_device_props *props,
                                cx_status *st) {
     ocl_driver *d = drv;
@@ -151,41 +180,69 @@ static cx_code ocl_open_device(void *drv, int index, void **out, cx_device_props
         return cx_fail(st, CX_EINVAL, "opencl: no device %d (there are %d)", index, d->n);
     pthread_mutex_lock(&open_lock);
     ocl_device *dev = d->open[index];
-    cx_code rc = CX_OK;
-    if (!dev) {
-        dev = calloc(1, sizeof *dev);
-        cl_int err = CL_SUCCESS;
-        if (!dev) {
-            rc = cx_fail(st, CX_ENOMEM, "opencl: out of host memory");
-            goto done;
-        }
-        dev->platform = d->platform[index];
-        dev->device = d->device[index];
-        cl_context_properties cp[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
-        dev->context = clCreateContext(cp, 1, &dev->device, NULL, NULL, &err);
-        if (err == CL_SUCCESS)
-            dev->queue = clCreateCommandQueue(dev->context, dev->device, 0, &err);
-        if (err != CL_SUCCESS) {
-            if (dev->context) clReleaseContext(dev->context);
-            free(dev);
-            dev = NULL;
-            rc = ocl_fail(st, err, "creating the context and queue");
-            goto done;
-        }
-        dev->fp64 = has_extension(dev->device, "cl_khr_fp64");
-        dev->fp16 = has_extension(dev->device, "cl_khr_fp16");
-        if (clGetDeviceInfo(dev->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev->max_group,
-                            &dev->max_group, NULL) != CL_SUCCESS)
-            dev->max_group = 1;
-        if (clGetDeviceInfo(dev->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof dev->max_alloc,
-                            &dev->max_alloc, NULL) != CL_SUCCESS)
-            dev->max_alloc = 0;
+    if (!dev && (dev = calloc(1, sizeof *dev))) {
+        const ocl_desc *desc = &d->desc[index];
+        dev->desc = desc;
+        dev->fp64 = desc->fp64;
+        dev->fp16 = desc->fp16;
+        dev->max_group = desc->max_group ? (size_t)desc->max_group : 1;
+        dev->max_alloc = desc->max_alloc;
         pthread_mutex_init(&dev->lock, NULL);
         d->open[index] = dev;
     }
-    device_props(dev, props);
+    pthread_mutex_unlock(&open_lock);
+    if (!dev) return cx_fail(st, CX_ENOMEM, "opencl: out of host memory");
+    *props = d->desc[index].props;
     *out = dev;
-done:
+    return CX_OK;
+}
+
+/* With open_lock held: finds the described device in this process's platforms, checking that it
+ * is the same one, and makes its context and queue. */
+static cx_code start_device(ocl_device *dev, cx_status *st) {
+    const ocl_desc *desc = dev->desc;
+    cl_uint np = 0, nd = 0;
+    cl_platform_id platforms[OCL_MAX_DEVICES];
+    cl_device_id ids[OCL_MAX_DEVICES];
+    cl_int err = clGetPlatformIDs(OCL_MAX_DEVICES, platforms, &np);
+    if (err != CL_SUCCESS) return ocl_fail(st, err, "clGetPlatformIDs");
+    if ((cl_uint)desc->platform >= np)
+        return cx_fail(st, CX_EDEVICE, "opencl: platform %d is gone (%u now)", desc->platform, np);
+    err = clGetDeviceIDs(platforms[desc->platform], CL_DEVICE_TYPE_ALL, OCL_MAX_DEVICES, ids, &nd);
+    if (err != CL_SUCCESS) return ocl_fail(st, err, "clGetDeviceIDs");
+    char name[256] = "";
+    if ((cl_uint)desc->index < nd)
+        clGetDeviceInfo(ids[desc->index], CL_DEVICE_NAME, sizeof name - 1, name, NULL);
+    if ((cl_uint)desc->index >= nd || strncmp(name, desc->props.name, 63) != 0)
+        return cx_fail(st, CX_EDEVICE, "opencl: device %d of platform %d is no longer %s",
+                       desc->index, desc->platform, desc->props.name);
+    dev->platform = platforms[desc->platform];
+    dev->device = ids[desc->index];
+    cl_context_properties cp[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
+    dev->context = clCreateContext(cp, 1, &dev->device, NULL, NULL, &err);
+    if (err == CL_SUCCESS) dev->queue = clCreateCommandQueue(dev->context, dev->device, 0, &err);
+    if (err != CL_SUCCESS) {
+        if (dev->context) clReleaseContext(dev->context);
+        dev->context = NULL;
+        return ocl_fail(st, err, "creating the context and queue");
+    }
+    return CX_OK;
+}
+
+/* Starts dev at its first use; a failure is remembered and reported again. */
+static cx_code ocl_start(ocl_device *dev, cx_status *st) {
+    if (atomic_load_explicit(&dev->started, memory_order_acquire)) return CX_OK;
+    pthread_mutex_lock(&open_lock);
+    cx_code rc = CX_OK;
+    if (!atomic_load(&dev->started)) {
+        if (dev->start_error[0]) {
+            rc = cx_fail(st, CX_EDEVICE, "%s", dev->start_error);
+        } else if ((rc = start_device(dev, st)) != CX_OK) {
+            snprintf(dev->start_error, sizeof dev->start_error, "%.255s", st->message);
+        } else {
+            atomic_store_explicit(&dev->started, true, memory_order_release);
+        }
+    }
     pthread_mutex_unlock(&open_lock);
     return rc;
 }
@@ -193,6 +250,8 @@ done:
 static cx_code ocl_alloc(void *ctx, size_t bytes, void **out, cx_status *st) {
     ocl_device *dev = ctx;
     cl_int err;
+    /* every buffer, and so every upload, download and kernel, comes after an allocation */
+    if (ocl_start(dev, st) != CX_OK) return st->code;
     /* OpenCL has no empty buffers */
     cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &err);
     if (err != CL_SUCCESS) {

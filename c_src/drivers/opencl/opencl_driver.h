@@ -5,6 +5,7 @@
 #define CX_OPENCL_DRIVER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -15,6 +16,7 @@
 #endif
 
 #include "../../core/tensor.h"
+#include "opencl_describe.h"
 
 /* Work-items per group of the reductions that split one output over a group. */
 #define OCL_REDUCE_GROUP 64
@@ -29,6 +31,11 @@ typedef struct {
 } ocl_kernel_slot;
 
 typedef struct {
+    const ocl_desc *desc; /* what the probe found */
+    /* platform, device, context and queue are set when the device starts, at its first
+     * allocation (ocl_start), after which `started` is true; a failure to start is kept */
+    _Atomic bool started;
+    char start_error[256];
     cl_platform_id platform;
     cl_device_id device;
     cl_context context;
