@@ -95,9 +95,11 @@ VALGRIND_BUILD ?= build/valgrind
 # The programs every suite runs, built but not run (drivers add theirs to DRIVER_TEST_PROGRAMS)
 test-programs: $(TEST_BIN) $(DRIVER_TESTS) $(DRIVER_TEST_PROGRAMS)
 
-ASAN_MAKE = $(MAKE) BUILD=$(ASAN_BUILD) OPT=-O1 CC=clang CXX=clang++ \
+# The sanitised builds leave out the cuda driver's GPU build (CUDA_DEVICE_CODE, cuda/driver.mk);
+# valgrind does not run the emulator (its fibers), so its build leaves that out too.
+ASAN_MAKE = $(MAKE) BUILD=$(ASAN_BUILD) OPT=-O1 CC=clang CXX=clang++ CUDA_DEVICE_CODE=no \
   SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-VALGRIND_MAKE = $(MAKE) BUILD=$(VALGRIND_BUILD) OPT=-O1
+VALGRIND_MAKE = $(MAKE) BUILD=$(VALGRIND_BUILD) OPT=-O1 CUDA_DEVICE_CODE=no DRIVER_TEST_PROGRAMS=
 
 test-asan:
 	$(ASAN_MAKE) test
