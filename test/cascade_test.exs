@@ -568,9 +568,11 @@ defmodule CascadeTest do
         put_slice: fn -> Cascade.put_slice(z, [0, 0], z) end
       ]
 
+      # the fastest of three tries: a loop over 200,000,000 rows is slow every time, while a
+      # busy machine or a garbage collection slows one try
       slow =
         for {name, fun} <- cases,
-            {us, result} = :timer.tc(fun),
+            {us, result} = Enum.min_by(for(_ <- 1..3, do: :timer.tc(fun)), &elem(&1, 0)),
             not match?(%Tensor{}, result) or us > 100_000,
             do: {name, div(us, 1000)}
 

@@ -56,7 +56,7 @@ defmodule CascadeRuntimeTest do
 
     try do
       task = Task.async(fun)
-      result = Task.await(task, 100_000)
+      result = Task.await(task, 300_000)
       # let a report about the last call arrive
       Process.sleep(50)
       {records, dropped} = Cascade.Native.normal_records()
@@ -81,7 +81,7 @@ defmodule CascadeRuntimeTest do
     do: Enum.map_join(calls, "\n", &"  #{&1.nif} #{&1.detail}: #{inspect(Map.drop(&1, [:pid]))}")
 
   describe "scheduling" do
-    @tag timeout: 120_000
+    @tag timeout: 360_000
     test "large ops never hold a normal scheduler for 2 ms or more" do
       # build the inputs before the watch starts
       n = 2 * 1_048_576
@@ -360,7 +360,9 @@ defmodule CascadeRuntimeTest do
   defp reset_peak_rss, do: File.write("/proc/self/clear_refs", "5") == :ok
 
   describe "memory" do
-    @tag timeout: 120_000
+    # 4 s on a quiet machine, 25-40 s with a busy loop on each core (every call crosses to a
+    # dirty scheduler and back): the limits are for a hang, not for speed
+    @tag timeout: 360_000
     test "10,000 dropped 4 MB tensors (40 GB in all) grow the BEAM's RSS by less than 256 MB" do
       gc_all()
       rss_before = proc_status_kb("VmRSS")
@@ -389,7 +391,7 @@ defmodule CascadeRuntimeTest do
 
       {time_us, stats} =
         :timer.tc(fn ->
-          assert_receive {:stats, stats}, 110_000
+          assert_receive {:stats, stats}, 300_000
           stats
         end)
 
