@@ -126,7 +126,7 @@ static cx_code probe_with_helper(const char *helper, ocl_driver *d, cx_status *s
         close(fds[0]);
         return cx_fail(st, CX_EDEVICE, "opencl: could not run %s: %s", helper, strerror(err));
     }
-    static char buf[sizeof(ocl_probe_header) + sizeof(ocl_desc) * OCL_MAX_DEVICES];
+    char buf[sizeof(ocl_probe_header) + sizeof(ocl_desc) * OCL_MAX_DEVICES];
     ssize_t got = read_helper(fds[0], buf, sizeof buf);
     close(fds[0]);
     if (got < 0) kill(pid, SIGKILL);
@@ -183,10 +183,6 @@ static cx_code ocl_open_device(void *drv, int index, void **out, cx_device_props
     if (!dev && (dev = calloc(1, sizeof *dev))) {
         const ocl_desc *desc = &d->desc[index];
         dev->desc = desc;
-        dev->fp64 = desc->fp64;
-        dev->fp16 = desc->fp16;
-        dev->max_group = desc->max_group ? (size_t)desc->max_group : 1;
-        dev->max_alloc = desc->max_alloc;
         pthread_mutex_init(&dev->lock, NULL);
         d->open[index] = dev;
     }
@@ -290,7 +286,7 @@ static cx_code ocl_download(void *ctx, void *dst, const void *src, size_t bytes,
 static cx_code build_program(ocl_device *dev, cx_status *st) {
     if (dev->program) return CX_OK;
     if (dev->build_failed) return cx_fail(st, CX_EDEVICE, "%s", dev->build_error);
-    char *src = ocl_source(dev->fp64);
+    char *src = ocl_source(dev->desc->fp64);
     if (!src) return cx_fail(st, CX_ENOMEM, "opencl: out of host memory for the kernel source");
     cl_int err;
     const char *srcs[1] = {src};

@@ -31,7 +31,9 @@ typedef struct {
 } ocl_kernel_slot;
 
 typedef struct {
-    const ocl_desc *desc; /* what the probe found */
+    /* what the probe found: the properties, fp64 and fp16 (cl_khr_fp64: f64 kernels are built
+     * and claimed), max_group, max_alloc (the largest scratch buffer) */
+    const ocl_desc *desc;
     /* platform, device, context and queue are set when the device starts, at its first
      * allocation (ocl_start), after which `started` is true; a failure to start is kept */
     _Atomic bool started;
@@ -40,10 +42,6 @@ typedef struct {
     cl_device_id device;
     cl_context context;
     cl_command_queue queue; /* the one queue of this device, in order */
-    bool fp64;              /* cl_khr_fp64: f64 kernels are built and claimed */
-    bool fp16;              /* cl_khr_fp16 (f16 is computed in f32 either way) */
-    size_t max_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
-    cl_ulong max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE: the largest scratch buffer */
     /* Guards the program, the kernel table and every clSetKernelArg + enqueue: a cl_kernel holds
      * its arguments, so two threads setting them at once would launch each other's. */
     pthread_mutex_t lock;

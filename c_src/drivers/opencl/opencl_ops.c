@@ -47,7 +47,7 @@ static cx_code launch(ocl_device *dev, const char *name, const karg *args, int n
                       size_t global, size_t local, cx_status *st) {
     if (global == 0) return CX_OK;
     if (!local) {
-        local = dev->max_group < GROUP ? dev->max_group : GROUP;
+        local = dev->desc->max_group < GROUP ? dev->desc->max_group : GROUP;
         global = round_up(global, local);
     }
     pthread_mutex_lock(&dev->lock);
@@ -83,7 +83,7 @@ static bool is_float(cx_dtype t) {
 
 cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     cx_op_kind kind = cx_op_table[op].kind;
-    bool fp64 = dev->fp64;
+    bool fp64 = dev->desc->fp64;
     switch (op) {
     /* moves without arithmetic: any element size */
     case CX_OP_RESHAPE:
@@ -255,19 +255,19 @@ bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
         size_t es = conv_compute_size(in[0].dtype);
         uint64_t bytes = conv_cols_bytes(&v, es);
         uint64_t out_bytes = (uint64_t)v.groups * (uint64_t)v.p * (uint64_t)v.og * es;
-        if (bytes != UINT64_MAX &&
-            (!dev->max_alloc || (bytes <= dev->max_alloc && out_bytes <= dev->max_alloc)))
+        if (bytes != UINT64_MAX && (!dev->desc->max_alloc || (bytes <= dev->desc->max_alloc &&
+                                                              out_bytes <= dev->desc->max_alloc)))
             return true;
         snprintf(reason, len,
                  "the opencl conv2d's im2col scratch (%llu x %llu x %llu elements) exceeds the "
                  "device's largest buffer (%llu bytes)",
                  (unsigned long long)v.groups, (unsigned long long)v.p, (unsigned long long)v.k,
-                 (unsigned long long)dev->max_alloc);
+                 (unsigned long long)dev->desc->max_alloc);
         return false;
     }
     if (op == CX_OP_AS_TYPE) {
         cx_dtype t = (cx_dtype)ps->p[CX_P_TYPE].i[0];
-        if (ocl_type_supported(t, dev->fp64)) return true;
+        if (ocl_type_supported(t, dev->desc->fp64)) return true;
         snprintf(reason, len, "opencl has no %s kernels",
                  cx_dtype_valid(t) ? cx_dtype_name(t) : "?");
         return false;
@@ -643,7 +643,7 @@ static cx_code run_argreduce(ocl_device *dev, cx_op_id op, const cx_tensor *in, 
     }
     cl_int high = ps->p[CX_P_TIE_BREAK].i[0] == 1;
     size_t nout = (size_t)(r.outer * r.inner);
-    bool group = r.n > OCL_REDUCE_SERIAL && dev->max_group >= OCL_REDUCE_GROUP;
+    bool group = r.n > OCL_REDUCE_SERIAL && dev->desc->max_group >= OCL_REDUCE_GROUP;
     char name[64];
     snprintf(name, sizeof name, "%s_%s_%s", cx_op_table[op].name, ocl_type_tag(d->dtype),
              group ? "group" : "serial");
@@ -676,7 +676,7 @@ static cx_code run_reduce(ocl_device *dev, cx_op_id op, const cx_tensor *in, con
         }
     }
     if (r.nout == 0) return CX_OK;
-    bool group = r.nred > OCL_REDUCE_SERIAL && dev->max_group >= OCL_REDUCE_GROUP;
+    bool group = r.nred > OCL_REDUCE_SERIAL && dev->desc->max_group >= OCL_REDUCE_GROUP;
     char name[64];
     snprintf(name, sizeof name, "rd_%s_%s_%s", cx_op_table[op].name, ocl_type_tag(d->dtype),
              group ? "group" : "serial");
