@@ -199,21 +199,27 @@ static void a_sticky_fault_marks_the_device_lost(void **state) {
     cx_tensor r1, r2, r3;
     assert_int_equal(cx_run(CX_OP_EXP, cuda, (cx_tensor *[]){da}, 1, &none, &r1, &st), CX_OK);
     assert_int_equal(cx_run(CX_OP_SIN, cuda, (cx_tensor *[]){&r1}, 1, &none, &r2, &st), CX_OK);
-    /* the third launch: enqueued without complaint, as on a GPU */
-    assert_int_equal(cx_run(CX_OP_COS, cuda, (cx_tensor *[]){&r2}, 1, &none, &r3, &st), CX_OK);
-    float got[4];
-    tu_download w;
-    tu_download_init(&w);
-    cx_code rc = cx_tensor_download_async(&r3, got, sizeof got, tu_download_done, &w, &st);
-    if (rc == CX_OK) {
-        assert_true(tu_download_wait(&w, WAIT_MS)); /* called back, with the error */
-        assert_int_equal(w.calls, 1);
-        assert_int_equal(w.rc, CX_EDEVICE);
+    /* the third launch: usually enqueued without complaint, as on a GPU; but when the device
+     * thread has already run it and faulted by the time the launch is checked, the sticky error
+     * surfaces at once (a real GPU does the same), so both answers are right */
+    cx_code third = cx_run(CX_OP_COS, cuda, (cx_tensor *[]){&r2}, 1, &none, &r3, &st);
+    if (third == CX_OK) {
+        float got[4];
+        tu_download w;
+        tu_download_init(&w);
+        cx_code rc = cx_tensor_download_async(&r3, got, sizeof got, tu_download_done, &w, &st);
+        if (rc == CX_OK) {
+            assert_true(tu_download_wait(&w, WAIT_MS)); /* called back, with the error */
+            assert_int_equal(w.calls, 1);
+            assert_int_equal(w.rc, CX_EDEVICE);
+        } else {
+            assert_int_equal(rc, CX_EDEVICE);
+        }
+        tu_download_destroy(&w);
+        assert_int_equal(cx_tensor_download(&r3, got, sizeof got, &st), CX_EDEVICE);
     } else {
-        assert_int_equal(rc, CX_EDEVICE);
+        assert_int_equal(third, CX_EDEVICE);
     }
-    tu_download_destroy(&w);
-    assert_int_equal(cx_tensor_download(&r3, got, sizeof got, &st), CX_EDEVICE);
     assert_non_null(strstr(st.message, "is lost"));
     assert_non_null(strstr(st.message, "cudaErrorIllegalAddress"));
     cx_tensor r4;
@@ -222,7 +228,7 @@ static void a_sticky_fault_marks_the_device_lost(void **state) {
     /* freeing tensors of a lost device is quiet, and the cpu is unaffected */
     cx_tensor_free(&r1);
     cx_tensor_free(&r2);
-    cx_tensor_free(&r3);
+    if (third == CX_OK) cx_tensor_free(&r3);
     tu_drop(da);
     cx_tensor *c = tu_run_ok(CX_OP_EXP, (cx_tensor *[]){a}, 1, NULL);
     tu_expect(c, CX_F32, 1, TU_SHAPE(4), TU_VALUES(exp(1.0), exp(2.0), exp(3.0), exp(4.0)), 1e-6);
