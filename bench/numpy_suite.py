@@ -1,16 +1,20 @@
-"""NumPy side of `mix cascade.bench`: the same suite on the same data, in the same run.
+"""NumPy and PyTorch side of `mix cascade.bench`: the same suite on the same data, in the same run.
 
 Usage: numpy_suite.py DATA_DIR MIN_SECONDS TYPES
   DATA_DIR     the raw native-endian files the task wrote (f32 inputs; MNIST u8 images, labels)
   MIN_SECONDS  how long to time each case at least
   TYPES        comma-separated: f32, f16, bf16, f64
 
-Prints one line per case and type, tab-separated (OTP 25 has no JSON parser):
-  TYPE  CASE  SECONDS  CHECK  NUMPY_TYPE
-CHECK is "SUM,ABS": the sum of the result and the sum of its absolute values, in f64 (empty
-for the training epoch), so both sides can be seen to compute the same thing. NUMPY_TYPE is the type NumPy computed in: the case's own type
-where NumPy has it at a usable speed, f32 on the same (rounded) values otherwise: NumPy has
-no bf16, and its f16 matrix products are plain loops (17 s for a 1024 x 1024 dot here).
+Prints one line per case, type and library, tab-separated (OTP 25 has no JSON parser):
+  TYPE  CASE  SECONDS  CHECK  COMPUTES_IN  LIBRARY
+LIBRARY is numpy or torch. CHECK is "SUM,ABS": the sum of the result and the sum of its
+absolute values, in f64 (empty for the training epoch), so both sides can be seen to compute
+the same thing. COMPUTES_IN is the type the library computed in: the case's own type where it
+has it at a usable speed, f32 on the same (rounded) values otherwise: NumPy has no bf16, and
+its f16 matrix products are plain loops (17 s for a 1024 x 1024 dot here). A case a library
+cannot run (NumPy has no erf for gelu; PyTorch 1.13 has no f16 kernels for some ops on the
+CPU) has no line. PyTorch (Debian python3-torch) runs with as many threads as there are cores;
+without it there are NumPy lines only.
 """
 import os
 import sys
@@ -18,6 +22,14 @@ import time
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+
+try:
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(os.cpu_count() or 1)
+except ImportError:
+    torch = None
 
 
 def timed(fn, min_seconds):
@@ -65,6 +77,18 @@ def conv2d(x, k):
 def softmax(x):
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
+
+
+def layer_norm(x, g, b, eps=1e-5):
+    m = x.mean(axis=1, keepdims=True)
+    d = x - m
+    v = (d * d).mean(axis=1, keepdims=True)
+    return d / np.sqrt(v + eps) * g + b
+
+
+def max_pool2d(x):
+    n, c, h, w = x.shape
+    return x.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
 
 
 def mlp_epoch(images, labels, dtype, batch=64, hidden=256, shift=2, rate=0.1, momentum=0.9):
@@ -116,6 +140,7 @@ def main():
         "dot": {n: (load(f"dot{n}_a", (n, n)), load(f"dot{n}_b", (n, n))) for n in (256, 512, 1024)},
         "conv": (load("conv_x", (64, 32, 28, 28)), load("conv_k", (64, 32, 3, 3))),
         "softmax": load("softmax_x", (1000, 1000)),
+        "norm": (load("norm_g", (1000,)), load("norm_b", (1000,))),
         "vec": (load("vec_x", (1 << 20,)), load("vec_y", (1 << 20,))),
         "one": (load("one_a", (1,)), load("one_b", (1,))),
     }
@@ -125,14 +150,19 @@ def main():
         labels = np.fromfile(f"{data}/mnist_labels.bin", dtype=np.uint8)
         mnist = (images, labels)
 
-    def report(t, case, fn, numpy_type, check=True):
-        seconds = timed(fn, min_seconds)
+    def report(t, case, fn, computes_in, library="numpy", check=True):
+        try:
+            seconds = timed(fn, min_seconds)
+        except (RuntimeError, TypeError):
+            return  # PyTorch: no kernel for this type on the CPU
         if check:
             result = fn()
+            if library == "torch":
+                result = result.double().numpy()
             value = f"{np.sum(result, dtype=np.float64)},{np.sum(np.abs(result), dtype=np.float64)}"
         else:
             value = ""
-        print(f"{t}\t{case}\t{seconds}\t{value}\t{numpy_type}", flush=True)
+        print(f"{t}\t{case}\t{seconds}\t{value}\t{computes_in}\t{library}", flush=True)
 
     for t in types:
         elementwise = "f32" if t == "bf16" else t
@@ -142,18 +172,65 @@ def main():
             report(t, f"dot {n}x{n}", lambda: a @ b, product)
         x, k = (matmul_type(as_type(v, t), t) for v in inputs["conv"])
         report(t, "conv2d 64x32x28x28, 64 3x3", lambda: conv2d(x, k), product)
+        xp = as_type(inputs["conv"][0], t)
+        report(t, "max_pool2d 2x2 of 64x32x28x28", lambda: max_pool2d(xp), elementwise)
         s = as_type(inputs["softmax"], t)
         report(t, "softmax 1000x1000", lambda: softmax(s), elementwise)
+        g, b = (as_type(v, t) for v in inputs["norm"])
+        report(t, "layer_norm 1000x1000", lambda: layer_norm(s, g, b), elementwise)
         x, y = (as_type(v, t) for v in inputs["vec"])
         report(t, "add 1M", lambda: np.add(x, y), elementwise)
         report(t, "exp 1M", lambda: np.exp(x), elementwise)
+        report(t, "tanh 1M", lambda: np.tanh(x), elementwise)
         report(t, "sum 1M", lambda: np.sum(x), elementwise)
         o1, o2 = (as_type(v, t) for v in inputs["one"])
         report(t, "add 1 element", lambda: np.add(o1, o2), elementwise)
         if mnist is not None:
             dtype = {"f64": np.float64}.get(t, np.float32)
             report(t, "MLP training epoch", lambda: mlp_epoch(*mnist, dtype), product, check=False)
+        if torch is not None:
+            torch_cases(t, inputs, report)
     print(f"numpy\t{np.__version__}", flush=True)
+    if torch is not None:
+        print(f"torch\t{torch.__version__}", flush=True)
+
+
+def torch_cases(t, inputs, report):
+    """The same cases in PyTorch, in the case's own type (bf16 and f16 natively where PyTorch
+    has the kernel; products in f32 like NumPy's where it has not)."""
+    dtype = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16,
+             "bf16": torch.bfloat16}[t]
+
+    def on(x):
+        return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dtype)
+
+    def wide(x):
+        return torch.from_numpy(np.ascontiguousarray(matmul_type(as_type(x, t), t)))
+
+    def run(case, fn, computes_in):
+        with torch.no_grad():
+            report(t, case, fn, computes_in, "torch")
+
+    product = "f32" if t in ("f16", "bf16") else t
+    for n, (a, b) in inputs["dot"].items():
+        a, b = wide(a), wide(b)
+        run(f"dot {n}x{n}", lambda: a @ b, product)
+    x, k = (wide(v) for v in inputs["conv"])
+    run("conv2d 64x32x28x28, 64 3x3", lambda: F.conv2d(x, k), product)
+    xp = on(inputs["conv"][0])
+    run("max_pool2d 2x2 of 64x32x28x28", lambda: F.max_pool2d(xp, 2), t)
+    s = on(inputs["softmax"])
+    run("softmax 1000x1000", lambda: torch.softmax(s, 1), t)
+    g, b = (on(v) for v in inputs["norm"])
+    run("layer_norm 1000x1000", lambda: F.layer_norm(s, (1000,), g, b), t)
+    x, y = (on(v) for v in inputs["vec"])
+    run("add 1M", lambda: torch.add(x, y), t)
+    run("exp 1M", lambda: torch.exp(x), t)
+    run("tanh 1M", lambda: torch.tanh(x), t)
+    run("gelu 1M", lambda: F.gelu(x), t)
+    run("sum 1M", lambda: torch.sum(x), t)
+    o1, o2 = (on(v) for v in inputs["one"])
+    run("add 1 element", lambda: torch.add(o1, o2), t)
 
 
 main()

@@ -197,9 +197,7 @@ defmodule Cascade.DemoTest do
         for {c, r} <- [{"dot <256>", 2.5}, {"add & co", 0.05}],
             do:
               Cascade.Bench.Report.row("cpu", :f32, %{case: c, seconds: r, check: {1.0, 1.0}}, %{
-                seconds: 1.0,
-                check: {1.0, 1.0},
-                numpy_type: "f32"
+                numpy: %{seconds: 1.0, check: {1.0, 1.0}, numpy_type: "f32"}
               })
 
       svg = Cascade.Bench.SVG.chart(rows, "title", "sub")

@@ -236,14 +236,32 @@ defmodule Cascade.PropertyCase do
   end
 
   @doc """
-  Runs `fun` (the op under test) and compares its result with the reference `expected`
+  Runs `fun` (the op under test) on each of `host_devices/0` and compares its result with the reference `expected`
   (`{shape, values}`, not yet rounded) rounded to `out_type`, within `tol`. `inputs` is a
   keyword list of what the case was given, printed on failure.
   """
-  def check!(call, inputs, fun, {exp_shape, exp_values}, out_type, tol) do
+  def check!(call, inputs, fun, expected, out_type, tol) do
+    for device <- host_devices() do
+      check_on!(device, call, inputs, fun, expected, out_type, tol)
+    end
+
+    :ok
+  end
+
+  @doc """
+  The devices every case runs on: the portable `:cpu` driver, the reference, and `:blas`
+  (OpenBLAS and the vector kernels) where it is available.
+  """
+  def host_devices do
+    for %{device: d, available: true} <- Cascade.devices(), d in [:cpu, :blas], do: d
+  end
+
+  defp check_on!(device, call, inputs, fun, {exp_shape, exp_values}, out_type, tol) do
+    call = "#{call} on #{inspect(device)}"
+
     result =
       try do
-        fun.()
+        Cascade.with_device(device, fun)
       rescue
         e ->
           flunk(

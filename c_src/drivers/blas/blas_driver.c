@@ -23,6 +23,7 @@
 
 #include "../../core/tensor.h"
 #include "blas_kernels.h"
+#include "blas_simd.h"
 
 static const char signature[] =
 #include "../../core/ops_signature.inc"
@@ -37,6 +38,7 @@ static cx_code blas_probe(void **drv, cx_status *st) {
     int want = env ? atoi(env) : 0;
     blas_threads = blas_pool_start(want > 0 ? want : openblas_get_num_threads());
     openblas_set_num_threads(1);
+    blas_simd();
     return CX_OK;
 }
 
@@ -62,10 +64,11 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     props->memory = pages > 0 && page > 0 ? (long long)pages * page : 0;
     props->host_memory = true;
+    const simd_table *simd = blas_simd();
     snprintf(props->detail, sizeof props->detail,
-             "%d threads shared by all callers, OpenBLAS single-threaded in each; dot, dense and "
-             "conv2d in OpenBLAS (f16/bf16 through f32); other ops: the cpu kernels",
-             blas_threads);
+             "%d threads; OpenBLAS: dot, dense, conv2d; %s%s: elementwise, sum, softmax, gelu, "
+             "silu; the rest: cpu kernels",
+             blas_threads, simd ? simd->name : "cpu kernels (no AVX2)", simd ? " + SLEEF" : "");
     return CX_OK;
 }
 
@@ -87,7 +90,13 @@ static bool is_float(cx_dtype t) {
     return t == CX_F16 || t == CX_BF16 || t == CX_F32 || t == CX_F64;
 }
 
+static bool is_float32ish(cx_dtype t) {
+    return t == CX_F16 || t == CX_BF16 || t == CX_F32;
+}
+
 static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
+    if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
+        return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_CONV2D)
         return n_in == 2 && is_float(types[0]) && types[1] == types[0] ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_DENSE)
@@ -107,6 +116,12 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
         snprintf(reason, len, "conv2d's im2col GEMM exceeds OpenBLAS's 32-bit dimensions");
         return false;
     }
+    if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU) {
+        if (blas_simd_fused_fits(op, &in[0], ps)) return true;
+        snprintf(reason, len, "the fused %s runs along the last axis that is not 1 only",
+                 cx_op_table[op].name);
+        return false;
+    }
     if (op != CX_OP_DENSE) return true;
     int64_t k = in[1].shape[0], n = in[1].shape[1], m = 1;
     for (int a = 0; a + 1 < in[0].rank; a++) m *= in[0].shape[a];
@@ -121,6 +136,13 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
     if (op == CX_OP_DOT) return blas_dot(in[0], in[1], ps, out, st);
     if (op == CX_OP_DENSE) return blas_dense(in[0], in[1], in[2], out, st);
     if (op == CX_OP_CONV2D) return blas_conv2d(in[0], in[1], ps, out, st);
+    if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
+        return blas_simd_fused(op, in[0], ps, out)
+                   ? CX_OK
+                   : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
+                             cx_op_table[op].name);
+    if (op == CX_OP_SUM && n_in == 1 && blas_simd_sum(in[0], ps, out)) return CX_OK;
+    if (blas_simd_elementwise(op, in, n_in, out)) return CX_OK;
     return cx_cpu_driver()->execute(NULL, op, in, n_in, ps, out, st);
 }
 

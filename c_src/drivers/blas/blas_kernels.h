@@ -35,9 +35,27 @@ typedef struct {
     int ldc;
 } blas_gemm_args;
 void blas_gemm(const blas_gemm_args *g);
-/* Starts the workers for `threads` threads in all (the caller is one); returns how many there
- * are, fewer when a thread could not be created. Called once, at probe. */
+
+/* blas_pool.c: the driver's threads, shared by every op it splits. blas_pool_start starts the
+ * workers for `threads` threads in all (the caller is one) and returns how many there are, fewer
+ * when a thread could not be created; called once, at probe. blas_parallel runs fn(ctx, i, parts)
+ * for i = 0 .. parts - 1, part 0 on the caller and the others on idle workers, with parts at most
+ * max_parts and at most the pool's threads, and returns parts. When every worker is busy with
+ * another caller's op, it runs everything on the caller (parts = 1), or with `wait` sleeps until
+ * a worker is free. */
+typedef void (*blas_part_fn)(void *ctx, int index, int parts);
 int blas_pool_start(int threads);
+int blas_pool_threads(void);
+int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx);
+
+/* blas_simd.c: the vector kernels (blas_simd.h) on tensors. Each returns false, having done
+ * nothing, when it does not take the op, its types or its layout; the cpu kernel runs then. */
+bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out);
+bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out);
+/* softmax and log_softmax along the last axis that is not 1, gelu, silu: in f32, f16 or bf16
+ * when the processor has a table; false also when a buffer could not be allocated */
+bool blas_simd_fused_fits(cx_op_id op, const cx_desc *in, const cx_params *ps);
+bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out);
 
 /* Whether a GEMM of these sizes fits OpenBLAS's int dimensions. */
 bool blas_dims_fit(int64_t m, int64_t n, int64_t k);

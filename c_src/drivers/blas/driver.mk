@@ -7,13 +7,40 @@ BLAS_LIBS ?= $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 BLAS_FOUND := $(shell printf '\043include <cblas.h>\nint main(void) { return openblas_get_num_threads(); }\n' | \
   $(CC) $(BLAS_CFLAGS) -x c - -o /dev/null $(BLAS_LIBS) 2>/dev/null && echo yes)
 
+# Its vector kernels (c_src/drivers/blas/simd) need SLEEF (Debian libsleef-dev) and an x86-64
+# compiler: simd_kernels.c is built once with AVX2 + FMA and once with AVX-512, and the driver
+# picks one at run time from cpuid. Without SLEEF the driver is built without them and runs the
+# cpu kernels for everything but GEMM.
+SLEEF_CFLAGS ?= $(shell pkg-config --cflags sleef 2>/dev/null)
+SLEEF_LIBS ?= $(or $(shell pkg-config --libs sleef 2>/dev/null),-lsleef)
+SLEEF_FOUND := $(shell printf '\043include <sleef.h>\nint main(void) { return (int)Sleef_expf_u10(0.0f); }\n' | \
+  $(CC) $(SLEEF_CFLAGS) -x c - -o /dev/null $(SLEEF_LIBS) -lm 2>/dev/null && echo yes)
+SIMD_X86 := $(findstring x86_64,$(shell $(CC) -dumpmachine))
+
 ifeq ($(BLAS_FOUND),yes)
 BLAS_SRC := $(wildcard c_src/drivers/blas/*.c)
+BLAS_OBJ :=
+BLAS_SIMD_LIBS :=
+BLAS_SIMD_FLAGS :=
+ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
+BLAS_OBJ := $(BUILD)/blas/simd_avx2.o $(BUILD)/blas/simd_avx512.o
+BLAS_SIMD_LIBS := $(SLEEF_LIBS)
+BLAS_SIMD_FLAGS := -DCX_HAVE_SIMD $(SLEEF_CFLAGS)
+endif
 DRIVER_SO += $(BUILD)/cascade_driver_blas.so
+
+$(BUILD)/blas/simd_avx2.o: c_src/drivers/blas/simd/simd_kernels.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -mavx2 -mfma -DSIMD_TABLE=simd_avx2 -c $< -o $@
+
+$(BUILD)/blas/simd_avx512.o: c_src/drivers/blas/simd/simd_kernels.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -mavx2 -mfma -mavx512f -mavx512dq -mavx512bw \
+	  -mavx512vl -DSIMD_TABLE=simd_avx512 -c $< -o $@
 
 # Like the test driver, it carries its own copy of the core and cpu kernels (hidden symbols) and
 # exports only cx_driver_entry.
-$(BUILD)/cascade_driver_blas.so: $(BLAS_SRC) $(BUILD)/libcascade_core.a $(HEADERS)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(BLAS_CFLAGS) -shared -o $@ $(BLAS_SRC) \
-	  $(BUILD)/libcascade_core.a $(LDFLAGS) $(BLAS_LIBS) $(LDLIBS)
+$(BUILD)/cascade_driver_blas.so: $(BLAS_SRC) $(BLAS_OBJ) $(BUILD)/libcascade_core.a $(HEADERS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(BLAS_CFLAGS) $(BLAS_SIMD_FLAGS) -shared -o $@ $(BLAS_SRC) \
+	  $(BLAS_OBJ) $(BUILD)/libcascade_core.a $(LDFLAGS) $(BLAS_LIBS) $(BLAS_SIMD_LIBS) $(LDLIBS)
 endif

@@ -1,7 +1,9 @@
 defmodule Cascade.Bench.NumPy do
   @moduledoc """
   Runs `bench/numpy_suite.py` on the data `Cascade.Bench.Suite.inputs/2` wrote and reads its
-  lines back: `%{{type, case} => %{seconds, check, numpy_type}}` and NumPy's version.
+  lines back: `%{{type, case} => %{numpy: result, torch: result}}` (a library that did not run
+  the case is absent), each result `%{seconds, check, numpy_type}` (the type it computed in), and
+  the versions of NumPy and of PyTorch (nil without it).
   """
 
   @doc "A python3 that has NumPy, or `{:error, message}`."
@@ -35,20 +37,29 @@ defmodule Cascade.Bench.NumPy do
   @doc """
   The script's output, parsed.
 
-      iex> Cascade.Bench.NumPy.parse("f32\\tadd 1M\\t0.5\\t-3.0,5.0\\tf32\\nnumpy\\t1.24.2\\n")
-      %{version: "1.24.2", results: %{{:f32, "add 1M"} => %{seconds: 0.5, check: {-3.0, 5.0}, numpy_type: "f32"}}}
+      iex> Cascade.Bench.NumPy.parse("f32\\tadd 1M\\t0.5\\t-3.0,5.0\\tf32\\tnumpy\\nnumpy\\t1.24.2\\n")
+      %{version: "1.24.2", torch: nil, results: %{{:f32, "add 1M"} => %{numpy: %{seconds: 0.5, check: {-3.0, 5.0}, numpy_type: "f32"}}}}
   """
   def parse(out) do
     out
     |> String.split("\n", trim: true)
-    |> Enum.reduce(%{version: nil, results: %{}}, fn line, acc ->
+    |> Enum.reduce(%{version: nil, torch: nil, results: %{}}, fn line, acc ->
       case String.split(line, "\t") do
         ["numpy", version] ->
           %{acc | version: version}
 
-        [type, name, seconds, check, numpy_type] ->
-          result = %{seconds: to_float(seconds), check: check(check), numpy_type: numpy_type}
-          %{acc | results: Map.put(acc.results, {String.to_atom(type), name}, result)}
+        ["torch", version] ->
+          %{acc | torch: version}
+
+        [type, name, seconds, check, computes_in, library] when library in ["numpy", "torch"] ->
+          result = %{seconds: to_float(seconds), check: check(check), numpy_type: computes_in}
+          key = {String.to_atom(type), name}
+          lib = String.to_atom(library)
+
+          %{
+            acc
+            | results: Map.update(acc.results, key, %{lib => result}, &Map.put(&1, lib, result))
+          }
 
         _ ->
           acc

@@ -3,8 +3,10 @@ defmodule Cascade.Bench.Report do
   The results of `mix cascade.bench` as a Markdown table and as JSON (written by hand:
   Cascade depends on no hex package).
 
-  A row is `%{case, device, type, cascade_s, numpy_s, numpy_type, ratio, cascade_check,
-  numpy_check, agrees}`; ratio = Cascade time / NumPy time, below 1 when Cascade is faster.
+  A row is `%{case, device, type, cascade_s, numpy_s, numpy_type, torch_s, torch_type, ratio,
+  anchor, cascade_check, numpy_check, torch_check, agrees}`; `ratio` = Cascade time / the time
+  of the faster of NumPy and PyTorch (`anchor` names it), below 1 when Cascade is faster. A
+  library that did not run the case has nil figures.
   """
 
   alias Cascade.Bench.Timer
@@ -14,25 +16,37 @@ defmodule Cascade.Bench.Report do
   @tolerance %{f64: 1.0e-12, f32: 1.0e-5, f16: 4.0e-3, bf16: 3.0e-2}
 
   @doc """
-  A row from Cascade's and NumPy's results for one case. A check is `{sum, sum of absolute
-  values}` of a result; `agrees` is nil without checks, otherwise whether the two sums differ
-  by at most the type's tolerance times the larger sum of absolute values — the error that
-  rounding each element by that much could make.
+  A row from Cascade's result for one case and the anchors' (`%{numpy: result | nil, torch:
+  result | nil}`, at least one of them). A check is `{sum, sum of absolute values}` of a
+  result; `agrees` is nil without checks, otherwise whether Cascade's sums differ from each
+  anchor's by at most the type's tolerance times the larger sum of absolute values — the error
+  that rounding each element by that much could make.
 
       iex> r = Cascade.Bench.Report.row("cpu", :f32, %{case: "add 1M", seconds: 2.0e-4, check: {10.0, 30.0}},
-      ...>   %{seconds: 1.0e-4, check: {10.00001, 30.0}, numpy_type: "f32"})
-      iex> {r.ratio, r.agrees}
-      {2.0, true}
+      ...>   %{numpy: %{seconds: 1.0e-4, check: {10.00001, 30.0}, numpy_type: "f32"},
+      ...>     torch: %{seconds: 0.8e-4, check: {10.0, 30.0}, numpy_type: "f32"}})
+      iex> {r.ratio, r.anchor, r.agrees}
+      {2.5, "PyTorch", true}
   """
-  def row(device, type, ours, theirs) do
+  def row(device, type, ours, %{} = anchors) do
+    numpy = anchors[:numpy]
+    torch = anchors[:torch]
+
+    {anchor, best} =
+      [{"NumPy", numpy}, {"PyTorch", torch}]
+      |> Enum.reject(&is_nil(elem(&1, 1)))
+      |> Enum.min_by(&elem(&1, 1).seconds)
+
+    checks = for r <- [numpy, torch], r && r.check, do: r.check
+
     agrees =
-      case {ours.check, theirs.check} do
-        {{sum, abs}, {their_sum, their_abs}} ->
+      if ours.check && checks != [] do
+        {sum, abs} = ours.check
+
+        Enum.all?(checks, fn {their_sum, their_abs} ->
           abs(sum - their_sum) <=
             Map.fetch!(@tolerance, type) * Enum.max([abs, their_abs, 1.0e-30])
-
-        _ ->
-          nil
+        end)
       end
 
     %{
@@ -40,11 +54,15 @@ defmodule Cascade.Bench.Report do
       device: device,
       type: type,
       cascade_s: ours.seconds,
-      numpy_s: theirs.seconds,
-      numpy_type: theirs.numpy_type,
-      ratio: ours.seconds / theirs.seconds,
+      numpy_s: numpy && numpy.seconds,
+      numpy_type: numpy && numpy.numpy_type,
+      torch_s: torch && torch.seconds,
+      torch_type: torch && torch.numpy_type,
+      ratio: ours.seconds / best.seconds,
+      anchor: anchor,
       cascade_check: check_list(ours.check),
-      numpy_check: check_list(theirs.check),
+      numpy_check: numpy && check_list(numpy.check),
+      torch_check: torch && check_list(torch.check),
       agrees: agrees
     }
   end
@@ -52,18 +70,47 @@ defmodule Cascade.Bench.Report do
   defp check_list({sum, abs}), do: [sum, abs]
   defp check_list(nil), do: nil
 
-  @doc "The Markdown table of `rows`."
+  @doc "The Markdown table of `rows`; a figure is followed by the type it was computed in where that differs."
   def markdown(rows) do
     header = """
-    | case | device | type | Cascade | NumPy | NumPy computes in | ratio | same result |
-    |---|---|---|---:|---:|---|---:|:---:|
+    | case | device | type | Cascade | NumPy | PyTorch | ratio to the faster | same result |
+    |---|---|---|---:|---:|---:|---:|:---:|
     """
 
     header <>
       Enum.map_join(rows, "\n", fn r ->
         "| #{r.case} | #{r.device} | #{r.type} | #{Timer.format(r.cascade_s)} | " <>
-          "#{Timer.format(r.numpy_s)} | #{r.numpy_type} | #{fixed(r.ratio)} | #{agreement(r.agrees)} |"
+          "#{anchor_time(r.numpy_s, r.numpy_type, r.type)} | " <>
+          "#{anchor_time(r.torch_s, r.torch_type, r.type)} | #{fixed(r.ratio)} | #{agreement(r.agrees)} |"
       end) <> "\n"
+  end
+
+  @doc """
+  The geometric mean of the ratios per device and type, as Markdown lines.
+
+      iex> rows = [%{device: "cpu", type: :f32, ratio: 2.0}, %{device: "cpu", type: :f32, ratio: 0.5}]
+      iex> Cascade.Bench.Report.geomeans(rows)
+      "Geometric mean of the ratios: cpu f32 1.00 (2 cases)\\n"
+  """
+  def geomeans(rows) do
+    parts =
+      rows
+      |> Enum.group_by(&{&1.device, &1.type})
+      |> Enum.sort()
+      |> Enum.map_join(", ", fn {{device, type}, rs} ->
+        mean = :math.exp(Enum.sum(Enum.map(rs, &:math.log(&1.ratio))) / length(rs))
+        "#{device} #{type} #{fixed(mean)} (#{length(rs)} cases)"
+      end)
+
+    "Geometric mean of the ratios: #{parts}\n"
+  end
+
+  defp anchor_time(nil, _, _), do: "–"
+
+  defp anchor_time(s, computes_in, type) do
+    if computes_in == to_string(type),
+      do: Timer.format(s),
+      else: "#{Timer.format(s)} (#{computes_in})"
   end
 
   defp agreement(true), do: "yes"

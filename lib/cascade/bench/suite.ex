@@ -1,7 +1,7 @@
 defmodule Cascade.Bench.Suite do
   @moduledoc """
   The fixed benchmark suite of `mix cascade.bench`, run on each device and type beside NumPy
-  on the same data, in the same run.
+  and PyTorch on the same data, in the same run.
 
   Inputs are drawn once, in f32 on the cpu, from Cascade's counter-based generator with fixed
   keys, and written to a scratch folder for `bench/numpy_suite.py`; on each device they are
@@ -10,9 +10,10 @@ defmodule Cascade.Bench.Suite do
   the same answer.
 
   Cases: `dot` of 256, 512 and 1024 square matrices; `conv2d` of a {64, 32, 28, 28} input
-  with 64 3×3 filters; `softmax` of 1000×1000 along rows; `add`, `exp`, `sum` of 1M
-  elements; a one-element `add` (the cost of a call); one training epoch of `mix
-  cascade.demo` on the 8,000 training digits (when the MNIST data is there).
+  with 64 3×3 filters and `max_pool2d` 2×2 of the same input; `softmax` and `layer_norm` of
+  1000×1000 along rows; `add`, `exp`, `tanh`, `gelu`, `sum` of 1M elements; a one-element
+  `add` (the cost of a call); one training epoch of `mix cascade.demo` on the 8,000 training
+  digits (when the MNIST data is there).
   """
 
   alias Cascade.Bench.Timer
@@ -23,7 +24,8 @@ defmodule Cascade.Bench.Suite do
   @doc "The cases' names, in order."
   def names do
     ["dot 256x256", "dot 512x512", "dot 1024x1024", "conv2d 64x32x28x28, 64 3x3"] ++
-      ["softmax 1000x1000", "add 1M", "exp 1M", "sum 1M", "add 1 element", "MLP training epoch"]
+      ["max_pool2d 2x2 of 64x32x28x28", "softmax 1000x1000", "layer_norm 1000x1000"] ++
+      ["add 1M", "exp 1M", "tanh 1M", "gelu 1M", "sum 1M", "add 1 element", "MLP training epoch"]
   end
 
   @doc """
@@ -46,6 +48,7 @@ defmodule Cascade.Bench.Suite do
         end,
       conv: {write.("conv_x", {64, 32, 28, 28}, 11), write.("conv_k", {64, 32, 3, 3}, 12)},
       softmax: write.("softmax_x", {1000, 1000}, 13),
+      norm: {write.("norm_g", {1000}, 14), write.("norm_b", {1000}, 15)},
       vec: {write.("vec_x", {@vec}, 1), write.("vec_y", {@vec}, 2)},
       one: {write.("one_a", {1}, 3), write.("one_b", {1}, 4)},
       mnist: mnist
@@ -75,6 +78,7 @@ defmodule Cascade.Bench.Suite do
 
     {cx, ck} = pair.(inputs.conv)
     s = on.(inputs.softmax)
+    {g, b} = pair.(inputs.norm)
     {x, y} = pair.(inputs.vec)
     {o1, o2} = pair.(inputs.one)
 
@@ -82,9 +86,13 @@ defmodule Cascade.Bench.Suite do
       dots ++
         [
           {"conv2d 64x32x28x28, 64 3x3", fn -> Cascade.conv2d(cx, ck) end},
+          {"max_pool2d 2x2 of 64x32x28x28", fn -> Cascade.max_pool2d(cx, 2) end},
           {"softmax 1000x1000", fn -> Cascade.softmax(s, axis: 1) end},
+          {"layer_norm 1000x1000", fn -> Cascade.layer_norm(s, g, b, axes: [1]) end},
           {"add 1M", fn -> Cascade.add(x, y) end},
           {"exp 1M", fn -> Cascade.exp(x) end},
+          {"tanh 1M", fn -> Cascade.tanh(x) end},
+          {"gelu 1M", fn -> Cascade.gelu(x) end},
           {"sum 1M", fn -> Cascade.sum(x) end},
           {"add 1 element", fn -> Cascade.add(o1, o2) end}
         ]

@@ -2,7 +2,7 @@ defmodule Cascade.Bench.SVG do
   @moduledoc """
   A bar chart of the ratios of `mix cascade.bench` as a standalone SVG file that a browser
   opens: one group of bars per case, one bar per device and type, on a logarithmic axis
-  centred on 1 (bars to the left: Cascade faster than NumPy; to the right: slower).
+  centred on 1 (bars to the left: Cascade faster than the faster of NumPy and PyTorch; to the right: slower).
   """
 
   @colors ~w(#4e79a7 #f28e2b #59a14f #e15759 #76b7b2 #edc948 #b07aa1 #ff9da7 #9c755f #bab0ac)

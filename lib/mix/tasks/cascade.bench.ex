@@ -1,11 +1,13 @@
 defmodule Mix.Tasks.Cascade.Bench do
-  @shortdoc "Times a fixed suite on every device and type beside NumPy on the same data"
+  @shortdoc "Times a fixed suite on every device and type beside NumPy and PyTorch on the same data"
 
   @moduledoc """
   Runs the fixed suite of `Cascade.Bench.Suite` — dot 256/512/1024, conv2d (64×32×28×28,
-  64 filters of 3×3), softmax 1000×1000, add/exp/sum of 1M elements, a one-element add, one
-  training epoch of `mix cascade.demo` — on every available device and type, and the same
-  cases in NumPy (`bench/numpy_suite.py`, `python3-numpy`) on the same data in the same run.
+  64 filters of 3×3) and max_pool2d 2×2 of the same input, softmax and layer_norm of
+  1000×1000, add/exp/tanh/gelu/sum of 1M elements, a one-element add, one training epoch of
+  `mix cascade.demo` — on every available device and type, and the same cases in NumPy and
+  PyTorch (`bench/numpy_suite.py`; Debian `python3-numpy`, and `python3-torch` where it is
+  installed, with as many threads as cores) on the same data in the same run.
 
       mix cascade.bench [--devices cpu,opencl] [--types f32,f16,bf16] [--seconds 0.5] [--out DIR]
 
@@ -16,7 +18,8 @@ defmodule Mix.Tasks.Cascade.Bench do
 
   Writes `<date>.json` (every figure, the check values and the machine),
   `<date>.md` (the Markdown table) and `<date>.svg` (a bar chart of the ratios,
-  Cascade time / NumPy time, on a log scale) to the output folder, and prints the table.
+  Cascade time / the time of the faster of NumPy and PyTorch, on a log scale) to the output
+  folder, and prints the table with the geometric mean of the ratios per device and type.
   NumPy computes in the case's type where it has it at a usable speed and in f32 on the same
   rounded values otherwise (it has no bf16, and its f16 matrix products are plain loops); the
   table says which.
@@ -64,8 +67,14 @@ defmodule Mix.Tasks.Cascade.Bench do
 
     try do
       inputs = Suite.inputs(scratch, mnist)
-      Mix.shell().info("NumPy: #{Enum.join(types, ", ")} (#{python})")
+      Mix.shell().info("NumPy and PyTorch: #{Enum.join(types, ", ")} (#{python})")
       numpy = ok!(NumPy.run(python, script, scratch, seconds, types))
+
+      if numpy.torch == nil,
+        do:
+          Mix.shell().error(
+            "no PyTorch column: #{python} has no torch (apt-get install python3-torch)"
+          )
 
       rows =
         for device <- devices, type <- types do
@@ -83,34 +92,46 @@ defmodule Mix.Tasks.Cascade.Bench do
         end
         |> List.flatten()
 
-      write(rows, out, numpy.version)
+      write(rows, out, numpy.version, numpy.torch)
     after
       File.rm_rf(scratch)
     end
   end
 
-  defp write(rows, out, numpy_version) do
+  defp write(rows, out, numpy_version, torch_version) do
     date = Date.utc_today() |> Date.to_iso8601()
     machine = machine()
-    table = Report.markdown(rows)
-    title = "Cascade / NumPy #{numpy_version}, time ratio per case (below 1: Cascade faster)"
+    table = Report.markdown(rows) <> "\n" <> Report.geomeans(rows)
+
+    anchors =
+      "NumPy #{numpy_version}" <> if(torch_version, do: ", PyTorch #{torch_version}", else: "")
+
+    title = "Cascade / the faster of #{anchors}, time ratio per case (below 1: Cascade faster)"
     File.mkdir_p!(out)
     base = Path.join(out, date)
 
     File.write!(
       base <> ".json",
-      Report.json(%{date: date, machine: machine, numpy: numpy_version, rows: rows}) <> "\n"
+      Report.json(%{
+        date: date,
+        machine: machine,
+        numpy: numpy_version,
+        torch: torch_version,
+        rows: rows
+      }) <> "\n"
     )
+
+    heading = "Cascade vs #{anchors} — #{date}, #{machine}\n\n"
 
     File.write!(
       base <> ".md",
-      "Cascade vs NumPy #{numpy_version} — #{date}, #{machine}\n\n" <>
-        "Median time per call; ratio = Cascade / NumPy (below 1: Cascade faster).\n\n" <> table
+      heading <>
+        "Median time per call; ratio = Cascade / the faster of the two (below 1: Cascade faster).\n\n" <>
+        table
     )
 
     File.write!(base <> ".svg", SVG.chart(rows, title, "#{date}, #{machine}"))
-
-    Mix.shell().info("\nCascade vs NumPy #{numpy_version} — #{date}, #{machine}\n\n" <> table)
+    Mix.shell().info("\n" <> heading <> table)
 
     Mix.shell().info(
       "Saved #{Enum.map_join([".json", ".md", ".svg"], ", ", &Path.relative_to_cwd(base <> &1))}"

@@ -1,0 +1,191 @@
+/* The driver's threads: one pool for every op it splits across the cores -- GEMM (blas_gemm.c),
+ * the elementwise kernels and the reductions (blas_simd.c).
+ *
+ * Why not OpenBLAS's own threads: inside the BEAM they lose a quarter of a 256 x 256 product.
+ * Its worker threads wait for each other with sched_yield at every panel, and in the BEAM there
+ * is always another thread ready to run (a scheduler waking, a dirty scheduler), so each yield is
+ * a context switch; measured on a 2-core machine, cblas_sgemm 256 from a dirty scheduler took
+ * 225-260 us against 177 us from C. Splitting here costs two wake-ups per call instead: the
+ * calling thread runs part 0, each claimed worker another part, and the caller waits for them at
+ * the end.
+ *
+ * Workers: the configured thread count (CASCADE_BLAS_THREADS, else openblas_get_num_threads() at
+ * probe, so OPENBLAS_NUM_THREADS still sizes it) minus the caller. A caller claims the idle workers
+ * it can with one atomic operation; so two BEAM processes running split ops at once share the
+ * cores, and the machine runs as many of the driver's threads as it has cores, not more. A GEMM
+ * that finds every worker busy sleeps until some come back (claim_waiting: time-sliced GEMMs evict
+ * each other's blocks from the caches); any other op runs on the caller alone then. After its part
+ * a worker waits 200 us with sched_yield (a loop of ops keeps it awake without a wake-up, and the
+ * core stays free for any thread that wants it), then sleeps on a condition variable. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "blas_kernels.h"
+
+#define MAX_WORKERS 63
+#define SPIN_NS     200000 /* how long a worker waits for its next part before it sleeps */
+
+typedef struct {
+    blas_part_fn fn;
+    void *ctx;
+    int index, parts;
+} part;
+
+typedef struct {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    atomic_uint gen;  /* bumped by the caller that hands the worker a part */
+    atomic_uint done; /* set to gen by the worker when the part is finished */
+    atomic_bool sleeping;
+    part job;
+} worker;
+
+static worker workers[MAX_WORKERS];
+static int n_workers;
+static atomic_ullong idle_mask; /* bit w set: worker w is free to claim */
+/* callers waiting for a worker (claim_waiting) */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_idle = PTHREAD_COND_INITIALIZER;
+static atomic_int n_waiting;
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    unsigned seen = 0;
+    for (;;) {
+        /* wait for the next part yielding, not spinning on the core: in the BEAM the thread
+         * that must run next (the scheduler taking the result back, then the dirty scheduler
+         * with the next op) is often waiting for this core. Spinning with pause there made a
+         * loop of 256 x 256 products 50% slower than not waiting at all. */
+        double until = now_ns() + SPIN_NS;
+        unsigned g;
+        while ((g = atomic_load(&w->gen)) == seen && now_ns() < until) sched_yield();
+        if (g == seen) {
+            pthread_mutex_lock(&w->lock);
+            atomic_store(&w->sleeping, true);
+            while ((g = atomic_load(&w->gen)) == seen) pthread_cond_wait(&w->wake, &w->lock);
+            atomic_store(&w->sleeping, false);
+            pthread_mutex_unlock(&w->lock);
+        }
+        seen = g;
+        w->job.fn(w->job.ctx, w->job.index, w->job.parts);
+        atomic_store(&w->done, g);
+    }
+    return NULL;
+}
+
+int blas_pool_start(int threads) {
+    static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+    static bool started;
+    pthread_mutex_lock(&once);
+    if (started) {
+        pthread_mutex_unlock(&once);
+        return n_workers + 1;
+    }
+    started = true;
+    if (threads > MAX_WORKERS + 1) threads = MAX_WORKERS + 1;
+    for (int k = 0; k + 1 < threads; k++) {
+        worker *w = &workers[n_workers];
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_cond_init(&w->wake, NULL);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&w->thread, &attr, worker_main, w);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) break; /* fewer workers: the ops still run, on fewer threads */
+        atomic_fetch_or(&idle_mask, 1ull << n_workers);
+        n_workers++;
+    }
+    pthread_mutex_unlock(&once);
+    return n_workers + 1;
+}
+
+int blas_pool_threads(void) {
+    return n_workers + 1;
+}
+
+/* Claims up to `want` idle workers; returns how many, their indices in ids. */
+static int claim(int want, int *ids) {
+    unsigned long long mask = atomic_load(&idle_mask), take;
+    do {
+        take = 0;
+        int got = 0;
+        for (int w = 0; w < n_workers && got < want; w++)
+            if (mask & (1ull << w)) take |= 1ull << w, got++;
+        if (!take) return 0;
+    } while (!atomic_compare_exchange_weak(&idle_mask, &mask, mask & ~take));
+    int n = 0;
+    for (int w = 0; w < n_workers; w++)
+        if (take & (1ull << w)) ids[n++] = w;
+    return n;
+}
+
+/* Every worker is busy with another caller's op: the caller sleeps until workers come back,
+ * then takes them. */
+static int claim_waiting(int want, int *ids) {
+    int got;
+    atomic_fetch_add(&n_waiting, 1);
+    pthread_mutex_lock(&pool_lock);
+    while ((got = claim(want, ids)) == 0) pthread_cond_wait(&pool_idle, &pool_lock);
+    pthread_mutex_unlock(&pool_lock);
+    atomic_fetch_sub(&n_waiting, 1);
+    return got;
+}
+
+int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx) {
+    int want = max_parts - 1;
+    if (want > n_workers) want = n_workers;
+    int ids[MAX_WORKERS];
+    int got = want > 0 ? claim(want, ids) : 0;
+    if (want > 0 && got == 0 && wait) got = claim_waiting(want, ids);
+    int parts = got + 1;
+    for (int i = 1; i < parts; i++) {
+        worker *w = &workers[ids[i - 1]];
+        w->job = (part){fn, ctx, i, parts};
+        unsigned gen = atomic_load(&w->gen) + 1;
+        atomic_store(&w->gen, gen);
+        if (atomic_load(&w->sleeping)) {
+            pthread_mutex_lock(&w->lock);
+            pthread_cond_signal(&w->wake);
+            pthread_mutex_unlock(&w->lock);
+        }
+    }
+    fn(ctx, 0, parts);
+    unsigned long long back = 0;
+    for (int i = 1; i < parts; i++) {
+        worker *w = &workers[ids[i - 1]];
+        unsigned gen = atomic_load(&w->gen);
+        for (int spins = 0; atomic_load(&w->done) != gen; spins++)
+            if (spins < 256)
+                cpu_relax();
+            else
+                sched_yield(); /* the worker is late: it may share this core */
+        back |= 1ull << ids[i - 1];
+    }
+    if (back) {
+        atomic_fetch_or(&idle_mask, back);
+        if (atomic_load(&n_waiting) > 0) {
+            pthread_mutex_lock(&pool_lock);
+            pthread_cond_broadcast(&pool_idle);
+            pthread_mutex_unlock(&pool_lock);
+        }
+    }
+    return parts;
+}

@@ -1,0 +1,457 @@
+/* The vector kernels at work: which instruction set's table runs (cpuid, once), how a tensor op
+ * becomes runs of contiguous elements for them, and how the runs are split across the pool's
+ * threads. An op or layout these paths do not take returns false and the driver runs the cpu
+ * kernel instead, so every answer here is an optimisation, never a new behaviour.
+ *
+ * Layouts: every operand is viewed against the output as a matrix of R rows of C elements, split
+ * at one axis: an operand is the full output (FULL), one value (ONE), the same row for every row
+ * (ROW: its axes before the split are 1, the bias of a dense layer) or one value per row (COL:
+ * its axes from the split on are 1, the max or sum of softmax kept as an axis). Anything else --
+ * a broadcast in the middle -- goes to the cpu kernel.
+ *
+ * Threads: a run of at least `grain` elements per thread is split; cheap ops (add: one pass
+ * over memory) need more elements to pay for a wake-up than a transcendental function. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/half.h"
+#include "../../core/half_array.h"
+#include "../cpu/cpu_kernels.h"
+#include "blas_kernels.h"
+#include "blas_simd.h"
+
+#define CHUNK       1024      /* f16/bf16 elements widened at a time: every f32 copy stays in L1 */
+#define GRAIN_CHEAP (1 << 16) /* elements per thread at least, for one pass over memory */
+#define GRAIN_MATH  (1 << 13) /* ... and for a transcendental function per element */
+
+static const simd_table *chosen;
+
+static const simd_table *choose(void) {
+#if defined(CX_HAVE_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const char *want = getenv("CASCADE_SIMD");
+    if (want && strcmp(want, "none") == 0) return NULL;
+    if (want && strcmp(want, "avx2") == 0) return avx2 ? &simd_avx2 : NULL;
+    if (avx512) return &simd_avx512;
+    if (avx2) return &simd_avx2;
+#endif
+    return NULL;
+}
+
+const simd_table *blas_simd(void) {
+    static bool done;
+    /* set at probe, before any op runs (blas_simd_start); this is a fallback for tests */
+    if (!done) {
+        chosen = choose();
+        done = true;
+    }
+    return chosen;
+}
+
+/* ==== the matrix view ========================================================================= */
+
+typedef enum { V_FULL, V_ONE, V_ROW, V_COL } view;
+
+typedef struct {
+    int64_t rows, cols;
+    int n_in;
+    view v[3];
+} layout;
+
+/* How input d broadcasts to out split before axis k (0 < k < rank), or -1. */
+static int view_at(const cx_desc *d, const cx_desc *out, int k) {
+    int64_t numel = 1;
+    for (int a = 0; a < d->rank; a++) numel *= d->shape[a];
+    int64_t total = 1;
+    for (int a = 0; a < out->rank; a++) total *= out->shape[a];
+    if (numel == 1) return V_ONE;
+    if (numel == total) return V_FULL;
+    bool row = true, col = true;
+    int lead = out->rank - d->rank;
+    for (int a = 0; a < out->rank; a++) {
+        int64_t s = a >= lead ? d->shape[a - lead] : 1;
+        if (a < k) {
+            row = row && s == 1;
+            col = col && s == out->shape[a];
+        } else {
+            row = row && s == out->shape[a];
+            col = col && s == 1;
+        }
+    }
+    return row ? V_ROW : col ? V_COL : -1;
+}
+
+static bool layout_of(const cx_tensor *const *in, int n_in, const cx_tensor *out, layout *l) {
+    l->n_in = n_in;
+    l->rows = 1;
+    l->cols = out->numel;
+    bool flat = true;
+    for (int j = 0; j < n_in; j++) {
+        l->v[j] = in[j]->numel == 1 ? V_ONE : V_FULL;
+        flat = flat && (in[j]->numel == 1 || in[j]->numel == out->numel);
+    }
+    if (flat) return true;
+    const cx_desc *o = &out->desc;
+    for (int k = 1; k < o->rank; k++) {
+        bool ok = true;
+        for (int j = 0; j < n_in && ok; j++) {
+            int v = view_at(&in[j]->desc, o, k);
+            ok = v >= 0;
+            if (ok) l->v[j] = (view)v;
+        }
+        if (!ok) continue;
+        l->cols = 1;
+        for (int a = k; a < o->rank; a++) l->cols *= o->shape[a];
+        l->rows = out->numel / l->cols;
+        return true;
+    }
+    return false;
+}
+
+/* ==== elementwise ============================================================================= */
+
+typedef struct {
+    const simd_table *t;
+    cx_op_id op;
+    cx_dtype type;
+    bool unary;
+    const layout *l;
+    const cx_tensor *const *in;
+    cx_tensor *out;
+    int64_t n, grain;
+} ew_job;
+
+static void widen(cx_dtype t, const simd_table *s, const uint16_t *h, float *f, int64_t n) {
+    if (t == CX_F16)
+        cx_f16_to_f32_array(h, f, n);
+    else
+        s->bf16_to_f32(h, f, n);
+}
+
+static void narrow(cx_dtype t, const simd_table *s, const float *f, uint16_t *h, int64_t n) {
+    if (t == CX_F16)
+        cx_f32_to_f16_array(f, h, n);
+    else
+        s->f32_to_bf16(f, h, n);
+}
+
+/* One run of len output elements at o from operands at p (steps s: 1, or 0 for one value). */
+static void ew_segment(const ew_job *j, void *o, const void *const *p, const int *s, int64_t len) {
+    const simd_table *t = j->t;
+    if (j->type == CX_F32) {
+        if (j->unary)
+            t->unary_f32[j->op](o, p[0], len);
+        else
+            t->binary_f32[j->op](o, p[0], p[1], s[0], s[1], len);
+        return;
+    }
+    if (j->type == CX_F64) {
+        if (j->unary)
+            t->unary_f64[j->op](o, p[0], len);
+        else
+            t->binary_f64[j->op](o, p[0], p[1], s[0], s[1], len);
+        return;
+    }
+    float a[CHUNK], b[CHUNK], r[CHUNK];
+    for (int64_t i = 0; i < len; i += CHUNK) {
+        int64_t m = len - i < CHUNK ? len - i : CHUNK;
+        widen(j->type, t, (const uint16_t *)p[0] + (s[0] ? i : 0), a, s[0] ? m : 1);
+        if (j->unary) {
+            t->unary_f32[j->op](r, a, m);
+        } else {
+            widen(j->type, t, (const uint16_t *)p[1] + (s[1] ? i : 0), b, s[1] ? m : 1);
+            t->binary_f32[j->op](r, a, b, s[0], s[1], m);
+        }
+        narrow(j->type, t, r, (uint16_t *)o + i, m);
+    }
+}
+
+/* Elements lo .. hi of the output, row by row. */
+static void ew_range(const ew_job *j, int64_t lo, int64_t hi) {
+    size_t es = cx_dtype_size(j->type);
+    int64_t cols = j->l->cols;
+    for (int64_t pos = lo; pos < hi;) {
+        int64_t r = pos / cols, c = pos % cols, len = cols - c;
+        if (len > hi - pos) len = hi - pos;
+        const void *p[3];
+        int s[3];
+        for (int k = 0; k < j->l->n_in; k++) {
+            const char *base = j->in[k]->data;
+            switch (j->l->v[k]) {
+            case V_FULL: p[k] = base + es * (size_t)pos, s[k] = 1; break;
+            case V_ONE: p[k] = base, s[k] = 0; break;
+            case V_ROW: p[k] = base + es * (size_t)c, s[k] = 1; break;
+            case V_COL: p[k] = base + es * (size_t)r, s[k] = 0; break;
+            }
+        }
+        ew_segment(j, (char *)j->out->data + es * (size_t)pos, p, s, len);
+        pos += len;
+    }
+}
+
+static void ew_part(void *ctx, int index, int parts) {
+    const ew_job *j = ctx;
+    ew_range(j, j->n * index / parts, j->n * (index + 1) / parts);
+}
+
+static int parts_for(int64_t n, int64_t grain) {
+    int64_t parts = n / grain;
+    int threads = blas_pool_threads();
+    return parts < 1 ? 1 : parts > threads ? threads : (int)parts;
+}
+
+static bool is_math(cx_op_id op) {
+    switch (op) {
+    case CX_OP_ADD:
+    case CX_OP_SUBTRACT:
+    case CX_OP_MULTIPLY:
+    case CX_OP_MAX:
+    case CX_OP_MIN:
+    case CX_OP_NEGATE:
+    case CX_OP_ABS: return false;
+    default: return true;
+    }
+}
+
+bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    cx_op_kind kind = cx_op_table[op].kind;
+    if (!t || out->numel == 0) return false;
+    bool unary = kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT;
+    bool binary = kind == CX_KIND_BINARY || kind == CX_KIND_BINARY_FLOAT;
+    if (!(unary && n_in == 1) && !(binary && n_in == 2)) return false;
+    cx_dtype type = out->desc.dtype;
+    for (int j = 0; j < n_in; j++)
+        if (in[j]->desc.dtype != type) return false;
+    bool have;
+    switch (type) {
+    case CX_F32:
+    case CX_F16:
+    case CX_BF16: have = unary ? t->unary_f32[op] != NULL : t->binary_f32[op] != NULL; break;
+    case CX_F64: have = unary ? t->unary_f64[op] != NULL : t->binary_f64[op] != NULL; break;
+    default: have = false;
+    }
+    layout l;
+    if (!have || !layout_of(in, n_in, out, &l)) return false;
+    ew_job j = {
+        t, op, type, unary, &l, in, out, out->numel, is_math(op) ? GRAIN_MATH : GRAIN_CHEAP};
+    blas_parallel(parts_for(j.n, j.grain), false, ew_part, &j);
+    return true;
+}
+
+/* ==== sum ===================================================================================== */
+
+typedef struct {
+    const simd_table *t;
+    const cx_tensor *in;
+    int64_t rows, cols;
+    bool inner; /* sum each row (the reduced axes are the last), or each column (the first) */
+    double *acc;
+} sum_job;
+
+/* n values of t's type from element off, as f32 (in buf) or f64 (in place) */
+static double sum_values(const sum_job *j, int64_t off, int64_t n) {
+    const cx_tensor *x = j->in;
+    switch (x->desc.dtype) {
+    case CX_F32: return j->t->sum_f32((const float *)x->data + off, n);
+    case CX_F64: return j->t->sum_f64((const double *)x->data + off, n);
+    default: {
+        float buf[CHUNK];
+        double s = -0.0;
+        for (int64_t i = 0; i < n; i += CHUNK) {
+            int64_t m = n - i < CHUNK ? n - i : CHUNK;
+            widen(x->desc.dtype, j->t, (const uint16_t *)x->data + off + i, buf, m);
+            s += j->t->sum_f32(buf, m);
+        }
+        return s;
+    }
+    }
+}
+
+static void add_row(const sum_job *j, double *acc, int64_t off, int64_t n) {
+    const cx_tensor *x = j->in;
+    switch (x->desc.dtype) {
+    case CX_F32: j->t->sum_row_f32(acc, (const float *)x->data + off, n); break;
+    case CX_F64: j->t->sum_row_f64(acc, (const double *)x->data + off, n); break;
+    default: {
+        float buf[CHUNK];
+        for (int64_t i = 0; i < n; i += CHUNK) {
+            int64_t m = n - i < CHUNK ? n - i : CHUNK;
+            widen(x->desc.dtype, j->t, (const uint16_t *)x->data + off + i, buf, m);
+            j->t->sum_row_f32(acc + i, buf, m);
+        }
+    }
+    }
+}
+
+/* inner: part `index` sums its share of the rows, or with one row its share of that row into
+ * acc[index]; columns: its share of the columns over every row. */
+static void sum_part(void *ctx, int index, int parts) {
+    const sum_job *j = ctx;
+    if (j->inner && j->rows == 1) {
+        int64_t lo = j->cols * index / parts, hi = j->cols * (index + 1) / parts;
+        j->acc[index] = sum_values(j, lo, hi - lo);
+    } else if (j->inner) {
+        for (int64_t r = j->rows * index / parts; r < j->rows * (index + 1) / parts; r++)
+            j->acc[r] = sum_values(j, r * j->cols, j->cols);
+    } else {
+        int64_t lo = j->cols * index / parts, hi = j->cols * (index + 1) / parts;
+        for (int64_t c = lo; c < hi; c++) j->acc[c] = -0.0;
+        for (int64_t r = 0; r < j->rows; r++) add_row(j, j->acc + lo, r * j->cols + lo, hi - lo);
+    }
+}
+
+static void finish(const double *acc, cx_tensor *out) {
+    int64_t n = out->numel;
+    switch (out->desc.dtype) {
+    case CX_F64: memcpy(out->data, acc, sizeof(double) * (size_t)n); break;
+    case CX_F32:
+        for (int64_t i = 0; i < n; i++) ((float *)out->data)[i] = (float)acc[i];
+        break;
+    case CX_F16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)out->data)[i] = cx_f16_from_f64(acc[i]);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)out->data)[i] = cx_bf16_from_f64(acc[i]);
+    }
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    cx_dtype type = in->desc.dtype;
+    if (!t || in->numel == 0 || out->desc.dtype != type) return false;
+    if (type != CX_F32 && type != CX_F64 && type != CX_F16 && type != CX_BF16) return false;
+    /* the reduced axes, less those of size 1, must be the last ones or the first ones */
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    int rank = in->desc.rank;
+    bool reduced[CX_MAX_RANK] = {false};
+    int64_t ax[CX_MAX_RANK];
+    int n_ax = axes->n < CX_MAX_RANK ? axes->n : CX_MAX_RANK;
+    memcpy(ax, axes->i, sizeof(int64_t) * (size_t)n_ax);
+    qsort(ax, (size_t)n_ax, sizeof ax[0], cmp_i64);
+    for (int k = 0; k < n_ax; k++)
+        if (ax[k] >= 0 && ax[k] < rank) reduced[ax[k]] = true;
+    int last_kept = -1, first_kept = rank, last_red = -1, first_red = rank;
+    for (int a = 0; a < rank; a++) {
+        if (in->desc.shape[a] == 1) continue;
+        if (reduced[a]) {
+            last_red = a;
+            if (first_red == rank) first_red = a;
+        } else {
+            last_kept = a;
+            if (first_kept == rank) first_kept = a;
+        }
+    }
+    sum_job j = {t, in, 1, in->numel, true, NULL};
+    if (last_red < 0) return false; /* nothing summed: a copy, left to the cpu kernel */
+    if (last_kept < first_red) {
+        j.inner = true; /* kept axes, then reduced ones */
+    } else if (last_red < first_kept) {
+        j.inner = false; /* reduced axes, then kept ones */
+    } else {
+        return false;
+    }
+    int64_t kept = out->numel;
+    j.cols = j.inner ? in->numel / kept : kept;
+    j.rows = in->numel / j.cols;
+    int parts = parts_for(in->numel, GRAIN_CHEAP);
+    if (!j.inner && parts > j.cols / 16) parts = j.cols >= 32 ? (int)(j.cols / 16) : 1;
+    int64_t slots = j.inner && j.rows == 1 ? parts : kept;
+    j.acc = malloc(sizeof(double) * (size_t)(slots > 0 ? slots : 1));
+    if (!j.acc) return false;
+    parts = blas_parallel(parts, false, sum_part, &j);
+    if (j.inner && j.rows == 1)
+        for (int p = 1; p < parts; p++) j.acc[0] += j.acc[p];
+    finish(j.acc, out);
+    free(j.acc);
+    return true;
+}
+
+/* ==== fused rows: softmax, log_softmax, gelu, silu ============================================ */
+
+typedef struct {
+    const simd_table *t;
+    cx_op_id op;
+    const cx_tensor *in;
+    cx_tensor *out;
+    int64_t rows, cols; /* softmax: rows of the axis; gelu, silu: one row of every element */
+    bool tanh_approx;
+    float *buf; /* f16/bf16: a row of f32 per part */
+} row_job;
+
+/* f32 values in out, computed from a (o may be a) */
+static void rows_f32(const row_job *j, float *o, const float *a, int64_t n) {
+    switch (j->op) {
+    case CX_OP_SOFTMAX: j->t->softmax_f32(o, a, n, 0); break;
+    case CX_OP_LOG_SOFTMAX: j->t->softmax_f32(o, a, n, 1); break;
+    case CX_OP_GELU: j->t->gelu_f32(o, a, n, j->tanh_approx); break;
+    default: j->t->silu_f32(o, a, n);
+    }
+}
+
+/* values lo .. hi of the one row of an elementwise op (or whole rows lo .. hi of softmax) */
+static void row_part(void *ctx, int index, int parts) {
+    const row_job *j = ctx;
+    cx_dtype type = j->out->desc.dtype;
+    bool rows = j->op == CX_OP_SOFTMAX || j->op == CX_OP_LOG_SOFTMAX;
+    int64_t span = rows ? j->rows : j->cols, step = rows ? j->cols : CHUNK;
+    int64_t lo = span * index / parts, hi = span * (index + 1) / parts;
+    if (rows) lo *= j->cols, hi *= j->cols;
+    float *buf = j->buf + (size_t)index * (size_t)step;
+    for (int64_t i = lo; i < hi; i += step) {
+        int64_t n = hi - i < step ? hi - i : step;
+        if (type == CX_F32) {
+            rows_f32(j, (float *)j->out->data + i, (const float *)j->in->data + i, n);
+        } else {
+            widen(type, j->t, (const uint16_t *)j->in->data + i, buf, n);
+            rows_f32(j, buf, buf, n);
+            narrow(type, j->t, buf, (uint16_t *)j->out->data + i, n);
+        }
+    }
+}
+
+bool blas_simd_fused_fits(cx_op_id op, const cx_desc *in, const cx_params *ps) {
+    if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX) {
+        /* along the last axis, or an axis after which every axis is 1 */
+        int64_t axis = ps->p[CX_P_AXIS].i[0];
+        if (axis < 0 || axis >= in->rank) return false;
+        for (int a = (int)axis + 1; a < in->rank; a++)
+            if (in->shape[a] != 1) return false;
+        return true;
+    }
+    return op == CX_OP_GELU || op == CX_OP_SILU;
+}
+
+bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    cx_dtype type = out->desc.dtype;
+    if (!t || in->desc.dtype != type || !blas_simd_fused_fits(op, &in->desc, ps)) return false;
+    if (type != CX_F32 && type != CX_F16 && type != CX_BF16) return false;
+    if (out->numel == 0) return true;
+    row_job j = {t, op, in, out, 1, out->numel, false, NULL};
+    int parts = parts_for(out->numel, GRAIN_MATH);
+    if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX) {
+        j.cols = in->desc.shape[ps->p[CX_P_AXIS].i[0]];
+        j.rows = out->numel / j.cols;
+        if (parts > j.rows) parts = (int)j.rows;
+    } else {
+        j.tanh_approx = op == CX_OP_GELU && ps->p[CX_P_APPROXIMATE].i[0] == 1;
+    }
+    if (type != CX_F32) {
+        size_t step =
+            j.rows > 1 || op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX ? (size_t)j.cols : CHUNK;
+        j.buf = malloc(sizeof(float) * step * (size_t)parts);
+        if (!j.buf) return false;
+    }
+    blas_parallel(parts, false, row_part, &j);
+    free(j.buf);
+    return true;
+}

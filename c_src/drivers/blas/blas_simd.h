@@ -1,0 +1,55 @@
+/* The blas driver's vector kernels: elementwise ops, f16/bf16 conversion, reductions and the
+ * fused activations, for one instruction set each. simd/simd_kernels.c is compiled once per
+ * instruction set (AVX2 + FMA, AVX-512), each object defining its own table; blas_simd.c picks
+ * one at run time from cpuid, and runs the kernels across the pool's threads. Transcendental
+ * functions come from SLEEF's vector functions (1.0 ulp: the _u10 variants).
+ *
+ * Every kernel works on contiguous arrays of n elements; a binary kernel's operand whose stride
+ * is 0 is one value broadcast over the n. The cpu driver's portable kernels are the reference
+ * they are checked against (c_src/tests/test_differential.c). */
+#ifndef CX_BLAS_SIMD_H
+#define CX_BLAS_SIMD_H
+
+#include <stdint.h>
+
+#include "../../core/ops.h"
+
+typedef void (*simd_unary_f32)(float *o, const float *a, int64_t n);
+typedef void (*simd_unary_f64)(double *o, const double *a, int64_t n);
+/* sa, sb: 1 when the operand is an array of n, 0 when it is one value */
+typedef void (*simd_binary_f32)(float *o, const float *a, const float *b, int sa, int sb,
+                                int64_t n);
+typedef void (*simd_binary_f64)(double *o, const double *a, const double *b, int sa, int sb,
+                                int64_t n);
+
+typedef struct {
+    const char *name; /* "avx2", "avx512" */
+    simd_unary_f32 unary_f32[CX_OP_COUNT];
+    simd_unary_f64 unary_f64[CX_OP_COUNT];
+    simd_binary_f32 binary_f32[CX_OP_COUNT];
+    simd_binary_f64 binary_f64[CX_OP_COUNT];
+    /* bf16 to and from f32; narrowing rounds to nearest even and makes NaN quiet, as half.h
+     * does (f16 has its own hardware path in the core: half_array.c) */
+    void (*bf16_to_f32)(const uint16_t *h, float *f, int64_t n);
+    void (*f32_to_bf16)(const float *f, uint16_t *h, int64_t n);
+    /* a run of n values summed in double, like the cpu driver's reductions; `row` adds a run
+     * elementwise into a row of double accumulators */
+    double (*sum_f32)(const float *a, int64_t n);
+    double (*sum_f64)(const double *a, int64_t n);
+    void (*sum_row_f32)(double *acc, const float *a, int64_t n);
+    void (*sum_row_f64)(double *acc, const double *a, int64_t n);
+    /* fused rows of n: softmax (or log_softmax when `log`) of one row; o may be a */
+    void (*softmax_f32)(float *o, const float *a, int64_t n, int log);
+    /* gelu (the tanh approximation when tanh_approx) and silu of n values */
+    void (*gelu_f32)(float *o, const float *a, int64_t n, int tanh_approx);
+    void (*silu_f32)(float *o, const float *a, int64_t n);
+} simd_table;
+
+extern const simd_table simd_avx2, simd_avx512;
+
+/* The table for this processor, or NULL where neither instruction set is there (then the cpu
+ * kernels run). CASCADE_SIMD=avx2|avx512|none overrides the choice (none: the portable kernels,
+ * to measure them; an instruction set the processor lacks is not taken). */
+const simd_table *blas_simd(void);
+
+#endif
