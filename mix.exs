@@ -118,7 +118,7 @@ defmodule Cascade.MixProject do
       extra_applications: [:logger],
       mod: {Cascade.Application, []},
       env: [
-        default_device: :cpu,
+        default_device: :host,
         fallback: :warn,
         drivers: [:cuda, :opencl, :blas, :cpu],
         gc_interval: 64 * 1024 * 1024,

@@ -7,6 +7,11 @@ if config_env() == :test do
   # a device without host memory that claims a fixed subset of the ops
   config :cascade, drivers: [:cuda, :opencl, :blas, :test, :cpu], fallback: :warn
 
+  # The tests and doctests are written against the portable driver as the default device; the
+  # application's own default, :host (:blas where it loaded), is tested by name
+  # (test/cascade_test.exs, "the default device") and every property test runs on both.
+  config :cascade, default_device: :cpu
+
   # CASCADE_CUDA_EMULATOR=1: load the cuda driver's cpu emulator build (c_src/drivers/cuda/emu,
   # built in the test environment where the CUDA toolkit is) as :cuda, so that the tests written
   # for a GPU -- the honesty test, asynchronous downloads, cuda_test's GPU half -- run its code

@@ -650,7 +650,7 @@ defmodule Cascade do
         case {route, steps} do
           {:decomposed, [_ | children]} ->
             {:decomposed,
-             for({1, op, _, route, _, _, _, _} <- children, do: {op, route}) |> Enum.uniq()}
+             for({1, op, _, route, _, _, _, _, _} <- children, do: {op, route}) |> Enum.uniq()}
 
           {route, _} ->
             route
@@ -661,10 +661,31 @@ defmodule Cascade do
   end
 
   @doc """
+  Which library runs each op that `device` runs natively, by the type of its tensor
+  arguments, on representative inputs: `%{{op, type} => library}`. Libraries: `"portable"`
+  (the cpu driver's C), `"openblas"`, `"avx512"` / `"avx2"` (the blas driver's vector kernels,
+  SLEEF for transcendental functions, chosen for the processor at run time), or the driver's
+  name (`"opencl"`, `"cuda"`). For given inputs, `explain/3` says it per step, and `stats/0`
+  counts the calls each library ran. `mix cascade.devices` prints it beside the routes.
+
+      iex> Cascade.libraries(:cpu)[{:add, :f32}]
+      "portable"
+  """
+  @spec libraries(Device.t()) :: %{{atom, atom} => String.t()}
+  def libraries(device \\ Device.default()) do
+    for {op, type, route, [{0, _, _, _, _, _, _, _, library} | _]} <-
+          Native.capabilities(Device.id!(device)),
+        route in [:native, :shape_dependent] and library != nil,
+        into: %{},
+        do: {{op, type}, library}
+  end
+
+  @doc """
   The plan for `Cascade.<op>(args..., opts)`, without running it: a map with the op, the
-  device, the route (`:native`, `:decomposed` or `:cpu_fallback`), the result's type and shape,
-  the reason when the route is not native, the bytes a fallback would move, and for a
-  decomposed op its `:steps`, each planned the same way. Arguments are checked as the op
+  device, the route (`:native`, `:decomposed` or `:cpu_fallback`), the `:library` that runs a
+  native or fallback step (see `libraries/1`), the result's type and shape, the reason when the
+  route is not native, the bytes a fallback would move, and for a decomposed op its `:steps`,
+  each planned the same way. Arguments are checked as the op
   itself checks them. The batched dot is `explain(:dot, [a, contract_a, batch_a, b,
   contract_b, batch_b])`.
 
@@ -703,22 +724,29 @@ defmodule Cascade do
 
   @doc """
   How many times each op ran on each device by each route, and the bytes each route moved
-  between devices: `%{{device, op, route} => %{calls: n, bytes: b}}`. Steps of decompositions
+  between devices: `%{{device, op, route} => %{calls: n, bytes: b}}`; native entries also
+  say which library ran the calls, `libraries: %{"avx512" => n, "portable" => m}` (see
+  `libraries/1`). Steps of decompositions
   count as ops of their own; explicit transfers appear as `{device, :transfer, :transfer}`.
   Nx callbacks that `Cascade.Backend` runs on `Nx.BinaryBackend` appear as
   `{device, nx_callback, :binary_fallback}`.
 
       iex> Cascade.add(Cascade.tensor([1.0]), Cascade.tensor([2.0]))
-      iex> %{calls: calls, bytes: 0} = Cascade.stats()[{:cpu, :add, :native}]
-      iex> calls >= 1
+      iex> %{calls: calls, bytes: 0, libraries: %{"portable" => n}} = Cascade.stats()[{:cpu, :add, :native}]
+      iex> calls >= 1 and n >= 1
       true
 
   The counters are the node's: other processes' calls count too.
   """
-  @spec stats() :: %{{Device.t(), atom, atom} => %{calls: integer, bytes: integer}}
+  @spec stats() :: %{{Device.t(), atom, atom} => map}
   def stats do
-    for {device, op, route, calls, bytes} <- Native.stats(), into: Cascade.Fallback.stats() do
-      {{device, op, route}, %{calls: calls, bytes: bytes}}
+    for {device, op, route, calls, bytes, libraries} <- Native.stats(),
+        into: Cascade.Fallback.stats() do
+      value = %{calls: calls, bytes: bytes}
+
+      value = if route == :native, do: Map.put(value, :libraries, Map.new(libraries)), else: value
+
+      {{device, op, route}, value}
     end
   end
 

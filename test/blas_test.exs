@@ -31,7 +31,9 @@ defmodule CascadeBlasTest do
   test "the device is listed: host memory, a cpu, OpenBLAS and its threads named" do
     assert %{available: true, driver: :blas, kind: "cpu", host_memory: true} = @blas
     assert @blas.name =~ "OpenBLAS"
-    assert @blas.detail =~ ~r/\d+ threads shared by all callers, OpenBLAS single-threaded in each/
+    assert @blas.detail =~ ~r/\d+ threads; OpenBLAS: dot, dense, conv2d; /
+    assert Cascade.libraries(:blas)[{:dot, :f32}] == "openblas"
+    assert Cascade.libraries(:blas)[{:exp, :f32}] in ["avx512", "avx2", "portable"]
   end
 
   test "dot on :blas runs natively there and agrees with the cpu" do
@@ -43,7 +45,9 @@ defmodule CascadeBlasTest do
     assert got.device == :blas
     assert got.shape == {37, 29}
     assert close?(got, want, 1.0e-5)
-    assert Cascade.stats()[{:blas, :dot, :native}] == %{calls: 1, bytes: 0}
+
+    assert Cascade.stats()[{:blas, :dot, :native}] ==
+             %{calls: 1, bytes: 0, libraries: %{"openblas" => 1}}
 
     assert %{route: :native, device: :blas} =
              Cascade.explain(:dot, [

@@ -328,8 +328,6 @@ defmodule CascadeCapabilityHonestyTest do
 
     cond do
       driver == :test -> :bitwise
-      # blas runs the cpu's kernels for everything but the GEMMs (dot, dense, conv2d)
-      driver == :blas and op not in [:dot, :dense, :conv2d] -> :bitwise
       type not in @float_types -> :exact
       kind == :layout -> :bitwise
       kind in [:compare, :logical, :select, :cast, :argreduce] -> :exact

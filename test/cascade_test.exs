@@ -486,6 +486,25 @@ defmodule CascadeTest do
       assert Cascade.Device.default() == :cpu
       assert Cascade.zeros({1}).device == :cpu
     end
+
+    test "the default device: :host, the fastest device in host memory" do
+      # the application's default (the test config names :cpu for the other tests)
+      assert Mix.Project.get!().application()[:env][:default_device] == :host
+      blas? = Enum.any?(Cascade.devices(), &(&1.device == :blas and &1.available))
+      host = if blas?, do: :blas, else: :cpu
+      assert Cascade.Device.host() == host
+      assert Cascade.with_device(:host, fn -> Cascade.iota({2}).device end) == host
+      assert Cascade.tensor([1.0], device: :host).device == host
+      assert Cascade.transfer(Cascade.tensor([1.0]), :host).device == host
+
+      try do
+        assert Cascade.put_default_device(:host) == :ok
+        assert Cascade.Device.default() == host
+        assert Cascade.zeros({1}).device == host
+      after
+        Cascade.put_default_device(:cpu)
+      end
+    end
   end
 
   describe "Inspect" do

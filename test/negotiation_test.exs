@@ -72,7 +72,7 @@ defmodule CascadeNegotiationTest do
       assert c.device == :test
       assert Cascade.to_list(c) == [2.0, 4.0]
       stats = Cascade.stats()
-      assert stats[{:test, :add, :native}] == %{calls: 1, bytes: 0}
+      assert stats[{:test, :add, :native}] == %{calls: 1, bytes: 0, libraries: %{"test" => 1}}
       refute Map.has_key?(stats, {:test, :add, :cpu_fallback})
       assert %{route: :native, device: :test} = Cascade.explain(:add, [a, a])
     end

@@ -38,6 +38,39 @@ static void count(const cx_device *dev, int op, cx_route r, long long bytes) {
     if (bytes) atomic_fetch_add_explicit(&stat_bytes[dev->id][op][r], bytes, memory_order_relaxed);
 }
 
+/* Native calls by library: a few slots per (device, op), each a driver's static name claimed once.
+ */
+#define LIB_SLOTS 4
+static _Atomic(const char *) lib_name[CX_MAX_DEVICES][CX_OP_COUNT][LIB_SLOTS];
+static _Atomic long long lib_calls[CX_MAX_DEVICES][CX_OP_COUNT][LIB_SLOTS];
+
+static void count_library(const cx_device *dev, int op, const char *library) {
+    if (!library || op < 0 || op >= CX_OP_COUNT) return;
+    for (int k = 0; k < LIB_SLOTS; k++) {
+        const char *have = atomic_load(&lib_name[dev->id][op][k]);
+        if (!have && atomic_compare_exchange_strong(&lib_name[dev->id][op][k], &have, library))
+            have = library;
+        if (have == library || strcmp(have, library) == 0) {
+            atomic_fetch_add_explicit(&lib_calls[dev->id][op][k], 1, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
+int cx_stats_libraries(int device_id, int op, const char **names, long long *calls, int max) {
+    if (device_id < 0 || device_id >= CX_MAX_DEVICES || op < 0 || op >= CX_OP_COUNT) return 0;
+    int n = 0;
+    for (int k = 0; k < LIB_SLOTS && n < max; k++) {
+        const char *name = atomic_load(&lib_name[device_id][op][k]);
+        long long c = atomic_load(&lib_calls[device_id][op][k]);
+        if (name && c > 0) {
+            names[n] = name;
+            calls[n++] = c;
+        }
+    }
+    return n;
+}
+
 cx_stat cx_stats_get(int device_id, int op, cx_route route) {
     cx_stat s = {0, 0};
     if (device_id < 0 || device_id >= CX_MAX_DEVICES || op < 0 || op > CX_OP_COUNT ||
@@ -55,6 +88,9 @@ void cx_stats_reset(void) {
                 atomic_store(&stat_calls[d][o][r], 0);
                 atomic_store(&stat_bytes[d][o][r], 0);
             }
+    for (int d = 0; d < CX_MAX_DEVICES; d++)
+        for (int o = 0; o < CX_OP_COUNT; o++)
+            for (int k = 0; k < LIB_SLOTS; k++) atomic_store(&lib_calls[d][o][k], 0);
 }
 
 void cx_stats_count_transfer(int device_id, long long bytes) {
@@ -189,6 +225,33 @@ static void describe_types(const cx_dtype *types, int n_in, char *buf, size_t le
     if (n_in == 0) snprintf(buf, len, "a %s result", cx_dtype_name(types[0]));
 }
 
+/* What runs op natively on dev for inputs `in` in the compute types: the driver's answer, or its
+ * name. */
+static const char *library_of(cx_device *dev, cx_op_id op, const cx_desc *in, int n_in,
+                              const cx_dtype *compute, const cx_params *ps) {
+    const char *lib = NULL;
+    if (dev->driver->library) {
+        cx_desc d[8];
+        if (n_in <= 8) {
+            for (int k = 0; k < n_in; k++) {
+                d[k] = in[k];
+                d[k].dtype = compute[k];
+            }
+            lib = dev->driver->library(dev->ctx, op, d, n_in, ps);
+        }
+    }
+    return lib ? lib : dev->driver_name;
+}
+
+/* The library of a route: the device's for native, the cpu's for cpu_fallback. */
+static const char *route_library(cx_device *dev, cx_route route, cx_op_id op, const cx_desc *in,
+                                 int n_in, const cx_dtype *compute, const cx_params *ps) {
+    if (route == CX_ROUTE_NATIVE) return library_of(dev, op, in, n_in, compute, ps);
+    if (route == CX_ROUTE_FALLBACK && cx_op_table[op].kind != CX_KIND_COMPOSITE)
+        return library_of(cx_device_cpu(), op, in, n_in, compute, ps);
+    return NULL;
+}
+
 /* True when not one step of the decomposition of composite `op` would run natively on `dev`:
  * then moving the composite's inputs to the cpu once beats moving every step's. */
 static bool decomposition_all_moved(cx_device *dev, cx_op_id op, const cx_desc *in, int n_in,
@@ -291,6 +354,7 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
     if (choose_route(plan->device, op, descs, n_in, n_in ? plan->compute : &plan->out.dtype, ps,
                      &plan->route, plan->reason, sizeof plan->reason, st) != CX_OK)
         return st->code;
+    plan->library = route_library(plan->device, plan->route, op, descs, n_in, plan->compute, ps);
     double out_n = (double)cx_desc_numel(&plan->out);
     cost += out_n;
     if (op == CX_OP_DOT) {
@@ -345,8 +409,10 @@ static cx_code run_native(const cx_plan *plan, cx_tensor *const *in, int n_in, c
     if ((rc = cx_tensor_init(out, dev, &plan->out, st)) != CX_OK) goto done;
     if ((rc = dev->driver->execute(dev->ctx, plan->op, args, n_in, ps, out, st)) != CX_OK)
         cx_tensor_free(out);
-    else
+    else {
         count(dev, plan->op, CX_ROUTE_NATIVE, 0);
+        count_library(dev, plan->op, plan->library);
+    }
 done:
     for (int k = 0; k < n_in && casts; k++)
         if (casts[k]) {
@@ -519,6 +585,7 @@ cx_code cx_explain_at(cx_op_id op, cx_device *device, const cx_desc *in, int n_i
     if (choose_route(device, op, in, n_in, n_in ? compute : &out->dtype, ps, &s->route, s->reason,
                      sizeof s->reason, st) != CX_OK)
         return st->code;
+    s->library = route_library(device, s->route, op, in, n_in, compute, ps);
     if (s->route == CX_ROUTE_FALLBACK && cx_desc_numel(out) > 0)
         s->bytes_moved = (device->props.host_memory ? 0 : input_bytes(in, n_in)) +
                          (device->props.host_memory ? 0
@@ -584,6 +651,9 @@ cx_code cx_capability(cx_device *device, cx_op_id op, cx_dtype t, cx_route *rout
     if (!s) return st->code;
     s->op = op;
     s->device = device;
+    s->library = route_library(
+        device, c != CX_CAP_NO || device == cx_device_cpu() ? CX_ROUTE_NATIVE : CX_ROUTE_FALLBACK,
+        op, in, n, types, NULL);
     if (c == CX_CAP_NATIVE) {
         *route = CX_ROUTE_NATIVE;
     } else if (c == CX_CAP_SHAPE) {

@@ -33,7 +33,8 @@ typedef struct {
     cx_dtype compute[CX_MAX_INPUTS];
     /* Rough count of element operations: decides where the NIF layer runs the op. */
     double cost;
-    char reason[192]; /* why the route is not native */
+    char reason[192];    /* why the route is not native */
+    const char *library; /* what runs it: the driver's answer (driver.h), the cpu's on fallback */
 } cx_plan;
 
 /* Checks the op on these inputs (or, for creation ops, on `device`), normalises `ps` and
@@ -60,6 +61,7 @@ typedef struct {
     long long bytes_moved; /* cpu_fallback: bytes copied to the cpu and back */
     bool shape_dependent;  /* capabilities: native for some shapes only (refine decides) */
     char reason[192];
+    const char *library; /* native and cpu_fallback steps: what runs it (NULL: decomposed) */
 } cx_step;
 
 typedef struct {
@@ -93,6 +95,9 @@ typedef struct {
 
 /* Counters of the op (or CX_OP_COUNT for explicit transfers) on the device by route. */
 cx_stat cx_stats_get(int device_id, int op, cx_route route);
+/* The native calls of the op on the device by the library that ran them: up to `max` names
+ * and counts; returns how many. */
+int cx_stats_libraries(int device_id, int op, const char **names, long long *calls, int max);
 void cx_stats_reset(void);
 /* Counts an explicit transfer of `bytes` onto device_id. */
 void cx_stats_count_transfer(int device_id, long long bytes);

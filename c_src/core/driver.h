@@ -11,7 +11,7 @@
  * A driver has a context (from probe) and one or more devices, each with its own context (from
  * open_device); every call after that gets the device's context.
  *
- * ABI 3 added download_async (optional). */
+ * ABI 3 added download_async (optional); ABI 4 library (optional). */
 #ifndef CX_DRIVER_H
 #define CX_DRIVER_H
 
@@ -20,7 +20,7 @@
 
 #include "ops.h"
 
-#define CX_DRIVER_ABI 3
+#define CX_DRIVER_ABI 4
 
 struct cx_tensor;
 
@@ -78,6 +78,12 @@ typedef struct cx_driver {
      * will not run; CX_EUNSUPPORTED asks the caller to use `download` for this one. */
     cx_code (*download_async)(void *dev, void *dst, const void *src, size_t bytes,
                               cx_download_done done, void *ctx, cx_status *st);
+    /* Optional; NULL means the driver's own name. The library that runs `op` natively on inputs
+     * of these descriptions (compute types) and parameters -- "openblas", "avx512", "portable"
+     * -- as execute would run it: users read it in explain, stats and capabilities. A static
+     * string; `ps` may be NULL (capabilities: every axis, the defaults). */
+    const char *(*library)(void *dev, cx_op_id op, const cx_desc *in, int n_in,
+                           const cx_params *ps);
 } cx_driver;
 
 typedef const cx_driver *(*cx_driver_entry_fn)(void);

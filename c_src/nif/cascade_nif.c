@@ -628,16 +628,22 @@ static ERL_NIF_TERM devices_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return list;
 }
 
-/* [{depth, op, device, route, type, shape, bytes_moved, reason}] for explain and capabilities */
+/* [{depth, op, device, route, type, shape, bytes_moved, reason, library | nil}] for explain and
+ * capabilities */
 static ERL_NIF_TERM make_steps(ErlNifEnv *env, const cx_explain *ex) {
     ERL_NIF_TERM list = enif_make_list(env, 0);
     for (int k = ex->n - 1; k >= 0; k--) {
         const cx_step *s = &ex->steps[k];
-        ERL_NIF_TERM row[8] = {enif_make_int(env, s->depth),         am_op_name[s->op],
-                               make_device(env, s->device),          am_route[s->route],
-                               make_type(env, s->out.dtype),         make_shape(env, &s->out),
-                               enif_make_int64(env, s->bytes_moved), make_string(env, s->reason)};
-        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 8), list);
+        ERL_NIF_TERM row[9] = {enif_make_int(env, s->depth),
+                               am_op_name[s->op],
+                               make_device(env, s->device),
+                               am_route[s->route],
+                               make_type(env, s->out.dtype),
+                               make_shape(env, &s->out),
+                               enif_make_int64(env, s->bytes_moved),
+                               make_string(env, s->reason),
+                               s->library ? make_string(env, s->library) : am_nil};
+        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 9), list);
     }
     return list;
 }
@@ -698,7 +704,8 @@ static ERL_NIF_TERM capabilities_nif(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return list;
 }
 
-/* [{device, op | :transfer, route, calls, bytes}] for every counter that is not zero */
+/* [{device, op | :transfer, route, calls, bytes, [{library, calls}]}] for every counter that is
+ * not zero; the libraries for the native route */
 static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     (void)argv;
@@ -708,11 +715,24 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
             for (int r = CX_ROUTE_COUNT - 1; r >= 0; r--) {
                 cx_stat s = cx_stats_get(d, op, (cx_route)r);
                 if (s.calls == 0) continue;
-                ERL_NIF_TERM row[5] = {make_device(env, cx_device_get(d)), am_op_name[op],
+                ERL_NIF_TERM libs = enif_make_list(env, 0);
+                if (r == CX_ROUTE_NATIVE && op < CX_OP_COUNT) {
+                    const char *names[8];
+                    long long calls[8];
+                    int n = cx_stats_libraries(d, op, names, calls, 8);
+                    for (int k = n - 1; k >= 0; k--)
+                        libs = enif_make_list_cell(env,
+                                                   enif_make_tuple2(env, make_string(env, names[k]),
+                                                                    enif_make_int64(env, calls[k])),
+                                                   libs);
+                }
+                ERL_NIF_TERM row[6] = {make_device(env, cx_device_get(d)),
+                                       am_op_name[op],
                                        op == CX_OP_COUNT ? am_transfer : am_route[r],
                                        enif_make_int64(env, s.calls),
-                                       enif_make_int64(env, s.bytes)};
-                list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 5), list);
+                                       enif_make_int64(env, s.bytes),
+                                       libs};
+                list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 6), list);
             }
     return list;
 }

@@ -391,8 +391,8 @@ static void *multiply_many(void *arg) {
 /* The vector kernels (blas_simd.c) on tensors big enough to be split across the four threads, in
  * every float type: elementwise ops on each operand layout (full, one value, a row repeated, a
  * value per row), sums along the last axes, the first ones and all, and the fused softmax,
- * log_softmax, gelu and silu. Where the processor has no AVX2, the cpu kernels run instead and
- * this checks those. */
+ * log_softmax, layer_norm, gelu and silu. Where the processor has no AVX2, the cpu kernels run
+ * instead and this checks those. */
 static void test_vector_kernels(void **state) {
     (void)state;
     static const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16};
@@ -405,6 +405,12 @@ static void test_vector_kernels(void **state) {
         cx_tensor *m = filled(ty, 2, mat, 4), *r = filled(ty, 1, row, 5),
                   *c = filled(ty, 2, col, 6);
         cx_tensor *q = filled(ty, 3, cube, 7);
+        /* an empty operand broadcast with a row: planned (its library asked for), never run */
+        const int64_t none[2] = {0, 517};
+        cx_tensor *e = filled(ty, 2, none, 10);
+        compare(CX_OP_SUBTRACT, (cx_tensor *[]){e, r}, 2, NULL, CX_ROUTE_NATIVE);
+        compare(CX_OP_SUM, &e, 1, NULL, CX_ROUTE_NATIVE);
+        tu_drop(e);
         static const cx_op_id unary[] = {CX_OP_EXP, CX_OP_TANH,      CX_OP_SIGMOID, CX_OP_ERF,
                                          CX_OP_SIN, CX_OP_COS,       CX_OP_EXPM1,   CX_OP_NEGATE,
                                          CX_OP_ABS, CX_OP_RECIPROCAL};
@@ -434,6 +440,16 @@ static void test_vector_kernels(void **state) {
             compare(CX_OP_SOFTMAX, &m, 1, NULL, CX_ROUTE_NATIVE);
             compare(CX_OP_LOG_SOFTMAX, &m, 1, NULL, CX_ROUTE_NATIVE);
             compare(CX_OP_SILU, &x, 1, NULL, CX_ROUTE_NATIVE);
+            /* layer_norm over the last axis (gamma, beta rows) and the last two (numbers) */
+            cx_tensor *k0 = filled(ty, 0, one, 8), *k1 = filled(ty, 0, one, 9);
+            cx_params last = {0};
+            cx_param_put_int(&last, CX_P_AXES, 1);
+            compare(CX_OP_LAYER_NORM, (cx_tensor *[]){m, r, r}, 3, &last, CX_ROUTE_NATIVE);
+            cx_params two = {0};
+            cx_param_put_ints(&two, CX_P_AXES, (const int64_t[]){1, 2}, 2);
+            compare(CX_OP_LAYER_NORM, (cx_tensor *[]){q, k0, k1}, 3, &two, CX_ROUTE_NATIVE);
+            tu_drop(k0);
+            tu_drop(k1);
             compare(CX_OP_GELU, &x, 1, NULL, CX_ROUTE_NATIVE);
             cx_params tanh_form = {0};
             cx_param_put_int(&tanh_form, CX_P_APPROXIMATE, 1);

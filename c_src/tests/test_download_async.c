@@ -47,7 +47,7 @@ static void expect_pattern(const unsigned char *got, size_t bytes, const char *p
 
 static void only_the_test_driver_downloads_asynchronously(void **state) {
     (void)state;
-    assert_int_equal(test->driver->abi, 3);
+    assert_int_equal(test->driver->abi, CX_DRIVER_ABI);
     assert_non_null(test->driver->download_async);
     assert_null(cpu->driver->download_async);
     cx_tensor *c = tu_tensor(CX_F32, 1, TU_SHAPE(2), TU_VALUES(1, 2));

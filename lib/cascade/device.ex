@@ -6,13 +6,19 @@ defmodule Cascade.Device do
   and by `{driver, index}` for the others (`{:opencl, 1}`); `{:opencl, 0}` is the same device
   as `:opencl`.
 
+  `:host` names the fastest device that computes in the machine's own memory: `:blas`
+  (OpenBLAS for products and convolutions, vector kernels chosen for the processor at run
+  time for the rest) where it loaded, else `:cpu` (portable C, the reference every other
+  driver is checked against). It is the default device unless configured otherwise, and it
+  is resolved when used: tensors carry the device it stands for.
+
   The device that creation functions use when no `device:` is given is, in order:
 
     1. the one set for the calling process with `Cascade.with_device/2`, or for the process
        that started it (tasks started inside `with_device/2` inherit it, through `$callers`);
     2. the one set for the node with `Cascade.put_default_device/1`;
     3. `config :cascade, default_device: ...`;
-    4. `:cpu`.
+    4. `:host`.
 
   Operations run on the device of their inputs; tensors on different devices must be moved
   with `Cascade.transfer/2` first.
@@ -78,7 +84,28 @@ defmodule Cascade.Device do
   end
 
   defp normalize({driver, 0}) when is_atom(driver), do: driver
+  defp normalize(:host), do: host()
   defp normalize(device), do: device
+
+  @doc """
+  The device `:host` stands for: `:blas` where it is available, else `:cpu`.
+
+      iex> Cascade.Device.host() in [:blas, :cpu]
+      true
+  """
+  @spec host() :: :blas | :cpu
+  def host do
+    case :persistent_term.get({__MODULE__, :host}, nil) do
+      nil ->
+        available = for {_, d, _, true, _, _} <- Cascade.Native.devices(), do: d
+        host = if :blas in available, do: :blas, else: :cpu
+        :persistent_term.put({__MODULE__, :host}, host)
+        host
+
+      host ->
+        host
+    end
+  end
 
   defp driver_of({driver, _}), do: driver
   defp driver_of(driver), do: driver
@@ -101,7 +128,7 @@ defmodule Cascade.Device do
 
   defp node_default do
     case :persistent_term.get({__MODULE__, :default}, nil) do
-      nil -> Application.get_env(:cascade, :default_device, :cpu)
+      nil -> normalize(Application.get_env(:cascade, :default_device, :host))
       device -> device
     end
   end

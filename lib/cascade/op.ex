@@ -104,11 +104,12 @@ defmodule Cascade.Op do
     root
   end
 
-  defp nest([{depth, op, device, route, type, shape, bytes, reason} | rest], depth) do
+  defp nest([{depth, op, device, route, type, shape, bytes, reason, library} | rest], depth) do
     {children, rest} = nest(rest, depth + 1)
 
     step =
       %{op: op, device: device, route: route, type: type, shape: shape}
+      |> put_if(library != nil, :library, library)
       |> put_if(reason != "", :reason, reason)
       |> put_if(route == :cpu_fallback, :bytes_moved, bytes)
       |> put_if(route == :decomposed, :steps, children)

@@ -66,8 +66,8 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     props->host_memory = true;
     const simd_table *simd = blas_simd();
     snprintf(props->detail, sizeof props->detail,
-             "%d threads; OpenBLAS: dot, dense, conv2d; %s%s: elementwise, sum, softmax, gelu, "
-             "silu; the rest: cpu kernels",
+             "%d threads; OpenBLAS: dot, dense, conv2d; %s%s: elementwise, sum, softmax, "
+             "layer_norm, gelu, silu; the rest: cpu kernels",
              blas_threads, simd ? simd->name : "cpu kernels (no AVX2)", simd ? " + SLEEF" : "");
     return CX_OK;
 }
@@ -97,6 +97,11 @@ static bool is_float32ish(cx_dtype t) {
 static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
+    if (op == CX_OP_LAYER_NORM)
+        return blas_simd() && n_in == 3 && is_float32ish(types[0]) && types[1] == types[0] &&
+                       types[2] == types[0]
+                   ? CX_CAP_SHAPE
+                   : CX_CAP_NO;
     if (op == CX_OP_CONV2D)
         return n_in == 2 && is_float(types[0]) && types[1] == types[0] ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_DENSE)
@@ -122,6 +127,13 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
                  cx_op_table[op].name);
         return false;
     }
+    if (op == CX_OP_LAYER_NORM) {
+        if (blas_simd_layer_norm_fits(in, n_in, ps)) return true;
+        snprintf(reason, len,
+                 "the fused layer_norm normalises the last axes, with gamma and beta of their "
+                 "size or one value");
+        return false;
+    }
     if (op != CX_OP_DENSE) return true;
     int64_t k = in[1].shape[0], n = in[1].shape[1], m = 1;
     for (int a = 0; a + 1 < in[0].rank; a++) m *= in[0].shape[a];
@@ -141,9 +153,23 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                    ? CX_OK
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
                              cx_op_table[op].name);
+    if (op == CX_OP_LAYER_NORM)
+        return blas_simd_layer_norm(in, ps, out)
+                   ? CX_OK
+                   : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of layer_norm");
     if (op == CX_OP_SUM && n_in == 1 && blas_simd_sum(in[0], ps, out)) return CX_OK;
     if (blas_simd_elementwise(op, in, n_in, out)) return CX_OK;
     return cx_cpu_driver()->execute(NULL, op, in, n_in, ps, out, st);
+}
+
+/* OpenBLAS for the products, the vector kernels where they take the op and its layout
+ * (blas_simd.c), the cpu driver's portable kernels for the rest. */
+static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n_in,
+                                const cx_params *ps) {
+    if (op == CX_OP_DENSE || op == CX_OP_CONV2D) return "openblas";
+    if (op == CX_OP_DOT) return n_in == 2 && is_float(in[0].dtype) ? "openblas" : "portable";
+    const char *simd = blas_simd_library(op, in, n_in, ps);
+    return simd ? simd : "portable";
 }
 
 static const cx_driver blas_driver = {
@@ -161,6 +187,7 @@ static const cx_driver blas_driver = {
     .refine = blas_refine,
     .execute = blas_execute,
     .download_async = NULL, /* host memory: a download is a memcpy */
+    .library = blas_library,
 };
 
 __attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {

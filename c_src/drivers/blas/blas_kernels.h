@@ -56,6 +56,13 @@ bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out);
  * when the processor has a table; false also when a buffer could not be allocated */
 bool blas_simd_fused_fits(cx_op_id op, const cx_desc *in, const cx_params *ps);
 bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out);
+/* layer_norm over the last axes, x, gamma and beta of one type (f32, f16, bf16), gamma and beta
+ * a row of the normalised size or one value */
+bool blas_simd_layer_norm_fits(const cx_desc *in, int n_in, const cx_params *ps);
+bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out);
+/* The instruction set's name ("avx512", "avx2") when the vector kernels run op on inputs of these
+ * descriptions and parameters (NULL ps: every axis), NULL when the cpu kernel does. */
+const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
 
 /* Whether a GEMM of these sizes fits OpenBLAS's int dimensions. */
 bool blas_dims_fit(int64_t m, int64_t n, int64_t k);

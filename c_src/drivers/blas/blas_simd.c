@@ -84,28 +84,30 @@ static int view_at(const cx_desc *d, const cx_desc *out, int k) {
     return row ? V_ROW : col ? V_COL : -1;
 }
 
-static bool layout_of(const cx_tensor *const *in, int n_in, const cx_tensor *out, layout *l) {
+static bool layout_of(const cx_desc *in, int n_in, const cx_desc *o, layout *l) {
+    int64_t total = cx_desc_numel(o);
+    if (total <= 0) return false; /* an empty result runs no kernel (nor divides by its size) */
     l->n_in = n_in;
     l->rows = 1;
-    l->cols = out->numel;
+    l->cols = total;
     bool flat = true;
     for (int j = 0; j < n_in; j++) {
-        l->v[j] = in[j]->numel == 1 ? V_ONE : V_FULL;
-        flat = flat && (in[j]->numel == 1 || in[j]->numel == out->numel);
+        int64_t n = cx_desc_numel(&in[j]);
+        l->v[j] = n == 1 ? V_ONE : V_FULL;
+        flat = flat && (n == 1 || n == total);
     }
     if (flat) return true;
-    const cx_desc *o = &out->desc;
     for (int k = 1; k < o->rank; k++) {
         bool ok = true;
         for (int j = 0; j < n_in && ok; j++) {
-            int v = view_at(&in[j]->desc, o, k);
+            int v = view_at(&in[j], o, k);
             ok = v >= 0;
             if (ok) l->v[j] = (view)v;
         }
         if (!ok) continue;
         l->cols = 1;
         for (int a = k; a < o->rank; a++) l->cols *= o->shape[a];
-        l->rows = out->numel / l->cols;
+        l->rows = total / l->cols;
         return true;
     }
     return false;
@@ -216,16 +218,17 @@ static bool is_math(cx_op_id op) {
     }
 }
 
-bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out) {
-    const simd_table *t = blas_simd();
+/* Whether the vector kernels take this op on inputs `in` with the output `out`; sets the layout. */
+static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_in,
+                     const cx_desc *out, layout *l) {
     cx_op_kind kind = cx_op_table[op].kind;
-    if (!t || out->numel == 0) return false;
+    if (!t) return false;
     bool unary = kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT;
     bool binary = kind == CX_KIND_BINARY || kind == CX_KIND_BINARY_FLOAT;
     if (!(unary && n_in == 1) && !(binary && n_in == 2)) return false;
-    cx_dtype type = out->desc.dtype;
+    cx_dtype type = out->dtype;
     for (int j = 0; j < n_in; j++)
-        if (in[j]->desc.dtype != type) return false;
+        if (in[j].dtype != type) return false;
     bool have;
     switch (type) {
     case CX_F32:
@@ -234,10 +237,21 @@ bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx
     case CX_F64: have = unary ? t->unary_f64[op] != NULL : t->binary_f64[op] != NULL; break;
     default: have = false;
     }
+    return have && layout_of(in, n_in, out, l);
+}
+
+bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    cx_desc d[3];
+    if (out->numel == 0 || n_in > 3) return false;
+    for (int j = 0; j < n_in; j++) d[j] = in[j]->desc;
     layout l;
-    if (!have || !layout_of(in, n_in, out, &l)) return false;
-    ew_job j = {
-        t, op, type, unary, &l, in, out, out->numel, is_math(op) ? GRAIN_MATH : GRAIN_CHEAP};
+    if (!ew_takes(t, op, d, n_in, &out->desc, &l)) return false;
+    cx_op_kind kind = cx_op_table[op].kind;
+    bool unary = kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT;
+    ew_job j = {t,     op,         out->desc.dtype,
+                unary, &l,         in,
+                out,   out->numel, is_math(op) ? GRAIN_MATH : GRAIN_CHEAP};
     blas_parallel(parts_for(j.n, j.grain), false, ew_part, &j);
     return true;
 }
@@ -319,29 +333,20 @@ static void finish(const double *acc, cx_tensor *out) {
     }
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
-    const simd_table *t = blas_simd();
-    cx_dtype type = in->desc.dtype;
-    if (!t || in->numel == 0 || out->desc.dtype != type) return false;
+/* Whether the vector sum takes `in` reduced over ps's axes: a float type, and the reduced axes
+ * (less those of size 1) the last ones (inner: each row summed) or the first ones (each column). */
+static bool sum_takes(const simd_table *t, const cx_desc *in, const cx_params *ps, bool *inner) {
+    cx_dtype type = in->dtype;
+    if (!t || cx_desc_numel(in) == 0) return false;
     if (type != CX_F32 && type != CX_F64 && type != CX_F16 && type != CX_BF16) return false;
-    /* the reduced axes, less those of size 1, must be the last ones or the first ones */
     const cx_param *axes = &ps->p[CX_P_AXES];
-    int rank = in->desc.rank;
+    int rank = in->rank;
     bool reduced[CX_MAX_RANK] = {false};
-    int64_t ax[CX_MAX_RANK];
-    int n_ax = axes->n < CX_MAX_RANK ? axes->n : CX_MAX_RANK;
-    memcpy(ax, axes->i, sizeof(int64_t) * (size_t)n_ax);
-    qsort(ax, (size_t)n_ax, sizeof ax[0], cmp_i64);
-    for (int k = 0; k < n_ax; k++)
-        if (ax[k] >= 0 && ax[k] < rank) reduced[ax[k]] = true;
+    for (int k = 0; k < axes->n && k < CX_MAX_PARAM_INTS; k++)
+        if (axes->i[k] >= 0 && axes->i[k] < rank) reduced[axes->i[k]] = true;
     int last_kept = -1, first_kept = rank, last_red = -1, first_red = rank;
     for (int a = 0; a < rank; a++) {
-        if (in->desc.shape[a] == 1) continue;
+        if (in->shape[a] == 1) continue;
         if (reduced[a]) {
             last_red = a;
             if (first_red == rank) first_red = a;
@@ -350,15 +355,23 @@ bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
             if (first_kept == rank) first_kept = a;
         }
     }
-    sum_job j = {t, in, 1, in->numel, true, NULL};
     if (last_red < 0) return false; /* nothing summed: a copy, left to the cpu kernel */
     if (last_kept < first_red) {
-        j.inner = true; /* kept axes, then reduced ones */
-    } else if (last_red < first_kept) {
-        j.inner = false; /* reduced axes, then kept ones */
-    } else {
-        return false;
+        *inner = true; /* kept axes, then reduced ones */
+        return true;
     }
+    if (last_red < first_kept) {
+        *inner = false; /* reduced axes, then kept ones */
+        return true;
+    }
+    return false;
+}
+
+bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    bool inner;
+    if (out->desc.dtype != in->desc.dtype || !sum_takes(t, &in->desc, ps, &inner)) return false;
+    sum_job j = {t, in, 1, in->numel, inner, NULL};
     int64_t kept = out->numel;
     j.cols = j.inner ? in->numel / kept : kept;
     j.rows = in->numel / j.cols;
@@ -454,4 +467,144 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
     blas_parallel(parts, false, row_part, &j);
     free(j.buf);
     return true;
+}
+
+/* ==== layer_norm ============================================================================== */
+
+typedef struct {
+    const simd_table *t;
+    const cx_tensor *x;
+    cx_tensor *out;
+    const float *g, *b; /* gamma and beta in f32 */
+    int gs, bs;
+    int64_t rows, cols;
+    float eps;
+    float *buf; /* f16/bf16: two rows of f32 per part */
+} norm_job;
+
+static void norm_part(void *ctx, int index, int parts) {
+    const norm_job *j = ctx;
+    cx_dtype type = j->out->desc.dtype;
+    float *in = j->buf ? j->buf + (size_t)index * 2 * (size_t)j->cols : NULL;
+    float *res = in ? in + j->cols : NULL;
+    for (int64_t r = j->rows * index / parts; r < j->rows * (index + 1) / parts; r++) {
+        int64_t off = r * j->cols;
+        if (type == CX_F32) {
+            j->t->layer_norm_f32((float *)j->out->data + off, (const float *)j->x->data + off, j->g,
+                                 j->b, j->gs, j->bs, j->cols, j->eps);
+        } else {
+            widen(type, j->t, (const uint16_t *)j->x->data + off, in, j->cols);
+            j->t->layer_norm_f32(res, in, j->g, j->b, j->gs, j->bs, j->cols, j->eps);
+            narrow(type, j->t, res, (uint16_t *)j->out->data + off, j->cols);
+        }
+    }
+}
+
+bool blas_simd_layer_norm_fits(const cx_desc *in, int n_in, const cx_params *ps) {
+    if (n_in != 3 || !blas_simd()) return false;
+    cx_dtype type = in[0].dtype;
+    if ((type != CX_F32 && type != CX_F16 && type != CX_BF16) || in[1].dtype != type ||
+        in[2].dtype != type)
+        return false;
+    /* the normalised axes are the last ones, in order */
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    int rank = in[0].rank;
+    if (axes->n < 1 || axes->n > rank) return false;
+    int64_t cols = 1;
+    for (int k = 0; k < axes->n; k++) {
+        if (axes->i[k] != rank - axes->n + k) return false;
+        cols *= in[0].shape[axes->i[k]];
+    }
+    /* gamma and beta: a row of the normalised size, or one value */
+    for (int k = 1; k < 3; k++) {
+        int64_t n = cx_desc_numel(&in[k]);
+        if (n != 1 && n != cols) return false;
+    }
+    return true;
+}
+
+/* gamma or beta as f32: in place, or widened into dst */
+static const float *as_f32(const simd_table *t, const cx_tensor *p, float *dst) {
+    if (p->desc.dtype == CX_F32) return p->data;
+    widen(p->desc.dtype, t, p->data, dst, p->numel);
+    return dst;
+}
+
+bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    cx_desc d[3] = {in[0]->desc, in[1]->desc, in[2]->desc};
+    if (!blas_simd_layer_norm_fits(d, 3, ps) || out->desc.dtype != d[0].dtype) return false;
+    if (out->numel == 0) return true;
+    norm_job j = {t,
+                  in[0],
+                  out,
+                  NULL,
+                  NULL,
+                  in[1]->numel != 1,
+                  in[2]->numel != 1,
+                  0,
+                  0,
+                  (float)ps->p[CX_P_EPSILON].f,
+                  NULL};
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    j.cols = 1;
+    for (int k = 0; k < axes->n; k++) j.cols *= d[0].shape[axes->i[k]];
+    j.rows = out->numel / j.cols;
+    int parts = parts_for(out->numel, GRAIN_CHEAP / 4);
+    if (parts > j.rows) parts = (int)j.rows;
+    bool half = d[0].dtype != CX_F32;
+    size_t extra = half ? (size_t)(in[1]->numel + in[2]->numel) + 2 * (size_t)j.cols * parts : 0;
+    float *mem = extra ? malloc(sizeof(float) * extra) : NULL;
+    if (half && !mem) return false;
+    if (half) {
+        j.g = as_f32(t, in[1], mem);
+        j.b = as_f32(t, in[2], mem + in[1]->numel);
+        j.buf = mem + in[1]->numel + in[2]->numel;
+    } else {
+        j.g = in[1]->data;
+        j.b = in[2]->data;
+    }
+    blas_parallel(parts, false, norm_part, &j);
+    free(mem);
+    return true;
+}
+
+/* ==== which library runs what ================================================================ */
+
+/* The broadcast shape of the inputs: the elementwise ops' output. */
+static void broadcast_desc(const cx_desc *in, int n_in, cx_desc *out) {
+    *out = in[0];
+    for (int j = 1; j < n_in; j++) {
+        int rank = in[j].rank > out->rank ? in[j].rank : out->rank;
+        cx_desc r = *out;
+        r.rank = rank;
+        for (int a = 0; a < rank; a++) {
+            int ka = a - (rank - out->rank), kb = a - (rank - in[j].rank);
+            int64_t x = ka >= 0 ? out->shape[ka] : 1, y = kb >= 0 ? in[j].shape[kb] : 1;
+            r.shape[a] = x == 1 ? y : x;
+        }
+        *out = r;
+    }
+}
+
+const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps) {
+    const simd_table *t = blas_simd();
+    if (!t || n_in < 1 || n_in > 3) return NULL;
+    if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU ||
+        op == CX_OP_LAYER_NORM)
+        return t->name;
+    if (op == CX_OP_SUM) {
+        bool inner;
+        cx_params all = {0};
+        if (!ps) {
+            for (int a = 0; a < in[0].rank; a++) all.p[CX_P_AXES].i[a] = a;
+            all.p[CX_P_AXES].n = in[0].rank;
+            ps = &all;
+        }
+        return sum_takes(t, &in[0], ps, &inner) ? t->name : NULL;
+    }
+    cx_desc out;
+    broadcast_desc(in, n_in, &out);
+    layout l;
+    return ew_takes(t, op, in, n_in, &out, &l) ? t->name : NULL;
 }

@@ -40,6 +40,9 @@ typedef struct {
     void (*sum_row_f64)(double *acc, const double *a, int64_t n);
     /* fused rows of n: softmax (or log_softmax when `log`) of one row; o may be a */
     void (*softmax_f32)(float *o, const float *a, int64_t n, int log);
+    /* layer_norm of a row of n; gamma and beta rows of n (gs, bs = 1) or one value (0) */
+    void (*layer_norm_f32)(float *o, const float *x, const float *g, const float *b, int gs, int bs,
+                           int64_t n, float eps);
     /* gelu (the tanh approximation when tanh_approx) and silu of n values */
     void (*gelu_f32)(float *o, const float *a, int64_t n, int tanh_approx);
     void (*silu_f32)(float *o, const float *a, int64_t n);

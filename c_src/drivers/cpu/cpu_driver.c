@@ -94,6 +94,11 @@ static cx_code cpu_execute(void *ctx, cx_op_id op, const cx_tensor *const *in, i
     return cx_fail(st, CX_EUNSUPPORTED, "cpu: no kernel for %s", cx_op_table[op].name);
 }
 
+static const char *cpu_library(void *ctx, cx_op_id op, const cx_desc *in, int n_in,
+                               const cx_params *ps) {
+    return "portable";
+}
+
 static const cx_driver cpu_driver = {
     .abi = CX_DRIVER_ABI,
     .name = "cpu",
@@ -108,6 +113,7 @@ static const cx_driver cpu_driver = {
     .capability = cpu_capability,
     .execute = cpu_execute,
     .download_async = NULL, /* host memory: a download is a memcpy */
+    .library = cpu_library,
 };
 
 const cx_driver *cx_cpu_driver(void) {

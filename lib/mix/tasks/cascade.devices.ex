@@ -4,7 +4,9 @@ defmodule Mix.Tasks.Cascade.Devices do
   @moduledoc """
   Lists every device of every driver Cascade was asked to load — available or not, and why
   not — and prints, for each available device, the capability matrix: one row per op, one
-  column per type, each cell saying what the dispatcher does with that op on that device.
+  column per type, each cell saying what the dispatcher does with that op on that device,
+  and the libraries that run its native cells (`Cascade.libraries/1`: `portable` C,
+  `openblas`, the `avx512` or `avx2` vector kernels, or the driver's own).
 
       mix cascade.devices [--device DEVICE] [--ops]
 
@@ -45,7 +47,7 @@ defmodule Mix.Tasks.Cascade.Devices do
 
       if opts[:ops],
         do: IO.puts(degraded(d, caps)),
-        else: IO.puts(matrix(d, caps))
+        else: IO.puts(matrix(d, caps, Cascade.libraries(d.device)))
     end
   end
 
@@ -79,17 +81,16 @@ defmodule Mix.Tasks.Cascade.Devices do
     table(["device", "available", "kind", "memory", "details"], rows)
   end
 
-  defp matrix(d, caps) do
+  defp matrix(d, caps, libraries) do
     ops = Cascade.__ops__()
 
     rows =
       for op <- ops do
         cells = for t <- @types, do: cell(Map.get(caps, {op.name, t}))
+        libs = for(t <- @types, l = libraries[{op.name, t}], do: l) |> Enum.uniq()
 
-        [
-          to_string(op.name),
-          if(op.kind == :composite, do: "composite", else: "primitive") | cells
-        ]
+        [to_string(op.name), if(op.kind == :composite, do: "composite", else: "primitive")] ++
+          cells ++ [Enum.join(libs, ", ")]
       end
 
     counts =
@@ -101,7 +102,7 @@ defmodule Mix.Tasks.Cascade.Devices do
 
     "#{name(d.device)} (#{d.name}) — N native, S some shapes, D decomposed, " <>
       "d decomposed with cpu steps, C cpu fallback, . type not taken\n" <>
-      table(["op", "kind" | Enum.map(@types, &to_string/1)], rows) <>
+      table(["op", "kind" | Enum.map(@types, &to_string/1)] ++ ["library"], rows) <>
       "\n(op, type) pairs: " <> counts
   end
 

@@ -381,6 +381,31 @@ F32_UNARY(gelu, gelu_vf(x))
 F32_UNARY(gelu_tanh, gelu_tanh_vf(x))
 F32_UNARY(silu, vf_mul(x, sigmoid_vf(x)))
 
+/* layer_norm of one row of n: the mean and the variance accumulate in double, then
+ * (x - mean) * (1 / sqrt(variance + eps)) * gamma + beta in f32 as the decomposition does; gamma
+ * and beta are rows of n (gs, bs = 1) or one value each */
+static void layer_norm_f32(float *restrict o, const float *restrict x, const float *restrict g,
+                           const float *restrict b, int gs, int bs, int64_t n, float eps) {
+    if (n == 0) return;
+    float m = (float)(sum_f32(x, n) / (double)n);
+    vd vm = vd_set((double)m), s0 = vd_set(0), s1 = vd_set(0);
+    int64_t i = 0;
+    for (; i + 2 * DW <= n; i += 2 * DW) {
+        vd d0 = vd_sub(vd_from_f32(vf_half_load(x + i)), vm);
+        vd d1 = vd_sub(vd_from_f32(vf_half_load(x + i + DW)), vm);
+        s0 = vd_add(s0, vd_mul(d0, d0));
+        s1 = vd_add(s1, vd_mul(d1, d1));
+    }
+    double v = vd_reduce_add(vd_add(s0, s1));
+    for (; i < n; i++) v += ((double)x[i] - m) * ((double)x[i] - m);
+    float inv = 1.0f / sqrtf((float)(v / (double)n) + eps);
+    if (gs && bs) {
+        for (int64_t k = 0; k < n; k++) o[k] = (x[k] - m) * inv * g[k] + b[k];
+    } else {
+        for (int64_t k = 0; k < n; k++) o[k] = (x[k] - m) * inv * g[gs ? k : 0] + b[bs ? k : 0];
+    }
+}
+
 static void gelu_any_f32(float *o, const float *a, int64_t n, int tanh_approx) {
     if (tanh_approx)
         gelu_tanh_f32(o, a, n);
@@ -425,6 +450,7 @@ const simd_table SIMD_TABLE = {
     .sum_row_f32 = sum_row_f32,
     .sum_row_f64 = sum_row_f64,
     .softmax_f32 = softmax_f32,
+    .layer_norm_f32 = layer_norm_f32,
     .gelu_f32 = gelu_any_f32,
     .silu_f32 = silu_f32,
 };

@@ -70,7 +70,7 @@ static void the_emulated_device_is_listed_as_a_gpu(void **state) {
     assert_non_null(strstr(cuda->props.name, "emulator"));
     assert_string_equal(cuda->props.kind, "gpu");
     assert_false(cuda->props.host_memory);
-    assert_int_equal(cuda->driver->abi, 3);
+    assert_int_equal(cuda->driver->abi, CX_DRIVER_ABI);
     assert_non_null(cuda->driver->download_async);
 }
 
