@@ -418,7 +418,7 @@ static void row_part(void *ctx, int index, int parts) {
     int64_t span = rows ? j->rows : j->cols, step = rows ? j->cols : CHUNK;
     int64_t lo = span * index / parts, hi = span * (index + 1) / parts;
     if (rows) lo *= j->cols, hi *= j->cols;
-    float *buf = j->buf + (size_t)index * (size_t)step;
+    float *buf = j->buf ? j->buf + (size_t)index * (size_t)step : NULL; /* f16/bf16 only */
     for (int64_t i = lo; i < hi; i += step) {
         int64_t n = hi - i < step ? hi - i : step;
         if (type == CX_F32) {
