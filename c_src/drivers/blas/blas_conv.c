@@ -86,8 +86,8 @@ bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps
     return blas_dims_fit(p, o, k) && (k == 0 || p <= INT64_MAX / 8 / k);
 }
 
-cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
-                    cx_status *st) {
+cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
+                           cx_tensor *out, cx_status *st) {
     if (out->numel == 0) return CX_OK;
     cx_conv_dims v;
     cx_conv_dims_of(&x->desc, &kern->desc, ps, &v);

@@ -66,9 +66,9 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     props->host_memory = true;
     const simd_table *simd = blas_simd();
     snprintf(props->detail, sizeof props->detail,
-             "%d threads; OpenBLAS: dot, dense, conv2d; %s%s: elementwise, sum, softmax, "
-             "layer_norm, gelu, silu; the rest: cpu kernels",
-             blas_threads, simd ? simd->name : "cpu kernels (no AVX2)", simd ? " + SLEEF" : "");
+             "%d threads; OpenBLAS: dot, dense; oneDNN|OpenBLAS: conv2d; %s%s: elementwise, sum, "
+             "softmax, layer_norm, gelu, silu",
+             blas_threads, simd ? simd->name : "cpu kernels (no AVX2)", simd ? "+SLEEF" : "");
     return CX_OK;
 }
 
@@ -166,7 +166,9 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
  * (blas_simd.c), the cpu driver's portable kernels for the rest. */
 static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n_in,
                                 const cx_params *ps) {
-    if (op == CX_OP_DENSE || op == CX_OP_CONV2D) return "openblas";
+    if (op == CX_OP_DENSE) return "openblas";
+    if (op == CX_OP_CONV2D)
+        return n_in == 2 && ps ? blas_conv2d_library(&in[0], &in[1], ps) : "openblas";
     if (op == CX_OP_DOT) return n_in == 2 && is_float(in[0].dtype) ? "openblas" : "portable";
     const char *simd = blas_simd_library(op, in, n_in, ps);
     return simd ? simd : "portable";

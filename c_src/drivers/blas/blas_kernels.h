@@ -15,10 +15,15 @@ cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx
  * all three inputs have the output's float type. */
 cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias, cx_tensor *out,
                    cx_status *st);
-/* blas_conv.c: conv2d as im2col + blas_gemm per image and group, any geometry; both inputs have
- * the output's float type. blas_conv2d_fits: whether the GEMM's dimensions fit OpenBLAS's int. */
+/* blas_dnnl.c: conv2d on oneDNN or im2col + OpenBLAS, whichever measured faster for the shape
+ * class; both inputs have the output's float type. blas_conv2d_library: which one runs next.
+ * blas_conv.c: conv2d as im2col + blas_gemm per image and group, any geometry.
+ * blas_conv2d_fits: whether the GEMM's dimensions fit OpenBLAS's int. */
 cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
                     cx_status *st);
+const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
+cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
+                           cx_tensor *out, cx_status *st);
 bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
 
 /* blas_gemm.c: C = op(A) . op(B) + beta C, row-major, split across the driver's threads. */

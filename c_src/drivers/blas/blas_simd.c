@@ -264,6 +264,7 @@ typedef struct {
     int64_t rows, cols;
     bool inner; /* sum each row (the reduced axes are the last), or each column (the first) */
     double *acc;
+    int slots; /* one row: it is summed in this many slices, whatever the threads that run them */
 } sum_job;
 
 /* n values of t's type from element off, as f32 (in buf) or f64 (in place) */
@@ -301,13 +302,16 @@ static void add_row(const sum_job *j, double *acc, int64_t off, int64_t n) {
     }
 }
 
-/* inner: part `index` sums its share of the rows, or with one row its share of that row into
- * acc[index]; columns: its share of the columns over every row. */
+/* inner: part `index` sums its share of the rows, or with one row the slices index, index +
+ * parts ... of that row, each into its own acc[slice] (so the result does not depend on how many
+ * threads were free); columns: its share of the columns over every row. */
 static void sum_part(void *ctx, int index, int parts) {
     const sum_job *j = ctx;
     if (j->inner && j->rows == 1) {
-        int64_t lo = j->cols * index / parts, hi = j->cols * (index + 1) / parts;
-        j->acc[index] = sum_values(j, lo, hi - lo);
+        for (int k = index; k < j->slots; k += parts) {
+            int64_t lo = j->cols * k / j->slots, hi = j->cols * (k + 1) / j->slots;
+            j->acc[k] = sum_values(j, lo, hi - lo);
+        }
     } else if (j->inner) {
         for (int64_t r = j->rows * index / parts; r < j->rows * (index + 1) / parts; r++)
             j->acc[r] = sum_values(j, r * j->cols, j->cols);
@@ -371,18 +375,19 @@ bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const simd_table *t = blas_simd();
     bool inner;
     if (out->desc.dtype != in->desc.dtype || !sum_takes(t, &in->desc, ps, &inner)) return false;
-    sum_job j = {t, in, 1, in->numel, inner, NULL};
+    sum_job j = {t, in, 1, in->numel, inner, NULL, 1};
     int64_t kept = out->numel;
     j.cols = j.inner ? in->numel / kept : kept;
     j.rows = in->numel / j.cols;
     int parts = parts_for(in->numel, GRAIN_CHEAP);
     if (!j.inner && parts > j.cols / 16) parts = j.cols >= 32 ? (int)(j.cols / 16) : 1;
+    j.slots = parts;
     int64_t slots = j.inner && j.rows == 1 ? parts : kept;
     j.acc = malloc(sizeof(double) * (size_t)(slots > 0 ? slots : 1));
     if (!j.acc) return false;
-    parts = blas_parallel(parts, false, sum_part, &j);
+    blas_parallel(parts, false, sum_part, &j);
     if (j.inner && j.rows == 1)
-        for (int p = 1; p < parts; p++) j.acc[0] += j.acc[p];
+        for (int k = 1; k < j.slots; k++) j.acc[0] += j.acc[k];
     finish(j.acc, out);
     free(j.acc);
     return true;

@@ -16,6 +16,10 @@ SLEEF_LIBS ?= $(or $(shell pkg-config --libs sleef 2>/dev/null),-lsleef)
 SLEEF_FOUND := $(shell printf '\043include <sleef.h>\nint main(void) { return (int)Sleef_expf_u10(0.0f); }\n' | \
   $(CC) $(SLEEF_CFLAGS) -x c - -o /dev/null $(SLEEF_LIBS) -lm 2>/dev/null && echo yes)
 SIMD_X86 := $(findstring x86_64,$(shell $(CC) -dumpmachine))
+# oneDNN (Debian libdnnl-dev) for conv2d: only its headers at build time; the driver loads
+# libdnnl.so.2 with dlopen at the first convolution (blas_dnnl.c).
+DNNL_FOUND := $(shell printf '\043include <dnnl.h>\nint main(void) { return (int)dnnl_success; }\n' | \
+  $(CC) -x c - -o /dev/null 2>/dev/null && echo yes)
 
 ifeq ($(BLAS_FOUND),yes)
 BLAS_SRC := $(wildcard c_src/drivers/blas/*.c)
@@ -26,6 +30,12 @@ ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
 BLAS_OBJ := $(BUILD)/blas/simd_avx2.o $(BUILD)/blas/simd_avx512.o
 BLAS_SIMD_LIBS := $(SLEEF_LIBS)
 BLAS_SIMD_FLAGS := -DCX_HAVE_SIMD $(SLEEF_CFLAGS)
+endif
+# Not in the sanitised build: LeakSanitizer cannot stop libgomp's threads at exit ("Tracer
+# caught signal 11"), and oneDNN's JIT code is not instrumented anyway. The oneDNN path runs in
+# the plain suites and under valgrind.
+ifeq ($(DNNL_FOUND)$(SAN),yes)
+BLAS_SIMD_FLAGS += -DCX_HAVE_DNNL
 endif
 DRIVER_SO += $(BUILD)/cascade_driver_blas.so
 
@@ -42,5 +52,5 @@ $(BUILD)/blas/simd_avx512.o: c_src/drivers/blas/simd/simd_kernels.c $(HEADERS)
 # exports only cx_driver_entry.
 $(BUILD)/cascade_driver_blas.so: $(BLAS_SRC) $(BLAS_OBJ) $(BUILD)/libcascade_core.a $(HEADERS)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(BLAS_CFLAGS) $(BLAS_SIMD_FLAGS) -shared -o $@ $(BLAS_SRC) \
-	  $(BLAS_OBJ) $(BUILD)/libcascade_core.a $(LDFLAGS) $(BLAS_LIBS) $(BLAS_SIMD_LIBS) $(LDLIBS)
+	  $(BLAS_OBJ) $(BUILD)/libcascade_core.a $(LDFLAGS) $(BLAS_LIBS) $(BLAS_SIMD_LIBS) $(LDLIBS) -ldl
 endif

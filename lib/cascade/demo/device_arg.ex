@@ -8,13 +8,18 @@ defmodule Cascade.Demo.DeviceArg do
   @types %{"f32" => :f32, "f16" => :f16, "bf16" => :bf16, "f64" => :f64}
 
   @doc """
-  The device named `name` (`cpu`, `opencl`, `opencl:1`), or `{:error, message}` that lists
-  the devices there are, and why each unavailable one is.
+  The device named `name` (`cpu`, `opencl`, `opencl:1`, or `host` for the device
+  `Cascade.Device.host/0` stands for), or `{:error, message}` that lists the devices there
+  are, and why each unavailable one is.
 
       iex> Cascade.Demo.DeviceArg.device("cpu")
       {:ok, :cpu}
+      iex> Cascade.Demo.DeviceArg.device("host") == {:ok, Cascade.Device.host()}
+      true
   """
   @spec device(String.t()) :: {:ok, Cascade.Device.t()} | {:error, String.t()}
+  def device("host"), do: {:ok, Cascade.Device.host()}
+
   def device(name) do
     devices = Cascade.devices()
     found = Enum.find(devices, &(name(&1.device) == normalize(name)))

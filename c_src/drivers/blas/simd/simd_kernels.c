@@ -73,6 +73,17 @@ static inline vd vd_neg(vd x) {
 static inline double vd_reduce_add(vd x) {
     return _mm512_reduce_add_pd(x);
 }
+static inline double vf_reduce_add_d(vf x) { /* in double */
+    return _mm512_reduce_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x))) +
+           _mm512_reduce_add_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)));
+}
+#define vf_max _mm512_max_ps
+static inline int vf_nan_mask(vf x) {
+    return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) != 0;
+}
+static inline float vf_reduce_max(vf x) {
+    return _mm512_reduce_max_ps(x);
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VW           8
 #define DW           4
@@ -122,6 +133,20 @@ static inline vd vd_neg(vd x) {
 static inline double vd_reduce_add(vd x) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+static inline double vf_reduce_add_d(vf x) { /* in double */
+    return vd_reduce_add(_mm256_cvtps_pd(_mm256_castps256_ps128(x))) +
+           vd_reduce_add(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+}
+#define vf_max       _mm256_max_ps
+static inline int vf_nan_mask(vf x) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0;
+}
+static inline float vf_reduce_max(vf x) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
 }
 #else
 #error "simd_kernels.c needs AVX2 + FMA or AVX-512 (F, DQ) flags"
@@ -264,19 +289,31 @@ static void f32_to_bf16(const float *restrict f, uint16_t *restrict h, int64_t n
     }
 }
 
-/* ==== sums, in double ==========================================================================
- * Four vector accumulators hide the add latency; the order of the additions differs from the
- * cpu's, within the rounding of double (the result is then rounded to its type). */
+/* ==== sums ======================================================================================
+ * f32: blocks of SUM_BLOCK values summed in four f32 vector accumulators (each lane adds
+ * SUM_BLOCK / (4 VW) values: 16 with AVX-512, 32 with AVX2), each block's total added in double.
+ * The error is that of a 32-term f32 sum per lane, far inside the bound of an f32 accumulator
+ * the property tests allow (n 2^-24 sum |x|), at the speed of f32 adds: converting every value
+ * to double halved the throughput. f64 sums in four f64 vector accumulators. The order of the
+ * additions differs from the cpu's. */
+#define SUM_BLOCK 2048
+
 static double sum_f32(const float *a, int64_t n) {
-    vd s0 = vd_set(0), s1 = vd_set(0), s2 = vd_set(0), s3 = vd_set(0);
+    double s = -0.0;
     int64_t i = 0;
-    for (; i + 4 * DW <= n; i += 4 * DW) {
-        s0 = vd_add(s0, vd_from_f32(vf_half_load(a + i)));
-        s1 = vd_add(s1, vd_from_f32(vf_half_load(a + i + DW)));
-        s2 = vd_add(s2, vd_from_f32(vf_half_load(a + i + 2 * DW)));
-        s3 = vd_add(s3, vd_from_f32(vf_half_load(a + i + 3 * DW)));
+    for (; i + SUM_BLOCK <= n; i += SUM_BLOCK) {
+        vf s0 = vf_set(0), s1 = vf_set(0), s2 = vf_set(0), s3 = vf_set(0);
+        for (int64_t k = i; k < i + SUM_BLOCK; k += 4 * VW) {
+            s0 = vf_add(s0, vf_load(a + k));
+            s1 = vf_add(s1, vf_load(a + k + VW));
+            s2 = vf_add(s2, vf_load(a + k + 2 * VW));
+            s3 = vf_add(s3, vf_load(a + k + 3 * VW));
+        }
+        s += vf_reduce_add_d(vf_add(vf_add(s0, s1), vf_add(s2, s3)));
     }
-    double s = vd_reduce_add(vd_add(vd_add(s0, s1), vd_add(s2, s3)));
+    vd d0 = vd_set(0);
+    for (; i + DW <= n; i += DW) d0 = vd_add(d0, vd_from_f32(vf_half_load(a + i)));
+    s += vd_reduce_add(d0);
     for (; i < n; i++) s += a[i];
     return s;
 }
@@ -308,9 +345,17 @@ static void sum_row_f64(double *restrict acc, const double *restrict a, int64_t 
  * double rounded to f32, e / s -- in three passes over one row instead of five ops over the
  * tensor; log_softmax: (x - m) - log(s). */
 static float row_max_f32(const float *a, int64_t n) {
-    float m = -INFINITY;
+    vf m0 = vf_set(-INFINITY), m1 = vf_set(-INFINITY);
     int nan = 0;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+    for (; i + 2 * VW <= n; i += 2 * VW) {
+        vf x0 = vf_load(a + i), x1 = vf_load(a + i + VW);
+        nan |= vf_nan_mask(x0) | vf_nan_mask(x1);
+        m0 = vf_max(m0, x0);
+        m1 = vf_max(m1, x1);
+    }
+    float m = vf_reduce_max(vf_max(m0, m1));
+    for (; i < n; i++) {
         nan |= a[i] != a[i];
         m = a[i] > m ? a[i] : m;
     }
@@ -320,18 +365,20 @@ static float row_max_f32(const float *a, int64_t n) {
 static void softmax_f32(float *o, const float *a, int64_t n, int log_form) {
     if (n == 0) return;
     float m = row_max_f32(a, n);
-    vf vm = vf_set(m);
-    vd s0 = vd_set(0), s1 = vd_set(0);
-    int64_t i = 0;
+    vf vm = vf_set(m), acc = vf_set(0);
+    double s = 0;
+    int64_t i = 0, block = 0;
     for (; i + VW <= n; i += VW) {
         vf e = SLF(exp)(vf_sub(vf_load(a + i), vm));
         if (!log_form) vf_store(o + i, e);
-        float t[VW];
-        vf_store(t, e);
-        s0 = vd_add(s0, vd_from_f32(vf_half_load(t)));
-        s1 = vd_add(s1, vd_from_f32(vf_half_load(t + DW)));
+        acc = vf_add(acc, e);
+        if (++block == SUM_BLOCK / VW) { /* each lane adds at most SUM_BLOCK / VW terms in f32 */
+            s += vf_reduce_add_d(acc);
+            acc = vf_set(0);
+            block = 0;
+        }
     }
-    double s = vd_reduce_add(vd_add(s0, s1));
+    s += vf_reduce_add_d(acc);
     if (i < n) {
         float t[VW];
         for (int k = 0; k < VW; k++) t[k] = i + k < n ? a[i + k] - m : -INFINITY;
@@ -381,23 +428,28 @@ F32_UNARY(gelu, gelu_vf(x))
 F32_UNARY(gelu_tanh, gelu_tanh_vf(x))
 F32_UNARY(silu, vf_mul(x, sigmoid_vf(x)))
 
-/* layer_norm of one row of n: the mean and the variance accumulate in double, then
+/* layer_norm of one row of n: the mean and the variance summed as sum_f32 sums, then
  * (x - mean) * (1 / sqrt(variance + eps)) * gamma + beta in f32 as the decomposition does; gamma
  * and beta are rows of n (gs, bs = 1) or one value each */
 static void layer_norm_f32(float *restrict o, const float *restrict x, const float *restrict g,
                            const float *restrict b, int gs, int bs, int64_t n, float eps) {
     if (n == 0) return;
     float m = (float)(sum_f32(x, n) / (double)n);
-    vd vm = vd_set((double)m), s0 = vd_set(0), s1 = vd_set(0);
-    int64_t i = 0;
-    for (; i + 2 * DW <= n; i += 2 * DW) {
-        vd d0 = vd_sub(vd_from_f32(vf_half_load(x + i)), vm);
-        vd d1 = vd_sub(vd_from_f32(vf_half_load(x + i + DW)), vm);
-        s0 = vd_add(s0, vd_mul(d0, d0));
-        s1 = vd_add(s1, vd_mul(d1, d1));
+    /* the variance as the decomposition computes it: (x - m)^2 rounded to f32, summed */
+    vf vm = vf_set(m), acc = vf_set(0);
+    double v = 0;
+    int64_t i = 0, block = 0;
+    for (; i + VW <= n; i += VW) {
+        vf d = vf_sub(vf_load(x + i), vm);
+        acc = vf_add(acc, vf_mul(d, d));
+        if (++block == SUM_BLOCK / VW) {
+            v += vf_reduce_add_d(acc);
+            acc = vf_set(0);
+            block = 0;
+        }
     }
-    double v = vd_reduce_add(vd_add(s0, s1));
-    for (; i < n; i++) v += ((double)x[i] - m) * ((double)x[i] - m);
+    v += vf_reduce_add_d(acc);
+    for (; i < n; i++) v += (x[i] - m) * (x[i] - m);
     float inv = 1.0f / sqrtf((float)(v / (double)n) + eps);
     if (gs && bs) {
         for (int64_t k = 0; k < n; k++) o[k] = (x[k] - m) * inv * g[k] + b[k];
