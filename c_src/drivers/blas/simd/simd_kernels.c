@@ -298,23 +298,28 @@ static void f32_to_bf16(const float *restrict f, uint16_t *restrict h, int64_t n
  * additions differs from the cpu's. */
 #define SUM_BLOCK 2048
 
+/* f32 sum of at most SUM_BLOCK values, in four vector accumulators (and one for the rest) */
+static inline vf block_sum(const float *a, int64_t n) {
+    vf s0 = vf_set(0), s1 = vf_set(0), s2 = vf_set(0), s3 = vf_set(0);
+    int64_t k = 0;
+    for (; k + 4 * VW <= n; k += 4 * VW) {
+        s0 = vf_add(s0, vf_load(a + k));
+        s1 = vf_add(s1, vf_load(a + k + VW));
+        s2 = vf_add(s2, vf_load(a + k + 2 * VW));
+        s3 = vf_add(s3, vf_load(a + k + 3 * VW));
+    }
+    for (; k + VW <= n; k += VW) s0 = vf_add(s0, vf_load(a + k));
+    return vf_add(vf_add(s0, s1), vf_add(s2, s3));
+}
+
 static double sum_f32(const float *a, int64_t n) {
     double s = -0.0;
     int64_t i = 0;
-    for (; i + SUM_BLOCK <= n; i += SUM_BLOCK) {
-        vf s0 = vf_set(0), s1 = vf_set(0), s2 = vf_set(0), s3 = vf_set(0);
-        for (int64_t k = i; k < i + SUM_BLOCK; k += 4 * VW) {
-            s0 = vf_add(s0, vf_load(a + k));
-            s1 = vf_add(s1, vf_load(a + k + VW));
-            s2 = vf_add(s2, vf_load(a + k + 2 * VW));
-            s3 = vf_add(s3, vf_load(a + k + 3 * VW));
-        }
-        s += vf_reduce_add_d(vf_add(vf_add(s0, s1), vf_add(s2, s3)));
+    for (; i < n; i += SUM_BLOCK) {
+        int64_t m = n - i < SUM_BLOCK ? n - i : SUM_BLOCK;
+        s += vf_reduce_add_d(block_sum(a + i, m));
+        for (int64_t k = m - m % VW; k < m; k++) s += a[i + k];
     }
-    vd d0 = vd_set(0);
-    for (; i + DW <= n; i += DW) d0 = vd_add(d0, vd_from_f32(vf_half_load(a + i)));
-    s += vd_reduce_add(d0);
-    for (; i < n; i++) s += a[i];
     return s;
 }
 
@@ -436,20 +441,24 @@ static void layer_norm_f32(float *restrict o, const float *restrict x, const flo
     if (n == 0) return;
     float m = (float)(sum_f32(x, n) / (double)n);
     /* the variance as the decomposition computes it: (x - m)^2 rounded to f32, summed */
-    vf vm = vf_set(m), acc = vf_set(0);
+    vf vm = vf_set(m);
     double v = 0;
-    int64_t i = 0, block = 0;
-    for (; i + VW <= n; i += VW) {
-        vf d = vf_sub(vf_load(x + i), vm);
-        acc = vf_add(acc, vf_mul(d, d));
-        if (++block == SUM_BLOCK / VW) {
-            v += vf_reduce_add_d(acc);
-            acc = vf_set(0);
-            block = 0;
+    int64_t i = 0;
+    for (; i < n - n % VW; i += SUM_BLOCK) {
+        int64_t end = i + SUM_BLOCK < n - n % VW ? i + SUM_BLOCK : n - n % VW, k = i;
+        vf a0 = vf_set(0), a1 = vf_set(0);
+        for (; k + 2 * VW <= end; k += 2 * VW) {
+            vf d0 = vf_sub(vf_load(x + k), vm), d1 = vf_sub(vf_load(x + k + VW), vm);
+            a0 = vf_add(a0, vf_mul(d0, d0));
+            a1 = vf_add(a1, vf_mul(d1, d1));
         }
+        for (; k < end; k += VW) {
+            vf d = vf_sub(vf_load(x + k), vm);
+            a0 = vf_add(a0, vf_mul(d, d));
+        }
+        v += vf_reduce_add_d(vf_add(a0, a1));
     }
-    v += vf_reduce_add_d(acc);
-    for (; i < n; i++) v += (x[i] - m) * (x[i] - m);
+    for (i = n - n % VW; i < n; i++) v += (x[i] - m) * (x[i] - m);
     float inv = 1.0f / sqrtf((float)(v / (double)n) + eps);
     if (gs && bs) {
         for (int64_t k = 0; k < n; k++) o[k] = (x[k] - m) * inv * g[k] + b[k];
