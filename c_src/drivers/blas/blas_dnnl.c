@@ -99,6 +99,10 @@ typedef struct {
     dnnl_memory_desc_t src_user, w_user, dst_user, src_md, w_md, dst_md;
     dnnl_primitive_t conv, src_in, w_in, dst_out; /* reorders NULL when the layouts agree */
     size_t src_bytes, w_bytes, dst_bytes;         /* the blocked buffers */
+    /* the result comes out channels-last for a channels-first output: transposed by the pool
+     * (oneDNN's own reorder of it took longer than the convolution) */
+    bool dst_transpose;
+    int64_t n, hw, ch;
     int calls;
     double dnnl_s, im2col_s;
     int choice; /* 0 undecided, 1 oneDNN, 2 im2col */
@@ -167,10 +171,14 @@ static bool build_class(const cx_conv_dims *v, conv_class *c) {
     c->src_md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     c->w_md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     c->dst_md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    dnnl_memory_desc_t dst_nhwc;
+    dn.dnnl_memory_desc_init_by_tag(&dst_nhwc, 4, dst, dnnl_f32, dnnl_nhwc);
+    c->dst_transpose = !v->nhwc && dn.dnnl_memory_desc_equal(&c->dst_md, &dst_nhwc);
+    c->n = v->n, c->hw = v->oh * v->ow, c->ch = v->og;
     bool ok = dn.dnnl_primitive_create(&c->conv, pd) == dnnl_success &&
               reorder(&c->src_user, &c->src_md, &c->src_in) &&
               reorder(&c->w_user, &c->w_md, &c->w_in) &&
-              reorder(&c->dst_md, &c->dst_user, &c->dst_out);
+              (c->dst_transpose || reorder(&c->dst_md, &c->dst_user, &c->dst_out));
     c->src_bytes = dn.dnnl_memory_desc_get_size(&c->src_md);
     c->w_bytes = dn.dnnl_memory_desc_get_size(&c->w_md);
     c->dst_bytes = dn.dnnl_memory_desc_get_size(&c->dst_md);
@@ -249,13 +257,37 @@ static bool exec2(dnnl_primitive_t p, dnnl_stream_t s, int a0, dnnl_memory_t m0,
     return dn.dnnl_primitive_execute(p, s, 2, args) == dnnl_success;
 }
 
+/* Image by image, y[n][ch][hw] = t[n][hw][ch], in tiles that stay in L1. */
+typedef struct {
+    const float *t;
+    float *y;
+    int64_t n, hw, ch;
+} transpose_job;
+
+static void transpose_part(void *ctx, int index, int parts) {
+    const transpose_job *j = ctx;
+    enum { TILE = 32 };
+    for (int64_t n = j->n * index / parts; n < j->n * (index + 1) / parts; n++) {
+        const float *t = j->t + n * j->hw * j->ch;
+        float *y = j->y + n * j->hw * j->ch;
+        for (int64_t p0 = 0; p0 < j->hw; p0 += TILE)
+            for (int64_t c0 = 0; c0 < j->ch; c0 += TILE) {
+                int64_t p1 = p0 + TILE < j->hw ? p0 + TILE : j->hw;
+                int64_t c1 = c0 + TILE < j->ch ? c0 + TILE : j->ch;
+                for (int64_t c = c0; c < c1; c++)
+                    for (int64_t p = p0; p < p1; p++) y[c * j->hw + p] = t[p * j->ch + c];
+            }
+    }
+}
+
 /* The convolution of class c on f32 buffers in the user's layouts. */
 static bool dn_run(conv_class *c, const float *x, const float *w, float *y) {
     dnnl_stream_t s;
     if (dn.dnnl_stream_create(&s, engine, dnnl_stream_default_flags) != dnnl_success) return false;
     void *xb = c->src_in ? cpu_buffer_get(c->src_bytes) : (void *)x;
     void *wb = c->w_in ? cpu_buffer_get(c->w_bytes) : (void *)w;
-    void *yb = c->dst_out ? cpu_buffer_get(c->dst_bytes) : (void *)y;
+    bool own_y = c->dst_out || c->dst_transpose;
+    void *yb = own_y ? cpu_buffer_get(c->dst_bytes) : (void *)y;
     dnnl_memory_t mxu = NULL, mx = NULL, mwu = NULL, mw = NULL, my = NULL, myu = NULL;
     bool ok = xb && wb && yb && memory(&mxu, &c->src_user, (void *)x) &&
               memory(&mx, &c->src_md, xb) && memory(&mwu, &c->w_user, (void *)w) &&
@@ -269,13 +301,18 @@ static bool dn_run(conv_class *c, const float *x, const float *w, float *y) {
     }
     if (ok && c->dst_out) ok = exec2(c->dst_out, s, DNNL_ARG_FROM, my, DNNL_ARG_TO, myu);
     if (ok) ok = dn.dnnl_stream_wait(s) == dnnl_success;
+    if (ok && c->dst_transpose) {
+        transpose_job j = {yb, y, c->n, c->hw, c->ch};
+        int parts = (int)(c->n < blas_pool_threads() ? c->n : blas_pool_threads());
+        blas_parallel(parts > 0 ? parts : 1, false, transpose_part, &j);
+    }
     dnnl_memory_t ms[6] = {mxu, mx, mwu, mw, my, myu};
     for (int k = 0; k < 6; k++)
         if (ms[k]) dn.dnnl_memory_destroy(ms[k]);
     dn.dnnl_stream_destroy(s);
     if (c->src_in) cpu_buffer_put(xb);
     if (c->w_in) cpu_buffer_put(wb);
-    if (c->dst_out) cpu_buffer_put(yb);
+    if (own_y) cpu_buffer_put(yb);
     return ok;
 }
 
