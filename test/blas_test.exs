@@ -56,7 +56,7 @@ defmodule CascadeBlasTest do
              ])
   end
 
-  test "dense and conv2d are native on :blas; conv2d's gradients decompose there; no bytes move" do
+  test "dense, conv2d and its gradients are native on :blas (OpenBLAS, oneDNN); no bytes move" do
     x = Cascade.tensor(matrix(8, 16, 3), device: :blas)
     w = Cascade.tensor(matrix(16, 4, 4), device: :blas)
     bias = Cascade.tensor(hd(matrix(1, 4, 5)), device: :blas)
@@ -89,7 +89,8 @@ defmodule CascadeBlasTest do
     assert stats[{:blas, :dense, :native}].calls == 1
     assert stats[{:blas, :conv2d, :native}].calls == 1
 
-    # the kernel gradient decomposes into an im2col and a dot, which runs on OpenBLAS
+    # the kernel gradient runs on oneDNN's backward-weights primitive (one group); with two
+    # groups it decomposes into an im2col and a dot, which runs on OpenBLAS
     gk =
       Cascade.conv2d_grad_kernel(img, conv, Cascade.shape(kern), strides: [2, 2], padding: :same)
 
@@ -99,7 +100,25 @@ defmodule CascadeBlasTest do
         padding: :same
       )
 
-    assert close?(gk, cpu_gk, 1.0e-6)
+    assert close?(gk, cpu_gk, 1.0e-5)
+    stats = Cascade.stats()
+
+    assert stats[{:blas, :conv2d_grad_kernel, :native}] ==
+             %{calls: 1, bytes: 0, libraries: %{"onednn" => 1}}
+
+    img2 = Cascade.reshape(Cascade.iota({2 * 4 * 6 * 6}, type: :f32, device: :blas), {2, 4, 6, 6})
+    gy2 = Cascade.ones({2, 4, 4, 4}, device: :blas)
+    gk2 = Cascade.conv2d_grad_kernel(img2, gy2, {4, 2, 3, 3}, feature_group_size: 2)
+
+    cpu_gk2 =
+      Cascade.conv2d_grad_kernel(
+        Cascade.transfer(img2, :cpu),
+        Cascade.transfer(gy2, :cpu),
+        {4, 2, 3, 3},
+        feature_group_size: 2
+      )
+
+    assert close?(gk2, cpu_gk2, 1.0e-6)
     stats = Cascade.stats()
     assert stats[{:blas, :conv2d_grad_kernel, :decomposed}].calls == 1
     assert stats[{:blas, :dot, :native}].calls >= 1

@@ -271,9 +271,11 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t lo,
     return (in + lo + hi - ((k - 1) * d + 1)) / s + 1;
 }
 
-/* conv2d runs natively on blas (im2col + GEMM), both gradients decompose there (never to the
- * cpu): grad_input into a conv2d, grad_kernel into an im2col and a dot on OpenBLAS; the results
- * match the cpu's. */
+/* conv2d runs natively on blas (oneDNN or im2col + GEMM, both paths in turn), and so do both
+ * gradients for one group in f32/f16/bf16 (oneDNN's backward primitives); otherwise they
+ * decompose there (never to the cpu): grad_input into a conv2d, grad_kernel into an im2col and a
+ * dot on OpenBLAS. max_pool2d and its gradient run natively with the case's geometry. The
+ * results match the cpu's. */
 static void test_conv2d_and_gradients(void **state) {
     (void)state;
     static const conv_case cases[] = {
@@ -311,11 +313,30 @@ static void test_conv2d_and_gradients(void **state) {
                 compare(CX_OP_CONV2D, (cx_tensor *[]){x, k}, 2, &ps, CX_ROUTE_NATIVE);
             cx_params pi = ps;
             cx_param_put_ints(&pi, CX_P_INPUT_SHAPE, xs, 4);
-            compare(CX_OP_CONV2D_GRAD_INPUT, (cx_tensor *[]){gy, k}, 2, &pi, CX_ROUTE_DECOMPOSED);
+            /* the gradients run on oneDNN's backward primitives for one group and f32/f16/bf16,
+             * and decompose otherwise (grad_kernel's dot on OpenBLAS) */
+            bool onednn = cc->groups == 1 && ty != CX_F64;
+            cx_route grads = onednn ? CX_ROUTE_NATIVE : CX_ROUTE_DECOMPOSED;
+            compare(CX_OP_CONV2D_GRAD_INPUT, (cx_tensor *[]){gy, k}, 2, &pi, grads);
             cx_params pk = ps;
             cx_param_put_ints(&pk, CX_P_KERNEL_SHAPE, ks, 4);
-            compare(CX_OP_CONV2D_GRAD_KERNEL, (cx_tensor *[]){x, gy}, 2, &pk, CX_ROUTE_DECOMPOSED);
-            assert_true(cx_stats_get(blas->id, CX_OP_DOT, CX_ROUTE_NATIVE).calls >= dots + 1);
+            compare(CX_OP_CONV2D_GRAD_KERNEL, (cx_tensor *[]){x, gy}, 2, &pk, grads);
+            if (!onednn)
+                assert_true(cx_stats_get(blas->id, CX_OP_DOT, CX_ROUTE_NATIVE).calls >= dots + 1);
+            /* max_pool2d and its gradient with the case's window, strides, padding, layout */
+            cx_params pp = {0};
+            cx_param_put_ints(&pp, CX_P_WINDOW, (int64_t[]){cc->kh, cc->kw}, 2);
+            cx_param_put_ints(&pp, CX_P_STRIDES, cc->s, 2);
+            cx_param_put_ints(&pp, CX_P_PADDING, cc->pads, 4);
+            cx_param_put_int(&pp, CX_P_LAYOUT, cc->layout);
+            int64_t ph = out_size(cc->h, cc->kh, cc->s[0], 1, cc->pads[0], cc->pads[1]);
+            int64_t pw = out_size(cc->w, cc->kw, cc->s[1], 1, cc->pads[2], cc->pads[3]);
+            int64_t gs[4] = {cc->n, cc->c, ph, pw};
+            if (nhwc) memcpy(gs, (int64_t[]){cc->n, ph, pw, cc->c}, sizeof gs);
+            cx_tensor *gp = filled(ty, 4, gs, 14);
+            compare(CX_OP_MAX_POOL2D, (cx_tensor *[]){x}, 1, &pp, CX_ROUTE_NATIVE);
+            compare(CX_OP_MAX_POOL2D_GRAD, (cx_tensor *[]){x, gp}, 2, &pp, CX_ROUTE_NATIVE);
+            tu_drop(gp);
             assert_int_equal(fallbacks(), moved_before);
             tu_drop(x);
             tu_drop(k);

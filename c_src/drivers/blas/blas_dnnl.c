@@ -41,6 +41,8 @@
     X(dnnl_memory_desc_equal)                                                                      \
     X(dnnl_memory_desc_get_size)                                                                   \
     X(dnnl_dilated_convolution_forward_desc_init)                                                  \
+    X(dnnl_dilated_convolution_backward_data_desc_init)                                            \
+    X(dnnl_dilated_convolution_backward_weights_desc_init)                                         \
     X(dnnl_primitive_desc_create)                                                                  \
     X(dnnl_primitive_desc_query_md)                                                                \
     X(dnnl_primitive_desc_destroy)                                                                 \
@@ -91,21 +93,32 @@ static bool dn_load(void) {
 
 /* ---- the shape classes: a primitive, its reorders and the measured choice ------------------ */
 
-#define CLASSES 32
+#define CLASSES 48
+
+/* What a class computes: conv2d, its input gradient (oneDNN's backward data) or its kernel
+ * gradient (backward weights). Two inputs a and b, one output c, each in the user's plain layout
+ * and in the layout the primitive chose. */
+typedef enum { K_FWD, K_DATA, K_WEIGHTS } conv_kind;
+
+typedef struct {
+    dnnl_memory_desc_t user, md;
+    dnnl_primitive_t reorder; /* to md for an input, from md for the output; NULL: same layout */
+    size_t bytes;             /* of the md buffer */
+    int arg;
+} operand;
 
 typedef struct {
     bool used;
-    int64_t key[20];
-    dnnl_memory_desc_t src_user, w_user, dst_user, src_md, w_md, dst_md;
-    dnnl_primitive_t conv, src_in, w_in, dst_out; /* reorders NULL when the layouts agree */
-    size_t src_bytes, w_bytes, dst_bytes;         /* the blocked buffers */
-    /* the result comes out channels-last for a channels-first output: transposed by the pool
+    int64_t key[21];
+    operand a, b, c;
+    dnnl_primitive_t prim;
+    /* the output comes out channels-last for a channels-first result: transposed by the pool
      * (oneDNN's own reorder of it took longer than the convolution) */
-    bool dst_transpose;
+    bool c_transpose;
     int64_t n, hw, ch;
     int calls;
     double dnnl_s, im2col_s;
-    int choice; /* 0 undecided, 1 oneDNN, 2 im2col */
+    int choice; /* conv2d: 0 undecided, 1 oneDNN, 2 im2col; gradients: always 1 */
     int busy;   /* calls running it: not evicted while > 0 */
     unsigned long long last;
 } conv_class;
@@ -122,14 +135,15 @@ static int forced(void) {
     return f;
 }
 
-static void key_of(const cx_conv_dims *v, int64_t *key) {
-    int64_t k[20] = {v->nhwc, v->n,  v->c,   v->h,   v->w,   v->og,  v->kh,     v->kw, v->s0, v->s1,
-                     v->d0,   v->d1, v->lo0, v->hi0, v->lo1, v->hi1, v->groups, 0,     0,     0};
+static void key_of(conv_kind kind, const cx_conv_dims *v, int64_t *key) {
+    int64_t k[21] = {v->nhwc, v->n,   v->c,      v->h,  v->w,  v->og,  v->kh,
+                     v->kw,   v->s0,  v->s1,     v->d0, v->d1, v->lo0, v->hi0,
+                     v->lo1,  v->hi1, v->groups, kind,  v->oh, v->ow,  0};
     memcpy(key, k, sizeof k);
 }
 
 static void destroy_class(conv_class *c) {
-    dnnl_primitive_t ps[4] = {c->conv, c->src_in, c->w_in, c->dst_out};
+    dnnl_primitive_t ps[4] = {c->prim, c->a.reorder, c->b.reorder, c->c.reorder};
     for (int k = 0; k < 4; k++)
         if (ps[k]) dn.dnnl_primitive_destroy(ps[k]);
     memset(c, 0, sizeof *c);
@@ -148,50 +162,101 @@ static bool reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to
     return ok;
 }
 
-static bool build_class(const cx_conv_dims *v, conv_class *c) {
+/* The operand's chosen layout from the primitive, and its reorder. */
+static bool operand_of(operand *o, dnnl_primitive_desc_t pd, dnnl_query_t what, int arg,
+                       bool output) {
+    o->md = *dn.dnnl_primitive_desc_query_md(pd, what, 0);
+    o->bytes = dn.dnnl_memory_desc_get_size(&o->md);
+    o->arg = arg;
+    return output ? reorder(&o->md, &o->user, &o->reorder) : reorder(&o->user, &o->md, &o->reorder);
+}
+
+static bool build_class(conv_kind kind, const cx_conv_dims *v, conv_class *c) {
     dnnl_dims_t src = {v->n, v->c, v->h, v->w}, w = {v->og, v->c, v->kh, v->kw},
                 dst = {v->n, v->og, v->oh, v->ow};
     dnnl_dims_t strides = {v->s0, v->s1}, dil = {v->d0 - 1, v->d1 - 1}, pl = {v->lo0, v->lo1},
                 pr = {v->hi0, v->hi1};
-    dnnl_memory_desc_t src_any, w_any, dst_any;
     dnnl_format_tag_t act = v->nhwc ? dnnl_nhwc : dnnl_nchw, wt = v->nhwc ? dnnl_hwio : dnnl_oihw;
-    dn.dnnl_memory_desc_init_by_tag(&c->src_user, 4, src, dnnl_f32, act);
-    dn.dnnl_memory_desc_init_by_tag(&c->w_user, 4, w, dnnl_f32, wt);
-    dn.dnnl_memory_desc_init_by_tag(&c->dst_user, 4, dst, dnnl_f32, act);
+    dnnl_memory_desc_t src_user, w_user, dst_user, src_any, w_any, dst_any;
+    dn.dnnl_memory_desc_init_by_tag(&src_user, 4, src, dnnl_f32, act);
+    dn.dnnl_memory_desc_init_by_tag(&w_user, 4, w, dnnl_f32, wt);
+    dn.dnnl_memory_desc_init_by_tag(&dst_user, 4, dst, dnnl_f32, act);
     dn.dnnl_memory_desc_init_by_tag(&src_any, 4, src, dnnl_f32, dnnl_format_tag_any);
     dn.dnnl_memory_desc_init_by_tag(&w_any, 4, w, dnnl_f32, dnnl_format_tag_any);
     dn.dnnl_memory_desc_init_by_tag(&dst_any, 4, dst, dnnl_f32, dnnl_format_tag_any);
-    dnnl_convolution_desc_t cd;
-    if (dn.dnnl_dilated_convolution_forward_desc_init(
-            &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any, NULL, &dst_any,
-            strides, dil, pl, pr) != dnnl_success)
+    dnnl_convolution_desc_t fd, bd;
+    dnnl_prop_kind_t prop = kind == K_FWD ? dnnl_forward_inference : dnnl_forward_training;
+    if (dn.dnnl_dilated_convolution_forward_desc_init(&fd, prop, dnnl_convolution_direct, &src_any,
+                                                      &w_any, NULL, &dst_any, strides, dil, pl,
+                                                      pr) != dnnl_success)
         return false;
-    dnnl_primitive_desc_t pd;
-    if (dn.dnnl_primitive_desc_create(&pd, &cd, NULL, engine, NULL) != dnnl_success) return false;
-    c->src_md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    c->w_md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    c->dst_md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    dnnl_memory_desc_t dst_nhwc;
-    dn.dnnl_memory_desc_init_by_tag(&dst_nhwc, 4, dst, dnnl_f32, dnnl_nhwc);
-    c->dst_transpose = !v->nhwc && dn.dnnl_memory_desc_equal(&c->dst_md, &dst_nhwc);
-    c->n = v->n, c->hw = v->oh * v->ow, c->ch = v->og;
-    bool ok = dn.dnnl_primitive_create(&c->conv, pd) == dnnl_success &&
-              reorder(&c->src_user, &c->src_md, &c->src_in) &&
-              reorder(&c->w_user, &c->w_md, &c->w_in) &&
-              (c->dst_transpose || reorder(&c->dst_md, &c->dst_user, &c->dst_out));
-    c->src_bytes = dn.dnnl_memory_desc_get_size(&c->src_md);
-    c->w_bytes = dn.dnnl_memory_desc_get_size(&c->w_md);
-    c->dst_bytes = dn.dnnl_memory_desc_get_size(&c->dst_md);
-    dn.dnnl_primitive_desc_destroy(pd);
+    dnnl_primitive_desc_t fwd, pd = NULL;
+    if (dn.dnnl_primitive_desc_create(&fwd, &fd, NULL, engine, NULL) != dnnl_success) return false;
+    bool ok = true;
+    if (kind == K_FWD) {
+        pd = fwd;
+    } else {
+        ok = (kind == K_DATA ? dn.dnnl_dilated_convolution_backward_data_desc_init(
+                                   &bd, dnnl_convolution_direct, &src_any, &w_any, &dst_any,
+                                   strides, dil, pl, pr)
+                             : dn.dnnl_dilated_convolution_backward_weights_desc_init(
+                                   &bd, dnnl_convolution_direct, &src_any, &w_any, NULL, &dst_any,
+                                   strides, dil, pl, pr)) == dnnl_success &&
+             dn.dnnl_primitive_desc_create(&pd, &bd, NULL, engine, fwd) == dnnl_success;
+    }
+    if (ok) {
+        switch (kind) {
+        case K_FWD:
+            c->a.user = src_user, c->b.user = w_user, c->c.user = dst_user;
+            ok = operand_of(&c->a, pd, dnnl_query_src_md, DNNL_ARG_SRC, false) &&
+                 operand_of(&c->b, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, false);
+            c->c.md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+            c->c.arg = DNNL_ARG_DST;
+            break;
+        case K_DATA:
+            c->a.user = dst_user, c->b.user = w_user, c->c.user = src_user;
+            ok = operand_of(&c->a, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, false) &&
+                 operand_of(&c->b, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, false);
+            c->c.md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+            c->c.arg = DNNL_ARG_DIFF_SRC;
+            break;
+        case K_WEIGHTS:
+            c->a.user = src_user, c->b.user = dst_user, c->c.user = w_user;
+            ok = operand_of(&c->a, pd, dnnl_query_src_md, DNNL_ARG_SRC, false) &&
+                 operand_of(&c->b, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, false);
+            c->c.md = *dn.dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
+            c->c.arg = DNNL_ARG_DIFF_WEIGHTS;
+            break;
+        }
+    }
+    if (ok) {
+        /* the output: transposed by the pool when it comes channels-last for channels-first */
+        c->c.bytes = dn.dnnl_memory_desc_get_size(&c->c.md);
+        dnnl_memory_desc_t nhwc;
+        const dnnl_dim_t *dims = kind == K_FWD ? dst : src;
+        dn.dnnl_memory_desc_init_by_tag(&nhwc, 4, dims, dnnl_f32, dnnl_nhwc);
+        c->c_transpose =
+            kind != K_WEIGHTS && !v->nhwc && dn.dnnl_memory_desc_equal(&c->c.md, &nhwc);
+        c->n = dims[0], c->ch = dims[1], c->hw = dims[2] * dims[3];
+        ok = (c->c_transpose || operand_of(&c->c, pd,
+                                           kind == K_FWD    ? dnnl_query_dst_md
+                                           : kind == K_DATA ? dnnl_query_diff_src_md
+                                                            : dnnl_query_diff_weights_md,
+                                           c->c.arg, true)) &&
+             dn.dnnl_primitive_create(&c->prim, pd) == dnnl_success;
+    }
+    if (pd && pd != fwd) dn.dnnl_primitive_desc_destroy(pd);
+    dn.dnnl_primitive_desc_destroy(fwd);
+    c->choice = kind == K_FWD ? 0 : 1;
     if (!ok) destroy_class(c);
     return ok;
 }
 
 /* The class of these dimensions, built if new (evicting the least recently used idle one);
  * marked busy. NULL when oneDNN cannot run it. */
-static conv_class *class_for(const cx_conv_dims *v) {
-    int64_t key[20];
-    key_of(v, key);
+static conv_class *class_for(conv_kind kind, const cx_conv_dims *v) {
+    int64_t key[21];
+    key_of(kind, v, key);
     pthread_mutex_lock(&dn_lock);
     conv_class *hit = NULL, *victim = NULL;
     for (int k = 0; k < CLASSES; k++) {
@@ -208,7 +273,7 @@ static conv_class *class_for(const cx_conv_dims *v) {
                 victim = &classes[k];
         if (victim) {
             if (victim->used) destroy_class(victim);
-            if (build_class(v, victim)) {
+            if (build_class(kind, v, victim)) {
                 victim->used = true;
                 memcpy(victim->key, key, sizeof key);
                 hit = victim;
@@ -229,7 +294,7 @@ static void release_class(conv_class *c) {
     pthread_mutex_unlock(&dn_lock);
 }
 
-/* Which path the next call of class c takes: 1 oneDNN, 2 im2col (see the top of the file). */
+/* Which path the next conv2d of class c takes: 1 oneDNN, 2 im2col (see the top of the file). */
 static int next_path(const conv_class *c) {
     if (forced()) return forced();
     if (c->choice) return c->choice;
@@ -245,16 +310,6 @@ static void record(conv_class *c, int path, double seconds) {
         c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
     }
     pthread_mutex_unlock(&dn_lock);
-}
-
-static bool memory(dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *p) {
-    return dn.dnnl_memory_create(m, md, engine, p) == dnnl_success;
-}
-
-static bool exec2(dnnl_primitive_t p, dnnl_stream_t s, int a0, dnnl_memory_t m0, int a1,
-                  dnnl_memory_t m1) {
-    dnnl_exec_arg_t args[2] = {{a0, m0}, {a1, m1}};
-    return dn.dnnl_primitive_execute(p, s, 2, args) == dnnl_success;
 }
 
 /* Image by image, y[n][ch][hw] = t[n][hw][ch], in tiles that stay in L1. */
@@ -280,38 +335,46 @@ static void transpose_part(void *ctx, int index, int parts) {
     }
 }
 
-/* The convolution of class c on f32 buffers in the user's layouts. */
-static bool dn_run(conv_class *c, const float *x, const float *w, float *y) {
+static bool memory(dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *p) {
+    return dn.dnnl_memory_create(m, md, engine, p) == dnnl_success;
+}
+
+static bool exec2(dnnl_primitive_t p, dnnl_stream_t s, dnnl_memory_t from, dnnl_memory_t to) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    return dn.dnnl_primitive_execute(p, s, 2, args) == dnnl_success;
+}
+
+/* The primitive of class c on f32 buffers a, b (inputs) and y (output) in the user's layouts. */
+static bool dn_run(conv_class *c, const float *a, const float *b, float *y) {
     dnnl_stream_t s;
     if (dn.dnnl_stream_create(&s, engine, dnnl_stream_default_flags) != dnnl_success) return false;
-    void *xb = c->src_in ? cpu_buffer_get(c->src_bytes) : (void *)x;
-    void *wb = c->w_in ? cpu_buffer_get(c->w_bytes) : (void *)w;
-    bool own_y = c->dst_out || c->dst_transpose;
-    void *yb = own_y ? cpu_buffer_get(c->dst_bytes) : (void *)y;
-    dnnl_memory_t mxu = NULL, mx = NULL, mwu = NULL, mw = NULL, my = NULL, myu = NULL;
-    bool ok = xb && wb && yb && memory(&mxu, &c->src_user, (void *)x) &&
-              memory(&mx, &c->src_md, xb) && memory(&mwu, &c->w_user, (void *)w) &&
-              memory(&mw, &c->w_md, wb) && memory(&my, &c->dst_md, yb) &&
-              memory(&myu, &c->dst_user, y);
-    if (ok && c->src_in) ok = exec2(c->src_in, s, DNNL_ARG_FROM, mxu, DNNL_ARG_TO, mx);
-    if (ok && c->w_in) ok = exec2(c->w_in, s, DNNL_ARG_FROM, mwu, DNNL_ARG_TO, mw);
+    void *ab = c->a.reorder ? cpu_buffer_get(c->a.bytes) : (void *)a;
+    void *bb = c->b.reorder ? cpu_buffer_get(c->b.bytes) : (void *)b;
+    bool own_y = c->c.reorder || c->c_transpose;
+    void *yb = own_y ? cpu_buffer_get(c->c.bytes) : (void *)y;
+    dnnl_memory_t mau = NULL, ma = NULL, mbu = NULL, mb = NULL, my = NULL, myu = NULL;
+    bool ok = ab && bb && yb && memory(&mau, &c->a.user, (void *)a) && memory(&ma, &c->a.md, ab) &&
+              memory(&mbu, &c->b.user, (void *)b) && memory(&mb, &c->b.md, bb) &&
+              memory(&my, &c->c.md, yb) && memory(&myu, &c->c.user, y);
+    if (ok && c->a.reorder) ok = exec2(c->a.reorder, s, mau, ma);
+    if (ok && c->b.reorder) ok = exec2(c->b.reorder, s, mbu, mb);
     if (ok) {
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, my}};
-        ok = dn.dnnl_primitive_execute(c->conv, s, 3, args) == dnnl_success;
+        dnnl_exec_arg_t args[3] = {{c->a.arg, ma}, {c->b.arg, mb}, {c->c.arg, my}};
+        ok = dn.dnnl_primitive_execute(c->prim, s, 3, args) == dnnl_success;
     }
-    if (ok && c->dst_out) ok = exec2(c->dst_out, s, DNNL_ARG_FROM, my, DNNL_ARG_TO, myu);
+    if (ok && c->c.reorder) ok = exec2(c->c.reorder, s, my, myu);
     if (ok) ok = dn.dnnl_stream_wait(s) == dnnl_success;
-    if (ok && c->dst_transpose) {
+    if (ok && c->c_transpose) {
         transpose_job j = {yb, y, c->n, c->hw, c->ch};
         int parts = (int)(c->n < blas_pool_threads() ? c->n : blas_pool_threads());
         blas_parallel(parts > 0 ? parts : 1, false, transpose_part, &j);
     }
-    dnnl_memory_t ms[6] = {mxu, mx, mwu, mw, my, myu};
+    dnnl_memory_t ms[6] = {mau, ma, mbu, mb, my, myu};
     for (int k = 0; k < 6; k++)
         if (ms[k]) dn.dnnl_memory_destroy(ms[k]);
     dn.dnnl_stream_destroy(s);
-    if (c->src_in) cpu_buffer_put(xb);
-    if (c->w_in) cpu_buffer_put(wb);
+    if (c->a.reorder) cpu_buffer_put(ab);
+    if (c->b.reorder) cpu_buffer_put(bb);
     if (own_y) cpu_buffer_put(yb);
     return ok;
 }
@@ -322,66 +385,58 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static bool eligible(const cx_conv_dims *v, cx_dtype t) {
-    return v->groups == 1 && (t == CX_F32 || t == CX_F16 || t == CX_BF16) && v->lo0 >= 0 &&
-           v->hi0 >= 0 && v->lo1 >= 0 && v->hi1 >= 0 && v->c > 0 && forced() != 2;
+static bool float32ish(cx_dtype t) {
+    return t == CX_F32 || t == CX_F16 || t == CX_BF16;
 }
 
-static void widen_any(const cx_tensor *t, float *f) {
+static bool eligible(const cx_conv_dims *v) {
+    return v->groups == 1 && v->lo0 >= 0 && v->hi0 >= 0 && v->lo1 >= 0 && v->hi1 >= 0 && v->c > 0 &&
+           v->n > 0 && v->og > 0 && v->oh > 0 && v->ow > 0;
+}
+
+/* A float tensor as f32: itself, or widened into a buffer (put back by the caller). */
+static float *as_f32(const cx_tensor *t, bool *owned) {
+    *owned = t->desc.dtype != CX_F32;
+    if (!*owned) return t->data;
+    float *f = cpu_buffer_get(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
+    if (!f) return NULL;
     if (t->desc.dtype == CX_F16)
         cx_f16_to_f32_array(t->data, f, t->numel);
     else
         cx_bf16_to_f32_array(t->data, f, t->numel);
+    return f;
 }
 
-/* Runs the conv on oneDNN when that is this shape class's path: true with *rc set when it ran
- * (or failed for lack of memory), false to run im2col (then *cls, when not NULL, is the class
- * the im2col time must be recorded for). */
-static bool dn_conv(const cx_tensor *x, const cx_tensor *kern, const cx_conv_dims *v,
-                    cx_tensor *out, cx_code *rc, conv_class **cls, cx_status *st) {
-    *cls = NULL;
-    cx_dtype t = out->desc.dtype;
-    if (!eligible(v, t) || !dn_load()) return false;
-    conv_class *c = class_for(v);
-    if (!c) return false;
-    if (next_path(c) == 2) {
-        *cls = c; /* released by the caller after timing im2col */
-        return false;
-    }
-    bool half = t != CX_F32;
-    float *x32 = half ? cpu_buffer_get(sizeof(float) * (size_t)x->numel) : x->data;
-    float *w32 = half ? cpu_buffer_get(sizeof(float) * (size_t)kern->numel) : kern->data;
-    float *y32 = half ? cpu_buffer_get(sizeof(float) * (size_t)out->numel) : out->data;
-    bool ok = x32 && w32 && y32;
+/* Runs class c on tensors a, b into out, f16/bf16 through f32; times it. */
+static cx_code run_class(conv_class *c, const cx_tensor *a, const cx_tensor *b, cx_tensor *out,
+                         double *seconds, cx_status *st) {
     double t0 = now_s();
-    if (ok && half) {
-        widen_any(x, x32);
-        widen_any(kern, w32);
-    }
-    if (ok) ok = dn_run(c, x32, w32, y32);
-    if (ok && half) {
-        if (t == CX_F16)
+    bool own_a, own_b, own_y = out->desc.dtype != CX_F32;
+    float *a32 = as_f32(a, &own_a), *b32 = as_f32(b, &own_b);
+    float *y32 = own_y ? cpu_buffer_get(sizeof(float) * (size_t)out->numel) : out->data;
+    bool ok = a32 && b32 && y32 && dn_run(c, a32, b32, y32);
+    if (ok && own_y) {
+        if (out->desc.dtype == CX_F16)
             cx_f32_to_f16_array(y32, out->data, out->numel);
         else
             cx_f32_to_bf16_array(y32, out->data, out->numel);
     }
-    if (ok) record(c, 1, now_s() - t0);
-    if (half) {
-        cpu_buffer_put(x32);
-        cpu_buffer_put(w32);
-        cpu_buffer_put(y32);
-    }
-    release_class(c);
-    *rc = ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: oneDNN conv2d failed (out of memory?)");
-    return true;
+    if (own_a) cpu_buffer_put(a32);
+    if (own_b) cpu_buffer_put(b32);
+    if (own_y) cpu_buffer_put(y32);
+    *seconds = now_s() - t0;
+    return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: oneDNN convolution failed (out of memory?)");
 }
+
+/* ---- conv2d: oneDNN or im2col, as measured -------------------------------------------------- */
 
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
     cx_conv_dims v;
     cx_conv_dims_of(x, kern, ps, &v);
-    if (!eligible(&v, x->dtype) || dn_state == -1) return "openblas";
-    int64_t key[20];
-    key_of(&v, key);
+    if (!eligible(&v) || !float32ish(x->dtype) || forced() == 2 || dn_state == -1)
+        return "openblas";
+    int64_t key[21];
+    key_of(K_FWD, &v, key);
     int path = forced() ? forced() : 1;
     pthread_mutex_lock(&dn_lock);
     for (int k = 0; k < CLASSES; k++)
@@ -396,11 +451,18 @@ cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *
     if (out->numel == 0) return CX_OK;
     cx_conv_dims v;
     cx_conv_dims_of(&x->desc, &kern->desc, ps, &v);
-    cx_code rc;
-    conv_class *c;
-    if (dn_conv(x, kern, &v, out, &rc, &c, st)) return rc;
+    conv_class *c = NULL;
+    if (eligible(&v) && float32ish(out->desc.dtype) && forced() != 2 && dn_load())
+        c = class_for(K_FWD, &v);
+    if (c && next_path(c) == 1) {
+        double s;
+        cx_code rc = run_class(c, x, kern, out, &s, st);
+        if (rc == CX_OK) record(c, 1, s);
+        release_class(c);
+        return rc;
+    }
     double t0 = now_s();
-    rc = blas_conv2d_im2col(x, kern, ps, out, st);
+    cx_code rc = blas_conv2d_im2col(x, kern, ps, out, st);
     if (c) {
         if (rc == CX_OK) record(c, 2, now_s() - t0);
         release_class(c);
@@ -408,7 +470,59 @@ cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *
     return rc;
 }
 
-#else /* built without oneDNN's headers: im2col + OpenBLAS only */
+/* ---- the gradients: oneDNN only, claimed for the shapes it builds a primitive for ------------ */
+
+/* The dimensions of the forward conv2d behind a gradient: grad_input(gy, kernel, input_shape)
+ * or grad_kernel(x, gy, kernel_shape). */
+static void grad_dims(cx_op_id op, const cx_desc *in, const cx_params *ps, cx_conv_dims *v) {
+    cx_desc shape = {CX_F32, 4, {0}};
+    cx_param_id id = op == CX_OP_CONV2D_GRAD_INPUT ? CX_P_INPUT_SHAPE : CX_P_KERNEL_SHAPE;
+    for (int a = 0; a < 4; a++) shape.shape[a] = ps->p[id].i[a];
+    if (op == CX_OP_CONV2D_GRAD_INPUT)
+        cx_conv_dims_of(&shape, &in[1], ps, v);
+    else
+        cx_conv_dims_of(&in[0], &shape, ps, v);
+}
+
+/* (capability has checked the compute types; `in` has the callers' types, cast before execute) */
+bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps) {
+    if (n_in != 2) return false;
+    cx_conv_dims v;
+    grad_dims(op, in, ps, &v);
+    if (!eligible(&v) || !dn_load()) return false;
+    conv_class *c = class_for(op == CX_OP_CONV2D_GRAD_INPUT ? K_DATA : K_WEIGHTS, &v);
+    if (c) release_class(c);
+    return c != NULL;
+}
+
+cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, const cx_params *ps,
+                         cx_tensor *out, cx_status *st) {
+    if (out->numel == 0) return CX_OK;
+    cx_desc d[2] = {a->desc, b->desc};
+    cx_conv_dims v;
+    grad_dims(op, d, ps, &v);
+    conv_class *c = eligible(&v) && dn_load()
+                        ? class_for(op == CX_OP_CONV2D_GRAD_INPUT ? K_DATA : K_WEIGHTS, &v)
+                        : NULL;
+    if (!c)
+        return cx_fail(st, CX_EUNSUPPORTED, "blas: oneDNN has no primitive for this %s%s%s",
+                       cx_op_table[op].name, dn_error[0] ? ": " : "", dn_error);
+    double s;
+    cx_code rc = run_class(c, a, b, out, &s, st);
+    release_class(c);
+    return rc;
+}
+
+#else /* built without oneDNN's headers: im2col + OpenBLAS only, the gradients decompose */
+
+bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps) {
+    return false;
+}
+
+cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, const cx_params *ps,
+                         cx_tensor *out, cx_status *st) {
+    return cx_fail(st, CX_EUNSUPPORTED, "blas: built without oneDNN");
+}
 
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
     return "openblas";

@@ -1,20 +1,24 @@
-/* The blas driver: OpenBLAS on host memory.
+/* The blas driver: the fast host device. OpenBLAS, oneDNN and vector kernels on host memory.
  *
- * - One device, "blas". Its buffers are host memory from the cpu driver's allocator, so moving a
- *   tensor between :blas and :cpu, or falling back, copies nothing.
+ * - One device, "blas" (what `:host` stands for where it loads). Its buffers are host memory
+ *   from the cpu driver's allocator, so moving a tensor between :blas and :cpu, or falling back,
+ *   copies nothing.
  * - Native: every primitive the cpu driver runs, with the driver's own copy of the cpu kernels
- *   (linked in, hidden, as an out-of-tree driver would carry them), except that dot in f32, f64,
- *   f16 and bf16 runs on OpenBLAS GEMM (blas_dot.c); and the dense composite when its three
- *   inputs share a float type (blas_dense.c); conv2d on two inputs of one float type, as im2col
- *   + GEMM per image (blas_conv.c). The conv2d gradients are not claimed: their decompositions
- *   (a transposed convolution, which is a conv2d; im2col then one dot) run on this device.
- * - Threads: the driver's own (blas_gemm.c), as many as OpenBLAS would use (the cores, or
- *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS (any number), each running
- * OpenBLAS single-threaded on a block of the product's rows. A caller takes only the idle ones, so
- * two BEAM processes multiplying at once share the cores instead of running 2 x cores threads. This
- * sets OpenBLAS to one thread for the whole OS process. bench/blas measures one caller against two.
- * - Linked against libopenblas: without it dlopen fails and the device is listed as unavailable
- *   with dlerror's reason. */
+ *   (linked in, hidden, as an out-of-tree driver would carry them) as the fallback for what the
+ *   faster paths do not take:
+ *     dot in f32, f64, f16 and bf16 on OpenBLAS GEMM (blas_dot.c); dense when its three inputs
+ *     share a float type (blas_dense.c); conv2d on oneDNN or im2col + GEMM, whichever measured
+ *     faster for the shape (blas_dnnl.c, blas_conv.c); conv2d's gradients on oneDNN's backward
+ *     primitives for one group (otherwise they decompose here); max_pool2d and its gradient as
+ *     direct loops (blas_pool2d.c); elementwise ops, sums, softmax, log_softmax, layer_norm,
+ *     gelu and silu on the AVX2 / AVX-512 vector kernels chosen by cpuid, with SLEEF
+ *     (blas_simd.c). The library callback names what runs each call.
+ * - Threads: one pool (blas_pool.c), as many threads as OpenBLAS would use (the cores, or
+ *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS, shared by GEMM (OpenBLAS
+ *   single-threaded in each) and the vector kernels; a caller takes only the idle ones. oneDNN
+ *   runs on OpenMP with as many threads, passive between calls.
+ * - Linked against libopenblas and libsleef: without them dlopen fails and the device is listed
+ *   as unavailable with dlerror's reason. libdnnl is opened at the first convolution. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,9 +70,9 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     props->host_memory = true;
     const simd_table *simd = blas_simd();
     snprintf(props->detail, sizeof props->detail,
-             "%d threads; OpenBLAS: dot, dense; oneDNN|OpenBLAS: conv2d; %s%s: elementwise, sum, "
-             "softmax, layer_norm, gelu, silu",
-             blas_threads, simd ? simd->name : "cpu kernels (no AVX2)", simd ? "+SLEEF" : "");
+             "%d threads; OpenBLAS: dot, dense; oneDNN|OpenBLAS: conv2d; %s: elementwise, sum, "
+             "softmax, layer_norm, gelu, silu; C: max_pool2d",
+             blas_threads, simd ? (simd == &simd_avx2 ? "avx2+SLEEF" : "avx512+SLEEF") : "C");
     return CX_OK;
 }
 
@@ -97,6 +101,13 @@ static bool is_float32ish(cx_dtype t) {
 static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
+    if (op == CX_OP_MAX_POOL2D) return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
+    /* the gradients compute in f32 (f16/bf16 and integers widened) on oneDNN, not in f64;
+     * refine decides by the geometry */
+    if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL)
+        return n_in == 2 && types[0] != CX_F64 && types[1] != CX_F64 ? CX_CAP_SHAPE : CX_CAP_NO;
+    if (op == CX_OP_MAX_POOL2D_GRAD)
+        return n_in == 2 && is_float(types[0]) && is_float(types[1]) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_LAYER_NORM)
         return blas_simd() && n_in == 3 && is_float32ish(types[0]) && types[1] == types[0] &&
                        types[2] == types[0]
@@ -127,6 +138,13 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
                  cx_op_table[op].name);
         return false;
     }
+    if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL) {
+        if (blas_conv2d_grad_fits(op, in, n_in, ps)) return true;
+        snprintf(reason, len,
+                 "oneDNN runs %s for one group and padding >= 0 only (or is not installed)",
+                 cx_op_table[op].name);
+        return false;
+    }
     if (op == CX_OP_LAYER_NORM) {
         if (blas_simd_layer_norm_fits(in, n_in, ps)) return true;
         snprintf(reason, len,
@@ -153,6 +171,10 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                    ? CX_OK
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
                              cx_op_table[op].name);
+    if (op == CX_OP_MAX_POOL2D) return blas_max_pool2d(in[0], ps, out, st);
+    if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL)
+        return blas_conv2d_grad(op, in[0], in[1], ps, out, st);
+    if (op == CX_OP_MAX_POOL2D_GRAD) return blas_max_pool2d_grad(in[0], in[1], ps, out, st);
     if (op == CX_OP_LAYER_NORM)
         return blas_simd_layer_norm(in, ps, out)
                    ? CX_OK
@@ -167,6 +189,7 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
 static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n_in,
                                 const cx_params *ps) {
     if (op == CX_OP_DENSE) return "openblas";
+    if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL) return "onednn";
     if (op == CX_OP_CONV2D)
         return n_in == 2 && ps ? blas_conv2d_library(&in[0], &in[1], ps) : "openblas";
     if (op == CX_OP_DOT) return n_in == 2 && is_float(in[0].dtype) ? "openblas" : "portable";

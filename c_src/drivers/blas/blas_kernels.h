@@ -24,6 +24,12 @@ cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
 cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
                            cx_tensor *out, cx_status *st);
+/* conv2d_grad_input (grad_output, kernel) and conv2d_grad_kernel (input, grad_output) on
+ * oneDNN's backward primitives: fits says whether oneDNN builds one for these shapes (one
+ * group, float types, padding >= 0); otherwise they decompose. */
+bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
+cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, const cx_params *ps,
+                         cx_tensor *out, cx_status *st);
 bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
 
 /* blas_gemm.c: C = op(A) . op(B) + beta C, row-major, split across the driver's threads. */
@@ -68,6 +74,11 @@ bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_te
 /* The instruction set's name ("avx512", "avx2") when the vector kernels run op on inputs of these
  * descriptions and parameters (NULL ps: every axis), NULL when the cpu kernel does. */
 const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
+
+/* blas_pool2d.c: max_pool2d and its gradient as direct loops over the windows, float types. */
+cx_code blas_max_pool2d(const cx_tensor *x, const cx_params *ps, cx_tensor *out, cx_status *st);
+cx_code blas_max_pool2d_grad(const cx_tensor *x, const cx_tensor *gy, const cx_params *ps,
+                             cx_tensor *out, cx_status *st);
 
 /* Whether a GEMM of these sizes fits OpenBLAS's int dimensions. */
 bool blas_dims_fit(int64_t m, int64_t n, int64_t k);

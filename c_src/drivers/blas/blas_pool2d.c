@@ -1,0 +1,164 @@
+/* max_pool2d and max_pool2d_grad natively, as direct loops over the windows: the decompositions
+ * (the window's strided slices stacked, reduced, and for the gradient compared and scattered
+ * back) move every element through several tensors; this reads each window once. Any window,
+ * strides, padding (padding never wins, negative padding crops) and either layout, in the float
+ * types (f16/bf16 compared in f32, which is exact). Planes (nchw) or images (nhwc) are split
+ * across the pool's threads.
+ *
+ * Semantics, as the decompositions and Nx: NaN wins a window's maximum; the gradient of a window
+ * goes to the first maximum in row-major order, none when the maximum is NaN, and overlapping
+ * windows add up (accumulated in f32, or f64 for f64, and rounded once). */
+#include <math.h>
+#include <string.h>
+
+#include "../../core/half.h"
+#include "../cpu/cpu_kernels.h"
+#include "blas_kernels.h"
+
+typedef struct {
+    bool nhwc;
+    int64_t n, c, h, w, kh, kw, s0, s1, lo0, lo1, oh, ow;
+} pool_dims;
+
+static void pool_dims_of(const cx_desc *x, const cx_params *ps, pool_dims *v) {
+    v->nhwc = cx_param_has(ps, CX_P_LAYOUT) && ps->p[CX_P_LAYOUT].i[0] == 1;
+    const int64_t *xs = x->shape;
+    v->n = xs[0];
+    v->c = v->nhwc ? xs[3] : xs[1];
+    v->h = v->nhwc ? xs[1] : xs[2];
+    v->w = v->nhwc ? xs[2] : xs[3];
+    v->kh = ps->p[CX_P_WINDOW].i[0];
+    v->kw = ps->p[CX_P_WINDOW].n > 1 ? ps->p[CX_P_WINDOW].i[1] : v->kh;
+    bool strides = cx_param_has(ps, CX_P_STRIDES) && ps->p[CX_P_STRIDES].n == 2;
+    v->s0 = strides ? ps->p[CX_P_STRIDES].i[0] : v->kh;
+    v->s1 = strides ? ps->p[CX_P_STRIDES].i[1] : v->kw;
+    const int64_t *pad = ps->p[CX_P_PADDING].i;
+    v->lo0 = pad[0];
+    v->lo1 = pad[2];
+    v->oh = (v->h + pad[0] + pad[1] - v->kh) / v->s0 + 1;
+    v->ow = (v->w + pad[2] + pad[3] - v->kw) / v->s1 + 1;
+}
+
+/* Element i of a float tensor, widened. */
+static inline double load(const cx_tensor *t, int64_t i) {
+    switch (t->desc.dtype) {
+    case CX_F16: return cx_f16_to_f32(((const uint16_t *)t->data)[i]);
+    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case CX_F32: return ((const float *)t->data)[i];
+    default: return ((const double *)t->data)[i];
+    }
+}
+
+static inline void store(cx_tensor *t, int64_t i, double v) {
+    switch (t->desc.dtype) {
+    case CX_F16: ((uint16_t *)t->data)[i] = cx_f16_from_f64(v); break;
+    case CX_BF16: ((uint16_t *)t->data)[i] = cx_bf16_from_f64(v); break;
+    case CX_F32: ((float *)t->data)[i] = (float)v; break;
+    default: ((double *)t->data)[i] = v;
+    }
+}
+
+/* Offsets of the input element (n, ch, ih, iw) and the output element (n, ch, oh, ow). */
+static inline int64_t in_at(const pool_dims *v, int64_t n, int64_t ch, int64_t ih, int64_t iw) {
+    return v->nhwc ? ((n * v->h + ih) * v->w + iw) * v->c + ch
+                   : ((n * v->c + ch) * v->h + ih) * v->w + iw;
+}
+
+static inline int64_t out_at(const pool_dims *v, int64_t n, int64_t ch, int64_t oh, int64_t ow) {
+    return v->nhwc ? ((n * v->oh + oh) * v->ow + ow) * v->c + ch
+                   : ((n * v->c + ch) * v->oh + oh) * v->ow + ow;
+}
+
+/* The window's result: its maximum (-inf when it reads only padding, NaN when it holds one)
+ * and where the first maximum is (-1: none takes the gradient). */
+static inline double window_max(const cx_tensor *x, const pool_dims *v, int64_t n, int64_t ch,
+                                int64_t oh, int64_t ow, int64_t *arg) {
+    double m = -INFINITY;
+    *arg = -1;
+    int64_t ih0 = oh * v->s0 - v->lo0, iw0 = ow * v->s1 - v->lo1;
+    for (int64_t ki = 0; ki < v->kh; ki++) {
+        int64_t ih = ih0 + ki;
+        if (ih < 0 || ih >= v->h) continue;
+        for (int64_t kj = 0; kj < v->kw; kj++) {
+            int64_t iw = iw0 + kj;
+            if (iw < 0 || iw >= v->w) continue;
+            int64_t at = in_at(v, n, ch, ih, iw);
+            double e = load(x, at);
+            if (e != e) {
+                *arg = -1;
+                return e;
+            }
+            if (*arg < 0 || e > m) { /* the first in-bounds element, then a larger one */
+                m = e;
+                *arg = at;
+            }
+        }
+    }
+    return m;
+}
+
+typedef struct {
+    const pool_dims *v;
+    const cx_tensor *x, *gy;
+    cx_tensor *out;
+    double *acc; /* the gradient: one double per input element */
+} pool_job;
+
+/* Part `index` of the (image, channel) planes. */
+static void forward_part(void *ctx, int index, int parts) {
+    const pool_job *j = ctx;
+    const pool_dims *v = j->v;
+    int64_t planes = v->n * v->c;
+    for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
+        int64_t n = p / v->c, ch = p % v->c, arg;
+        for (int64_t oh = 0; oh < v->oh; oh++)
+            for (int64_t ow = 0; ow < v->ow; ow++)
+                store(j->out, out_at(v, n, ch, oh, ow), window_max(j->x, v, n, ch, oh, ow, &arg));
+    }
+}
+
+/* Planes of the gradient do not overlap, so each part adds into its own planes only. */
+static void grad_part(void *ctx, int index, int parts) {
+    const pool_job *j = ctx;
+    const pool_dims *v = j->v;
+    int64_t planes = v->n * v->c;
+    for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
+        int64_t n = p / v->c, ch = p % v->c, arg;
+        for (int64_t oh = 0; oh < v->oh; oh++)
+            for (int64_t ow = 0; ow < v->ow; ow++) {
+                window_max(j->x, v, n, ch, oh, ow, &arg);
+                if (arg >= 0) j->acc[arg] += load(j->gy, out_at(v, n, ch, oh, ow));
+            }
+    }
+}
+
+static int parts_of(const pool_dims *v, int64_t work) {
+    int64_t parts = work / (1 << 15), threads = blas_pool_threads(), planes = v->n * v->c;
+    if (parts > threads) parts = threads;
+    if (parts > planes) parts = planes;
+    return parts < 1 ? 1 : (int)parts;
+}
+
+cx_code blas_max_pool2d(const cx_tensor *x, const cx_params *ps, cx_tensor *out, cx_status *st) {
+    if (out->numel == 0) return CX_OK;
+    pool_dims v;
+    pool_dims_of(&x->desc, ps, &v);
+    pool_job j = {&v, x, NULL, out, NULL};
+    blas_parallel(parts_of(&v, out->numel * v.kh * v.kw), false, forward_part, &j);
+    return CX_OK;
+}
+
+cx_code blas_max_pool2d_grad(const cx_tensor *x, const cx_tensor *gy, const cx_params *ps,
+                             cx_tensor *out, cx_status *st) {
+    if (out->numel == 0) return CX_OK;
+    pool_dims v;
+    pool_dims_of(&x->desc, ps, &v);
+    double *acc = cpu_buffer_get(sizeof(double) * (size_t)out->numel);
+    if (!acc) return cx_fail(st, CX_ENOMEM, "blas: no memory for max_pool2d_grad's sums");
+    memset(acc, 0, sizeof(double) * (size_t)out->numel);
+    pool_job j = {&v, x, gy, out, acc};
+    blas_parallel(parts_of(&v, gy->numel * v.kh * v.kw), false, grad_part, &j);
+    for (int64_t i = 0; i < out->numel; i++) store(out, i, acc[i]);
+    cpu_buffer_put(acc);
+    return CX_OK;
+}
