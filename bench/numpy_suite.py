@@ -190,9 +190,39 @@ def main():
             report(t, "MLP training epoch", lambda: mlp_epoch(*mnist, dtype), product, check=False)
         if torch is not None:
             torch_cases(t, inputs, report)
+            if mnist is not None and t == "f32":
+                report(t, "CNN training epoch", lambda: cnn_epoch(*mnist), t, "torch", check=False)
     print(f"numpy\t{np.__version__}", flush=True)
     if torch is not None:
         print(f"torch\t{torch.__version__}", flush=True)
+
+
+def cnn_epoch(images, labels, batch=64, shift=2):
+    """One epoch of the demo's CNN in PyTorch, as Cascade.Demo.CNN and Cascade.Demo.Training run
+    it: conv 32 3x3 -> relu -> max_pool 2 -> conv 64 3x3 -> relu -> max_pool 2 -> dense 128 ->
+    relu -> dense 10, softmax cross-entropy, Adam (lr 1e-3), batch 64, each image shifted by up
+    to `shift` pixels (torch.roll on a zero-padded copy, then cropped), f32."""
+    torch.manual_seed(42)
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_all = torch.from_numpy(images.astype(np.float32) / 255).reshape(-1, 1, 28, 28)
+    y_all = torch.from_numpy(labels.astype(np.int64))
+    n = x_all.shape[0]
+    order = torch.randperm(n)
+    for start in range(0, n, batch):
+        idx = order[start:start + batch]
+        x = F.pad(x_all[idx], (shift, shift, shift, shift))
+        dy, dx = (int(v) for v in torch.randint(-shift, shift + 1, (2,)))
+        x = torch.roll(x, (dy, dx), (2, 3))[:, :, shift:shift + 28, shift:shift + 28]
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y_all[idx])
+        loss.backward()
+        opt.step()
+    return model
 
 
 def torch_cases(t, inputs, report):

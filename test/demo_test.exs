@@ -2,7 +2,7 @@ defmodule Cascade.DemoTest do
   # async: false because one test sets CASCADE_DATA_DIR for the mix task
   use ExUnit.Case, async: false
 
-  alias Cascade.Demo.{Data, MLP, Training}
+  alias Cascade.Demo.{CNN, Data, MLP, Training}
 
   doctest Cascade.Demo.NumberArray
   doctest Cascade.Demo.Progress
@@ -161,6 +161,51 @@ defmodule Cascade.DemoTest do
       flat = Cascade.reshape(t, {Cascade.size(t)})
       old = flat |> Cascade.slice([i], [1])
       flat |> Cascade.put_slice([i], Cascade.add(old, delta)) |> Cascade.reshape(shape)
+    end
+  end
+
+  describe "the CNN" do
+    test "its backward pass matches finite differences in f64, on sampled parameters" do
+      params = CNN.init(key: 3, type: :f64, device: :cpu)
+      x = Cascade.random_uniform({2, 784}, key: 4, type: :f64, device: :cpu)
+      one_hot = Cascade.tensor([3, 7], device: :cpu) |> Cascade.one_hot(depth: 10, type: :f64)
+      {_loss, grads} = CNN.loss_and_grads(params, x, one_hot)
+      loss = fn params -> params |> CNN.logits(x) |> CNN.loss(one_hot) |> Cascade.to_list() end
+      eps = 1.0e-6
+
+      for {{{kernel, bias}, {dkernel, dbias}}, layer} <- Enum.with_index(Enum.zip(params, grads)),
+          {tensor, grad, which} <- [{kernel, dkernel, 0}, {bias, dbias, 1}] do
+        assert Cascade.shape(grad) == Cascade.shape(tensor)
+        flat_grad = grad |> Cascade.reshape({Cascade.size(grad)}) |> Cascade.to_list()
+        n = Cascade.size(tensor)
+
+        for i <- Enum.uniq([0, div(n, 3), n - 1]) do
+          nudged = fn delta ->
+            t = nudge(tensor, i, delta)
+            List.replace_at(params, layer, put_elem(Enum.at(params, layer), which, t))
+          end
+
+          numeric = (loss.(nudged.(eps)) - loss.(nudged.(-eps))) / (2 * eps)
+          analytic = Enum.at(flat_grad, i)
+
+          assert abs(numeric - analytic) <= 1.0e-5 * max(1.0, abs(numeric)),
+                 "layer #{layer} #{if which == 0, do: "kernel", else: "bias"} element #{i}: " <>
+                   "analytic #{analytic}, numeric #{numeric}"
+        end
+      end
+    end
+
+    # on :blas a convolution's path (oneDNN or im2col) is chosen by timing the first calls of
+    # its shape, and the two sum in different orders: the same seed gives the same losses up
+    # to rounding there, bit for bit on :cpu
+    test "trains with Adam on the default device, the same seed giving the same losses" do
+      {train, test} = Data.split(synthetic(96, 5), 32)
+      opts = [model: :cnn, device: Cascade.Device.host(), epochs: 1, batch: 32, rate: 0.001]
+      run = fn -> Training.run(train, test, opts).epochs |> Enum.map(&{&1.loss, &1.accuracy}) end
+      [{loss, accuracy}] = run.()
+      assert is_float(loss) and loss > 0 and accuracy >= 0.0 and accuracy <= 1.0
+      [{again, _}] = run.()
+      assert abs(again - loss) <= 1.0e-4 * loss
     end
   end
 

@@ -12,8 +12,8 @@ defmodule Cascade.Bench.Suite do
   Cases: `dot` of 256, 512 and 1024 square matrices; `conv2d` of a {64, 32, 28, 28} input
   with 64 3×3 filters and `max_pool2d` 2×2 of the same input; `softmax` and `layer_norm` of
   1000×1000 along rows; `add`, `exp`, `tanh`, `gelu`, `sum` of 1M elements; a one-element
-  `add` (the cost of a call); one training epoch of `mix cascade.demo` on the 8,000 training
-  digits (when the MNIST data is there).
+  `add` (the cost of a call); one training epoch of `mix cascade.demo`'s MLP and, in f32, of
+  its CNN (against PyTorch's) on the 8,000 training digits (when the MNIST data is there).
   """
 
   alias Cascade.Bench.Timer
@@ -25,7 +25,8 @@ defmodule Cascade.Bench.Suite do
   def names do
     ["dot 256x256", "dot 512x512", "dot 1024x1024", "conv2d 64x32x28x28, 64 3x3"] ++
       ["max_pool2d 2x2 of 64x32x28x28", "softmax 1000x1000", "layer_norm 1000x1000"] ++
-      ["add 1M", "exp 1M", "tanh 1M", "gelu 1M", "sum 1M", "add 1 element", "MLP training epoch"]
+      ["add 1M", "exp 1M", "tanh 1M", "gelu 1M", "sum 1M", "add 1 element", "MLP training epoch"] ++
+      ["CNN training epoch"]
   end
 
   @doc """
@@ -113,15 +114,21 @@ defmodule Cascade.Bench.Suite do
     # the same training as `mix cascade.demo`, one epoch; only the training loop is timed
     test = %{train | count: 0, images: <<>>, labels: <<>>}
 
-    once = fn ->
-      hd(Training.run(train, test, device: device, type: type, epochs: 1).epochs).seconds
-    end
+    for {model, name, rate} <- [
+          {:mlp, "MLP training epoch", 0.1},
+          {:cnn, "CNN training epoch", 0.001}
+        ],
+        model == :mlp or type == :f32 do
+      once = fn ->
+        opts = [model: model, device: device, type: type, epochs: 1, rate: rate]
+        hd(Training.run(train, test, opts).epochs).seconds
+      end
 
-    once.()
-    seconds = median_of(once, min_seconds, [])
-    result = %{case: "MLP training epoch", seconds: seconds, check: nil}
-    on_case.(result)
-    [result]
+      once.()
+      result = %{case: name, seconds: median_of(once, min_seconds, []), check: nil}
+      on_case.(result)
+      result
+    end
   end
 
   defp median_of(fun, min_seconds, samples) do

@@ -1,8 +1,9 @@
 defmodule Cascade.Demo.Training do
   @moduledoc """
-  Trains `Cascade.Demo.MLP` on a `Cascade.Demo.Data.Set` with mini-batch SGD with momentum
-  and a cosine-decaying learning rate, each training image shifted at random by up to
-  `shift:` pixels (`Cascade.Demo.Augment`), and measures held-out accuracy after each epoch.
+  Trains `Cascade.Demo.MLP` (`model: :mlp`, mini-batch SGD with momentum) or
+  `Cascade.Demo.CNN` (`model: :cnn`, Adam) on a `Cascade.Demo.Data.Set` with a
+  cosine-decaying learning rate, each training image shifted at random by up to `shift:`
+  pixels (`Cascade.Demo.Augment`), and measures held-out accuracy after each epoch.
 
   Everything that decides the result is fixed by `seed:`: the initial parameters (Cascade's
   counter-based generator, keyed by the seed) and the order of the samples in each epoch
@@ -11,9 +12,10 @@ defmodule Cascade.Demo.Training do
   gives the same accuracy, to the last digit, on the same device.
   """
 
-  alias Cascade.Demo.{Augment, Data, MLP, SGD}
+  alias Cascade.Demo.{Adam, Augment, CNN, Data, MLP, SGD}
 
   @defaults [
+    model: :mlp,
     device: :cpu,
     type: :f32,
     epochs: 40,
@@ -36,8 +38,9 @@ defmodule Cascade.Demo.Training do
   `%{params: params, epochs: [%{epoch, loss, accuracy, seconds, images_per_second}],
   seconds: total}`.
 
-  Options (defaults in `defaults/0`): `device:`, `type:` (f32, f16, bf16, f64), `epochs:`,
-  `batch:`, `rate:` (initial learning rate), `momentum:`, `hidden:` (hidden layer sizes),
+  Options (defaults in `defaults/0`): `model:` (`:mlp` or `:cnn`), `device:`, `type:` (f32,
+  f16, bf16, f64), `epochs:`, `batch:`, `rate:` (initial learning rate), `momentum:` (SGD,
+  the MLP), `hidden:` (the MLP's hidden layer sizes),
   `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:`
   (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with the epoch's mean
   loss so far) and `on_epoch:` (`fn epoch_result -> ...`).
@@ -49,10 +52,20 @@ defmodule Cascade.Demo.Training do
     {device, type} = {opts[:device], opts[:type]}
     {x_train, y_train} = tensors(train, type, device)
     {x_test, y_test} = tensors(test, type, device)
-    sizes = [train.rows * train.cols | opts[:hidden]] ++ [10]
-    params = MLP.init(sizes, key: opts[:seed], type: type, device: device)
+    model = model!(opts[:model])
+
+    params =
+      case model do
+        MLP ->
+          sizes = [train.rows * train.cols | opts[:hidden]] ++ [10]
+          MLP.init(sizes, key: opts[:seed], type: type, device: device)
+
+        CNN ->
+          CNN.init(key: opts[:seed], type: type, device: device)
+      end
 
     run = %{
+      model: model,
       opts: opts,
       x: x_train,
       y: y_train,
@@ -62,8 +75,10 @@ defmodule Cascade.Demo.Training do
     }
 
     {params, _velocity, epochs} =
-      Enum.reduce(1..opts[:epochs]//1, {params, SGD.init(params), []}, fn epoch,
-                                                                          {params, velocity, done} ->
+      Enum.reduce(1..opts[:epochs]//1, {params, optimizer_init(model, params), []}, fn epoch,
+                                                                                       {params,
+                                                                                        velocity,
+                                                                                        done} ->
         t0 = System.monotonic_time()
         {params, velocity, losses} = epoch(run, epoch, params, velocity, t0)
         seconds = seconds_since(t0)
@@ -71,7 +86,7 @@ defmodule Cascade.Demo.Training do
         result = %{
           epoch: epoch,
           loss: Enum.sum(losses) / length(losses),
-          accuracy: if(test.count > 0, do: accuracy(params, x_test, y_test)),
+          accuracy: if(test.count > 0, do: accuracy(model, params, x_test, y_test)),
           seconds: seconds,
           images_per_second: train.count / seconds
         }
@@ -95,10 +110,10 @@ defmodule Cascade.Demo.Training do
                                                             {params, velocity, losses, rand} ->
         {choices, rand} = draw_shifts(indices, Augment.shifts(run.shifter), rand)
         {x, one_hot} = batch(run, indices, choices)
-        {loss, grads} = MLP.loss_and_grads(params, x, one_hot)
+        {loss, grads} = run.model.loss_and_grads(params, x, one_hot)
         # cosine decay from the initial rate to zero over the whole run
         rate = opts[:rate] * 0.5 * (1 + :math.cos(:math.pi() * (first_step + i) / run.steps))
-        {params, velocity} = SGD.step(params, grads, velocity, rate, opts[:momentum])
+        {params, velocity} = optimizer_step(run, params, grads, velocity, rate)
         losses = [number(loss) | losses]
 
         if opts[:on_batch] do
@@ -125,17 +140,43 @@ defmodule Cascade.Demo.Training do
     {x, one_hot}
   end
 
-  @doc "The fraction of `x`'s rows whose predicted class is the label in `y`."
-  @spec accuracy(MLP.params(), Cascade.Tensor.t(), Cascade.Tensor.t()) :: float
-  def accuracy(params, x, y) do
-    correct =
-      params
-      |> MLP.predict(x)
-      |> Cascade.equal(y)
-      |> Cascade.sum()
-      |> number()
+  defp model!(:mlp), do: MLP
+  defp model!(:cnn), do: CNN
 
-    correct / elem(Cascade.shape(y), 0)
+  defp model!(other),
+    do: raise(ArgumentError, "expected model: :mlp or :cnn, got: #{inspect(other)}")
+
+  # SGD with momentum for the MLP, Adam for the CNN (as the PyTorch model it is compared with)
+  defp optimizer_init(MLP, params), do: SGD.init(params)
+  defp optimizer_init(CNN, params), do: Adam.init(params)
+
+  defp optimizer_step(%{model: MLP, opts: opts}, params, grads, state, rate),
+    do: SGD.step(params, grads, state, rate, opts[:momentum])
+
+  defp optimizer_step(%{model: CNN}, params, grads, state, rate),
+    do: Adam.step(params, grads, state, rate)
+
+  @doc """
+  The fraction of `x`'s rows whose predicted class is the label in `y`, with `model`
+  (`Cascade.Demo.MLP` or `Cascade.Demo.CNN`), in slices of 500 rows.
+  """
+  @spec accuracy(module, list, Cascade.Tensor.t(), Cascade.Tensor.t()) :: float
+  def accuracy(model, params, x, y) do
+    count = elem(Cascade.shape(y), 0)
+
+    correct =
+      0
+      |> Stream.iterate(&(&1 + 500))
+      |> Enum.take_while(&(&1 < count))
+      |> Enum.map(fn start ->
+        n = min(500, count - start)
+        xs = Cascade.slice(x, [start, 0], [n, elem(Cascade.shape(x), 1)])
+        ys = Cascade.slice(y, [start], [n])
+        model.predict(params, xs) |> Cascade.equal(ys) |> Cascade.sum() |> number()
+      end)
+      |> Enum.sum()
+
+    correct / count
   end
 
   @doc "The images of `set` as a {count, pixels} tensor of `type` in [0, 1], and the labels (s64)."

@@ -1,0 +1,125 @@
+defmodule Cascade.Demo.CNN do
+  @moduledoc """
+  A small convolutional network written on Cascade ops, with the backward pass written out by
+  hand, the same architecture as the PyTorch model it is compared with:
+
+      {batch, 784} → {batch, 1, 28, 28}
+      conv2d 32 × 3×3 → + bias → relu → max_pool2d 2     {batch, 32, 13, 13}
+      conv2d 64 × 3×3 → + bias → relu → max_pool2d 2     {batch, 64, 5, 5}
+      flatten → dense 1600 → 128 → relu → dense 128 → 10  logits
+
+  Parameters are a list of `{kernel, bias}` pairs like `Cascade.Demo.MLP`'s (the convolution
+  kernels {out, in, 3, 3}, their biases {out}), so the optimisers work on either model.
+
+  Gradients, with `dz` the gradient of the loss by a layer's pre-activation `z`:
+
+    * convolution: `d kernel = conv2d_grad_kernel(input, dz, kernel)`, `d bias = sum(dz, axes:
+      [0, 2, 3])`, `d input = conv2d_grad_input(dz, kernel, input)`;
+    * pooling: `d a = max_pool2d_grad(a, d pooled, 2)`; relu: `select(z > 0, d a, 0)`;
+    * dense layers and the softmax cross-entropy as in `Cascade.Demo.MLP`.
+  """
+
+  @type params :: [{Cascade.Tensor.t(), Cascade.Tensor.t()}]
+
+  @side 28
+
+  @doc """
+  He-initialised parameters: kernels normal with standard deviation √(2 / fan_in), drawn in f32
+  with Cascade's counter-based generator from `key:` (default 0) and cast to `type:` (default
+  `:f32`); biases zero. `device:` defaults to `Cascade.Device.default()`.
+  """
+  @spec init(keyword) :: params
+  def init(opts \\ []) do
+    key = Keyword.get(opts, :key, 0)
+    type = Keyword.get(opts, :type, :f32)
+    device = Keyword.get(opts, :device, Cascade.Device.default())
+
+    [
+      {32, {32, 1, 3, 3}, 9},
+      {64, {64, 32, 3, 3}, 288},
+      {128, {1600, 128}, 1600},
+      {10, {128, 10}, 128}
+    ]
+    |> Enum.with_index()
+    |> Enum.map(fn {{out, shape, fan_in}, layer} ->
+      kernel =
+        shape
+        |> Cascade.random_normal(
+          key: key * 1000 + layer,
+          standard_deviation: :math.sqrt(2.0 / fan_in),
+          device: device
+        )
+        |> Cascade.as_type(type)
+
+      {kernel, Cascade.zeros({out}, type: type, device: device)}
+    end)
+  end
+
+  @doc "The logits for a batch `x` {batch, 784}."
+  @spec logits(params, Cascade.Tensor.t()) :: Cascade.Tensor.t()
+  def logits(params, x), do: params |> forward(x) |> elem(0)
+
+  @doc "The predicted class of each row of `x`, as s64."
+  @spec predict(params, Cascade.Tensor.t()) :: Cascade.Tensor.t()
+  def predict(params, x), do: params |> logits(x) |> Cascade.argmax(axis: 1)
+
+  # The logits and what the backward pass needs.
+  defp forward([{k1, b1}, {k2, b2}, {w3, b3}, {w4, b4}], x) do
+    batch = elem(Cascade.shape(x), 0)
+    x4 = Cascade.reshape(x, {batch, 1, @side, @side})
+    z1 = conv(x4, k1, b1)
+    a1 = Cascade.relu(z1)
+    p1 = Cascade.max_pool2d(a1, 2)
+    z2 = conv(p1, k2, b2)
+    a2 = Cascade.relu(z2)
+    p2 = Cascade.max_pool2d(a2, 2)
+    f = Cascade.reshape(p2, {batch, Cascade.size(p2) |> div(batch)})
+    z3 = Cascade.dense(f, w3, b3)
+    a3 = Cascade.relu(z3)
+    logits = Cascade.dense(a3, w4, b4)
+    {logits, %{x4: x4, z1: z1, a1: a1, p1: p1, z2: z2, a2: a2, p2: p2, f: f, z3: z3, a3: a3}}
+  end
+
+  defp conv(x, kernel, bias) do
+    out = elem(Cascade.shape(bias), 0)
+    Cascade.add(Cascade.conv2d(x, kernel), Cascade.reshape(bias, {1, out, 1, 1}))
+  end
+
+  @doc "The mean softmax cross-entropy of `logits` against `one_hot` labels, a scalar tensor."
+  @spec loss(Cascade.Tensor.t(), Cascade.Tensor.t()) :: Cascade.Tensor.t()
+  def loss(logits, one_hot),
+    do: Cascade.categorical_cross_entropy(one_hot, logits, from_logits: true)
+
+  @doc """
+  The loss on a batch and its gradient by every parameter: `{loss, grads}`, with `grads`
+  shaped like `params`.
+  """
+  @spec loss_and_grads(params, Cascade.Tensor.t(), Cascade.Tensor.t()) ::
+          {Cascade.Tensor.t(), params}
+  def loss_and_grads([{k1, _}, {k2, _}, {w3, _}, {w4, _}] = params, x, one_hot) do
+    {logits, c} = forward(params, x)
+    batch = elem(Cascade.shape(x), 0)
+
+    dlogits =
+      logits |> Cascade.softmax(axis: 1) |> Cascade.subtract(one_hot) |> Cascade.divide(batch)
+
+    g4 = dense_grads(c.a3, dlogits)
+    dz3 = relu_grad(c.z3, Cascade.dot(dlogits, [1], [], w4, [1], []))
+    g3 = dense_grads(c.f, dz3)
+    dp2 = Cascade.reshape(Cascade.dot(dz3, [1], [], w3, [1], []), Cascade.shape(c.p2))
+    dz2 = relu_grad(c.z2, Cascade.max_pool2d_grad(c.a2, dp2, 2))
+    g2 = conv_grads(c.p1, dz2, k2)
+    dp1 = Cascade.conv2d_grad_input(dz2, k2, c.p1)
+    dz1 = relu_grad(c.z1, Cascade.max_pool2d_grad(c.a1, dp1, 2))
+    g1 = conv_grads(c.x4, dz1, k1)
+    {loss(logits, one_hot), [g1, g2, g3, g4]}
+  end
+
+  defp relu_grad(z, da), do: Cascade.select(Cascade.greater(z, 0), da, 0)
+
+  defp dense_grads(a, dz),
+    do: {Cascade.dot(a, [0], [], dz, [0], []), Cascade.sum(dz, axes: [0])}
+
+  defp conv_grads(input, dz, kernel),
+    do: {Cascade.conv2d_grad_kernel(input, dz, kernel), Cascade.sum(dz, axes: [0, 2, 3])}
+end
