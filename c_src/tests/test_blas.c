@@ -283,6 +283,8 @@ static void test_conv2d_and_gradients(void **state) {
         {0, 1, 4, 10, 9, 6, 3, 2, 2, {2, 1}, {1, 2}, {1, 2, 0, 1}},
         {1, 2, 6, 7, 7, 3, 2, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}},
         {1, 1, 2, 5, 6, 4, 1, 1, 1, {1, 2}, {1, 1}, {0, 0, 0, 0}},
+        /* 2x2 windows side by side (the CNN's pooling; its gradient writes in place) */
+        {0, 2, 3, 9, 8, 4, 2, 2, 1, {2, 2}, {1, 1}, {0, 1, 1, 0}},
     };
     static const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)

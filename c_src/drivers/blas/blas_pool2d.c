@@ -101,8 +101,66 @@ typedef struct {
     const pool_dims *v;
     const cx_tensor *x, *gy;
     cx_tensor *out;
-    double *acc; /* the gradient: one double per input element */
+    double *acc; /* the gradient: one double per input element (NULL: written in place) */
 } pool_job;
+
+/* f32 nchw: the window's maximum and the offset of its first maximum (-1 for none: a NaN, or
+ * only padding), reading the plane directly. */
+static inline float window_max_f32(const float *plane, const pool_dims *v, int64_t oh, int64_t ow,
+                                   int64_t *arg) {
+    float m = -INFINITY;
+    *arg = -1;
+    int64_t ih0 = oh * v->s0 - v->lo0, iw0 = ow * v->s1 - v->lo1;
+    int64_t k0 = ih0 < 0 ? -ih0 : 0, k1 = v->h - ih0 < v->kh ? v->h - ih0 : v->kh;
+    int64_t j0 = iw0 < 0 ? -iw0 : 0, j1 = v->w - iw0 < v->kw ? v->w - iw0 : v->kw;
+    for (int64_t ki = k0; ki < k1; ki++) {
+        const float *row = plane + (ih0 + ki) * v->w + iw0;
+        for (int64_t kj = j0; kj < j1; kj++) {
+            float e = row[kj];
+            if (e != e) {
+                *arg = -1;
+                return e;
+            }
+            if (*arg < 0 || e > m) {
+                m = e;
+                *arg = (ih0 + ki) * v->w + iw0 + kj;
+            }
+        }
+    }
+    return m;
+}
+
+static void forward_part_f32(void *ctx, int index, int parts) {
+    const pool_job *j = ctx;
+    const pool_dims *v = j->v;
+    int64_t planes = v->n * v->c, arg;
+    for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
+        const float *plane = (const float *)j->x->data + p * v->h * v->w;
+        float *o = (float *)j->out->data + p * v->oh * v->ow;
+        for (int64_t oh = 0; oh < v->oh; oh++)
+            for (int64_t ow = 0; ow < v->ow; ow++)
+                o[oh * v->ow + ow] = window_max_f32(plane, v, oh, ow, &arg);
+    }
+}
+
+/* Windows that do not overlap (strides at least the window): each input element takes at
+ * most one gradient, written in place into the zeroed f32 output. */
+static void grad_part_f32(void *ctx, int index, int parts) {
+    const pool_job *j = ctx;
+    const pool_dims *v = j->v;
+    int64_t planes = v->n * v->c, arg;
+    for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
+        const float *plane = (const float *)j->x->data + p * v->h * v->w;
+        const float *g = (const float *)j->gy->data + p * v->oh * v->ow;
+        float *o = (float *)j->out->data + p * v->h * v->w;
+        memset(o, 0, sizeof(float) * (size_t)(v->h * v->w));
+        for (int64_t oh = 0; oh < v->oh; oh++)
+            for (int64_t ow = 0; ow < v->ow; ow++) {
+                window_max_f32(plane, v, oh, ow, &arg);
+                if (arg >= 0) o[arg] = g[oh * v->ow + ow];
+            }
+    }
+}
 
 /* Part `index` of the (image, channel) planes. */
 static void forward_part(void *ctx, int index, int parts) {
@@ -144,7 +202,9 @@ cx_code blas_max_pool2d(const cx_tensor *x, const cx_params *ps, cx_tensor *out,
     pool_dims v;
     pool_dims_of(&x->desc, ps, &v);
     pool_job j = {&v, x, NULL, out, NULL};
-    blas_parallel(parts_of(&v, out->numel * v.kh * v.kw), false, forward_part, &j);
+    bool f32 = !v.nhwc && x->desc.dtype == CX_F32 && out->desc.dtype == CX_F32;
+    blas_parallel(parts_of(&v, out->numel * v.kh * v.kw), false,
+                  f32 ? forward_part_f32 : forward_part, &j);
     return CX_OK;
 }
 
@@ -153,6 +213,12 @@ cx_code blas_max_pool2d_grad(const cx_tensor *x, const cx_tensor *gy, const cx_p
     if (out->numel == 0) return CX_OK;
     pool_dims v;
     pool_dims_of(&x->desc, ps, &v);
+    if (!v.nhwc && v.s0 >= v.kh && v.s1 >= v.kw && x->desc.dtype == CX_F32 &&
+        gy->desc.dtype == CX_F32 && out->desc.dtype == CX_F32) {
+        pool_job j = {&v, x, gy, out, NULL};
+        blas_parallel(parts_of(&v, x->numel), false, grad_part_f32, &j);
+        return CX_OK;
+    }
     double *acc = cpu_buffer_get(sizeof(double) * (size_t)out->numel);
     if (!acc) return cx_fail(st, CX_ENOMEM, "blas: no memory for max_pool2d_grad's sums");
     memset(acc, 0, sizeof(double) * (size_t)out->numel);
