@@ -317,7 +317,7 @@ static void test_conv2d_and_gradients(void **state) {
             cx_param_put_ints(&pi, CX_P_INPUT_SHAPE, xs, 4);
             /* the gradients run on oneDNN's backward primitives for one group and f32/f16/bf16,
              * and decompose otherwise (grad_kernel's dot on OpenBLAS) */
-            bool onednn = cc->groups == 1 && ty != CX_F64;
+            bool onednn = cc->groups == 1 && ty != CX_F64 && strstr(blas->props.detail, "oneDNN");
             cx_route grads = onednn ? CX_ROUTE_NATIVE : CX_ROUTE_DECOMPOSED;
             compare(CX_OP_CONV2D_GRAD_INPUT, (cx_tensor *[]){gy, k}, 2, &pi, grads);
             cx_params pk = ps;
@@ -448,6 +448,18 @@ static void test_vector_kernels(void **state) {
         for (size_t k = 0; k < sizeof binary / sizeof binary[0]; k++)
             for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
                 compare(binary[k], pairs[p], 2, NULL, CX_ROUTE_NATIVE);
+        if (ty == CX_F32 || ty == CX_F64) { /* comparisons to u8, and select on f32 */
+            static const cx_op_id compares[] = {CX_OP_EQUAL,   CX_OP_NOT_EQUAL,
+                                                CX_OP_LESS,    CX_OP_LESS_EQUAL,
+                                                CX_OP_GREATER, CX_OP_GREATER_EQUAL};
+            for (size_t k = 0; k < sizeof compares / sizeof compares[0]; k++)
+                for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
+                    compare(compares[k], pairs[p], 2, NULL, CX_ROUTE_NATIVE);
+            cx_tensor *mask = run_on(cpu, CX_OP_GREATER, (cx_tensor *[]){x, y}, 2, NULL);
+            compare(CX_OP_SELECT, (cx_tensor *[]){mask, x, s}, 3, NULL, CX_ROUTE_NATIVE);
+            compare(CX_OP_SELECT, (cx_tensor *[]){mask, x, y}, 3, NULL, CX_ROUTE_NATIVE);
+            tu_drop(mask);
+        }
         static const int64_t sum_axes[][3] = {{0}, {1}, {0, 1}};
         for (int k = 0; k < 3; k++) {
             cx_params ps = {0};

@@ -513,7 +513,23 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
     return rc;
 }
 
+bool blas_dnnl_built(void) {
+    return true;
+}
+
+bool blas_dnnl_available(void) {
+    return dn_load();
+}
+
 #else /* built without oneDNN's headers: im2col + OpenBLAS only, the gradients decompose */
+
+bool blas_dnnl_built(void) {
+    return false;
+}
+
+bool blas_dnnl_available(void) {
+    return false;
+}
 
 bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps) {
     return false;

@@ -70,9 +70,10 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     props->host_memory = true;
     const simd_table *simd = blas_simd();
     snprintf(props->detail, sizeof props->detail,
-             "%d threads; OpenBLAS: dot, dense; oneDNN|OpenBLAS: conv2d; %s: elementwise, sum, "
+             "%d threads; OpenBLAS: dot, dense; %s: conv2d; %s: elementwise, sum, "
              "softmax, layer_norm, gelu, silu; C: max_pool2d",
-             blas_threads, simd ? (simd == &simd_avx2 ? "avx2+SLEEF" : "avx512+SLEEF") : "C");
+             blas_threads, blas_dnnl_built() ? "oneDNN|OpenBLAS" : "OpenBLAS",
+             simd ? (simd == &simd_avx2 ? "avx2+SLEEF" : "avx512+SLEEF") : "C");
     return CX_OK;
 }
 
@@ -105,7 +106,9 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
     /* the gradients compute in f32 (f16/bf16 and integers widened) on oneDNN, not in f64;
      * refine decides by the geometry */
     if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL)
-        return n_in == 2 && types[0] != CX_F64 && types[1] != CX_F64 ? CX_CAP_SHAPE : CX_CAP_NO;
+        return n_in == 2 && types[0] != CX_F64 && types[1] != CX_F64 && blas_dnnl_available()
+                   ? CX_CAP_SHAPE
+                   : CX_CAP_NO;
     if (op == CX_OP_MAX_POOL2D_GRAD)
         return n_in == 2 && is_float(types[0]) && is_float(types[1]) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_LAYER_NORM)

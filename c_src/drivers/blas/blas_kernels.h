@@ -28,6 +28,10 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
  * oneDNN's backward primitives: fits says whether oneDNN builds one for these shapes (one
  * group, float types, padding >= 0); otherwise they decompose. */
 bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
+/* Whether the driver was built with oneDNN's path (dnnl.h found, not a sanitised build), and
+ * whether libdnnl loads (it is opened then, if it was not yet). */
+bool blas_dnnl_built(void);
+bool blas_dnnl_available(void);
 cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, const cx_params *ps,
                          cx_tensor *out, cx_status *st);
 bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps);

@@ -115,15 +115,19 @@ static bool layout_of(const cx_desc *in, int n_in, const cx_desc *o, layout *l) 
 
 /* ==== elementwise ============================================================================= */
 
+typedef enum { EW_ARITH, EW_COMPARE, EW_SELECT } ew_form;
+
 typedef struct {
     const simd_table *t;
     cx_op_id op;
-    cx_dtype type;
+    cx_dtype type; /* the operands' type (select: the branches') */
     bool unary;
     const layout *l;
     const cx_tensor *const *in;
     cx_tensor *out;
     int64_t n, grain;
+    ew_form form;
+    size_t es[3], oes; /* element sizes of the operands and of the output */
 } ew_job;
 
 static void widen(cx_dtype t, const simd_table *s, const uint16_t *h, float *f, int64_t n) {
@@ -143,6 +147,17 @@ static void narrow(cx_dtype t, const simd_table *s, const float *f, uint16_t *h,
 /* One run of len output elements at o from operands at p (steps s: 1, or 0 for one value). */
 static void ew_segment(const ew_job *j, void *o, const void *const *p, const int *s, int64_t len) {
     const simd_table *t = j->t;
+    if (j->form == EW_COMPARE) {
+        if (j->type == CX_F32)
+            t->compare_f32[j->op](o, p[0], p[1], s[0], s[1], len);
+        else
+            t->compare_f64[j->op](o, p[0], p[1], s[0], s[1], len);
+        return;
+    }
+    if (j->form == EW_SELECT) {
+        t->select_f32(o, p[0], p[1], p[2], s[0], s[1], s[2], len);
+        return;
+    }
     if (j->type == CX_F32) {
         if (j->unary)
             t->unary_f32[j->op](o, p[0], len);
@@ -173,7 +188,6 @@ static void ew_segment(const ew_job *j, void *o, const void *const *p, const int
 
 /* Elements lo .. hi of the output, row by row. */
 static void ew_range(const ew_job *j, int64_t lo, int64_t hi) {
-    size_t es = cx_dtype_size(j->type);
     int64_t cols = j->l->cols;
     for (int64_t pos = lo; pos < hi;) {
         int64_t r = pos / cols, c = pos % cols, len = cols - c;
@@ -182,6 +196,7 @@ static void ew_range(const ew_job *j, int64_t lo, int64_t hi) {
         int s[3];
         for (int k = 0; k < j->l->n_in; k++) {
             const char *base = j->in[k]->data;
+            size_t es = j->es[k];
             switch (j->l->v[k]) {
             case V_FULL: p[k] = base + es * (size_t)pos, s[k] = 1; break;
             case V_ONE: p[k] = base, s[k] = 0; break;
@@ -189,7 +204,7 @@ static void ew_range(const ew_job *j, int64_t lo, int64_t hi) {
             case V_COL: p[k] = base + es * (size_t)r, s[k] = 0; break;
             }
         }
-        ew_segment(j, (char *)j->out->data + es * (size_t)pos, p, s, len);
+        ew_segment(j, (char *)j->out->data + j->oes * (size_t)pos, p, s, len);
         pos += len;
     }
 }
@@ -218,11 +233,27 @@ static bool is_math(cx_op_id op) {
     }
 }
 
-/* Whether the vector kernels take this op on inputs `in` with the output `out`; sets the layout. */
+/* Whether the vector kernels take this op on inputs `in` with the output `out`; sets the layout
+ * and the form. */
 static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_in,
-                     const cx_desc *out, layout *l) {
+                     const cx_desc *out, layout *l, ew_form *form) {
     cx_op_kind kind = cx_op_table[op].kind;
     if (!t) return false;
+    if (kind == CX_KIND_COMPARE) {
+        cx_dtype type = in[0].dtype;
+        *form = EW_COMPARE;
+        bool have =
+            n_in == 2 && in[1].dtype == type && out->dtype == CX_U8 &&
+            ((type == CX_F32 && t->compare_f32[op]) || (type == CX_F64 && t->compare_f64[op]));
+        return have && layout_of(in, n_in, out, l);
+    }
+    if (op == CX_OP_SELECT) {
+        *form = EW_SELECT;
+        bool have = n_in == 3 && in[0].dtype == CX_U8 && in[1].dtype == CX_F32 &&
+                    in[2].dtype == CX_F32 && out->dtype == CX_F32 && t->select_f32;
+        return have && layout_of(in, n_in, out, l);
+    }
+    *form = EW_ARITH;
     bool unary = kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT;
     bool binary = kind == CX_KIND_BINARY || kind == CX_KIND_BINARY_FLOAT;
     if (!(unary && n_in == 1) && !(binary && n_in == 2)) return false;
@@ -246,12 +277,15 @@ bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx
     if (out->numel == 0 || n_in > 3) return false;
     for (int j = 0; j < n_in; j++) d[j] = in[j]->desc;
     layout l;
-    if (!ew_takes(t, op, d, n_in, &out->desc, &l)) return false;
+    ew_form form;
+    if (!ew_takes(t, op, d, n_in, &out->desc, &l, &form)) return false;
     cx_op_kind kind = cx_op_table[op].kind;
     bool unary = kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT;
-    ew_job j = {t,     op,         out->desc.dtype,
+    ew_job j = {t,     op,         form == EW_SELECT ? in[1]->desc.dtype : in[0]->desc.dtype,
                 unary, &l,         in,
-                out,   out->numel, is_math(op) ? GRAIN_MATH : GRAIN_CHEAP};
+                out,   out->numel, form == EW_ARITH && is_math(op) ? GRAIN_MATH : GRAIN_CHEAP,
+                form,  {0},        cx_dtype_size(out->desc.dtype)};
+    for (int k = 0; k < n_in; k++) j.es[k] = cx_dtype_size(in[k]->desc.dtype);
     blas_parallel(parts_for(j.n, j.grain), false, ew_part, &j);
     return true;
 }
@@ -610,6 +644,10 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
     }
     cx_desc out;
     broadcast_desc(in, n_in, &out);
+    cx_op_kind kind = cx_op_table[op].kind;
+    if (kind == CX_KIND_COMPARE || kind == CX_KIND_LOGICAL) out.dtype = CX_U8;
+    if (op == CX_OP_SELECT && n_in == 3) out.dtype = in[1].dtype;
     layout l;
-    return ew_takes(t, op, in, n_in, &out, &l) ? t->name : NULL;
+    ew_form form;
+    return ew_takes(t, op, in, n_in, &out, &l, &form) ? t->name : NULL;
 }

@@ -21,6 +21,10 @@ typedef void (*simd_binary_f32)(float *o, const float *a, const float *b, int sa
                                 int64_t n);
 typedef void (*simd_binary_f64)(double *o, const double *a, const double *b, int sa, int sb,
                                 int64_t n);
+typedef void (*simd_compare_f32)(uint8_t *o, const float *a, const float *b, int sa, int sb,
+                                 int64_t n);
+typedef void (*simd_compare_f64)(uint8_t *o, const double *a, const double *b, int sa, int sb,
+                                 int64_t n);
 
 typedef struct {
     const char *name; /* "avx2", "avx512" */
@@ -28,6 +32,12 @@ typedef struct {
     simd_unary_f64 unary_f64[CX_OP_COUNT];
     simd_binary_f32 binary_f32[CX_OP_COUNT];
     simd_binary_f64 binary_f64[CX_OP_COUNT];
+    /* comparisons to u8 (1 where it holds) */
+    simd_compare_f32 compare_f32[CX_OP_COUNT];
+    simd_compare_f64 compare_f64[CX_OP_COUNT];
+    /* select with a u8 predicate; sm, sa, sb as for the binary kernels */
+    void (*select_f32)(float *o, const uint8_t *m, const float *a, const float *b, int sm, int sa,
+                       int sb, int64_t n);
     /* bf16 to and from f32; narrowing rounds to nearest even and makes NaN quiet, as half.h
      * does (f16 has its own hardware path in the core: half_array.c) */
     void (*bf16_to_f32)(const uint16_t *h, float *f, int64_t n);

@@ -244,6 +244,56 @@ BOTH_PLAIN(divide, x / y)
 BOTH_PLAIN(max, x > y || x != x ? x : y)
 BOTH_PLAIN(min, x < y || x != x ? x : y)
 
+/* Comparisons: a u8 per element, 1 where it holds (NaN compares false, but not-equal true), as
+ * the cpu's; plain loops for the compiler to vectorise */
+#define PLAIN_COMPARE(name, T, EXPR)                                                               \
+    static void name(uint8_t *restrict o, const T *restrict a, const T *restrict b, int sa,        \
+                     int sb, int64_t n) {                                                          \
+        if (sa && sb) {                                                                            \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T x = a[i], y = b[i];                                                              \
+                o[i] = (uint8_t)(EXPR);                                                            \
+            }                                                                                      \
+        } else if (sa) {                                                                           \
+            T y = b[0];                                                                            \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T x = a[i];                                                                        \
+                o[i] = (uint8_t)(EXPR);                                                            \
+            }                                                                                      \
+        } else if (sb) {                                                                           \
+            T x = a[0];                                                                            \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T y = b[i];                                                                        \
+                o[i] = (uint8_t)(EXPR);                                                            \
+            }                                                                                      \
+        } else {                                                                                   \
+            T x = a[0], y = b[0];                                                                  \
+            memset(o, (uint8_t)(EXPR), (size_t)n);                                                 \
+        }                                                                                          \
+    }
+#define BOTH_COMPARE(name, EXPR)                                                                   \
+    PLAIN_COMPARE(name##_f32, float, EXPR)                                                         \
+    PLAIN_COMPARE(name##_f64, double, EXPR)
+BOTH_COMPARE(equal, x == y)
+BOTH_COMPARE(not_equal, x != y)
+BOTH_COMPARE(less, x < y)
+BOTH_COMPARE(less_equal, x <= y)
+BOTH_COMPARE(greater, x > y)
+BOTH_COMPARE(greater_equal, x >= y)
+
+/* select(pred, a, b) with a u8 predicate (non-zero: a), each operand an array or one value */
+static void select_f32(float *restrict o, const uint8_t *restrict m, const float *restrict a,
+                       const float *restrict b, int sm, int sa, int sb, int64_t n) {
+    if (sm && sa && !sb) {
+        float y = b[0];
+        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : y;
+    } else if (sm && sa && sb) {
+        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];
+    } else {
+        for (int64_t i = 0; i < n; i++) o[i] = m[sm ? i : 0] ? a[sa ? i : 0] : b[sb ? i : 0];
+    }
+}
+
 /* SLEEF's two-argument functions, operands broadcast into vectors where they are one value */
 #define VEC_BINARY(name, T, V, W, LOAD, SET, STORE, F)                                             \
     static void name(T *o, const T *a, const T *b, int sa, int sb, int64_t n) {                    \
@@ -504,6 +554,14 @@ const simd_table SIMD_TABLE = {
     B(MIN, min),
     B(POW, pow),
     B(ATAN2, atan2),
+#define C(OP, fn) .compare_f32[CX_OP_##OP] = fn##_f32, .compare_f64[CX_OP_##OP] = fn##_f64
+    C(EQUAL, equal),
+    C(NOT_EQUAL, not_equal),
+    C(LESS, less),
+    C(LESS_EQUAL, less_equal),
+    C(GREATER, greater),
+    C(GREATER_EQUAL, greater_equal),
+    .select_f32 = select_f32,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
     .sum_f32 = sum_f32,
