@@ -130,16 +130,33 @@ static inline float window_max_f32(const float *plane, const pool_dims *v, int64
     return m;
 }
 
+/* The forward pass needs the maximum only: no position to track, NaN noted on the way. */
 static void forward_part_f32(void *ctx, int index, int parts) {
     const pool_job *j = ctx;
     const pool_dims *v = j->v;
-    int64_t planes = v->n * v->c, arg;
+    int64_t planes = v->n * v->c;
     for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
         const float *plane = (const float *)j->x->data + p * v->h * v->w;
         float *o = (float *)j->out->data + p * v->oh * v->ow;
-        for (int64_t oh = 0; oh < v->oh; oh++)
-            for (int64_t ow = 0; ow < v->ow; ow++)
-                o[oh * v->ow + ow] = window_max_f32(plane, v, oh, ow, &arg);
+        for (int64_t oh = 0; oh < v->oh; oh++) {
+            int64_t ih0 = oh * v->s0 - v->lo0;
+            int64_t k0 = ih0 < 0 ? -ih0 : 0, k1 = v->h - ih0 < v->kh ? v->h - ih0 : v->kh;
+            for (int64_t ow = 0; ow < v->ow; ow++) {
+                int64_t iw0 = ow * v->s1 - v->lo1;
+                int64_t j0 = iw0 < 0 ? -iw0 : 0, j1 = v->w - iw0 < v->kw ? v->w - iw0 : v->kw;
+                float m = -INFINITY;
+                int nan = 0;
+                for (int64_t ki = k0; ki < k1; ki++) {
+                    const float *row = plane + (ih0 + ki) * v->w + iw0;
+                    for (int64_t kj = j0; kj < j1; kj++) {
+                        float e = row[kj];
+                        nan |= e != e;
+                        m = e > m ? e : m;
+                    }
+                }
+                o[oh * v->ow + ow] = nan ? NAN : m;
+            }
+        }
     }
 }
 
