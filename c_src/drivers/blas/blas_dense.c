@@ -22,8 +22,8 @@ static double bias_at(const cx_tensor *b, int64_t j) {
     }
 }
 
-static float *widen(const cx_tensor *t) {
-    float *f = cpu_buffer_get(sizeof(float) * (size_t)t->numel);
+float *blas_widen_f32(const cx_tensor *t) {
+    float *f = cpu_buffer_get(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
     if (!f) return NULL;
     if (t->desc.dtype == CX_F16)
         cx_f16_to_f32_array(t->data, f, t->numel);
@@ -65,7 +65,8 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
             dense_f32(x->data, w->data, bias, m, n, k, out->data);
         return CX_OK;
     }
-    float *xf = widen(x), *wf = widen(w), *yf = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
+    float *xf = blas_widen_f32(x), *wf = blas_widen_f32(w),
+          *yf = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     if (xf && wf && yf) {
         dense_f32(xf, wf, bias, m, n, k, yf);
         if (t == CX_F16)

@@ -397,14 +397,7 @@ static bool eligible(const cx_conv_dims *v) {
 /* A float tensor as f32: itself, or widened into a buffer (put back by the caller). */
 static float *as_f32(const cx_tensor *t, bool *owned) {
     *owned = t->desc.dtype != CX_F32;
-    if (!*owned) return t->data;
-    float *f = cpu_buffer_get(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
-    if (!f) return NULL;
-    if (t->desc.dtype == CX_F16)
-        cx_f16_to_f32_array(t->data, f, t->numel);
-    else
-        cx_bf16_to_f32_array(t->data, f, t->numel);
-    return f;
+    return *owned ? blas_widen_f32(t) : t->data;
 }
 
 /* Runs class c on tensors a, b into out, f16/bf16 through f32; times it. */

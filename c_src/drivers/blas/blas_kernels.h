@@ -11,6 +11,9 @@
  * dimensions do not fit OpenBLAS's int, go to the cpu kernel. */
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
                  cx_status *st);
+/* blas_dense.c: an f16 or bf16 tensor widened into a new f32 buffer of the cpu driver's
+ * allocator (cpu_buffer_put it), or NULL without memory. */
+float *blas_widen_f32(const cx_tensor *t);
 /* blas_dense.c: the dense composite, tensor . kernel + bias as one GEMM onto the broadcast bias;
  * all three inputs have the output's float type. */
 cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias, cx_tensor *out,

@@ -42,16 +42,7 @@ defmodule Cascade.Demo.CNN do
     ]
     |> Enum.with_index()
     |> Enum.map(fn {{out, shape, fan_in}, layer} ->
-      kernel =
-        shape
-        |> Cascade.random_normal(
-          key: key * 1000 + layer,
-          standard_deviation: :math.sqrt(2.0 / fan_in),
-          device: device
-        )
-        |> Cascade.as_type(type)
-
-      {kernel, Cascade.zeros({out}, type: type, device: device)}
+      Cascade.Demo.MLP.he_layer(shape, fan_in, out, key * 1000 + layer, type, device)
     end)
   end
 
@@ -85,10 +76,8 @@ defmodule Cascade.Demo.CNN do
     Cascade.add(Cascade.conv2d(x, kernel), Cascade.reshape(bias, {1, out, 1, 1}))
   end
 
-  @doc "The mean softmax cross-entropy of `logits` against `one_hot` labels, a scalar tensor."
-  @spec loss(Cascade.Tensor.t(), Cascade.Tensor.t()) :: Cascade.Tensor.t()
-  def loss(logits, one_hot),
-    do: Cascade.categorical_cross_entropy(one_hot, logits, from_logits: true)
+  @doc "The mean softmax cross-entropy of `logits` against `one_hot` labels, as the MLP's."
+  defdelegate loss(logits, one_hot), to: Cascade.Demo.MLP
 
   @doc """
   The loss on a batch and its gradient by every parameter: `{loss, grads}`, with `grads`
@@ -98,10 +87,7 @@ defmodule Cascade.Demo.CNN do
           {Cascade.Tensor.t(), params}
   def loss_and_grads([{k1, _}, {k2, _}, {w3, _}, {w4, _}] = params, x, one_hot) do
     {logits, c} = forward(params, x)
-    batch = elem(Cascade.shape(x), 0)
-
-    dlogits =
-      logits |> Cascade.softmax(axis: 1) |> Cascade.subtract(one_hot) |> Cascade.divide(batch)
+    dlogits = Cascade.Demo.MLP.dlogits(logits, one_hot)
 
     g4 = dense_grads(c.a3, dlogits)
     dz3 = relu_grad(c.z3, Cascade.dot(dlogits, [1], [], w4, [1], []))

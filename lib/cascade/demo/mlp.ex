@@ -36,17 +36,24 @@ defmodule Cascade.Demo.MLP do
     |> Enum.chunk_every(2, 1, :discard)
     |> Enum.with_index()
     |> Enum.map(fn {[fan_in, fan_out], layer} ->
-      kernel =
-        {fan_in, fan_out}
-        |> Cascade.random_normal(
-          key: key * 1000 + layer,
-          standard_deviation: :math.sqrt(2.0 / fan_in),
-          device: device
-        )
-        |> Cascade.as_type(type)
-
-      {kernel, Cascade.zeros({fan_out}, type: type, device: device)}
+      he_layer({fan_in, fan_out}, fan_in, fan_out, key * 1000 + layer, type, device)
     end)
+  end
+
+  @doc false
+  # A layer's kernel of `shape`, normal with standard deviation √(2 / fan_in) drawn in f32 from
+  # `key` and cast to `type`, and its zero bias of `out` elements; Cascade.Demo.CNN's too.
+  def he_layer(shape, fan_in, out, key, type, device) do
+    kernel =
+      shape
+      |> Cascade.random_normal(
+        key: key,
+        standard_deviation: :math.sqrt(2.0 / fan_in),
+        device: device
+      )
+      |> Cascade.as_type(type)
+
+    {kernel, Cascade.zeros({out}, type: type, device: device)}
   end
 
   @doc "The logits for a batch `x` {batch, in}."
@@ -84,16 +91,17 @@ defmodule Cascade.Demo.MLP do
           {Cascade.Tensor.t(), params}
   def loss_and_grads(params, x, one_hot) do
     {logits, cache} = forward(params, x)
-    batch = elem(Cascade.shape(x), 0)
-
-    dlogits =
-      logits
-      |> Cascade.softmax(axis: 1)
-      |> Cascade.subtract(one_hot)
-      |> Cascade.divide(batch)
+    dlogits = dlogits(logits, one_hot)
 
     grads = backward(Enum.reverse(params), cache, dlogits, [])
     {loss(logits, one_hot), grads}
+  end
+
+  @doc false
+  # The gradient of loss/2 by the logits: (softmax(logits) - one_hot) / batch; the CNN's too.
+  def dlogits(logits, one_hot) do
+    batch = elem(Cascade.shape(logits), 0)
+    logits |> Cascade.softmax(axis: 1) |> Cascade.subtract(one_hot) |> Cascade.divide(batch)
   end
 
   # params and cache both last layer first; grads come out first layer first.
