@@ -55,7 +55,9 @@ defmodule Cascade do
           if(default == nil, do: "", else: ", default `#{inspect(default)}`")
       end ++
         if(kind == :create,
-          do: ["  * `device:` (`:cpu`, `{:opencl, 1}` ...), default `Cascade.Device.default()`"],
+          do: [
+            "  * `device:` (`:host`, `:cpu`, `{:opencl, 1}` ...), default `Cascade.Device.default()`"
+          ],
           else: []
         )
 
