@@ -417,8 +417,8 @@ static void *multiply_many(void *arg) {
 /* The vector kernels (blas_simd.c) on tensors big enough to be split across the four threads, in
  * every float type: elementwise ops on each operand layout (full, one value, a row repeated, a
  * value per row), sums along the last axes, the first ones and all, and the fused softmax,
- * log_softmax, layer_norm, gelu and silu. Where the processor has no AVX2, the cpu kernels run
- * instead and this checks those. */
+ * log_softmax, logsumexp, layer_norm, gelu, silu and categorical_cross_entropy. Where the
+ * processor has no AVX2, the cpu kernels run instead and this checks those. */
 static void test_vector_kernels(void **state) {
     (void)state;
     static const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16};
@@ -488,6 +488,30 @@ static void test_vector_kernels(void **state) {
             compare(CX_OP_LAYER_NORM, (cx_tensor *[]){q, k0, k1}, 3, &two, CX_ROUTE_NATIVE);
             tu_drop(k0);
             tu_drop(k1);
+            /* logsumexp over the last axis, the last two, and all of one long row (slices) */
+            for (int k = 0; k < 2; k++) {
+                cx_params ps = {0};
+                cx_param_put_ints(&ps, CX_P_AXES, (const int64_t[]){1, 2} + (k ? 0 : 1), k + 1);
+                compare(CX_OP_LOGSUMEXP, &q, 1, &ps, CX_ROUTE_NATIVE);
+            }
+            cx_params all = {0};
+            cx_param_put_int(&all, CX_P_AXES, 0);
+            compare(CX_OP_LOGSUMEXP, &x, 1, &all, CX_ROUTE_NATIVE);
+            cx_params first = {0};
+            cx_param_put_int(&first, CX_P_AXES, 0);
+            compare(CX_OP_LOGSUMEXP, &m, 1, &first, CX_ROUTE_DECOMPOSED);
+            /* categorical cross-entropy of m's rows against probabilities (softmax of m on the
+             * cpu), from logits and from probabilities, each reduction */
+            cx_tensor *probs = run_on(cpu, CX_OP_SOFTMAX, &m, 1, NULL);
+            for (int logits = 0; logits < 2; logits++)
+                for (int how = 0; how < 3; how++) {
+                    cx_params ps = {0};
+                    cx_param_put_int(&ps, CX_P_FROM_LOGITS, logits);
+                    cx_param_put_int(&ps, CX_P_REDUCTION, how);
+                    compare(CX_OP_CATEGORICAL_CROSS_ENTROPY,
+                            (cx_tensor *[]){probs, logits ? m : probs}, 2, &ps, CX_ROUTE_NATIVE);
+                }
+            tu_drop(probs);
             compare(CX_OP_GELU, &x, 1, NULL, CX_ROUTE_NATIVE);
             cx_params tanh_form = {0};
             cx_param_put_int(&tanh_form, CX_P_APPROXIMATE, 1);

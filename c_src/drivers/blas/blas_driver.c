@@ -10,8 +10,9 @@
  *     share a float type (blas_dense.c); conv2d on oneDNN or im2col + GEMM, whichever measured
  *     faster for the shape (blas_dnnl.c, blas_conv.c); conv2d's gradients on oneDNN's backward
  *     primitives for one group (otherwise they decompose here); max_pool2d and its gradient as
- *     direct loops (blas_pool2d.c); elementwise ops, sums, softmax, log_softmax, layer_norm,
- *     gelu and silu on the AVX2 / AVX-512 vector kernels chosen by cpuid, with SLEEF
+ *     direct loops (blas_pool2d.c); elementwise ops, sums, softmax, log_softmax, logsumexp,
+ *     layer_norm, gelu, silu and categorical_cross_entropy on the AVX2 / AVX-512 vector
+ *     kernels chosen by cpuid, with SLEEF
  *     (blas_simd.c). The library callback names what runs each call.
  * - Threads: one pool (blas_pool.c), as many threads as OpenBLAS would use (the cores, or
  *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS, shared by GEMM (OpenBLAS
@@ -71,7 +72,7 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     const simd_table *simd = blas_simd();
     snprintf(props->detail, sizeof props->detail,
              "%d threads; OpenBLAS: dot, dense; %s: conv2d; %s: elementwise, sum, "
-             "softmax, layer_norm, gelu, silu; C: max_pool2d",
+             "softmax, logsumexp, layer_norm, gelu, silu, cross-entropy",
              blas_threads, blas_dnnl_built() ? "oneDNN|OpenBLAS" : "OpenBLAS",
              simd ? (simd == &simd_avx2 ? "avx2+SLEEF" : "avx512+SLEEF") : "C");
     return CX_OK;
@@ -103,6 +104,12 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_MAX_POOL2D) return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
+    if (op == CX_OP_LOGSUMEXP)
+        return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
+    if (op == CX_OP_CATEGORICAL_CROSS_ENTROPY)
+        return blas_simd() && n_in == 2 && is_float32ish(types[0]) && types[1] == types[0]
+                   ? CX_CAP_SHAPE
+                   : CX_CAP_NO;
     /* the gradients compute in f32 (f16/bf16 and integers widened) on oneDNN, not in f64;
      * refine decides by the geometry */
     if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL)
@@ -148,6 +155,18 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
                  cx_op_table[op].name);
         return false;
     }
+    if (op == CX_OP_LOGSUMEXP) {
+        if (blas_simd_rowred_fits(op, in, n_in, ps)) return true;
+        snprintf(reason, len, "the fused logsumexp reduces the last axes only");
+        return false;
+    }
+    if (op == CX_OP_CATEGORICAL_CROSS_ENTROPY) {
+        if (blas_simd_rowred_fits(op, in, n_in, ps)) return true;
+        snprintf(reason, len,
+                 "the fused categorical_cross_entropy takes y_true and y_pred of the "
+                 "same shape and type");
+        return false;
+    }
     if (op == CX_OP_LAYER_NORM) {
         if (blas_simd_layer_norm_fits(in, n_in, ps)) return true;
         snprintf(reason, len,
@@ -182,6 +201,11 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
         return blas_simd_layer_norm(in, ps, out)
                    ? CX_OK
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of layer_norm");
+    if (op == CX_OP_LOGSUMEXP || op == CX_OP_CATEGORICAL_CROSS_ENTROPY)
+        return blas_simd_rowred(op, in, ps, out)
+                   ? CX_OK
+                   : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
+                             cx_op_table[op].name);
     if (op == CX_OP_SUM && n_in == 1 && blas_simd_sum(in[0], ps, out)) return CX_OK;
     if (blas_simd_elementwise(op, in, n_in, out)) return CX_OK;
     return cx_cpu_driver()->execute(NULL, op, in, n_in, ps, out, st);

@@ -78,6 +78,10 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
  * a row of the normalised size or one value */
 bool blas_simd_layer_norm_fits(const cx_desc *in, int n_in, const cx_params *ps);
 bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out);
+/* logsumexp over the last axes and categorical_cross_entropy (f32, f16, bf16; the same type
+ * for both inputs): one number per row, fused */
+bool blas_simd_rowred_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
+bool blas_simd_rowred(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out);
 /* The instruction set's name ("avx512", "avx2") when the vector kernels run op on inputs of these
  * descriptions and parameters (NULL ps: every axis), NULL when the cpu kernel does. */
 const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);

@@ -11,6 +11,7 @@
  *
  * Threads: a run of at least `grain` elements per thread is split; cheap ops (add: one pass
  * over memory) need more elements to pay for a wake-up than a transcendental function. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -608,6 +609,167 @@ bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_te
     return true;
 }
 
+/* ==== logsumexp and categorical cross-entropy: a number per row ============================== */
+
+typedef struct {
+    const simd_table *t;
+    bool xent;
+    const float *x, *y; /* logsumexp: x; cross-entropy: y_true y, y_pred x */
+    int64_t rows, cols;
+    int from_logits;
+    float *res; /* the result of each row */
+    /* logsumexp of one long row: its slices' maxima (phase 0), then their sums (phase 1) */
+    int slots, phase;
+    float *slot_max, m;
+    double *slot_sum;
+} rowred_job;
+
+/* what logsumexp takes out of a row before exp, as the decomposition does: the row's max where
+ * it is finite, else 0 (an infinite or NaN max then gives inf, -inf or NaN through exp and log) */
+static float shifted_max(float m) {
+    return fabsf(m) < INFINITY ? m : 0.0f;
+}
+
+static void rowred_part(void *ctx, int index, int parts) {
+    const rowred_job *j = ctx;
+    const simd_table *t = j->t;
+    if (j->slots) {
+        for (int k = index; k < j->slots; k += parts) {
+            int64_t lo = j->cols * k / j->slots, hi = j->cols * (k + 1) / j->slots;
+            if (j->phase == 0)
+                j->slot_max[k] = t->row_max_f32(j->x + lo, hi - lo);
+            else
+                j->slot_sum[k] = t->sum_exp_f32(NULL, j->x + lo, hi - lo, j->m);
+        }
+        return;
+    }
+    for (int64_t r = j->rows * index / parts; r < j->rows * (index + 1) / parts; r++) {
+        const float *x = j->x + r * j->cols;
+        if (j->xent) {
+            j->res[r] = t->xent_f32(j->y + r * j->cols, x, j->cols, j->from_logits);
+        } else {
+            float m = shifted_max(t->row_max_f32(x, j->cols));
+            j->res[r] = logf((float)t->sum_exp_f32(NULL, x, j->cols, m)) + m;
+        }
+    }
+}
+
+typedef struct {
+    const simd_table *t;
+    cx_dtype type;
+    const void *src;
+    float *dst;
+    int64_t n;
+} widen_job;
+
+static void widen_part(void *ctx, int index, int parts) {
+    const widen_job *w = ctx;
+    int64_t lo = w->n * index / parts, hi = w->n * (index + 1) / parts;
+    widen(w->type, w->t, (const uint16_t *)w->src + lo, w->dst + lo, hi - lo);
+}
+
+/* x as f32: in place, or widened into a new buffer (*owned, to free) */
+static const float *f32_view(const simd_table *t, const cx_tensor *x, float **owned) {
+    *owned = NULL;
+    if (x->desc.dtype == CX_F32) return x->data;
+    float *f = malloc(sizeof(float) * (size_t)(x->numel ? x->numel : 1));
+    if (!f) return NULL;
+    widen_job w = {t, x->desc.dtype, x->data, f, x->numel};
+    blas_parallel(parts_for(x->numel, GRAIN_CHEAP), false, widen_part, &w);
+    *owned = f;
+    return f;
+}
+
+static bool is_f32ish(cx_dtype t) {
+    return t == CX_F32 || t == CX_F16 || t == CX_BF16;
+}
+
+bool blas_simd_rowred_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps) {
+    if (!blas_simd() || n_in < 1 || !is_f32ish(in[0].dtype)) return false;
+    if (op == CX_OP_CATEGORICAL_CROSS_ENTROPY) {
+        if (n_in != 2 || in[1].dtype != in[0].dtype || in[1].rank != in[0].rank || in[0].rank < 1)
+            return false;
+        for (int a = 0; a < in[0].rank; a++)
+            if (in[0].shape[a] != in[1].shape[a]) return false;
+        return true;
+    }
+    if (op != CX_OP_LOGSUMEXP || n_in != 1) return false;
+    /* reduced over the last axes, in order */
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    if (axes->n < 1 || axes->n > in[0].rank) return false;
+    for (int k = 0; k < axes->n; k++)
+        if (axes->i[k] != in[0].rank - axes->n + k) return false;
+    return true;
+}
+
+bool blas_simd_rowred(cx_op_id op, const cx_tensor *const *in, const cx_params *ps,
+                      cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    bool xent = op == CX_OP_CATEGORICAL_CROSS_ENTROPY;
+    int n_in = xent ? 2 : 1;
+    cx_desc d[2] = {in[0]->desc, xent ? in[1]->desc : in[0]->desc};
+    if (!blas_simd_rowred_fits(op, d, n_in, ps) || out->desc.dtype != d[0].dtype) return false;
+    const cx_tensor *x = in[xent ? 1 : 0];
+    int64_t cols = 1;
+    if (xent) {
+        cols = d[0].shape[d[0].rank - 1];
+    } else {
+        const cx_param *axes = &ps->p[CX_P_AXES];
+        for (int k = 0; k < axes->n; k++) cols *= d[0].shape[axes->i[k]];
+    }
+    int64_t rows = xent ? (cols ? x->numel / cols : 1) : out->numel;
+    if (xent && cols == 0) { /* the rows are the shape without its last axis */
+        rows = 1;
+        for (int a = 0; a + 1 < d[0].rank; a++) rows *= d[0].shape[a];
+    }
+    float *own_x = NULL, *own_y = NULL;
+    float *res = malloc(sizeof(float) * (size_t)(rows ? rows : 1));
+    const float *xf = res ? f32_view(t, x, &own_x) : NULL;
+    const float *yf = xf && xent ? f32_view(t, in[0], &own_y) : NULL;
+    bool ok = res && xf && (!xent || yf);
+    if (ok) {
+        rowred_job j = {t, xent, xf, yf, rows, cols, 0, res, 0, 0, NULL, 0, NULL};
+        if (xent) j.from_logits = (int)ps->p[CX_P_FROM_LOGITS].i[0];
+        int parts = parts_for(rows * cols, GRAIN_MATH);
+        if (!xent && rows == 1 && parts > 1) { /* one long row: by slices, in two passes */
+            float maxima[64];
+            double sums[64];
+            j.slots = parts > 64 ? 64 : parts;
+            j.slot_max = maxima;
+            j.slot_sum = sums;
+            blas_parallel(parts, false, rowred_part, &j);
+            float m = -INFINITY;
+            bool nan = false;
+            for (int k = 0; k < j.slots; k++) {
+                nan = nan || maxima[k] != maxima[k];
+                m = maxima[k] > m ? maxima[k] : m;
+            }
+            j.m = shifted_max(nan ? NAN : m);
+            j.phase = 1;
+            blas_parallel(parts, false, rowred_part, &j);
+            double s = 0;
+            for (int k = 0; k < j.slots; k++) s += sums[k];
+            res[0] = logf((float)s) + j.m;
+        } else {
+            blas_parallel(parts > rows ? (int)(rows ? rows : 1) : parts, false, rowred_part, &j);
+        }
+        int64_t how = xent ? ps->p[CX_P_REDUCTION].i[0] : 2;
+        if (how != 2) { /* the losses summed in double, as the sum op does; mean: / n in f32 */
+            double s = -0.0;
+            for (int64_t r = 0; r < rows; r++) s += res[r];
+            res[0] = how == 0 ? (float)s / (float)rows : (float)s;
+        }
+        if (out->desc.dtype == CX_F32)
+            memcpy(out->data, res, sizeof(float) * (size_t)out->numel);
+        else
+            narrow(out->desc.dtype, t, res, out->data, out->numel);
+    }
+    free(res);
+    free(own_x);
+    free(own_y);
+    return ok;
+}
+
 /* ==== which library runs what ================================================================ */
 
 /* The broadcast shape of the inputs: the elementwise ops' output. */
@@ -630,7 +792,7 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
     const simd_table *t = blas_simd();
     if (!t || n_in < 1 || n_in > 3) return NULL;
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU ||
-        op == CX_OP_LAYER_NORM)
+        op == CX_OP_LAYER_NORM || op == CX_OP_LOGSUMEXP || op == CX_OP_CATEGORICAL_CROSS_ENTROPY)
         return t->name;
     if (op == CX_OP_SUM) {
         bool inner;

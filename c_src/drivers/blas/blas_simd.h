@@ -50,6 +50,12 @@ typedef struct {
     void (*sum_row_f64)(double *acc, const double *a, int64_t n);
     /* fused rows of n: softmax (or log_softmax when `log`) of one row; o may be a */
     void (*softmax_f32)(float *o, const float *a, int64_t n, int log);
+    /* the largest of n values (NaN if one is NaN; -inf for none); sum(exp(a - m)) in double,
+     * each exp also stored at o unless o is NULL */
+    float (*row_max_f32)(const float *a, int64_t n);
+    double (*sum_exp_f32)(float *o, const float *a, int64_t n, float m);
+    /* categorical cross-entropy of one row of n: y_true y, y_pred p (logits when from_logits) */
+    float (*xent_f32)(const float *y, const float *p, int64_t n, int from_logits);
     /* layer_norm of a row of n; gamma and beta rows of n (gs, bs = 1) or one value (0) */
     void (*layer_norm_f32)(float *o, const float *x, const float *g, const float *b, int gs, int bs,
                            int64_t n, float eps);

@@ -417,15 +417,15 @@ static float row_max_f32(const float *a, int64_t n) {
     return nan ? NAN : m;
 }
 
-static void softmax_f32(float *o, const float *a, int64_t n, int log_form) {
-    if (n == 0) return;
-    float m = row_max_f32(a, n);
+/* sum(exp(a - m)) in double, SUM_BLOCK values at a time in f32 lanes, as the cpu's sum of the
+ * exp op's f32 results; each exp(a - m) also stored at o unless o is NULL */
+static double sum_exp_f32(float *o, const float *a, int64_t n, float m) {
     vf vm = vf_set(m), acc = vf_set(0);
     double s = 0;
     int64_t i = 0, block = 0;
     for (; i + VW <= n; i += VW) {
         vf e = SLF(exp)(vf_sub(vf_load(a + i), vm));
-        if (!log_form) vf_store(o + i, e);
+        if (o) vf_store(o + i, e);
         acc = vf_add(acc, e);
         if (++block == SUM_BLOCK / VW) { /* each lane adds at most SUM_BLOCK / VW terms in f32 */
             s += vf_reduce_add_d(acc);
@@ -439,17 +439,53 @@ static void softmax_f32(float *o, const float *a, int64_t n, int log_form) {
         for (int k = 0; k < VW; k++) t[k] = i + k < n ? a[i + k] - m : -INFINITY;
         vf_store(t, SLF(exp)(vf_load(t)));
         for (int64_t k = 0; k < n - i; k++) {
-            if (!log_form) o[i + k] = t[k];
+            if (o) o[i + k] = t[k];
             s += t[k];
         }
     }
-    float sf = (float)s;
+    return s;
+}
+
+static void softmax_f32(float *o, const float *a, int64_t n, int log_form) {
+    if (n == 0) return;
+    float m = row_max_f32(a, n);
+    float sf = (float)sum_exp_f32(log_form ? NULL : o, a, n, m);
     if (log_form) {
         float ls = logf(sf);
         for (int64_t k = 0; k < n; k++) o[k] = (a[k] - m) - ls;
     } else {
         for (int64_t k = 0; k < n; k++) o[k] = o[k] / sf;
     }
+}
+
+/* categorical cross-entropy of one row as the decomposition computes it: -sum(y * log_softmax(p))
+ * with from_logits, else -sum(y * log(clip(p, 1e-7, 1 - 1e-7))), each product rounded to f32 and
+ * summed in double, the sum rounded to f32 and negated. XENT_CHUNK products at a time. */
+#define XENT_CHUNK 512
+static float xent_f32(const float *restrict y, const float *restrict p, int64_t n,
+                      int from_logits) {
+    float t[XENT_CHUNK], m = 0, ls = 0;
+    const float lo = (float)1e-7, hi = (float)(1 - 1e-7);
+    if (from_logits && n > 0) {
+        m = row_max_f32(p, n);
+        ls = logf((float)sum_exp_f32(NULL, p, n, m));
+    }
+    double s = 0;
+    for (int64_t i = 0; i < n; i += XENT_CHUNK) {
+        int64_t len = n - i < XENT_CHUNK ? n - i : XENT_CHUNK;
+        if (from_logits) {
+            for (int64_t k = 0; k < len; k++) t[k] = y[i + k] * ((p[i + k] - m) - ls);
+        } else {
+            for (int64_t k = 0; k < len; k++) {
+                float q = p[i + k];
+                t[k] = q < lo ? lo : q > hi ? hi : q; /* NaN stays NaN, as clip keeps it */
+            }
+            log_f32(t, t, len);
+            for (int64_t k = 0; k < len; k++) t[k] = y[i + k] * t[k];
+        }
+        s += sum_f32(t, len);
+    }
+    return -(float)s;
 }
 
 /* gelu: 0.5 x (1 + erf(x / sqrt 2)), or with the tanh approximation x sigmoid(2u), u = sqrt(2/pi)
@@ -569,6 +605,9 @@ const simd_table SIMD_TABLE = {
     .sum_row_f32 = sum_row_f32,
     .sum_row_f64 = sum_row_f64,
     .softmax_f32 = softmax_f32,
+    .row_max_f32 = row_max_f32,
+    .sum_exp_f32 = sum_exp_f32,
+    .xent_f32 = xent_f32,
     .layer_norm_f32 = layer_norm_f32,
     .gelu_f32 = gelu_any_f32,
     .silu_f32 = silu_f32,
