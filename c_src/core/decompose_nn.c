@@ -158,8 +158,10 @@ CX_INFER(cx_infer_batch_norm) {
 
 /* tensor {..., in}, kernel {in, out}, bias {out} or a number. */
 CX_INFER(cx_infer_dense) {
-    (void)ps;
     if (cx_check_arity(op, n_in, 3, st)) return st->code;
+    if (choice_param(op, ps, CX_P_ACTIVATION, CX_ACTIVATION_COUNT,
+                     "[:none, :relu, :sigmoid, :tanh, :silu, :gelu, :gelu_tanh]", st))
+        return st->code;
     const cx_desc *x = &in[0], *w = &in[1], *b = &in[2];
     if (x->rank == 0)
         return cx_fail(st, CX_EINVAL, "%s: expected a tensor of rank 1 or more, got shape %s",
@@ -180,6 +182,8 @@ CX_INFER(cx_infer_dense) {
     out->shape[x->rank - 1] = units;
     if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
     out->dtype = cx_dtype_merge(cx_dtype_merge(x->dtype, w->dtype), b->dtype);
+    if (ps->p[CX_P_ACTIVATION].i[0] > CX_ACTIVATION_RELU)
+        out->dtype = cx_dtype_to_float(out->dtype);
     for (int k = 0; k < 3; k++) compute[k] = in[k].dtype;
     return CX_OK;
 }
@@ -415,10 +419,9 @@ cx_val cx_decompose_elu(cx_graph *g, const cx_val *in, int n_in, const cx_params
     return where_positive(g, x, neg, out);
 }
 
-cx_val cx_decompose_gelu(cx_graph *g, const cx_val *in, int n_in, const cx_params *ps) {
-    cx_dtype out = cx_dtype_to_float(cx_g_type(g, in[0]));
-    cx_val x = to_work(g, in[0]), r;
-    if (ps->p[CX_P_APPROXIMATE].i[0] == 1) {
+/* gelu of x in its (work) type: the erf form, or the tanh approximation */
+static cx_val gelu_of(cx_graph *g, cx_val x, bool tanh_form) {
+    if (tanh_form) {
         /* 0.5 * (1 + tanh(u)) = sigmoid(2u), u = sqrt(2/pi) * (x + 0.044715 x^3) */
         cx_val x3 = cx_g_binary(g, CX_OP_MULTIPLY, cx_g_binary(g, CX_OP_MULTIPLY, x, x), x);
         cx_val u =
@@ -426,19 +429,26 @@ cx_val cx_decompose_gelu(cx_graph *g, const cx_val *in, int n_in, const cx_param
         cx_g_drop(g, x3);
         cx_val p = cx_g_unary(g, CX_OP_SIGMOID,
                               cx_g_binary_scalar(g, CX_OP_MULTIPLY, u, 2 * sqrt(2 / M_PI)));
-        r = cx_g_binary(g, CX_OP_MULTIPLY, x, p);
-    } else {
-        cx_val e = cx_g_unary(g, CX_OP_ERF, cx_g_binary_scalar(g, CX_OP_MULTIPLY, x, M_SQRT1_2));
-        cx_val h = cx_g_binary_scalar(g, CX_OP_MULTIPLY, x, 0.5);
-        r = cx_g_binary(g, CX_OP_MULTIPLY, h, cx_g_binary_scalar(g, CX_OP_ADD, e, 1));
+        return cx_g_binary(g, CX_OP_MULTIPLY, x, p);
     }
-    return cx_g_cast(g, r, out);
+    cx_val e = cx_g_unary(g, CX_OP_ERF, cx_g_binary_scalar(g, CX_OP_MULTIPLY, x, M_SQRT1_2));
+    cx_val h = cx_g_binary_scalar(g, CX_OP_MULTIPLY, x, 0.5);
+    return cx_g_binary(g, CX_OP_MULTIPLY, h, cx_g_binary_scalar(g, CX_OP_ADD, e, 1));
+}
+
+static cx_val silu_of(cx_graph *g, cx_val x) {
+    return cx_g_binary(g, CX_OP_MULTIPLY, x, cx_g_unary(g, CX_OP_SIGMOID, x));
+}
+
+cx_val cx_decompose_gelu(cx_graph *g, const cx_val *in, int n_in, const cx_params *ps) {
+    cx_dtype out = cx_dtype_to_float(cx_g_type(g, in[0]));
+    cx_val x = to_work(g, in[0]);
+    return cx_g_cast(g, gelu_of(g, x, ps->p[CX_P_APPROXIMATE].i[0] == 1), out);
 }
 
 cx_val cx_decompose_silu(cx_graph *g, const cx_val *in, int n_in, const cx_params *ps) {
     cx_dtype out = cx_dtype_to_float(cx_g_type(g, in[0]));
-    cx_val x = to_work(g, in[0]);
-    return cx_g_cast(g, cx_g_binary(g, CX_OP_MULTIPLY, x, cx_g_unary(g, CX_OP_SIGMOID, x)), out);
+    return cx_g_cast(g, silu_of(g, to_work(g, in[0])), out);
 }
 
 cx_val cx_decompose_softplus(cx_graph *g, const cx_val *in, int n_in, const cx_params *ps) {
@@ -510,16 +520,33 @@ cx_val cx_decompose_batch_norm(cx_graph *g, const cx_val *in, int n_in, const cx
     return cx_g_cast(g, r, out);
 }
 
-/* dot over the tensor's last axis and the kernel's first, then the bias; floats in the work
- * type (one rounding for f16/bf16), integers in their merged type. */
+/* The activation of dense (CX_ACTIVATION_*) on x: relu in x's type, the others in the work type
+ * (f32 for integers). */
+static cx_val activation_of(cx_graph *g, cx_val x, int64_t which) {
+    if (which == CX_ACTIVATION_NONE) return x;
+    if (which == CX_ACTIVATION_RELU) return cx_g_binary_scalar(g, CX_OP_MAX, x, 0);
+    x = to_work(g, x);
+    switch (which) {
+    case CX_ACTIVATION_SIGMOID: return cx_g_unary(g, CX_OP_SIGMOID, x);
+    case CX_ACTIVATION_TANH: return cx_g_unary(g, CX_OP_TANH, x);
+    case CX_ACTIVATION_SILU: return silu_of(g, x);
+    default: return gelu_of(g, x, which == CX_ACTIVATION_GELU_TANH);
+    }
+}
+
+/* dot over the tensor's last axis and the kernel's first, then the bias, then the activation;
+ * floats in the work type (one rounding for f16/bf16), integers in their merged type. */
 cx_val cx_decompose_dense(cx_graph *g, const cx_val *in, int n_in, const cx_params *ps) {
     cx_dtype out = cx_dtype_merge(cx_g_type(g, in[0]), cx_g_type(g, in[1]));
     out = cx_dtype_merge(out, cx_g_type(g, in[2]));
+    int64_t act = ps->p[CX_P_ACTIVATION].i[0];
     cx_dtype t = cx_dtype_is_float(out) ? work_type(out) : out;
+    if (act > CX_ACTIVATION_RELU) out = cx_dtype_to_float(out);
     int64_t last = cx_g_rank(g, in[0]) - 1, first = 0;
     cx_val y = cx_g_dot(g, cx_g_cast(g, in[0], t), &last, 1, NULL, 0, cx_g_cast(g, in[1], t),
                         &first, 1, NULL, 0);
-    return cx_g_cast(g, cx_g_binary(g, CX_OP_ADD, y, cx_g_cast(g, in[2], t)), out);
+    y = cx_g_binary(g, CX_OP_ADD, y, cx_g_cast(g, in[2], t));
+    return cx_g_cast(g, activation_of(g, y, act), out);
 }
 
 /* equal(indices reshaped to {..., 1}, iota({depth})) as the type. */

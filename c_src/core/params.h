@@ -34,6 +34,18 @@ typedef struct {
     cx_param p[CX_PARAM_COUNT];
 } cx_params;
 
+/* The values of dense's `activation:` option, in the order ops.def lists them. */
+typedef enum {
+    CX_ACTIVATION_NONE,
+    CX_ACTIVATION_RELU,
+    CX_ACTIVATION_SIGMOID,
+    CX_ACTIVATION_TANH,
+    CX_ACTIVATION_SILU,
+    CX_ACTIVATION_GELU,
+    CX_ACTIVATION_GELU_TANH,
+    CX_ACTIVATION_COUNT
+} cx_activation;
+
 typedef struct {
     const char *name;
     cx_param_kind kind;

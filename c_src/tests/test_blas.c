@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -226,6 +227,9 @@ static void test_dense(void **state) {
         {2, {7, 13}, 13, 5, 1}, {3, {2, 3, 40}, 40, 33, 1}, {1, {9}, 9, 4, 0},
         {2, {6, 0}, 0, 3, 1},   {2, {0, 4}, 4, 3, 1},       {2, {300, 70}, 70, 90, 0},
     };
+    /* the activations run on the vector kernels, where the processor has them (the detail names
+     * SLEEF then); elsewhere they decompose */
+    bool blas_fused = strstr(blas->props.detail, "SLEEF") != NULL;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             cx_tensor *in[3] = {
@@ -234,6 +238,14 @@ static void test_dense(void **state) {
                 filled(types[t], cases[c].rb, TU_SHAPE(cases[c].out), 5),
             };
             compare(CX_OP_DENSE, in, 3, NULL, CX_ROUTE_NATIVE);
+            /* each activation, on the blocks of the split product (the 300 x 90 case) too;
+             * f64 takes gelu and silu by decomposition */
+            for (int act = CX_ACTIVATION_RELU; act < CX_ACTIVATION_COUNT; act++) {
+                cx_params ps = {0};
+                cx_param_put_int(&ps, CX_P_ACTIVATION, act);
+                bool fused = blas_fused && (types[t] != CX_F64 || act <= CX_ACTIVATION_TANH);
+                compare(CX_OP_DENSE, in, 3, &ps, fused ? CX_ROUTE_NATIVE : CX_ROUTE_DECOMPOSED);
+            }
             for (int k = 0; k < 3; k++) tu_drop(in[k]);
         }
     cx_tensor *ints[3] = {filled(CX_S32, 2, TU_SHAPE(4, 6), 6),

@@ -556,6 +556,36 @@ static void test_dense(void **state) {
     cx_tensor *x1 = vec(CX_BF16, 3, TU_VALUES(1, 2, 3));
     expect_run(CX_OP_DENSE, IN(x1, w, b), 3, NULL, CX_F32, 1, TU_SHAPE(2),
                TU_VALUES(0.5 + 1 + 1 - 6, -3 - 1 + 4 + 0.75), TOL32);
+    /* each activation on the same product, against its formula in double */
+    for (int act = CX_ACTIVATION_RELU; act < CX_ACTIVATION_COUNT; act++) {
+        double got[8];
+        for (int k = 0; k < 8; k++) {
+            double v = want[k];
+            switch (act) {
+            case CX_ACTIVATION_RELU: got[k] = v > 0 ? v : 0; break;
+            case CX_ACTIVATION_SIGMOID: got[k] = 1 / (1 + exp(-v)); break;
+            case CX_ACTIVATION_TANH: got[k] = tanh(v); break;
+            case CX_ACTIVATION_SILU: got[k] = v / (1 + exp(-v)); break;
+            case CX_ACTIVATION_GELU: got[k] = 0.5 * v * (1 + erf(v / sqrt(2))); break;
+            default: got[k] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+            }
+        }
+        cx_params ps = {0};
+        cx_param_put_int(&ps, CX_P_ACTIVATION, act);
+        expect_run(CX_OP_DENSE, IN(x, w, b), 3, &ps, CX_F32, 3, TU_SHAPE(2, 2, 2), got, TOL32);
+    }
+    /* integers: relu keeps the type, a floating activation gives f32 */
+    cx_params relu = {0}, sigmoid = {0}, bad = {0};
+    cx_param_put_int(&relu, CX_P_ACTIVATION, CX_ACTIVATION_RELU);
+    cx_param_put_int(&sigmoid, CX_P_ACTIVATION, CX_ACTIVATION_SIGMOID);
+    cx_param_put_int(&bad, CX_P_ACTIVATION, CX_ACTIVATION_COUNT);
+    cx_tensor *bneg = tu_tensor(CX_S32, 0, NULL, TU_VALUES(-40));
+    expect_run(CX_OP_DENSE, IN(xi, wi, bneg), 3, &relu, CX_S32, 2, TU_SHAPE(1, 1), TU_VALUES(0), 0);
+    expect_run(CX_OP_DENSE, IN(xi, wi, bi), 3, &sigmoid, CX_F32, 2, TU_SHAPE(1, 1),
+               TU_VALUES(1 / (1 + exp(-38.0))), TOL32);
+    expect_fail(CX_OP_DENSE, IN(x, w, b), 3, &bad, "expected activation to be one of",
+                ":gelu_tanh");
+    tu_drop(bneg);
     /* errors */
     cx_tensor *w42 = mat(CX_F32, 4, 2, TU_VALUES(0, 0, 0, 0, 0, 0, 0, 0));
     expect_fail(CX_OP_DENSE, IN(x, w42, b), 3, NULL, "expected kernel to have shape {3, out}",

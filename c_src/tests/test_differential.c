@@ -981,11 +981,13 @@ static void gen_dense(gen *g) {
                        {SH(2, 3, 7), SH(7, 4), SCALAR},
                        {SH(0, 7), SH(7, 3), SH(3)},
                        {SH(17, 3), SH(3, 1), SCALAR}};
-    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
-        dcase *c = unary_case(g, grid[k][0], D_FINITE);
-        arg(c, tensor_of(g, g->t, grid[k][1], D_FINITE));
-        arg(c, tensor_of(g, g->t, grid[k][2], D_ANY));
-    }
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++)
+        for (int act = 0; act < CX_ACTIVATION_COUNT; act++) {
+            dcase *c = unary_case(g, grid[k][0], D_FINITE);
+            arg(c, tensor_of(g, g->t, grid[k][1], D_FINITE));
+            arg(c, tensor_of(g, g->t, grid[k][2], D_ANY));
+            if (act) cx_param_put_int(&c->ps, CX_P_ACTIVATION, act);
+        }
 }
 
 static void gen_one_hot(gen *g) {

@@ -131,14 +131,16 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
                                      (int)p,
                                      0.0,
                                      y + es * (size_t)(g * v.og * p),
-                                     (int)p};
+                                     (int)p,
+                                     NULL,
+                                     NULL};
             else /* cols {P, K} . W[:, g*og..] {K, og} (ldb = O) -> out columns g*og.. */
                 a = (blas_gemm_args){
                     f64,    CblasNoTrans, CblasNoTrans,
                     (int)p, (int)v.og,    (int)k,
                     cols,   (int)k,       (const char *)w + es * (size_t)(g * v.og),
                     (int)o, 0.0,          y + es * (size_t)(g * v.og),
-                    (int)o};
+                    (int)o, NULL,         NULL};
             blas_gemm(&a);
         }
         if (half) {

@@ -1,15 +1,19 @@
-/* The dense composite natively: y = x . w + bias as one GEMM, the bias broadcast into the output
- * first and the product added onto it (beta = 1), so the bias costs no second pass and no
- * intermediate tensor. x {..., in} is an M x K row-major matrix and w {in, out} a K x N one, so
- * OpenBLAS reads both in place; f16/bf16 are widened to f32, multiplied there and rounded once,
- * like the decomposition (dot in f32, add, round). */
+/* The dense composite natively: y = act(x . w + bias) as one GEMM, the bias broadcast into the
+ * output first and the product added onto it (beta = 1), so the bias costs no second pass and no
+ * intermediate tensor, and the activation applied by the vector kernels to each block of the
+ * product on the thread that computed it, while the block is in cache. x {..., in} is an M x K
+ * row-major matrix and w {in, out} a K x N one, so OpenBLAS reads both in place; f16/bf16 are
+ * widened to f32, multiplied and activated there and rounded once, like the decomposition (dot in
+ * f32, add, activation, round). */
 #include <cblas.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../core/half.h"
 #include "../../core/half_array.h"
 #include "../cpu/cpu_kernels.h"
 #include "blas_kernels.h"
+#include "blas_simd.h"
 
 /* The bias (shape {N} or a number) as element j of a row, in double. */
 static double bias_at(const cx_tensor *b, int64_t j) {
@@ -32,43 +36,99 @@ float *blas_widen_f32(const cx_tensor *t) {
     return f;
 }
 
-static void dense_f64(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias, int64_t m,
-                      int64_t n, int64_t k, double *y) {
-    for (int64_t j = 0; j < n; j++) y[j] = bias_at(bias, j);
-    for (int64_t i = 1; i < m; i++)
-        for (int64_t j = 0; j < n; j++) y[i * n + j] = y[j];
-    if (k > 0)
-        blas_gemm(&(blas_gemm_args){true, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k,
-                                    x->data, (int)k, w->data, (int)n, 1.0, y, (int)n});
+/* ==== the activation ========================================================================= */
+
+typedef struct {
+    const simd_table *t;
+    int64_t act; /* CX_ACTIVATION_* */
+    bool f64;
+} activation;
+
+bool blas_dense_activation_fits(int64_t act, cx_dtype t) {
+    const simd_table *s = blas_simd();
+    if (act == CX_ACTIVATION_NONE) return true;
+    if (!s || act < 0 || act >= CX_ACTIVATION_COUNT) return false;
+    /* f64: relu, sigmoid and tanh on the f64 kernels; gelu and silu run in f32 only */
+    return t != CX_F64 || act == CX_ACTIVATION_RELU || act == CX_ACTIVATION_SIGMOID ||
+           act == CX_ACTIVATION_TANH;
 }
 
-/* f32 from x and w as f32 arrays (the inputs themselves, or their widened copies). */
-static void dense_f32(const float *x, const float *w, const cx_tensor *bias, int64_t m, int64_t n,
-                      int64_t k, float *y) {
-    for (int64_t j = 0; j < n; j++) y[j] = (float)bias_at(bias, j);
-    for (int64_t i = 1; i < m; i++)
-        for (int64_t j = 0; j < n; j++) y[i * n + j] = y[j];
-    if (k > 0)
-        blas_gemm(&(blas_gemm_args){false, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, x,
-                                    (int)k, w, (int)n, 1.0, y, (int)n});
+static void activate_run(const activation *a, void *p, int64_t n) {
+    const simd_table *t = a->t;
+    static const float zero_f = 0;
+    static const double zero_d = 0;
+    if (a->f64) {
+        double *o = p;
+        switch (a->act) {
+        case CX_ACTIVATION_RELU: t->binary_f64[CX_OP_MAX](o, o, &zero_d, 1, 0, n); break;
+        case CX_ACTIVATION_SIGMOID: t->unary_f64[CX_OP_SIGMOID](o, o, n); break;
+        default: t->unary_f64[CX_OP_TANH](o, o, n);
+        }
+        return;
+    }
+    float *o = p;
+    switch (a->act) {
+    case CX_ACTIVATION_RELU: t->binary_f32[CX_OP_MAX](o, o, &zero_f, 1, 0, n); break;
+    case CX_ACTIVATION_SIGMOID: t->unary_f32[CX_OP_SIGMOID](o, o, n); break;
+    case CX_ACTIVATION_TANH: t->unary_f32[CX_OP_TANH](o, o, n); break;
+    case CX_ACTIVATION_SILU: t->silu_f32(o, o, n); break;
+    default: t->gelu_f32(o, o, n, a->act == CX_ACTIVATION_GELU_TANH);
+    }
 }
 
-cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias, cx_tensor *out,
-                   cx_status *st) {
+/* the GEMM's epilogue: a block of rows x cols, ldc apart */
+static void activate_block(void *ctx, void *c, int rows, int cols, int ldc) {
+    const activation *a = ctx;
+    size_t es = a->f64 ? sizeof(double) : sizeof(float);
+    if (cols == ldc) {
+        activate_run(a, c, (int64_t)rows * cols);
+        return;
+    }
+    for (int r = 0; r < rows; r++) activate_run(a, (char *)c + es * (size_t)r * (size_t)ldc, cols);
+}
+
+/* ==== the product ============================================================================ */
+
+/* y = bias in every row, then x . w added onto it (and the activation, if any, block by block;
+ * over the bias alone when k = 0) */
+static void dense_gemm(bool f64, const void *x, const void *w, const cx_tensor *bias, int64_t m,
+                       int64_t n, int64_t k, void *y, activation *act) {
+    for (int64_t j = 0; j < n; j++) {
+        double v = bias_at(bias, j);
+        if (f64)
+            ((double *)y)[j] = v;
+        else
+            ((float *)y)[j] = (float)v;
+    }
+    size_t row = (f64 ? sizeof(double) : sizeof(float)) * (size_t)n;
+    for (int64_t i = 1; i < m; i++) memcpy((char *)y + row * (size_t)i, y, row);
+    if (k > 0) {
+        blas_gemm(&(blas_gemm_args){f64, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, x,
+                                    (int)k, w, (int)n, 1.0, y, (int)n, act ? activate_block : NULL,
+                                    act});
+    } else if (act) {
+        activate_block(act, y, (int)m, (int)n, (int)n);
+    }
+}
+
+cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias,
+                   const cx_params *ps, cx_tensor *out, cx_status *st) {
     if (out->numel == 0) return CX_OK;
     int64_t k = w->desc.shape[0], n = w->desc.shape[1], m = out->numel / n;
     cx_dtype t = out->desc.dtype;
+    int64_t which = ps ? ps->p[CX_P_ACTIVATION].i[0] : CX_ACTIVATION_NONE;
+    if (!blas_dense_activation_fits(which, t))
+        return cx_fail(st, CX_EINVAL, "blas: dense cannot apply activation %lld to %s",
+                       (long long)which, cx_dtype_name(t));
+    activation a = {blas_simd(), which, t == CX_F64}, *act = which ? &a : NULL;
     if (t == CX_F64 || t == CX_F32) {
-        if (t == CX_F64)
-            dense_f64(x, w, bias, m, n, k, out->data);
-        else
-            dense_f32(x->data, w->data, bias, m, n, k, out->data);
+        dense_gemm(t == CX_F64, x->data, w->data, bias, m, n, k, out->data, act);
         return CX_OK;
     }
     float *xf = blas_widen_f32(x), *wf = blas_widen_f32(w),
           *yf = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     if (xf && wf && yf) {
-        dense_f32(xf, wf, bias, m, n, k, yf);
+        dense_gemm(false, xf, wf, bias, m, n, k, yf, act);
         if (t == CX_F16)
             cx_f32_to_f16_array(yf, out->data, out->numel);
         else

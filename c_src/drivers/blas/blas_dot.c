@@ -127,7 +127,7 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
             pack_f32(&j->b, w.b);
         float *c = half ? c32 : (float *)out->data + bi * m * n;
         blas_gemm(&(blas_gemm_args){false, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, a,
-                                    (int)j->a.ld, b, (int)j->b.ld, 0.0, c, (int)n});
+                                    (int)j->a.ld, b, (int)j->b.ld, 0.0, c, (int)n, NULL, NULL});
         uint16_t *h = (uint16_t *)out->data + bi * m * n;
         if (out->desc.dtype == CX_F16)
             cx_f32_to_f16_array(c32, h, m * n);
@@ -154,7 +154,7 @@ static cx_code dot_f64(dot_job *j, cx_tensor *out, cx_status *st) {
             pack_f64(&j->b, w.b);
         blas_gemm(&(blas_gemm_args){true, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, a,
                                     (int)j->a.ld, b, (int)j->b.ld, 0.0,
-                                    (double *)out->data + bi * m * n, (int)n});
+                                    (double *)out->data + bi * m * n, (int)n, NULL, NULL});
     }
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");
 }

@@ -7,13 +7,13 @@
  *   (linked in, hidden, as an out-of-tree driver would carry them) as the fallback for what the
  *   faster paths do not take:
  *     dot in f32, f64, f16 and bf16 on OpenBLAS GEMM (blas_dot.c); dense when its three inputs
- *     share a float type (blas_dense.c); conv2d on oneDNN or im2col + GEMM, whichever measured
- *     faster for the shape (blas_dnnl.c, blas_conv.c); conv2d's gradients on oneDNN's backward
- *     primitives for one group (otherwise they decompose here); max_pool2d and its gradient as
- *     direct loops (blas_pool2d.c); elementwise ops, sums, softmax, log_softmax, logsumexp,
- *     layer_norm, gelu, silu and categorical_cross_entropy on the AVX2 / AVX-512 vector
- *     kernels chosen by cpuid, with SLEEF
- *     (blas_simd.c). The library callback names what runs each call.
+ *     share a float type, its activation applied to each block of the product (blas_dense.c);
+ * conv2d on oneDNN or im2col + GEMM, whichever measured faster for the shape (blas_dnnl.c,
+ * blas_conv.c); conv2d's gradients on oneDNN's backward primitives for one group (otherwise they
+ * decompose here); max_pool2d and its gradient as direct loops (blas_pool2d.c); elementwise ops,
+ * sums, softmax, log_softmax, logsumexp, layer_norm, gelu, silu and categorical_cross_entropy on
+ * the AVX2 / AVX-512 vector kernels chosen by cpuid, with SLEEF (blas_simd.c). The library callback
+ * names what runs each call.
  * - Threads: one pool (blas_pool.c), as many threads as OpenBLAS would use (the cores, or
  *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS, shared by GEMM (OpenBLAS
  *   single-threaded in each) and the vector kernels; a caller takes only the idle ones. oneDNN
@@ -175,6 +175,10 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
         return false;
     }
     if (op != CX_OP_DENSE) return true;
+    if (!blas_dense_activation_fits(ps->p[CX_P_ACTIVATION].i[0], in[0].dtype)) {
+        snprintf(reason, len, "the fused dense applies gelu and silu to f16, bf16 and f32 only");
+        return false;
+    }
     int64_t k = in[1].shape[0], n = in[1].shape[1], m = 1;
     for (int a = 0; a + 1 < in[0].rank; a++) m *= in[0].shape[a];
     if (blas_dims_fit(m, n, k)) return true;
@@ -186,7 +190,7 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
 static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
                             const cx_params *ps, cx_tensor *out, cx_status *st) {
     if (op == CX_OP_DOT) return blas_dot(in[0], in[1], ps, out, st);
-    if (op == CX_OP_DENSE) return blas_dense(in[0], in[1], in[2], out, st);
+    if (op == CX_OP_DENSE) return blas_dense(in[0], in[1], in[2], ps, out, st);
     if (op == CX_OP_CONV2D) return blas_conv2d(in[0], in[1], ps, out, st);
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd_fused(op, in[0], ps, out)

@@ -14,10 +14,13 @@ cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx
 /* blas_dense.c: an f16 or bf16 tensor widened into a new f32 buffer of the cpu driver's
  * allocator (cpu_buffer_put it), or NULL without memory. */
 float *blas_widen_f32(const cx_tensor *t);
-/* blas_dense.c: the dense composite, tensor . kernel + bias as one GEMM onto the broadcast bias;
- * all three inputs have the output's float type. */
-cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias, cx_tensor *out,
-                   cx_status *st);
+/* blas_dense.c: the dense composite, activation(tensor . kernel + bias) as one GEMM onto the
+ * broadcast bias, the activation applied block by block; all three inputs have the output's
+ * float type. blas_dense_activation_fits: whether the activation (CX_ACTIVATION_*) runs here for
+ * that type (the vector kernels are there; f64 takes relu, sigmoid and tanh). */
+bool blas_dense_activation_fits(int64_t act, cx_dtype t);
+cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias,
+                   const cx_params *ps, cx_tensor *out, cx_status *st);
 /* blas_dnnl.c: conv2d on oneDNN or im2col + OpenBLAS, whichever measured faster for the shape
  * class; both inputs have the output's float type. blas_conv2d_library: which one runs next.
  * blas_conv.c: conv2d as im2col + blas_gemm per image and group, any geometry.
@@ -51,6 +54,10 @@ typedef struct {
     double beta;
     void *c;
     int ldc;
+    /* run on each block of C as soon as it is computed, on the thread that computed it (NULL:
+     * nothing): rows x cols values at c, rows ldc apart */
+    void (*epilogue)(void *ctx, void *c, int rows, int cols, int ldc);
+    void *epilogue_ctx;
 } blas_gemm_args;
 void blas_gemm(const blas_gemm_args *g);
 

@@ -65,10 +65,9 @@ defmodule Cascade.Demo.CNN do
     a2 = Cascade.relu(z2)
     p2 = Cascade.max_pool2d(a2, 2)
     f = Cascade.reshape(p2, {batch, Cascade.size(p2) |> div(batch)})
-    z3 = Cascade.dense(f, w3, b3)
-    a3 = Cascade.relu(z3)
+    a3 = Cascade.dense(f, w3, b3, activation: :relu)
     logits = Cascade.dense(a3, w4, b4)
-    {logits, %{x4: x4, z1: z1, a1: a1, p1: p1, z2: z2, a2: a2, p2: p2, f: f, z3: z3, a3: a3}}
+    {logits, %{x4: x4, z1: z1, a1: a1, p1: p1, z2: z2, a2: a2, p2: p2, f: f, a3: a3}}
   end
 
   defp conv(x, kernel, bias) do
@@ -90,7 +89,8 @@ defmodule Cascade.Demo.CNN do
     dlogits = Cascade.Demo.MLP.dlogits(logits, one_hot)
 
     g4 = dense_grads(c.a3, dlogits)
-    dz3 = relu_grad(c.z3, Cascade.dot(dlogits, [1], [], w4, [1], []))
+    # a3 = relu(z3) > 0 exactly where z3 > 0
+    dz3 = relu_grad(c.a3, Cascade.dot(dlogits, [1], [], w4, [1], []))
     g3 = dense_grads(c.f, dz3)
     dp2 = Cascade.reshape(Cascade.dot(dz3, [1], [], w3, [1], []), Cascade.shape(c.p2))
     dz2 = relu_grad(c.z2, Cascade.max_pool2d_grad(c.a2, dp2, 2))

@@ -1,7 +1,8 @@
 defmodule Cascade.Demo.MLP do
   @moduledoc """
   A multilayer perceptron written on Cascade ops: `dense` layers with `relu` between them
-  and a softmax cross-entropy loss on the logits, with the backward pass written out by hand.
+  (fused into the layer: `dense(a, kernel, bias, activation: :relu)`) and a softmax
+  cross-entropy loss on the logits, with the backward pass written out by hand.
 
   Parameters are a list of `{kernel, bias}` pairs, one per layer (`kernel` {in, out}, `bias`
   {out}), all of one type, on one device. Every function works for any number of layers.
@@ -11,7 +12,8 @@ defmodule Cascade.Demo.MLP do
     * `d kernel = aᵀ · dz` — `dot/6` contracting the batch axis of both, no transpose;
     * `d bias = sum(dz, axes: [0])`;
     * `d a = dz · kernelᵀ` — `dot/6` contracting the output axes;
-    * through `relu`: `dz_prev = select(z_prev > 0, d a, 0)`.
+    * through `relu`: `dz_prev = select(z_prev > 0, d a, 0)`, where `z_prev > 0` exactly where
+      the layer's input `a = relu(z_prev) > 0`, so the forward pass keeps the inputs only.
 
   The loss is the mean over the batch of `categorical_cross_entropy(one_hot, logits,
   from_logits: true)`, whose gradient by the logits is `(softmax(logits) - one_hot) / batch`.
@@ -64,17 +66,16 @@ defmodule Cascade.Demo.MLP do
   @spec predict(params, Cascade.Tensor.t()) :: Cascade.Tensor.t()
   def predict(params, x), do: params |> logits(x) |> Cascade.argmax(axis: 1)
 
-  # The logits, and the input and pre-activation of each layer (last layer first), which the
-  # backward pass needs.
+  # The logits, and the input of each layer (last layer first), which the backward pass needs.
+  # Hidden layers are dense with the relu fused in: one call, one pass over the result.
   defp forward(params, x) do
     last = length(params) - 1
 
     params
     |> Enum.with_index()
     |> Enum.reduce({x, []}, fn {{kernel, bias}, i}, {a, cache} ->
-      z = Cascade.dense(a, kernel, bias)
-      out = if i == last, do: z, else: Cascade.relu(z)
-      {out, [{a, z} | cache]}
+      activation = if i == last, do: :none, else: :relu
+      {Cascade.dense(a, kernel, bias, activation: activation), [a | cache]}
     end)
   end
 
@@ -104,18 +105,14 @@ defmodule Cascade.Demo.MLP do
     logits |> Cascade.softmax(axis: 1) |> Cascade.subtract(one_hot) |> Cascade.divide(batch)
   end
 
-  # params and cache both last layer first; grads come out first layer first.
-  defp backward([_first], [{a, _z}], dz, grads), do: [layer_grads(a, dz) | grads]
+  # params and cache both last layer first; grads come out first layer first. A layer's input
+  # a = relu(z) of the layer before, so a > 0 exactly where z > 0: relu's gradient mask.
+  defp backward([_first], [a], dz, grads), do: [layer_grads(a, dz) | grads]
 
-  defp backward(
-         [{kernel, _bias} | params],
-         [{a, _z}, {_a_prev, z_prev} = prev | cache],
-         dz,
-         grads
-       ) do
+  defp backward([{kernel, _bias} | params], [a | cache], dz, grads) do
     da = Cascade.dot(dz, [1], [], kernel, [1], [])
-    dz_prev = Cascade.select(Cascade.greater(z_prev, 0), da, 0)
-    backward(params, [prev | cache], dz_prev, [layer_grads(a, dz) | grads])
+    dz_prev = Cascade.select(Cascade.greater(a, 0), da, 0)
+    backward(params, cache, dz_prev, [layer_grads(a, dz) | grads])
   end
 
   defp layer_grads(a, dz),
