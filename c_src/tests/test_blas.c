@@ -256,6 +256,37 @@ static void test_dense(void **state) {
     for (int k = 0; k < 3; k++) tu_drop(ints[k]);
 }
 
+/* max_pool2d's 2 x 2, stride 2 path (blas_pool2d.c) on ties (values from a set of five, -0 and
+ * +0), NaN, odd sizes and padding that crops or is never reached, against the cpu. */
+static void test_max_pool_2x2(void **state) {
+    (void)state;
+    const int64_t shapes[][4] = {{2, 3, 7, 9}, {1, 2, 8, 6}, {3, 1, 3, 5}};
+    const int64_t pads[][4] = {{0, 0, 0, 0}, {0, -1, 0, -1}, {0, 1, 0, 1}};
+    for (int s = 0; s < 3; s++) {
+        cx_desc d = tu_desc(CX_F32, 4, shapes[s]);
+        int64_t n = cx_desc_numel(&d);
+        double *v = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 7) % 5) - 2.0;
+        for (int64_t i = 0; i < n; i += 11) v[i] = (i / 11) % 2 ? -0.0 : 0.0;
+        v[n / 2] = NAN;
+        cx_tensor *x = tu_tensor(CX_F32, 4, shapes[s], v);
+        free(v);
+        for (int p = 0; p < 3; p++) {
+            cx_params ps = {0};
+            cx_param_put_ints(&ps, CX_P_WINDOW, (int64_t[]){2, 2}, 2);
+            cx_param_put_ints(&ps, CX_P_STRIDES, (int64_t[]){2, 2}, 2);
+            cx_param_put_ints(&ps, CX_P_PADDING, pads[p], 4);
+            cx_tensor *y = run_on(cpu, CX_OP_MAX_POOL2D, &x, 1, &ps);
+            cx_tensor *gy = filled(CX_F32, 4, y->desc.shape, 21);
+            compare(CX_OP_MAX_POOL2D, &x, 1, &ps, CX_ROUTE_NATIVE);
+            compare(CX_OP_MAX_POOL2D_GRAD, (cx_tensor *[]){x, gy}, 2, &ps, CX_ROUTE_NATIVE);
+            tu_drop(gy);
+            tu_drop(y);
+        }
+        tu_drop(x);
+    }
+}
+
 typedef struct {
     int layout;
     int64_t n, c, h, w, o, kh, kw, groups;
@@ -576,6 +607,7 @@ int main(void) {
         cmocka_unit_test(test_dot_split),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d_and_gradients),
+        cmocka_unit_test(test_max_pool_2x2),
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_concurrent_callers),
     };
