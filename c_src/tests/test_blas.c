@@ -487,7 +487,10 @@ static void test_vector_kernels(void **state) {
             compare(unary[k], &x, 1, NULL, CX_ROUTE_NATIVE);
         static const cx_op_id binary[] = {CX_OP_ADD, CX_OP_SUBTRACT, CX_OP_MULTIPLY, CX_OP_DIVIDE,
                                           CX_OP_MAX, CX_OP_MIN,      CX_OP_ATAN2};
-        cx_tensor *pairs[][2] = {{x, y}, {x, s}, {s, y}, {m, r}, {r, m}, {m, c}, {c, m}};
+        /* mid: a value per row of q's middle axis, broadcast over its first (a conv's bias) */
+        cx_tensor *mid = filled(ty, 2, (const int64_t[]){33, 1}, 9);
+        cx_tensor *pairs[][2] = {{x, y}, {x, s}, {s, y},   {m, r},  {r, m},
+                                 {m, c}, {c, m}, {q, mid}, {mid, q}};
         for (size_t k = 0; k < sizeof binary / sizeof binary[0]; k++)
             for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
                 compare(binary[k], pairs[p], 2, NULL, CX_ROUTE_NATIVE);
@@ -511,6 +514,10 @@ static void test_vector_kernels(void **state) {
             compare(CX_OP_SUM, &q, 1, &ps, CX_ROUTE_NATIVE);
         }
         compare(CX_OP_SUM, &x, 1, NULL, CX_ROUTE_NATIVE);
+        /* the kept axis between reduced ones (a conv bias's gradient: axes 0, 2, 3) */
+        cx_params ends = {0};
+        cx_param_put_ints(&ends, CX_P_AXES, (const int64_t[]){0, 2}, 2);
+        compare(CX_OP_SUM, &q, 1, &ends, CX_ROUTE_NATIVE);
         if (ty != CX_F64) {
             for (int axis = 1; axis <= 2; axis++) {
                 cx_params ps = {0};
@@ -560,7 +567,7 @@ static void test_vector_kernels(void **state) {
             cx_param_put_int(&tanh_form, CX_P_APPROXIMATE, 1);
             compare(CX_OP_GELU, &x, 1, &tanh_form, CX_ROUTE_NATIVE);
         }
-        cx_tensor *all[] = {x, y, s, m, r, c, q};
+        cx_tensor *all[] = {x, y, s, m, r, c, q, mid};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tu_drop(all[k]);
     }
 }

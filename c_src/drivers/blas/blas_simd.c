@@ -6,8 +6,9 @@
  * Layouts: every operand is viewed against the output as a matrix of R rows of C elements, split
  * at one axis: an operand is the full output (FULL), one value (ONE), the same row for every row
  * (ROW: its axes before the split are 1, the bias of a dense layer) or one value per row (COL:
- * its axes from the split on are 1, the max or sum of softmax kept as an axis). Anything else --
- * a broadcast in the middle -- goes to the cpu kernel.
+ * its axes from the split on are 1, the max or sum of softmax kept as an axis; its leading axes
+ * may be 1 too, as the bias {1, C, 1, 1} of a convolution's {N, C, H, W} output). Anything else
+ * -- such as a row broadcast over a middle axis -- goes to the cpu kernel.
  *
  * Threads: a run of at least `grain` elements per thread is split; cheap ops (add: one pass
  * over memory) need more elements to pay for a wake-up than a transcendental function. */
@@ -60,10 +61,14 @@ typedef struct {
     int64_t rows, cols;
     int n_in;
     view v[3];
+    int64_t mod[3]; /* COL: the operand's number of values (row r reads r % mod) */
 } layout;
 
-/* How input d broadcasts to out split before axis k (0 < k < rank), or -1. */
-static int view_at(const cx_desc *d, const cx_desc *out, int k) {
+/* How input d broadcasts to out split before axis k (0 < k < rank), or -1. A COL operand may
+ * also be broadcast over the leading axes (the bias {1, C, 1, 1} of an {N, C, H, W} output): its
+ * value for row r is then at r % *mod, *mod its number of values (the rows, when it has one per
+ * row). */
+static int view_at(const cx_desc *d, const cx_desc *out, int k, int64_t *mod) {
     int64_t numel = 1;
     for (int a = 0; a < d->rank; a++) numel *= d->shape[a];
     int64_t total = 1;
@@ -71,17 +76,19 @@ static int view_at(const cx_desc *d, const cx_desc *out, int k) {
     if (numel == 1) return V_ONE;
     if (numel == total) return V_FULL;
     bool row = true, col = true;
-    int lead = out->rank - d->rank;
+    int lead = out->rank - d->rank, j = 0; /* col: 1s before axis j, the output's sizes after */
     for (int a = 0; a < out->rank; a++) {
         int64_t s = a >= lead ? d->shape[a - lead] : 1;
         if (a < k) {
             row = row && s == 1;
-            col = col && s == out->shape[a];
+            if (s != out->shape[a]) j = a + 1;
         } else {
             row = row && s == out->shape[a];
             col = col && s == 1;
         }
     }
+    for (int a = lead; a < j; a++) col = col && d->shape[a - lead] == 1;
+    *mod = numel;
     return row ? V_ROW : col ? V_COL : -1;
 }
 
@@ -101,7 +108,7 @@ static bool layout_of(const cx_desc *in, int n_in, const cx_desc *o, layout *l) 
     for (int k = 1; k < o->rank; k++) {
         bool ok = true;
         for (int j = 0; j < n_in && ok; j++) {
-            int v = view_at(&in[j], o, k);
+            int v = view_at(&in[j], o, k, &l->mod[j]);
             ok = v >= 0;
             if (ok) l->v[j] = (view)v;
         }
@@ -202,7 +209,7 @@ static void ew_range(const ew_job *j, int64_t lo, int64_t hi) {
             case V_FULL: p[k] = base + es * (size_t)pos, s[k] = 1; break;
             case V_ONE: p[k] = base, s[k] = 0; break;
             case V_ROW: p[k] = base + es * (size_t)c, s[k] = 1; break;
-            case V_COL: p[k] = base + es * (size_t)r, s[k] = 0; break;
+            case V_COL: p[k] = base + es * (size_t)(r % j->l->mod[k]), s[k] = 0; break;
             }
         }
         ew_segment(j, (char *)j->out->data + j->oes * (size_t)pos, p, s, len);
@@ -293,13 +300,20 @@ bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx
 
 /* ==== sum ===================================================================================== */
 
+/* which axes a sum reduces: the last ones (each row summed), the first ones (each column), or
+ * both ends of the kept ones (an {A, K, B} view, each of the K summed over A runs of B: the
+ * gradient of a convolution's bias, summed over axes 0, 2 and 3) */
+typedef enum { SUM_INNER, SUM_OUTER, SUM_ENDS } sum_form;
+
 typedef struct {
     const simd_table *t;
     const cx_tensor *in;
-    int64_t rows, cols;
-    bool inner; /* sum each row (the reduced axes are the last), or each column (the first) */
+    int64_t rows, cols; /* ENDS: rows = A, cols = B */
+    sum_form form;
+    bool inner; /* form == SUM_INNER */
     double *acc;
     int slots; /* one row: it is summed in this many slices, whatever the threads that run them */
+    int64_t kept; /* ENDS: K */
 } sum_job;
 
 /* n values of t's type from element off, as f32 (in buf) or f64 (in place) */
@@ -342,7 +356,14 @@ static void add_row(const sum_job *j, double *acc, int64_t off, int64_t n) {
  * threads were free); columns: its share of the columns over every row. */
 static void sum_part(void *ctx, int index, int parts) {
     const sum_job *j = ctx;
-    if (j->inner && j->rows == 1) {
+    if (j->form == SUM_ENDS) { /* its share of the K, each over A runs of B, in order */
+        for (int64_t k = j->kept * index / parts; k < j->kept * (index + 1) / parts; k++) {
+            double s = -0.0;
+            for (int64_t a = 0; a < j->rows; a++)
+                s += sum_values(j, (a * j->kept + k) * j->cols, j->cols);
+            j->acc[k] = s;
+        }
+    } else if (j->inner && j->rows == 1) {
         for (int k = index; k < j->slots; k += parts) {
             int64_t lo = j->cols * k / j->slots, hi = j->cols * (k + 1) / j->slots;
             j->acc[k] = sum_values(j, lo, hi - lo);
@@ -372,9 +393,10 @@ static void finish(const double *acc, cx_tensor *out) {
     }
 }
 
-/* Whether the vector sum takes `in` reduced over ps's axes: a float type, and the reduced axes
- * (less those of size 1) the last ones (inner: each row summed) or the first ones (each column). */
-static bool sum_takes(const simd_table *t, const cx_desc *in, const cx_params *ps, bool *inner) {
+/* Whether the vector sum takes `in` reduced over ps's axes, and how (sum_form): a float type,
+ * and the reduced axes (less those of size 1) the last ones, the first ones, or some of each with
+ * the kept ones between them. */
+static bool sum_takes(const simd_table *t, const cx_desc *in, const cx_params *ps, sum_form *form) {
     cx_dtype type = in->dtype;
     if (!t || cx_desc_numel(in) == 0) return false;
     if (type != CX_F32 && type != CX_F64 && type != CX_F16 && type != CX_BF16) return false;
@@ -384,38 +406,57 @@ static bool sum_takes(const simd_table *t, const cx_desc *in, const cx_params *p
     for (int k = 0; k < axes->n && k < CX_MAX_PARAM_INTS; k++)
         if (axes->i[k] >= 0 && axes->i[k] < rank) reduced[axes->i[k]] = true;
     int last_kept = -1, first_kept = rank, last_red = -1, first_red = rank;
+    bool gap = false; /* a reduced axis between kept ones */
     for (int a = 0; a < rank; a++) {
         if (in->shape[a] == 1) continue;
         if (reduced[a]) {
             last_red = a;
             if (first_red == rank) first_red = a;
         } else {
+            gap = gap || (last_kept >= 0 && last_red > last_kept);
             last_kept = a;
             if (first_kept == rank) first_kept = a;
         }
     }
     if (last_red < 0) return false; /* nothing summed: a copy, left to the cpu kernel */
     if (last_kept < first_red) {
-        *inner = true; /* kept axes, then reduced ones */
+        *form = SUM_INNER; /* kept axes, then reduced ones */
         return true;
     }
     if (last_red < first_kept) {
-        *inner = false; /* reduced axes, then kept ones */
+        *form = SUM_OUTER; /* reduced axes, then kept ones */
         return true;
     }
-    return false;
+    *form = SUM_ENDS;
+    return !gap;
 }
 
 bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const simd_table *t = blas_simd();
-    bool inner;
-    if (out->desc.dtype != in->desc.dtype || !sum_takes(t, &in->desc, ps, &inner)) return false;
-    sum_job j = {t, in, 1, in->numel, inner, NULL, 1};
+    sum_form form;
+    if (out->desc.dtype != in->desc.dtype || !sum_takes(t, &in->desc, ps, &form)) return false;
+    sum_job j = {t, in, 1, in->numel, form, form == SUM_INNER, NULL, 1, 0};
     int64_t kept = out->numel;
-    j.cols = j.inner ? in->numel / kept : kept;
-    j.rows = in->numel / j.cols;
     int parts = parts_for(in->numel, GRAIN_CHEAP);
-    if (!j.inner && parts > j.cols / 16) parts = j.cols >= 32 ? (int)(j.cols / 16) : 1;
+    if (form == SUM_ENDS) {
+        /* B: the elements after the last kept axis that is not 1 */
+        const cx_param *axes = &ps->p[CX_P_AXES];
+        bool reduced[CX_MAX_RANK] = {false};
+        for (int k = 0; k < axes->n && k < CX_MAX_PARAM_INTS; k++)
+            if (axes->i[k] >= 0 && axes->i[k] < in->desc.rank) reduced[axes->i[k]] = true;
+        int last_kept = 0;
+        for (int a = 0; a < in->desc.rank; a++)
+            if (!reduced[a] && in->desc.shape[a] != 1) last_kept = a;
+        j.cols = 1;
+        for (int a = last_kept + 1; a < in->desc.rank; a++) j.cols *= in->desc.shape[a];
+        j.kept = kept;
+        j.rows = in->numel / (kept * j.cols);
+        if (parts > kept) parts = (int)kept;
+    } else {
+        j.cols = j.inner ? in->numel / kept : kept;
+        j.rows = in->numel / j.cols;
+        if (!j.inner && parts > j.cols / 16) parts = j.cols >= 32 ? (int)(j.cols / 16) : 1;
+    }
     j.slots = parts;
     int64_t slots = j.inner && j.rows == 1 ? parts : kept;
     j.acc = malloc(sizeof(double) * (size_t)(slots > 0 ? slots : 1));
@@ -795,14 +836,14 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
         op == CX_OP_LAYER_NORM || op == CX_OP_LOGSUMEXP || op == CX_OP_CATEGORICAL_CROSS_ENTROPY)
         return t->name;
     if (op == CX_OP_SUM) {
-        bool inner;
+        sum_form form;
         cx_params all = {0};
         if (!ps) {
             for (int a = 0; a < in[0].rank; a++) all.p[CX_P_AXES].i[a] = a;
             all.p[CX_P_AXES].n = in[0].rank;
             ps = &all;
         }
-        return sum_takes(t, &in[0], ps, &inner) ? t->name : NULL;
+        return sum_takes(t, &in[0], ps, &form) ? t->name : NULL;
     }
     cx_desc out;
     broadcast_desc(in, n_in, &out);
