@@ -8,12 +8,12 @@
  *   faster paths do not take:
  *     dot in f32, f64, f16 and bf16 on OpenBLAS GEMM (blas_dot.c); dense when its three inputs
  *     share a float type, its activation applied to each block of the product (blas_dense.c);
- * conv2d on oneDNN or im2col + GEMM, whichever measured faster for the shape (blas_dnnl.c,
- * blas_conv.c); conv2d's gradients on oneDNN's backward primitives for one group (otherwise they
- * decompose here); max_pool2d and its gradient as direct loops (blas_pool2d.c); elementwise ops,
- * sums, softmax, log_softmax, logsumexp, layer_norm, gelu, silu and categorical_cross_entropy on
- * the AVX2 / AVX-512 vector kernels chosen by cpuid, with SLEEF (blas_simd.c). The library callback
- * names what runs each call.
+ *     conv2d on oneDNN or im2col + GEMM, whichever measured faster for the shape (blas_dnnl.c,
+ *     blas_conv.c); conv2d's gradients on oneDNN's backward primitives for one group (otherwise
+ *     they decompose here); max_pool2d and its gradient as direct loops (blas_pool2d.c); relu
+ *     as one max(x, 0) pass; elementwise ops, sums, softmax, log_softmax, logsumexp,
+ *     layer_norm, gelu, silu and categorical_cross_entropy on the AVX2 / AVX-512 vector kernels
+ *     chosen by cpuid, with SLEEF (blas_simd.c). The library callback names what runs each call.
  * - Threads: one pool (blas_pool.c), as many threads as OpenBLAS would use (the cores, or
  *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS, shared by GEMM (OpenBLAS
  *   single-threaded in each) and the vector kernels; a caller takes only the idle ones. oneDNN
@@ -100,10 +100,23 @@ static bool is_float32ish(cx_dtype t) {
     return t == CX_F16 || t == CX_BF16 || t == CX_F32;
 }
 
+/* relu as max(x, 0) in one elementwise pass: the vector kernels, or the cpu's max kernel for the
+ * types they do not take, with 0 as a one-value operand (zero bits are 0 in every type) */
+static cx_code blas_relu(const cx_tensor *x, cx_tensor *out, cx_status *st) {
+    static const int64_t zero[1] = {0};
+    cx_tensor z = {.numel = 1, .nbytes = cx_dtype_size(x->desc.dtype), .data = (void *)zero};
+    z.desc.dtype = x->desc.dtype;
+    z.desc.rank = 0;
+    const cx_tensor *in[2] = {x, &z};
+    if (blas_simd_elementwise(CX_OP_MAX, in, 2, out)) return CX_OK;
+    return cx_cpu_driver()->execute(NULL, CX_OP_MAX, in, 2, NULL, out, st);
+}
+
 static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_MAX_POOL2D) return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
+    if (op == CX_OP_RELU) return n_in == 1 ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_LOGSUMEXP)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_CATEGORICAL_CROSS_ENTROPY)
@@ -198,6 +211,7 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
                              cx_op_table[op].name);
     if (op == CX_OP_MAX_POOL2D) return blas_max_pool2d(in[0], ps, out, st);
+    if (op == CX_OP_RELU) return blas_relu(in[0], out, st);
     if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL)
         return blas_conv2d_grad(op, in[0], in[1], ps, out, st);
     if (op == CX_OP_MAX_POOL2D_GRAD) return blas_max_pool2d_grad(in[0], in[1], ps, out, st);
@@ -224,6 +238,12 @@ static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n
     if (op == CX_OP_CONV2D)
         return n_in == 2 && ps ? blas_conv2d_library(&in[0], &in[1], ps) : "openblas";
     if (op == CX_OP_DOT) return n_in == 2 && is_float(in[0].dtype) ? "openblas" : "portable";
+    if (op == CX_OP_RELU && n_in == 1) { /* max(x, 0) */
+        cx_desc two[2] = {in[0], in[0]};
+        two[1].rank = 0;
+        const char *simd = blas_simd_library(CX_OP_MAX, two, 2, NULL);
+        return simd ? simd : "portable";
+    }
     const char *simd = blas_simd_library(op, in, n_in, ps);
     return simd ? simd : "portable";
 }
