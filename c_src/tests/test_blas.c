@@ -368,7 +368,8 @@ static void test_conv2d_and_gradients(void **state) {
             compare(CX_OP_CONV2D_GRAD_KERNEL, (cx_tensor *[]){x, gy}, 2, &pk, grads);
             if (!onednn)
                 assert_true(cx_stats_get(blas->id, CX_OP_DOT, CX_ROUTE_NATIVE).calls >= dots + 1);
-            /* max_pool2d and its gradient with the case's window, strides, padding, layout */
+            /* max_pool2d, avg_pool2d and their gradients with the case's window, strides,
+             * padding, layout */
             cx_params pp = {0};
             cx_param_put_ints(&pp, CX_P_WINDOW, (int64_t[]){cc->kh, cc->kw}, 2);
             cx_param_put_ints(&pp, CX_P_STRIDES, cc->s, 2);
@@ -381,6 +382,10 @@ static void test_conv2d_and_gradients(void **state) {
             cx_tensor *gp = filled(ty, 4, gs, 14);
             compare(CX_OP_MAX_POOL2D, (cx_tensor *[]){x}, 1, &pp, CX_ROUTE_NATIVE);
             compare(CX_OP_MAX_POOL2D_GRAD, (cx_tensor *[]){x, gp}, 2, &pp, CX_ROUTE_NATIVE);
+            compare(CX_OP_AVG_POOL2D, (cx_tensor *[]){x}, 1, &pp, CX_ROUTE_NATIVE);
+            cx_params pa = pp;
+            cx_param_put_ints(&pa, CX_P_INPUT_SHAPE, xs, 4);
+            compare(CX_OP_AVG_POOL2D_GRAD, (cx_tensor *[]){gp}, 1, &pa, CX_ROUTE_NATIVE);
             tu_drop(gp);
             assert_int_equal(fallbacks(), moved_before);
             tu_drop(x);

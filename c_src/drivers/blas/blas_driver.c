@@ -10,10 +10,11 @@
  *     share a float type, its activation applied to each block of the product (blas_dense.c);
  *     conv2d on oneDNN or im2col + GEMM, whichever measured faster for the shape (blas_dnnl.c,
  *     blas_conv.c); conv2d's gradients on oneDNN's backward primitives for one group (otherwise
- *     they decompose here); max_pool2d and its gradient as direct loops (blas_pool2d.c); relu
- *     as one max(x, 0) pass; elementwise ops, sums, softmax, log_softmax, logsumexp,
- *     layer_norm, gelu, silu and categorical_cross_entropy on the AVX2 / AVX-512 vector kernels
- *     chosen by cpuid, with SLEEF (blas_simd.c). The library callback names what runs each call.
+ *     they decompose here); max_pool2d, avg_pool2d and their gradients as direct loops
+ *     (blas_pool2d.c); relu as one max(x, 0) pass; elementwise ops, sums, softmax,
+ *     log_softmax, logsumexp, layer_norm, gelu, silu and categorical_cross_entropy on the
+ *     AVX2 / AVX-512 vector kernels chosen by cpuid, with SLEEF (blas_simd.c). The library
+ *     callback names what runs each call.
  * - Threads: one pool (blas_pool.c), as many threads as OpenBLAS would use (the cores, or
  *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS, shared by GEMM (OpenBLAS
  *   single-threaded in each) and the vector kernels; a caller takes only the idle ones. oneDNN
@@ -117,6 +118,8 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_MAX_POOL2D) return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_RELU) return n_in == 1 ? CX_CAP_NATIVE : CX_CAP_NO;
+    if (op == CX_OP_AVG_POOL2D || op == CX_OP_AVG_POOL2D_GRAD)
+        return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_LOGSUMEXP)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_CATEGORICAL_CROSS_ENTROPY)
@@ -212,6 +215,8 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                              cx_op_table[op].name);
     if (op == CX_OP_MAX_POOL2D) return blas_max_pool2d(in[0], ps, out, st);
     if (op == CX_OP_RELU) return blas_relu(in[0], out, st);
+    if (op == CX_OP_AVG_POOL2D) return blas_avg_pool2d(in[0], ps, out, st);
+    if (op == CX_OP_AVG_POOL2D_GRAD) return blas_avg_pool2d_grad(in[0], ps, out, st);
     if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL)
         return blas_conv2d_grad(op, in[0], in[1], ps, out, st);
     if (op == CX_OP_MAX_POOL2D_GRAD) return blas_max_pool2d_grad(in[0], in[1], ps, out, st);

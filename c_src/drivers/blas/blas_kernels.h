@@ -95,6 +95,9 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
 
 /* blas_pool2d.c: max_pool2d and its gradient as direct loops over the windows, float types. */
 cx_code blas_max_pool2d(const cx_tensor *x, const cx_params *ps, cx_tensor *out, cx_status *st);
+cx_code blas_avg_pool2d(const cx_tensor *x, const cx_params *ps, cx_tensor *out, cx_status *st);
+cx_code blas_avg_pool2d_grad(const cx_tensor *gy, const cx_params *ps, cx_tensor *out,
+                             cx_status *st);
 cx_code blas_max_pool2d_grad(const cx_tensor *x, const cx_tensor *gy, const cx_params *ps,
                              cx_tensor *out, cx_status *st);
 

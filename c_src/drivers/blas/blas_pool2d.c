@@ -1,8 +1,8 @@
-/* max_pool2d and max_pool2d_grad natively, as direct loops over the windows: the decompositions
- * (the window's strided slices stacked, reduced, and for the gradient compared and scattered
- * back) move every element through several tensors; this reads each window once. Any window,
- * strides, padding (padding never wins, negative padding crops) and either layout, in the float
- * types (f16/bf16 compared in f32, which is exact). Planes (nchw) or images (nhwc) are split
+/* max_pool2d, avg_pool2d and their gradients natively, as direct loops over the windows: the
+ * decompositions (the window's strided slices stacked, reduced, and for the gradient compared and
+ * scattered back) move every element through several tensors; this reads each window once. Any
+ * window, strides, padding (padding never wins, negative padding crops) and either layout, in the
+ * float types (f16/bf16 compared in f32, which is exact). Planes (nchw) or images (nhwc) are split
  * across the pool's threads.
  *
  * Semantics, as the decompositions and Nx: NaN wins a window's maximum; the gradient of a window
@@ -311,6 +311,85 @@ cx_code blas_max_pool2d_grad(const cx_tensor *x, const cx_tensor *gy, const cx_p
     pool_job j = {&v, x, gy, out, acc};
     blas_parallel(parts_of(&v, gy->numel * v.kh * v.kw), false, grad_part, &j);
     for (int64_t i = 0; i < out->numel; i++) store(out, i, acc[i]);
+    cpu_buffer_put(acc);
+    return CX_OK;
+}
+
+/* ==== avg_pool2d and its gradient ============================================================
+ * The window's sum over the elements inside the input, divided by KH * KW whatever the padding
+ * (padded elements count as zeros, as in the decomposition and Nx.window_mean); sums in double,
+ * rounded once. The gradient spreads g / (KH * KW) over each window, adding where windows
+ * overlap, plane by plane (planes never share an element, so the threads need no locks). */
+
+static void avg_forward_part(void *ctx, int index, int parts) {
+    const pool_job *j = ctx;
+    const pool_dims *v = j->v;
+    int64_t planes = v->n * v->c;
+    double scale = 1.0 / (double)(v->kh * v->kw);
+    for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
+        int64_t n = p / v->c, ch = p % v->c;
+        for (int64_t oh = 0; oh < v->oh; oh++) {
+            int64_t ih0 = oh * v->s0 - v->lo0;
+            int64_t k0 = ih0 < 0 ? -ih0 : 0, k1 = v->h - ih0 < v->kh ? v->h - ih0 : v->kh;
+            for (int64_t ow = 0; ow < v->ow; ow++) {
+                int64_t iw0 = ow * v->s1 - v->lo1;
+                int64_t j0 = iw0 < 0 ? -iw0 : 0, j1 = v->w - iw0 < v->kw ? v->w - iw0 : v->kw;
+                double s = 0;
+                for (int64_t ki = k0; ki < k1; ki++)
+                    for (int64_t kj = j0; kj < j1; kj++)
+                        s += load(j->x, in_at(v, n, ch, ih0 + ki, iw0 + kj));
+                store(j->out, out_at(v, n, ch, oh, ow), s * scale);
+            }
+        }
+    }
+}
+
+/* acc holds one plane of doubles per part (nchw: contiguous; nhwc: strided by C) */
+static void avg_grad_part(void *ctx, int index, int parts) {
+    const pool_job *j = ctx;
+    const pool_dims *v = j->v;
+    int64_t planes = v->n * v->c, hw = v->h * v->w;
+    double scale = 1.0 / (double)(v->kh * v->kw), *acc = j->acc + (size_t)index * (size_t)hw;
+    for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
+        int64_t n = p / v->c, ch = p % v->c;
+        memset(acc, 0, sizeof(double) * (size_t)hw);
+        for (int64_t oh = 0; oh < v->oh; oh++) {
+            int64_t ih0 = oh * v->s0 - v->lo0;
+            int64_t k0 = ih0 < 0 ? -ih0 : 0, k1 = v->h - ih0 < v->kh ? v->h - ih0 : v->kh;
+            for (int64_t ow = 0; ow < v->ow; ow++) {
+                int64_t iw0 = ow * v->s1 - v->lo1;
+                int64_t j0 = iw0 < 0 ? -iw0 : 0, j1 = v->w - iw0 < v->kw ? v->w - iw0 : v->kw;
+                double g = load(j->gy, out_at(v, n, ch, oh, ow)) * scale;
+                for (int64_t ki = k0; ki < k1; ki++)
+                    for (int64_t kj = j0; kj < j1; kj++) acc[(ih0 + ki) * v->w + iw0 + kj] += g;
+            }
+        }
+        for (int64_t ih = 0; ih < v->h; ih++)
+            for (int64_t iw = 0; iw < v->w; iw++)
+                store(j->out, in_at(v, n, ch, ih, iw), acc[ih * v->w + iw]);
+    }
+}
+
+cx_code blas_avg_pool2d(const cx_tensor *x, const cx_params *ps, cx_tensor *out, cx_status *st) {
+    if (out->numel == 0) return CX_OK;
+    pool_dims v;
+    pool_dims_of(&x->desc, ps, &v);
+    pool_job j = {&v, x, NULL, out, NULL};
+    blas_parallel(parts_of(&v, out->numel * v.kh * v.kw), false, avg_forward_part, &j);
+    return CX_OK;
+}
+
+cx_code blas_avg_pool2d_grad(const cx_tensor *gy, const cx_params *ps, cx_tensor *out,
+                             cx_status *st) {
+    if (out->numel == 0) return CX_OK;
+    pool_dims v;
+    pool_dims_of(&out->desc, ps, &v); /* the input's shape is the result's */
+    int parts = parts_of(&v, gy->numel * v.kh * v.kw);
+    double *acc = cpu_buffer_get(sizeof(double) * (size_t)(v.h * v.w) * (size_t)parts);
+    if (!acc) return cx_fail(st, CX_ENOMEM, "blas: no memory for avg_pool2d_grad's sums");
+    pool_job j = {&v, NULL, gy, out, acc};
+    /* a plane of sums for each part: blas_parallel runs at most `parts` */
+    blas_parallel(parts, false, avg_grad_part, &j);
     cpu_buffer_put(acc);
     return CX_OK;
 }
