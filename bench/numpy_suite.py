@@ -86,6 +86,12 @@ def layer_norm(x, g, b, eps=1e-5):
     return d / np.sqrt(v + eps) * g + b
 
 
+def cross_entropy(y, x):
+    d = x - x.max(axis=1, keepdims=True)
+    log_p = d - np.log(np.exp(d).sum(axis=1, keepdims=True))
+    return -(y * log_p).sum(axis=1).mean()
+
+
 def max_pool2d(x):
     n, c, h, w = x.shape
     return x.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
@@ -141,6 +147,8 @@ def main():
         "conv": (load("conv_x", (64, 32, 28, 28)), load("conv_k", (64, 32, 3, 3))),
         "softmax": load("softmax_x", (1000, 1000)),
         "norm": (load("norm_g", (1000,)), load("norm_b", (1000,))),
+        "dense": (load("dense_x", (256, 1024)), load("dense_w", (1024, 1024)), load("dense_b", (1024,))),
+        "targets": load("xent_y", (1000, 1000)),
         "vec": (load("vec_x", (1 << 20,)), load("vec_y", (1 << 20,))),
         "one": (load("one_a", (1,)), load("one_b", (1,))),
     }
@@ -178,6 +186,10 @@ def main():
         report(t, "softmax 1000x1000", lambda: softmax(s), elementwise)
         g, b = (as_type(v, t) for v in inputs["norm"])
         report(t, "layer_norm 1000x1000", lambda: layer_norm(s, g, b), elementwise)
+        dx, dw, db = (matmul_type(as_type(v, t), t) for v in inputs["dense"])
+        report(t, "dense+relu 256x1024x1024", lambda: np.maximum(dx @ dw + db, 0), product)
+        ty = as_type(inputs["targets"], t)
+        report(t, "cross-entropy 1000x1000", lambda: cross_entropy(ty, s), elementwise)
         x, y = (as_type(v, t) for v in inputs["vec"])
         report(t, "add 1M", lambda: np.add(x, y), elementwise)
         report(t, "exp 1M", lambda: np.exp(x), elementwise)
@@ -253,6 +265,10 @@ def torch_cases(t, inputs, report):
     run("softmax 1000x1000", lambda: torch.softmax(s, 1), t)
     g, b = (on(v) for v in inputs["norm"])
     run("layer_norm 1000x1000", lambda: F.layer_norm(s, (1000,), g, b), t)
+    dx, dw, db = (wide(v) for v in inputs["dense"])
+    run("dense+relu 256x1024x1024", lambda: torch.relu(torch.addmm(db, dx, dw)), product)
+    ty = on(inputs["targets"])
+    run("cross-entropy 1000x1000", lambda: F.cross_entropy(s, ty), t)
     x, y = (on(v) for v in inputs["vec"])
     run("add 1M", lambda: torch.add(x, y), t)
     run("exp 1M", lambda: torch.exp(x), t)

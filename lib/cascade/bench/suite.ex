@@ -11,7 +11,9 @@ defmodule Cascade.Bench.Suite do
 
   Cases: `dot` of 256, 512 and 1024 square matrices; `conv2d` of a {64, 32, 28, 28} input
   with 64 3×3 filters and `max_pool2d` 2×2 of the same input; `softmax` and `layer_norm` of
-  1000×1000 along rows; `add`, `exp`, `tanh`, `gelu`, `sum` of 1M elements; a one-element
+  1000×1000 along rows; a dense layer with its relu ({256, 1024} · {1024, 1024} + bias, fused
+  into one call here); the mean categorical cross-entropy of 1000×1000 logits against
+  1000×1000 targets; `add`, `exp`, `tanh`, `gelu`, `sum` of 1M elements; a one-element
   `add` (the cost of a call); one training epoch of `mix cascade.demo`'s MLP and, in f32 and
   not on the portable `:cpu` device (a minute an epoch there), of its CNN (against PyTorch's)
   on the 8,000 training digits (when the MNIST data is there).
@@ -26,6 +28,7 @@ defmodule Cascade.Bench.Suite do
   def names do
     ["dot 256x256", "dot 512x512", "dot 1024x1024", "conv2d 64x32x28x28, 64 3x3"] ++
       ["max_pool2d 2x2 of 64x32x28x28", "softmax 1000x1000", "layer_norm 1000x1000"] ++
+      ["dense+relu 256x1024x1024", "cross-entropy 1000x1000"] ++
       ["add 1M", "exp 1M", "tanh 1M", "gelu 1M", "sum 1M", "add 1 element", "MLP training epoch"] ++
       ["CNN training epoch"]
   end
@@ -51,6 +54,10 @@ defmodule Cascade.Bench.Suite do
       conv: {write.("conv_x", {64, 32, 28, 28}, 11), write.("conv_k", {64, 32, 3, 3}, 12)},
       softmax: write.("softmax_x", {1000, 1000}, 13),
       norm: {write.("norm_g", {1000}, 14), write.("norm_b", {1000}, 15)},
+      dense:
+        {write.("dense_x", {256, 1024}, 16), write.("dense_w", {1024, 1024}, 17),
+         write.("dense_b", {1024}, 18)},
+      targets: write.("xent_y", {1000, 1000}, 19),
       vec: {write.("vec_x", {@vec}, 1), write.("vec_y", {@vec}, 2)},
       one: {write.("one_a", {1}, 3), write.("one_b", {1}, 4)},
       mnist: mnist
@@ -81,6 +88,8 @@ defmodule Cascade.Bench.Suite do
     {cx, ck} = pair.(inputs.conv)
     s = on.(inputs.softmax)
     {g, b} = pair.(inputs.norm)
+    [dx, dw, db] = inputs.dense |> Tuple.to_list() |> Enum.map(on)
+    targets = on.(inputs.targets)
     {x, y} = pair.(inputs.vec)
     {o1, o2} = pair.(inputs.one)
 
@@ -91,6 +100,9 @@ defmodule Cascade.Bench.Suite do
           {"max_pool2d 2x2 of 64x32x28x28", fn -> Cascade.max_pool2d(cx, 2) end},
           {"softmax 1000x1000", fn -> Cascade.softmax(s, axis: 1) end},
           {"layer_norm 1000x1000", fn -> Cascade.layer_norm(s, g, b, axes: [1]) end},
+          {"dense+relu 256x1024x1024", fn -> Cascade.dense(dx, dw, db, activation: :relu) end},
+          {"cross-entropy 1000x1000",
+           fn -> Cascade.categorical_cross_entropy(targets, s, from_logits: true) end},
           {"add 1M", fn -> Cascade.add(x, y) end},
           {"exp 1M", fn -> Cascade.exp(x) end},
           {"tanh 1M", fn -> Cascade.tanh(x) end},

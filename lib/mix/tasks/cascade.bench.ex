@@ -4,7 +4,8 @@ defmodule Mix.Tasks.Cascade.Bench do
   @moduledoc """
   Runs the fixed suite of `Cascade.Bench.Suite` — dot 256/512/1024, conv2d (64×32×28×28,
   64 filters of 3×3) and max_pool2d 2×2 of the same input, softmax and layer_norm of
-  1000×1000, add/exp/tanh/gelu/sum of 1M elements, a one-element add, one training epoch of
+  1000×1000, a dense layer with relu, a cross-entropy of 1000×1000 logits,
+  add/exp/tanh/gelu/sum of 1M elements, a one-element add, one training epoch of
   `mix cascade.demo` — on every available device and type, and the same cases in NumPy and
   PyTorch (`bench/numpy_suite.py`; Debian `python3-numpy`, and `python3-torch` where it is
   installed, with as many threads as cores) on the same data in the same run.
