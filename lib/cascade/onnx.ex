@@ -1,0 +1,260 @@
+defmodule Cascade.ONNX do
+  @moduledoc """
+  ONNX models on Cascade's devices: load an `.onnx` file, pass named inputs, get named outputs.
+
+  Each node of the graph runs as Cascade ops, through the same negotiation as any call: natively
+  where the device has the op, decomposed into primitives on the device where it has not, moved
+  to the cpu only as a last resort. The model's initializers (its weights) are uploaded to the
+  device once, at load.
+
+      {:ok, model} = Cascade.ONNX.load("model.onnx", device: :host)
+      %{"y" => y} = Cascade.ONNX.run(model, %{"x" => {:f32, {1, 3}, <<...>>}})
+
+  The file is parsed by a protobuf decoder written in Elixir (`Cascade.ONNX.Proto`): a
+  malformed, truncated or hostile file gives `{:error, message}`, never a crash. An operator
+  Cascade cannot run is an error naming the operator and the node, at load, before anything
+  runs. `supported_operators/0` lists the operators it runs (from the default domain, opsets 7
+  to 17); `mix cascade.onnx` runs ONNX's own backend node tests against them.
+
+  Element types: float, float16, bfloat16, double, uint8, bool (as u8, 0 or 1), int32 and int64
+  — Cascade's types. A tensor of another type (int8, int16, uint16, uint32, uint64, string,
+  complex) is an error naming it.
+  """
+
+  alias Cascade.ONNX.{Ops, Proto}
+
+  defstruct [:graph, :opset, :device, :initializers, :ir_version, :producer, :inputs, :outputs]
+
+  @type t :: %__MODULE__{}
+
+  defmodule Error do
+    @moduledoc "Raised by `Cascade.ONNX.run/2` when a model cannot run on the inputs given."
+    defexception [:message]
+  end
+
+  @doc """
+  Loads a model from a path or from the bytes of an `.onnx` file: `{:ok, model}` or
+  `{:error, message}`.
+
+  Options: `device:` (default: the default device) where the initializers are uploaded and
+  every node runs.
+
+      iex> Cascade.ONNX.load(<<0x0A, 0xFF>>)
+      {:error, "the file is not an ONNX model: a field of 127 bytes runs past the end (0 left)"}
+  """
+  @spec load(Path.t() | binary, keyword) :: {:ok, t} | {:error, String.t()}
+  def load(path_or_binary, opts \\ []) do
+    with {:ok, bin} <- read(path_or_binary),
+         {:ok, m} <- decode(bin),
+         :ok <- check_opset(m.opset),
+         :ok <- check_operators(m.graph.nodes),
+         {:ok, inits} <- initializers(m.graph.initializers, opts[:device]) do
+      init_names = MapSet.new(Map.keys(inits))
+
+      {:ok,
+       %__MODULE__{
+         graph: m.graph,
+         opset: Map.get(m.opset, "", Map.get(m.opset, "ai.onnx", 1)),
+         device: opts[:device],
+         initializers: inits,
+         ir_version: m.ir_version,
+         producer: m.producer,
+         inputs: for(i <- m.graph.inputs, not MapSet.member?(init_names, i.name), do: i.name),
+         outputs: for(o <- m.graph.outputs, do: o.name)
+       }}
+    end
+  end
+
+  defp read(bin) when is_binary(bin) do
+    if String.ends_with?(bin, ".onnx") and String.printable?(bin) do
+      case File.read(bin) do
+        {:ok, data} -> {:ok, data}
+        {:error, reason} -> {:error, "cannot read #{bin}: #{:file.format_error(reason)}"}
+      end
+    else
+      {:ok, bin}
+    end
+  end
+
+  defp decode(bin) do
+    case Proto.decode_model(bin) do
+      {:ok, m} -> {:ok, m}
+      {:error, message} -> {:error, "the file is not an ONNX model: " <> message}
+    end
+  end
+
+  defp check_opset(opset) do
+    case Map.get(opset, "", Map.get(opset, "ai.onnx")) do
+      v when is_integer(v) and v > 17 ->
+        {:error, "the model needs opset #{v} of the default domain; Cascade runs opsets up to 17"}
+
+      _ ->
+        :ok
+    end
+  end
+
+  defp check_operators(nodes) do
+    nodes
+    |> Enum.with_index()
+    |> Enum.find_value(:ok, fn {node, i} ->
+      cond do
+        node.domain not in ["", "ai.onnx"] ->
+          {:error,
+           "#{describe(node, i)}: operator #{node.op_type} of domain #{node.domain} " <>
+             "is not supported"}
+
+        not Ops.supported?(node.op_type) ->
+          {:error, "#{describe(node, i)}: operator #{node.op_type} is not supported"}
+
+        why = Ops.unsupported(node) ->
+          {:error, "#{describe(node, i)}: #{node.op_type} with #{why} is not supported"}
+
+        true ->
+          nil
+      end
+    end)
+  end
+
+  defp describe(node, i),
+    do: "node #{i}" <> if(node.name != "", do: " (#{inspect(node.name)})", else: "")
+
+  defp initializers(list, device) do
+    Enum.reduce_while(list, {:ok, %{}}, fn t, {:ok, acc} ->
+      case to_tensor(t, device) do
+        {:ok, tensor} -> {:cont, {:ok, Map.put(acc, t.name, tensor)}}
+        {:error, message} -> {:halt, {:error, "initializer #{inspect(t.name)}: " <> message}}
+      end
+    end)
+  end
+
+  # ONNX element types as Cascade's
+  @types %{
+    1 => :f32,
+    2 => :u8,
+    6 => :s32,
+    7 => :s64,
+    9 => :u8,
+    10 => :f16,
+    11 => :f64,
+    16 => :bf16
+  }
+  @type_names %{
+    3 => "int8",
+    4 => "uint16",
+    5 => "int16",
+    8 => "string",
+    12 => "uint32",
+    13 => "uint64",
+    14 => "complex64",
+    15 => "complex128"
+  }
+
+  @doc false
+  def cascade_type(onnx_type), do: Map.fetch(@types, onnx_type)
+
+  @doc false
+  # A decoded TensorProto as a Cascade tensor.
+  def to_tensor(%{data_type: dt, dims: dims, data: data, count: count}, device) do
+    case Map.fetch(@types, dt) do
+      {:ok, type} ->
+        size = Cascade.Type.byte_size(type)
+
+        if is_binary(data) and byte_size(data) == count * size do
+          {:ok, Cascade.from_binary(data, type, List.to_tuple(dims), device_opt(device))}
+        else
+          {:error, "expected #{count} elements of #{type}, got #{data_size(data)} bytes"}
+        end
+
+      :error ->
+        {:error, "element type #{Map.get(@type_names, dt, "code #{dt}")} is not supported"}
+    end
+  end
+
+  defp data_size(data) when is_binary(data), do: byte_size(data)
+  defp data_size(_), do: 0
+
+  defp device_opt(nil), do: []
+  defp device_opt(device), do: [device: device]
+
+  @doc """
+  The operators `load/2` accepts, sorted.
+
+      iex> "Conv" in Cascade.ONNX.supported_operators()
+      true
+  """
+  @spec supported_operators() :: [String.t()]
+  def supported_operators, do: Ops.names()
+
+  @doc """
+  Runs the model on `inputs`, a map from the graph's input names to Cascade tensors or plain
+  `{type, shape, binary}` terms; returns a map from its output names to tensors. Raises
+  `Cascade.ONNX.Error` for a missing input, and `Cascade.Error` or `ArgumentError` where an op
+  rejects its operands.
+  """
+  @spec run(t, %{String.t() => Cascade.Tensor.t() | {atom, tuple, binary}}) :: %{
+          String.t() => Cascade.Tensor.t()
+        }
+  def run(%__MODULE__{} = model, inputs) when is_map(inputs) do
+    values =
+      Enum.reduce(model.inputs, model.initializers, fn name, acc ->
+        case Map.fetch(inputs, name) do
+          {:ok, v} -> Map.put(acc, name, input(v, model.device, name))
+          :error -> raise Error, message: "the input #{inspect(name)} is missing"
+        end
+      end)
+
+    ctx = %{opset: model.opset, device: model.device}
+
+    values =
+      model.graph.nodes
+      |> Enum.with_index()
+      |> Enum.reduce(values, fn {node, i}, values ->
+        args =
+          Enum.map(node.inputs, fn
+            "" ->
+              nil
+
+            name ->
+              Map.get(values, name) ||
+                raise(Error, message: "#{describe(node, i)}: no value #{inspect(name)}")
+          end)
+
+        results =
+          try do
+            Ops.run(node.op_type, args, node.attributes, ctx)
+          rescue
+            e in [ArgumentError, Cascade.Error, Error] ->
+              reraise Error,
+                      [
+                        message: "#{describe(node, i)} (#{node.op_type}): #{Exception.message(e)}"
+                      ],
+                      __STACKTRACE__
+          end
+
+        node.outputs
+        |> Enum.zip(results)
+        |> Enum.reduce(values, fn
+          {"", _}, acc -> acc
+          {name, t}, acc -> Map.put(acc, name, t)
+        end)
+      end)
+
+    for name <- model.outputs, into: %{} do
+      {name,
+       Map.get(values, name) || raise(Error, message: "the graph computes no #{inspect(name)}")}
+    end
+  end
+
+  defp input(%Cascade.Tensor{} = t, device, _name),
+    do: if(device, do: Cascade.transfer(t, device), else: t)
+
+  defp input({type, shape, bin}, device, _name) when is_atom(type) and is_tuple(shape),
+    do: Cascade.from_binary(bin, type, shape, device_opt(device))
+
+  defp input(other, _device, name),
+    do:
+      raise(Error,
+        message:
+          "input #{inspect(name)}: expected a Cascade tensor or {type, shape, binary}, got: #{inspect(other, limit: 5)}"
+      )
+end

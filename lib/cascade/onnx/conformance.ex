@@ -1,0 +1,162 @@
+defmodule Cascade.ONNX.Conformance do
+  @moduledoc """
+  ONNX's backend node tests (Debian `libonnx-testdata`: one folder per case, with `model.onnx`
+  and `test_data_set_*/input_N.pb`, `output_N.pb`) run through `Cascade.ONNX`.
+
+  A case passes when every output has the expected type (bool as u8) and shape, and values
+  within ONNX's backend tolerance (|got - expected| <= 1e-7 + 1e-3 |expected|; NaN equal to
+  NaN, infinities equal to themselves); it is unsupported when `Cascade.ONNX.load/2` refuses
+  the model (an operator or element type Cascade does not run), and fails otherwise (a wrong
+  value, or an error while running).
+  """
+
+  @default_dir "/usr/share/libonnx-testdata/data/node"
+
+  @doc "Where Debian's package puts the node tests."
+  def default_dir, do: @default_dir
+
+  @doc "The case folders under `dir`, sorted."
+  def cases(dir \\ @default_dir) do
+    case File.ls(dir) do
+      {:ok, names} ->
+        names |> Enum.filter(&File.exists?(Path.join([dir, &1, "model.onnx"]))) |> Enum.sort()
+
+      {:error, _} ->
+        []
+    end
+  end
+
+  @doc """
+  Runs one case: `{:pass | :fail | :unsupported, operator, detail}`, where operator is the op
+  the case is named after (its first node's op type when the name says nothing).
+  """
+  def run_case(dir, name, opts \\ []) do
+    path = Path.join(dir, name)
+    bin = File.read!(Path.join(path, "model.onnx"))
+    op = operator(name, bin)
+
+    case Cascade.ONNX.load(bin, opts) do
+      {:error, message} ->
+        {:unsupported, op, message}
+
+      {:ok, model} ->
+        sets =
+          path
+          |> File.ls!()
+          |> Enum.filter(&String.starts_with?(&1, "test_data_set_"))
+          |> Enum.sort()
+
+        result =
+          Enum.find_value(sets, :pass, fn set ->
+            case run_set(model, Path.join(path, set), opts) do
+              :ok -> nil
+              {:error, detail} -> {:fail, "#{set}: #{detail}"}
+              {:unsupported, detail} -> {:unsupported, "#{set}: #{detail}"}
+            end
+          end)
+
+        case result do
+          :pass -> {:pass, op, ""}
+          {kind, detail} -> {kind, op, detail}
+        end
+    end
+  end
+
+  defp run_set(model, set, opts) do
+    device = opts[:device]
+
+    with {:ok, inputs} <- read_all(set, "input_", device),
+         {:ok, expected} <- read_all(set, "output_", device) do
+      if length(inputs) != length(model.inputs) do
+        {:error, "#{length(inputs)} inputs for #{length(model.inputs)}"}
+      else
+        try do
+          got = Cascade.ONNX.run(model, Map.new(Enum.zip(model.inputs, inputs)))
+
+          model.outputs
+          |> Enum.zip(expected)
+          |> Enum.find_value(:ok, fn {name, want} ->
+            compare(name, Map.fetch!(got, name), want)
+          end)
+        rescue
+          e -> {:error, Exception.message(e) |> String.slice(0, 300)}
+        end
+      end
+    end
+  end
+
+  defp read_all(set, prefix, device) do
+    set
+    |> File.ls!()
+    |> Enum.filter(&String.starts_with?(&1, prefix))
+    |> Enum.sort_by(fn f ->
+      f |> String.trim_leading(prefix) |> String.trim_trailing(".pb") |> String.to_integer()
+    end)
+    |> Enum.reduce_while({:ok, []}, fn f, {:ok, acc} ->
+      with {:ok, proto} <- Cascade.ONNX.Proto.decode_tensor(File.read!(Path.join(set, f))),
+           {:ok, t} <- Cascade.ONNX.to_tensor(proto, device) do
+        {:cont, {:ok, [t | acc]}}
+      else
+        {:error, message} -> {:halt, {:unsupported, "#{f}: #{message}"}}
+      end
+    end)
+    |> case do
+      {:ok, list} -> {:ok, Enum.reverse(list)}
+      other -> other
+    end
+  end
+
+  defp compare(name, got, want) do
+    cond do
+      Cascade.type(got) != Cascade.type(want) ->
+        {:error,
+         "#{name}: type #{inspect(Cascade.type(got))}, expected #{inspect(Cascade.type(want))}"}
+
+      Cascade.shape(got) != Cascade.shape(want) ->
+        {:error,
+         "#{name}: shape #{inspect(Cascade.shape(got))}, expected #{inspect(Cascade.shape(want))}"}
+
+      Cascade.size(got) == 0 ->
+        nil
+
+      close?(got, want) ->
+        nil
+
+      true ->
+        {:error, "#{name}: values differ beyond 1e-7 + 1e-3 |expected|"}
+    end
+  end
+
+  defp close?(got, want) do
+    g = got |> Cascade.transfer(:cpu) |> Cascade.as_type(:f64)
+    w = want |> Cascade.transfer(:cpu) |> Cascade.as_type(:f64)
+    tol = Cascade.add(Cascade.multiply(Cascade.abs(w), 1.0e-3), 1.0e-7)
+    near = Cascade.less_equal(Cascade.abs(Cascade.subtract(g, w)), tol)
+    both_nan = Cascade.logical_and(Cascade.not_equal(g, g), Cascade.not_equal(w, w))
+    ok = near |> Cascade.logical_or(Cascade.equal(g, w)) |> Cascade.logical_or(both_nan)
+    Cascade.to_list(Cascade.all(ok)) == 1
+  end
+
+  # The operator a case tests: the op type whose snake_case name starts the case's name, else
+  # the first node's.
+  defp operator(name, bin) do
+    case Cascade.ONNX.Proto.decode_model(bin) do
+      {:ok, m} ->
+        types = m.graph.nodes |> Enum.map(& &1.op_type) |> Enum.uniq()
+        bare = String.trim_leading(name, "test_")
+
+        Enum.find(types, fn t -> String.starts_with?(bare, snake(t)) end) ||
+          List.first(types) || "?"
+
+      {:error, _} ->
+        "?"
+    end
+  end
+
+  defp snake(op) do
+    op
+    |> String.replace(~r/([a-z0-9])([A-Z])/, "\\1_\\2")
+    |> String.replace(~r/([A-Z])([A-Z][a-z])/, "\\1_\\2")
+    |> String.downcase()
+  end
+end

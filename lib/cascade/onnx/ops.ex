@@ -1,0 +1,751 @@
+defmodule Cascade.ONNX.Ops do
+  @moduledoc false
+  # ONNX operators (default domain, opsets 7-17) as Cascade ops. Each takes the node's inputs
+  # (tensors, nil for an omitted optional one), its attributes (%{name => {kind, value}}) and
+  # the context (opset, device), and returns the list of its outputs. Numpy-style broadcasting
+  # is Cascade's own.
+
+  alias Cascade.ONNX.Error
+
+  @unary %{
+    "Abs" => &Cascade.abs/1,
+    "Neg" => &Cascade.negate/1,
+    "Exp" => &Cascade.exp/1,
+    "Log" => &Cascade.log/1,
+    "Sqrt" => &Cascade.sqrt/1,
+    "Reciprocal" => &Cascade.reciprocal/1,
+    "Floor" => &Cascade.floor/1,
+    "Ceil" => &Cascade.ceil/1,
+    "Sigmoid" => &Cascade.sigmoid/1,
+    "Tanh" => &Cascade.tanh/1,
+    "Relu" => &Cascade.relu/1,
+    "Erf" => &Cascade.erf/1,
+    "Sin" => &Cascade.sin/1,
+    "Cos" => &Cascade.cos/1,
+    "Sign" => &Cascade.sign/1,
+    "Not" => &Cascade.logical_not/1,
+    "Softplus" => &Cascade.softplus/1
+  }
+
+  @binary %{
+    "Add" => &Cascade.add/2,
+    "Sub" => &Cascade.subtract/2,
+    "Mul" => &Cascade.multiply/2,
+    "Equal" => &Cascade.equal/2,
+    "Less" => &Cascade.less/2,
+    "Greater" => &Cascade.greater/2,
+    "LessOrEqual" => &Cascade.less_equal/2,
+    "GreaterOrEqual" => &Cascade.greater_equal/2,
+    "And" => &Cascade.logical_and/2,
+    "Or" => &Cascade.logical_or/2,
+    "Xor" => &Cascade.logical_xor/2
+  }
+
+  @variadic %{"Max" => &Cascade.max/2, "Min" => &Cascade.min/2, "Sum" => &Cascade.add/2}
+
+  @reductions %{
+    "ReduceSum" => :sum,
+    "ReduceMean" => :mean,
+    "ReduceMax" => :reduce_max,
+    "ReduceMin" => :reduce_min,
+    "ReduceProd" => :product,
+    "ReduceSumSquare" => :sum_square,
+    "ReduceL1" => :l1,
+    "ReduceL2" => :l2,
+    "ReduceLogSum" => :log_sum,
+    "ReduceLogSumExp" => :logsumexp
+  }
+
+  @others ~w(Identity Dropout Div Mod Pow Mean Where PRelu LeakyRelu Elu Selu Celu HardSigmoid HardSwish
+             Softsign MatMul Gemm Softmax LogSoftmax Reshape Flatten Transpose Squeeze Unsqueeze
+             Concat Cast CastLike Constant Shape Size Expand Gather Slice ConstantOfShape Range
+             ArgMax ArgMin Conv MaxPool AveragePool GlobalAveragePool GlobalMaxPool
+             BatchNormalization LayerNormalization Clip Tile)
+
+  @names Enum.sort(
+           Map.keys(@unary) ++
+             Map.keys(@binary) ++
+             Map.keys(@variadic) ++
+             Map.keys(@reductions) ++ @others
+         )
+
+  def names, do: @names
+  def supported?(op), do: op in @names
+
+  @doc """
+  Why a node cannot run, from what is known before running it (its attributes and the number
+  of its inputs and outputs), or nil.
+  """
+  def unsupported(%{op_type: op, attributes: attrs} = node) do
+    outputs = Enum.count(node.outputs, &(&1 != ""))
+
+    cond do
+      op in ["MaxPool", "AveragePool"] and length(attr(attrs, "kernel_shape", [1, 1])) != 2 ->
+        "#{length(attr(attrs, "kernel_shape", []))}-D pooling (2-D only)"
+
+      op in ["MaxPool", "AveragePool"] and attr(attrs, "ceil_mode", 0) != 0 ->
+        "ceil_mode"
+
+      op == "MaxPool" and attr(attrs, "dilations", [1, 1]) != [1, 1] ->
+        "dilations"
+
+      op == "MaxPool" and (attr(attrs, "storage_order", 0) != 0 or outputs > 1) ->
+        "the Indices output"
+
+      op == "Conv" and length(attr(attrs, "kernel_shape", [1, 1])) != 2 ->
+        "#{length(attr(attrs, "kernel_shape", []))}-D convolutions (2-D only)"
+
+      op == "BatchNormalization" and (attr(attrs, "training_mode", 0) != 0 or outputs > 1) ->
+        "training_mode"
+
+      op == "Dropout" and Enum.at(node.inputs, 2, "") != "" ->
+        "training_mode (random masks)"
+
+      true ->
+        nil
+    end
+  end
+
+  ## Attributes
+
+  defp attr(attrs, name, default) do
+    case Map.get(attrs, name) do
+      nil -> default
+      {_kind, value} -> value
+    end
+  end
+
+  defp fail(message), do: raise(Error, message: message)
+
+  # The values of a small tensor (a shape, axes, a scalar bound) as a list.
+  defp values(nil), do: nil
+  defp values(t), do: t |> Cascade.to_list() |> List.wrap() |> List.flatten()
+
+  defp rank(t), do: tuple_size(Cascade.shape(t))
+  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
+
+  defp axis(a, rank) when a < 0, do: a + rank
+  defp axis(a, _rank), do: a
+
+  defp float?(t), do: Cascade.Type.float?(Cascade.type(t))
+
+  defp type_atom(t), do: Cascade.Type.normalize!(Cascade.type(t))
+
+  ## Dispatch
+
+  def run(op, args, attrs, ctx) do
+    cond do
+      fun = @unary[op] -> [fun.(hd(args))]
+      fun = @binary[op] -> [apply(fun, Enum.take(args, 2))]
+      fun = @variadic[op] -> [args |> Enum.reject(&is_nil/1) |> Enum.reduce(&fun.(&2, &1))]
+      how = @reductions[op] -> [reduce(how, args, attrs, ctx)]
+      true -> other(op, args, attrs, ctx)
+    end
+  end
+
+  defp other("Identity", [x], _attrs, _ctx), do: [x]
+
+  # inference: the input as it is, and a mask of ones
+  defp other("Dropout", [x | _], _attrs, _ctx),
+    do: [x, Cascade.full(1, Cascade.shape(x), type: :u8, device: Cascade.device(x))]
+
+  defp other("Div", [a, b], _attrs, _ctx) do
+    if float?(a) or float?(b) do
+      [Cascade.divide(a, b)]
+    else
+      # integers: the quotient truncated toward zero, as C
+      q = Cascade.divide(Cascade.as_type(a, :f64), Cascade.as_type(b, :f64))
+      t = Cascade.multiply(Cascade.sign(q), Cascade.floor(Cascade.abs(q)))
+      [Cascade.as_type(t, Cascade.Type.merge(type_atom(a), type_atom(b)))]
+    end
+  end
+
+  defp other("Mod", [a, b], attrs, _ctx) do
+    r = Cascade.remainder(a, b)
+
+    if attr(attrs, "fmod", 0) == 1 do
+      [r]
+    else
+      # the sign of the divisor, as Python's %: r + b where r is not 0 and its sign differs
+      fix =
+        Cascade.logical_and(
+          Cascade.not_equal(r, 0),
+          Cascade.not_equal(Cascade.less(r, 0), Cascade.less(b, 0))
+        )
+
+      [Cascade.select(fix, Cascade.add(r, b), r)]
+    end
+  end
+
+  # the result has the base's type
+  defp other("Pow", [x, y], _attrs, _ctx),
+    do: [Cascade.as_type(Cascade.pow(x, y), Cascade.type(x))]
+
+  defp other("Mean", args, _attrs, _ctx) do
+    args = Enum.reject(args, &is_nil/1)
+    [Cascade.divide(Enum.reduce(args, &Cascade.add(&2, &1)), length(args))]
+  end
+
+  defp other("Where", [c, a, b], _attrs, _ctx), do: [Cascade.select(c, a, b)]
+
+  defp other("PRelu", [x, slope], _attrs, _ctx),
+    do: [Cascade.select(Cascade.less(x, 0), Cascade.multiply(x, slope), x)]
+
+  defp other("LeakyRelu", [x], attrs, _ctx),
+    do: [Cascade.leaky_relu(x, alpha: attr(attrs, "alpha", 0.01))]
+
+  defp other("Elu", [x], attrs, _ctx), do: [Cascade.elu(x, alpha: attr(attrs, "alpha", 1.0))]
+
+  defp other("Selu", [x], attrs, _ctx) do
+    alpha = attr(attrs, "alpha", 1.67326319217681884765625)
+    gamma = attr(attrs, "gamma", 1.05070102214813232421875)
+    [Cascade.multiply(Cascade.elu(x, alpha: alpha), gamma)]
+  end
+
+  defp other("Celu", [x], attrs, _ctx) do
+    alpha = attr(attrs, "alpha", 1.0)
+    neg = Cascade.multiply(Cascade.expm1(Cascade.divide(x, alpha)), alpha)
+    [Cascade.add(Cascade.max(x, 0), Cascade.min(neg, 0))]
+  end
+
+  defp other("HardSigmoid", [x], attrs, _ctx),
+    do: [hard_sigmoid(x, attr(attrs, "alpha", 0.2), attr(attrs, "beta", 0.5))]
+
+  defp other("HardSwish", [x], _attrs, _ctx),
+    do: [Cascade.multiply(x, hard_sigmoid(x, 1 / 6, 0.5))]
+
+  defp other("Softsign", [x], _attrs, _ctx),
+    do: [Cascade.divide(x, Cascade.add(Cascade.abs(x), 1))]
+
+  defp other("MatMul", [a, b], _attrs, _ctx), do: [matmul(a, b)]
+
+  defp other("Gemm", [a, b | c], attrs, _ctx) do
+    a = if attr(attrs, "transA", 0) == 1, do: Cascade.transpose(a), else: a
+    b = if attr(attrs, "transB", 0) == 1, do: Cascade.transpose(b), else: b
+    y = Cascade.dot(a, b)
+    alpha = attr(attrs, "alpha", 1.0)
+    y = if alpha == 1.0, do: y, else: Cascade.multiply(y, alpha)
+
+    case c do
+      [c] when c != nil ->
+        beta = attr(attrs, "beta", 1.0)
+        [Cascade.add(y, if(beta == 1.0, do: c, else: Cascade.multiply(c, beta)))]
+
+      _ ->
+        [y]
+    end
+  end
+
+  defp other(op, [x], attrs, ctx) when op in ["Softmax", "LogSoftmax"] do
+    fun = if op == "Softmax", do: &Cascade.softmax/2, else: &Cascade.log_softmax/2
+
+    if ctx.opset >= 13 do
+      [fun.(x, axis: axis(attr(attrs, "axis", -1), rank(x)))]
+    else
+      # before opset 13: over the input flattened to 2-D at `axis` (default 1)
+      a = axis(attr(attrs, "axis", 1), rank(x))
+      {outer, inner} = dims(x) |> Enum.split(a)
+      flat = Cascade.reshape(x, {Enum.product(outer), Enum.product(inner)})
+      [flat |> fun.(axis: 1) |> Cascade.reshape(Cascade.shape(x))]
+    end
+  end
+
+  defp other("Reshape", [x, shape], attrs, _ctx) do
+    in_dims = dims(x)
+    allowzero = attr(attrs, "allowzero", 0) == 1
+
+    want =
+      shape
+      |> values()
+      |> Enum.with_index()
+      |> Enum.map(fn
+        {0, i} when not allowzero -> Enum.at(in_dims, i) || fail("Reshape: no axis #{i} to copy")
+        {d, _} -> d
+      end)
+
+    known = want |> Enum.reject(&(&1 == -1)) |> Enum.product()
+
+    want =
+      Enum.map(want, fn
+        -1 -> if known == 0, do: 0, else: div(Enum.product(in_dims), known)
+        d -> d
+      end)
+
+    [Cascade.reshape(x, List.to_tuple(want))]
+  end
+
+  defp other("Flatten", [x], attrs, _ctx) do
+    a = axis(attr(attrs, "axis", 1), rank(x))
+    {outer, inner} = Enum.split(dims(x), a)
+    [Cascade.reshape(x, {Enum.product(outer), Enum.product(inner)})]
+  end
+
+  defp other("Transpose", [x], attrs, _ctx) do
+    perm = attr(attrs, "perm", Enum.to_list((rank(x) - 1)..0//-1))
+    [Cascade.transpose(x, axes: perm)]
+  end
+
+  defp other("Squeeze", [x | rest], attrs, ctx) do
+    axes = axes_arg(rest, attrs, ctx, 13)
+
+    case axes do
+      nil -> [Cascade.squeeze(x)]
+      axes -> [Cascade.squeeze(x, axes: Enum.map(axes, &axis(&1, rank(x))))]
+    end
+  end
+
+  defp other("Unsqueeze", [x | rest], attrs, ctx) do
+    axes = axes_arg(rest, attrs, ctx, 13) || fail("Unsqueeze: no axes")
+    out_rank = rank(x) + length(axes)
+    axes = axes |> Enum.map(&axis(&1, out_rank)) |> Enum.sort()
+
+    shape = Enum.reduce(axes, dims(x), fn a, acc -> List.insert_at(acc, a, 1) end)
+
+    [Cascade.reshape(x, List.to_tuple(shape))]
+  end
+
+  defp other("Concat", args, attrs, _ctx) do
+    args = Enum.reject(args, &is_nil/1)
+    a = axis(attr(attrs, "axis", 0), rank(hd(args)))
+    [Cascade.concatenate(args, axis: a)]
+  end
+
+  defp other("Cast", [x], attrs, _ctx) do
+    case Cascade.ONNX.cascade_type(attr(attrs, "to", 1)) do
+      {:ok, type} -> [Cascade.as_type(x, type)]
+      :error -> fail("Cast: target type #{attr(attrs, "to", 1)} is not supported")
+    end
+  end
+
+  defp other("CastLike", [x, like], _attrs, _ctx), do: [Cascade.as_type(x, Cascade.type(like))]
+
+  defp other("Constant", [], attrs, ctx) do
+    case Map.to_list(attrs) do
+      [{"value", {:tensor, t}}] ->
+        case Cascade.ONNX.to_tensor(t, ctx.device) do
+          {:ok, tensor} -> [tensor]
+          {:error, message} -> fail("Constant: " <> message)
+        end
+
+      [{"value_float", {_, v}}] ->
+        [scalar(v, :f32, ctx)]
+
+      [{"value_int", {_, v}}] ->
+        [scalar(v, :s64, ctx)]
+
+      [{"value_floats", {_, v}}] ->
+        [Cascade.tensor(v, type: :f32, device: ctx.device || Cascade.Device.default())]
+
+      [{"value_ints", {_, v}}] ->
+        [Cascade.tensor(v, type: :s64, device: ctx.device || Cascade.Device.default())]
+
+      other ->
+        fail("Constant: unsupported value #{inspect(Enum.map(other, &elem(&1, 0)))}")
+    end
+  end
+
+  defp other("Shape", [x], attrs, ctx) do
+    d = dims(x)
+    r = length(d)
+    start = attr(attrs, "start", 0) |> axis(r) |> max(0) |> min(r)
+    stop = attr(attrs, "end", r) |> axis(r) |> max(0) |> min(r)
+    [ints_tensor(Enum.slice(d, start, max(stop - start, 0)), ctx)]
+  end
+
+  defp other("Size", [x], _attrs, ctx), do: [scalar(Cascade.size(x), :s64, ctx)]
+
+  defp other("Expand", [x, shape], _attrs, _ctx) do
+    want = values(shape)
+    have = dims(x)
+    r = max(length(want), length(have))
+    pad = fn l -> List.duplicate(1, r - length(l)) ++ l end
+
+    out =
+      Enum.zip_with(pad.(have), pad.(want), fn
+        1, w -> w
+        h, _ -> h
+      end)
+
+    lead = r - length(have)
+
+    [
+      Cascade.broadcast(x, List.to_tuple(out), axes: Enum.to_list(lead..(r - 1)//1))
+    ]
+  end
+
+  defp other("Gather", [x, idx], attrs, _ctx) do
+    a = axis(attr(attrs, "axis", 0), rank(x))
+    n = elem(Cascade.shape(x), a)
+    # negative indices count from the end
+    idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, n), idx)
+    [Cascade.take(x, idx, axis: a)]
+  end
+
+  defp other("Slice", [x | rest], attrs, ctx) do
+    {starts, ends, axes, steps} =
+      if ctx.opset >= 10 do
+        [s, e | more] = rest ++ [nil, nil]
+        {values(s), values(e), values(Enum.at(more, 0)), values(Enum.at(more, 1))}
+      else
+        {attr(attrs, "starts", []), attr(attrs, "ends", []), attr(attrs, "axes", nil), nil}
+      end
+
+    r = rank(x)
+    axes = Enum.map(axes || Enum.to_list(0..(length(starts) - 1)//1), &axis(&1, r))
+    steps = steps || List.duplicate(1, length(starts))
+    [slice(x, Enum.zip([axes, starts, ends, steps]))]
+  end
+
+  defp other("ConstantOfShape", [shape], attrs, ctx) do
+    {value, type} =
+      case attr(attrs, "value", nil) do
+        nil ->
+          {0.0, :f32}
+
+        t ->
+          case Cascade.ONNX.to_tensor(t, :cpu) do
+            {:ok, v} -> {hd(values(v)), type_atom(v)}
+            {:error, message} -> fail("ConstantOfShape: " <> message)
+          end
+      end
+
+    [
+      Cascade.full(value, List.to_tuple(values(shape)),
+        type: type,
+        device: ctx.device || Cascade.Device.default()
+      )
+    ]
+  end
+
+  defp other("Range", [start, limit, delta], _attrs, ctx) do
+    [s, l, d] = Enum.map([start, limit, delta], &hd(values(&1)))
+    n = max(ceil((l - s) / d), 0)
+    type = type_atom(start)
+    i = Cascade.iota({n}, type: type, device: ctx.device || Cascade.Device.default())
+    [Cascade.add(Cascade.multiply(i, d), s) |> Cascade.as_type(type)]
+  end
+
+  defp other(op, [x], attrs, _ctx) when op in ["ArgMax", "ArgMin"] do
+    a = axis(attr(attrs, "axis", 0), rank(x))
+    tie = if attr(attrs, "select_last_index", 0) == 1, do: :high, else: :low
+    keep = attr(attrs, "keepdims", 1) == 1
+    fun = if op == "ArgMax", do: &Cascade.argmax/2, else: &Cascade.argmin/2
+    [fun.(x, axis: a, keep_axis: keep, tie_break: tie)]
+  end
+
+  defp other("Conv", [x, w | b], attrs, _ctx) do
+    if rank(x) != 4, do: fail("Conv: #{rank(x) - 2}-D convolutions are not supported (2-D only)")
+    [_, _, kh, kw] = dims(w)
+    kernel = attr(attrs, "kernel_shape", [kh, kw])
+    dil = attr(attrs, "dilations", [1, 1])
+    strides = attr(attrs, "strides", [1, 1])
+    [_, _, h, wd] = dims(x)
+    padding = conv_padding(attrs, [h, wd], kernel, strides, dil)
+
+    y =
+      Cascade.conv2d(x, w,
+        strides: strides,
+        padding: padding,
+        kernel_dilation: dil,
+        feature_group_size: attr(attrs, "group", 1)
+      )
+
+    case b do
+      [b] when b != nil -> [Cascade.add(y, Cascade.reshape(b, {1, Cascade.size(b), 1, 1}))]
+      _ -> [y]
+    end
+  end
+
+  defp other(op, [x], attrs, _ctx) when op in ["MaxPool", "AveragePool"] do
+    if rank(x) != 4, do: fail("#{op}: #{rank(x) - 2}-D pooling is not supported (2-D only)")
+    if attr(attrs, "ceil_mode", 0) != 0, do: fail("#{op}: ceil_mode is not supported")
+
+    if attr(attrs, "dilations", [1, 1]) != [1, 1],
+      do: fail("#{op}: dilations are not supported")
+
+    if attr(attrs, "storage_order", 0) != 0, do: fail("#{op}: storage_order 1 is not supported")
+
+    kernel = attr(attrs, "kernel_shape", nil) || fail("#{op}: no kernel_shape")
+    strides = attr(attrs, "strides", [1, 1])
+    [_, _, h, w] = dims(x)
+    padding = conv_padding(attrs, [h, w], kernel, strides, [1, 1])
+    opts = [strides: strides, padding: padding]
+
+    cond do
+      op == "MaxPool" ->
+        [Cascade.max_pool2d(x, List.to_tuple(kernel), opts)]
+
+      attr(attrs, "count_include_pad", 0) == 1 or Enum.all?(padding, &(&1 == {0, 0})) ->
+        [Cascade.avg_pool2d(x, List.to_tuple(kernel), opts)]
+
+      true ->
+        # the mean of the elements inside the input only: divided by how many there are
+        ones = Cascade.full(1, Cascade.shape(x), type: Cascade.type(x), device: Cascade.device(x))
+
+        [
+          Cascade.divide(
+            Cascade.avg_pool2d(x, List.to_tuple(kernel), opts),
+            Cascade.avg_pool2d(ones, List.to_tuple(kernel), opts)
+          )
+        ]
+    end
+  end
+
+  defp other("GlobalAveragePool", [x], _attrs, _ctx),
+    do: [Cascade.mean(x, axes: Enum.to_list(2..(rank(x) - 1)//1), keep_axes: true)]
+
+  defp other("GlobalMaxPool", [x], _attrs, _ctx),
+    do: [Cascade.reduce_max(x, axes: Enum.to_list(2..(rank(x) - 1)//1), keep_axes: true)]
+
+  defp other("BatchNormalization", [x, scale, b, mean, var | _], attrs, _ctx) do
+    if attr(attrs, "training_mode", 0) == 1,
+      do: fail("BatchNormalization: training_mode is not supported")
+
+    [Cascade.batch_norm(x, scale, b, mean, var, axis: 1, epsilon: attr(attrs, "epsilon", 1.0e-5))]
+  end
+
+  defp other("LayerNormalization", [x, scale | b], attrs, _ctx) do
+    r = rank(x)
+    a = axis(attr(attrs, "axis", -1), r)
+    axes = Enum.to_list(a..(r - 1)//1)
+    eps = attr(attrs, "epsilon", 1.0e-5)
+
+    b =
+      case b do
+        [b] when b != nil ->
+          b
+
+        _ ->
+          Cascade.full(0, Cascade.shape(scale),
+            type: Cascade.type(scale),
+            device: Cascade.device(scale)
+          )
+      end
+
+    # gamma and beta broadcast over the normalised axes: give them those axes' rank
+    norm_rank = length(axes)
+    fit = fn t -> Cascade.reshape(t, fit_shape(dims(t), norm_rank)) end
+    y = Cascade.layer_norm(x, fit.(scale), fit.(b), axes: axes, epsilon: eps)
+    # the optional Mean and InvStdDev outputs, over the same axes, kept as 1s (in f32)
+    x32 = Cascade.as_type(x, :f32)
+    mean = Cascade.mean(x32, axes: axes, keep_axes: true)
+    var = Cascade.variance(x32, axes: axes, keep_axes: true)
+    [y, mean, Cascade.rsqrt(Cascade.add(var, eps))]
+  end
+
+  defp other("Clip", [x | bounds], attrs, ctx) do
+    {lo, hi} =
+      if ctx.opset >= 11 do
+        [lo, hi] = Enum.take(bounds ++ [nil, nil], 2)
+        {lo && hd(values(lo)), hi && hd(values(hi))}
+      else
+        {attr(attrs, "min", nil), attr(attrs, "max", nil)}
+      end
+
+    x = if lo != nil, do: Cascade.max(x, lo) |> Cascade.as_type(Cascade.type(x)), else: x
+    x = if hi != nil, do: Cascade.min(x, hi) |> Cascade.as_type(Cascade.type(x)), else: x
+    [x]
+  end
+
+  defp other("Tile", [x, repeats], _attrs, _ctx) do
+    reps = values(repeats)
+
+    out =
+      reps
+      |> Enum.with_index()
+      |> Enum.reduce(x, fn
+        {1, _}, acc -> acc
+        {n, a}, acc -> Cascade.concatenate(List.duplicate(acc, n), axis: a)
+      end)
+
+    [out]
+  end
+
+  defp other(op, args, _attrs, _ctx),
+    do: fail("#{op} with #{length(args)} inputs is not supported")
+
+  ## Helpers
+
+  defp hard_sigmoid(x, alpha, beta),
+    do: x |> Cascade.multiply(alpha) |> Cascade.add(beta) |> Cascade.max(0) |> Cascade.min(1)
+
+  defp scalar(v, type, ctx),
+    do: Cascade.full(v, {}, type: type, device: ctx.device || Cascade.Device.default())
+
+  defp ints_tensor(list, ctx),
+    do: Cascade.tensor(list, type: :s64, device: ctx.device || Cascade.Device.default())
+
+  defp fit_shape(d, n) when length(d) >= n, do: d |> Enum.take(-n) |> List.to_tuple()
+  defp fit_shape(d, n), do: List.to_tuple(List.duplicate(1, n - length(d)) ++ d)
+
+  # Squeeze/Unsqueeze and ReduceSum take axes as an input from opset `from`, an attribute before.
+  defp axes_arg(rest, attrs, ctx, from) do
+    if ctx.opset >= from do
+      case rest do
+        [t | _] when t != nil -> values(t)
+        _ -> nil
+      end
+    else
+      attr(attrs, "axes", nil)
+    end
+  end
+
+  # numpy matmul: 1-D operands promoted, leading axes broadcast
+  defp matmul(a, b) do
+    ra = rank(a)
+    rb = rank(b)
+
+    cond do
+      ra <= 2 and rb <= 2 ->
+        Cascade.dot(a, [ra - 1], [], b, [max(rb - 2, 0)], [])
+
+      true ->
+        a2 = if ra == 1, do: Cascade.reshape(a, {1, elem(Cascade.shape(a), 0)}), else: a
+        b2 = if rb == 1, do: Cascade.reshape(b, {elem(Cascade.shape(b), 0), 1}), else: b
+        {da, db} = {dims(a2), dims(b2)}
+        {ba, [m, k]} = Enum.split(da, -2)
+        {bb, [_k, n]} = Enum.split(db, -2)
+        r = max(length(ba), length(bb))
+        pad = fn l -> List.duplicate(1, r - length(l)) ++ l end
+
+        batch =
+          Enum.zip_with(pad.(ba), pad.(bb), fn
+            1, y -> y
+            x, _ -> x
+          end)
+
+        ea =
+          Cascade.broadcast(a2, List.to_tuple(batch ++ [m, k]),
+            axes: Enum.to_list((r - length(ba))..(r + 1)//1)
+          )
+
+        eb =
+          Cascade.broadcast(b2, List.to_tuple(batch ++ [k, n]),
+            axes: Enum.to_list((r - length(bb))..(r + 1)//1)
+          )
+
+        bt = Enum.to_list(0..(r - 1)//1)
+        y = Cascade.dot(ea, [r + 1], bt, eb, [r], bt)
+
+        shape = batch ++ if(ra == 1, do: [], else: [m]) ++ if(rb == 1, do: [], else: [n])
+
+        Cascade.reshape(y, List.to_tuple(shape))
+    end
+  end
+
+  # Padding {lo, hi} per spatial axis from pads ([b0, b1, e0, e1]) or auto_pad.
+  defp conv_padding(attrs, spatial, kernel, strides, dil) do
+    case attr(attrs, "auto_pad", "NOTSET") do
+      p when p in ["NOTSET", ""] ->
+        pads = attr(attrs, "pads", List.duplicate(0, 2 * length(spatial)))
+        {begins, ends} = Enum.split(pads, length(spatial))
+        Enum.zip(begins, ends)
+
+      "VALID" ->
+        Enum.map(spatial, fn _ -> {0, 0} end)
+
+      same when same in ["SAME_UPPER", "SAME_LOWER"] ->
+        Enum.zip_with([spatial, kernel, strides, dil], fn [i, k, s, d] ->
+          out = div(i + s - 1, s)
+          total = max((out - 1) * s + (k - 1) * d + 1 - i, 0)
+          small = div(total, 2)
+          if same == "SAME_UPPER", do: {small, total - small}, else: {total - small, small}
+        end)
+
+      other ->
+        fail("auto_pad #{inspect(other)} is not supported")
+    end
+  end
+
+  # Slice: per axis {axis, start, end, step}, clamped as ONNX says
+  defp slice(x, specs) do
+    shape = dims(x)
+
+    {x, starts, lengths, strides} =
+      Enum.reduce(
+        specs,
+        {x, Enum.map(shape, fn _ -> 0 end), shape, Enum.map(shape, fn _ -> 1 end)},
+        fn {a, s, e, step}, {x, starts, lengths, strides} ->
+          n = Enum.at(shape, a)
+          if step == 0, do: fail("Slice: a step of 0")
+
+          if step > 0 do
+            s = clamp(if(s < 0, do: s + n, else: s), 0, n)
+            e = clamp(if(e < 0, do: e + n, else: e), 0, n)
+            count = max(div(e - s + step - 1, step), 0)
+
+            {x, List.replace_at(starts, a, min(s, max(n - 1, 0))),
+             List.replace_at(lengths, a, extent(count, step)), List.replace_at(strides, a, step)}
+          else
+            # a negative step: reverse the axis and slice forward
+            s = clamp(if(s < 0, do: s + n, else: s), -1, n - 1)
+            e = clamp(if(e < 0, do: e + n, else: e), -1, n - 1)
+            count = max(div(s - e + -step - 1, -step), 0)
+            x = Cascade.reverse(x, axes: [a])
+
+            {x, List.replace_at(starts, a, min(n - 1 - s, max(n - 1, 0))),
+             List.replace_at(lengths, a, extent(count, -step)),
+             List.replace_at(strides, a, -step)}
+          end
+        end
+      )
+
+    if Enum.any?(lengths, &(&1 == 0)) do
+      Cascade.full(0, List.to_tuple(lengths), type: Cascade.type(x), device: Cascade.device(x))
+    else
+      Cascade.slice(x, starts, lengths, strides: strides)
+    end
+  end
+
+  defp clamp(v, lo, hi), do: v |> max(lo) |> min(hi)
+
+  # Cascade.slice's lengths are the extent in the input; count elements `step` apart span this
+  defp extent(0, _step), do: 0
+  defp extent(count, step), do: (count - 1) * step + 1
+
+  # Reductions: axes from the attribute (from the input for ReduceSum from opset 13), all when
+  # none (unless noop_with_empty_axes), keepdims by default.
+  defp reduce(how, [x | rest], attrs, ctx) do
+    from = if how == :sum, do: 13, else: 18
+    axes = axes_arg(rest, attrs, ctx, from)
+    keep = attr(attrs, "keepdims", 1) == 1
+    r = rank(x)
+
+    axes =
+      case axes do
+        nil ->
+          if attr(attrs, "noop_with_empty_axes", 0) == 1,
+            do: [],
+            else: Enum.to_list(0..(r - 1)//1)
+
+        [] ->
+          if attr(attrs, "noop_with_empty_axes", 0) == 1,
+            do: [],
+            else: Enum.to_list(0..(r - 1)//1)
+
+        axes ->
+          Enum.map(axes, &axis(&1, r))
+      end
+
+    if axes == [] do
+      x
+    else
+      opts = [axes: axes, keep_axes: keep]
+
+      case how do
+        :sum -> Cascade.sum(x, opts)
+        :mean -> Cascade.mean(x, opts)
+        :reduce_max -> Cascade.reduce_max(x, opts)
+        :reduce_min -> Cascade.reduce_min(x, opts)
+        :product -> Cascade.product(x, opts)
+        :sum_square -> Cascade.sum(Cascade.multiply(x, x), opts)
+        :l1 -> Cascade.sum(Cascade.abs(x), opts)
+        :l2 -> x |> Cascade.multiply(x) |> Cascade.sum(opts) |> Cascade.sqrt() |> same_type(x)
+        :log_sum -> x |> Cascade.sum(opts) |> Cascade.log() |> same_type(x)
+        :logsumexp -> x |> Cascade.logsumexp(opts) |> same_type(x)
+      end
+    end
+  end
+
+  defp same_type(t, like), do: Cascade.as_type(t, Cascade.type(like))
+end
