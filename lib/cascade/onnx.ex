@@ -221,7 +221,12 @@ defmodule Cascade.ONNX do
 
         results =
           try do
-            Ops.run(node.op_type, args, node.attributes, ctx)
+            Ops.run(
+              node.op_type,
+              args,
+              node.attributes,
+              Map.put(ctx, :outputs, length(node.outputs))
+            )
           rescue
             e in [ArgumentError, Cascade.Error, Error] ->
               reraise Error,

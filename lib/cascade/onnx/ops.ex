@@ -60,7 +60,9 @@ defmodule Cascade.ONNX.Ops do
              Softsign MatMul Gemm Softmax LogSoftmax Reshape Flatten Transpose Squeeze Unsqueeze
              Concat Cast CastLike Constant Shape Size Expand Gather Slice ConstantOfShape Range
              ArgMax ArgMin Conv MaxPool AveragePool GlobalAveragePool GlobalMaxPool
-             BatchNormalization LayerNormalization Clip Tile)
+             BatchNormalization LayerNormalization Clip Tile NegativeLogLikelihoodLoss
+             SoftmaxCrossEntropyLoss Trilu GatherElements Split CumSum Hardmax Round OneHot IsInf
+             IsNaN ThresholdedRelu EyeLike Pad DepthToSpace SpaceToDepth Tan Atan)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -100,6 +102,9 @@ defmodule Cascade.ONNX.Ops do
 
       op == "Dropout" and Enum.at(node.inputs, 2, "") != "" ->
         "training_mode (random masks)"
+
+      op == "Pad" and attr(attrs, "mode", "constant") != "constant" ->
+        "mode #{attr(attrs, "mode", "")}"
 
       true ->
         nil
@@ -561,10 +566,285 @@ defmodule Cascade.ONNX.Ops do
     [out]
   end
 
+  defp other("NegativeLogLikelihoodLoss", [x, target | w], attrs, _ctx),
+    do: [nll(x, target, List.first(w), attrs)]
+
+  defp other("SoftmaxCrossEntropyLoss", [scores, labels | w], attrs, _ctx) do
+    log_p = Cascade.log_softmax(scores, axis: 1)
+    [nll(log_p, labels, List.first(w), attrs), log_p]
+  end
+
+  defp other("Trilu", [x | k], attrs, _ctx) do
+    k = if k != [] and hd(k) != nil, do: hd(values(hd(k))), else: 0
+    [n, m] = Enum.take(dims(x), -2)
+    dev = Cascade.device(x)
+
+    diag =
+      Cascade.subtract(
+        Cascade.iota({n, m}, axis: 1, device: dev),
+        Cascade.iota({n, m}, axis: 0, device: dev)
+      )
+
+    keep =
+      if attr(attrs, "upper", 1) == 1,
+        do: Cascade.greater_equal(diag, k),
+        else: Cascade.less_equal(diag, k)
+
+    [Cascade.select(keep, x, Cascade.as_type(Cascade.multiply(x, 0), Cascade.type(x)))]
+  end
+
+  defp other("GatherElements", [x, idx], attrs, _ctx) do
+    r = rank(x)
+    a = axis(attr(attrs, "axis", 0), r)
+    shape = Cascade.shape(idx)
+    n = elem(Cascade.shape(x), a)
+    idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, n), idx) |> Cascade.as_type(:s64)
+    dev = Cascade.device(x)
+    one = Tuple.append(shape, 1)
+
+    coords =
+      for d <- 0..(r - 1) do
+        c = if d == a, do: idx, else: Cascade.iota(shape, axis: d, device: dev)
+        Cascade.reshape(c, one)
+      end
+
+    [Cascade.gather(x, Cascade.concatenate(coords, axis: r))]
+  end
+
+  defp other("Split", [x | rest], attrs, ctx) do
+    r = rank(x)
+    a = axis(attr(attrs, "axis", 0), r)
+    n = elem(Cascade.shape(x), a)
+
+    sizes =
+      cond do
+        ctx.opset >= 13 and rest != [] and hd(rest) != nil -> values(hd(rest))
+        attr(attrs, "split", nil) -> attr(attrs, "split", nil)
+        # equal parts, one per output
+        rem(n, ctx.outputs) == 0 -> List.duplicate(div(n, ctx.outputs), ctx.outputs)
+        true -> fail("Split: #{n} does not split into #{ctx.outputs} equal parts")
+      end
+
+    if Enum.sum(sizes) != n, do: fail("Split: sizes #{inspect(sizes)} do not add up to #{n}")
+
+    {parts, _} =
+      Enum.map_reduce(sizes, 0, fn size, at ->
+        start = List.duplicate(0, r) |> List.replace_at(a, at)
+        lengths = dims(x) |> List.replace_at(a, size)
+        {Cascade.slice(x, start, lengths), at + size}
+      end)
+
+    parts
+  end
+
+  defp other("CumSum", [x, ax], attrs, _ctx) do
+    r = rank(x)
+    a = axis(hd(values(ax)), r)
+    n = elem(Cascade.shape(x), a)
+    dev = Cascade.device(x)
+    # sum over i of x[i] * M[i][j], M[i][j] = 1 where i contributes to j
+    i = Cascade.iota({n, n}, axis: 0, device: dev)
+    j = Cascade.iota({n, n}, axis: 1, device: dev)
+
+    m =
+      case {attr(attrs, "exclusive", 0), attr(attrs, "reverse", 0)} do
+        {0, 0} -> Cascade.less_equal(i, j)
+        {1, 0} -> Cascade.less(i, j)
+        {0, 1} -> Cascade.greater_equal(i, j)
+        {1, 1} -> Cascade.greater(i, j)
+      end
+      |> Cascade.as_type(Cascade.type(x))
+
+    y = Cascade.dot(x, [a], [], m, [0], [])
+    # dot puts the summed axis last: move it back
+    perm = Enum.to_list(0..(r - 2)//1) |> List.insert_at(a, r - 1)
+    [Cascade.transpose(y, axes: perm)]
+  end
+
+  defp other("Hardmax", [x], attrs, ctx) do
+    if ctx.opset >= 13 do
+      a = axis(attr(attrs, "axis", -1), rank(x))
+      idx = Cascade.argmax(x, axis: a, keep_axis: true)
+      iota = Cascade.iota(Cascade.shape(x), axis: a, device: Cascade.device(x))
+      [Cascade.as_type(Cascade.equal(iota, idx), Cascade.type(x))]
+    else
+      a = axis(attr(attrs, "axis", 1), rank(x))
+      {outer, inner} = Enum.split(dims(x), a)
+      flat = Cascade.reshape(x, {Enum.product(outer), Enum.product(inner)})
+      [h] = other("Hardmax", [flat], %{"axis" => {:int, 1}}, %{ctx | opset: 13})
+      [Cascade.reshape(h, Cascade.shape(x))]
+    end
+  end
+
+  # halves to even
+  defp other("Round", [x], _attrs, _ctx) do
+    f = Cascade.floor(x)
+    d = Cascade.subtract(x, f)
+    up = Cascade.add(f, 1)
+    even = Cascade.add(f, Cascade.abs(Cascade.remainder(f, 2)))
+    half = Cascade.select(Cascade.less(d, 0.5), f, even)
+    [Cascade.select(Cascade.greater(d, 0.5), up, half)]
+  end
+
+  defp other("OneHot", [idx, depth, vals], attrs, _ctx) do
+    depth = trunc(hd(values(depth)))
+    [off, on] = values(vals)
+    out_rank = rank(idx) + 1
+    a = axis(attr(attrs, "axis", -1), out_rank)
+    idx = Cascade.as_type(idx, :s64)
+    idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, depth), idx)
+    oh = Cascade.one_hot(idx, depth: depth, type: Cascade.type(vals))
+
+    oh =
+      if a == out_rank - 1,
+        do: oh,
+        else:
+          Cascade.transpose(oh,
+            axes: Enum.to_list(0..(out_rank - 2)//1) |> List.insert_at(a, out_rank - 1)
+          )
+
+    [Cascade.as_type(Cascade.add(Cascade.multiply(oh, on - off), off), Cascade.type(vals))]
+  end
+
+  defp other("IsInf", [x], attrs, _ctx) do
+    pos = Cascade.equal(x, inf(x, :infinity))
+    neg = Cascade.equal(x, inf(x, :neg_infinity))
+
+    [
+      case {attr(attrs, "detect_positive", 1), attr(attrs, "detect_negative", 1)} do
+        {1, 1} -> Cascade.logical_or(pos, neg)
+        {1, 0} -> pos
+        {0, 1} -> neg
+        {0, 0} -> Cascade.logical_and(pos, neg)
+      end
+    ]
+  end
+
+  defp other("IsNaN", [x], _attrs, _ctx), do: [Cascade.not_equal(x, x)]
+
+  defp other("ThresholdedRelu", [x], attrs, _ctx) do
+    zero = Cascade.as_type(Cascade.multiply(x, 0), Cascade.type(x))
+    [Cascade.select(Cascade.greater(x, attr(attrs, "alpha", 1.0)), x, zero)]
+  end
+
+  defp other("EyeLike", [x], attrs, _ctx) do
+    [n, m] = dims(x)
+    dev = Cascade.device(x)
+
+    diag =
+      Cascade.subtract(
+        Cascade.iota({n, m}, axis: 1, device: dev),
+        Cascade.iota({n, m}, axis: 0, device: dev)
+      )
+
+    type =
+      case attr(attrs, "dtype", nil) do
+        nil -> Cascade.type(x)
+        t -> elem(Cascade.ONNX.cascade_type(t), 1)
+      end
+
+    [Cascade.as_type(Cascade.equal(diag, attr(attrs, "k", 0)), type)]
+  end
+
+  defp other("Pad", [x | rest], attrs, ctx) do
+    r = rank(x)
+
+    {pads, value} =
+      if ctx.opset >= 11 do
+        [p | more] = rest
+        v = Enum.at(more, 0)
+        {values(p), if(v, do: hd(values(v)), else: 0)}
+      else
+        {attr(attrs, "pads", []), attr(attrs, "value", 0.0)}
+      end
+
+    axes =
+      case Enum.at(rest, 2) do
+        nil -> Enum.to_list(0..(r - 1)//1)
+        t -> Enum.map(values(t), &axis(&1, r))
+      end
+
+    {begins, ends} = Enum.split(pads, length(axes))
+    per = Map.new(Enum.zip([axes, begins, ends]), fn {a, b, e} -> {a, {b, e, 0}} end)
+    [Cascade.pad(x, value, for(a <- 0..(r - 1)//1, do: Map.get(per, a, {0, 0, 0})))]
+  end
+
+  defp other("DepthToSpace", [x], attrs, _ctx) do
+    b = attr(attrs, "blocksize", 1)
+    [n, c, h, w] = dims(x)
+    c2 = div(c, b * b)
+
+    y =
+      if attr(attrs, "mode", "DCR") == "DCR" do
+        x |> Cascade.reshape({n, b, b, c2, h, w}) |> Cascade.transpose(axes: [0, 3, 4, 1, 5, 2])
+      else
+        x |> Cascade.reshape({n, c2, b, b, h, w}) |> Cascade.transpose(axes: [0, 1, 4, 2, 5, 3])
+      end
+
+    [Cascade.reshape(y, {n, c2, h * b, w * b})]
+  end
+
+  defp other("SpaceToDepth", [x], attrs, _ctx) do
+    b = attr(attrs, "blocksize", 1)
+    [n, c, h, w] = dims(x)
+
+    y =
+      x
+      |> Cascade.reshape({n, c, div(h, b), b, div(w, b), b})
+      |> Cascade.transpose(axes: [0, 3, 5, 1, 2, 4])
+
+    [Cascade.reshape(y, {n, c * b * b, div(h, b), div(w, b)})]
+  end
+
+  defp other("Tan", [x], _attrs, _ctx), do: [Cascade.divide(Cascade.sin(x), Cascade.cos(x))]
+
+  defp other("Atan", [x], _attrs, _ctx),
+    do: [
+      Cascade.atan2(x, Cascade.as_type(Cascade.add(Cascade.multiply(x, 0), 1), Cascade.type(x)))
+    ]
+
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   ## Helpers
+
+  defp inf(x, which), do: Cascade.tensor(which, type: Cascade.type(x), device: Cascade.device(x))
+
+  # -x[n, t, d...] * w[t] for each sample (t = target[n, d...]), ignore_index left out, reduced
+  # as `reduction` says (mean: divided by the weights' sum)
+  defp nll(x, target, weight, attrs) do
+    r = rank(x)
+    c = elem(Cascade.shape(x), 1)
+    ignore = attr(attrs, "ignore_index", nil)
+    target = Cascade.as_type(target, :s64)
+    keep = if ignore != nil, do: Cascade.not_equal(target, ignore), else: nil
+    safe = if keep, do: Cascade.select(keep, target, 0), else: target
+    # the class axis last, then one-hot pick
+    perm = [0 | Enum.to_list(2..(r - 1)//1)] ++ [1]
+    xl = if r == 2, do: x, else: Cascade.transpose(x, axes: perm)
+    oh = Cascade.one_hot(safe, depth: c, type: Cascade.type(x))
+    picked = Cascade.sum(Cascade.multiply(xl, oh), axes: [r - 1])
+
+    w =
+      case weight do
+        nil -> Cascade.as_type(Cascade.add(Cascade.multiply(safe, 0), 1), Cascade.type(x))
+        w -> Cascade.take(w, safe)
+      end
+
+    w = if keep, do: Cascade.multiply(w, Cascade.as_type(keep, Cascade.type(x))), else: w
+    loss = Cascade.negate(Cascade.multiply(picked, w))
+
+    case attr(attrs, "reduction", "mean") do
+      "none" ->
+        loss
+
+      "sum" ->
+        Cascade.sum(loss)
+
+      "mean" ->
+        Cascade.divide(Cascade.sum(loss), Cascade.sum(w)) |> Cascade.as_type(Cascade.type(x))
+    end
+  end
 
   defp hard_sigmoid(x, alpha, beta),
     do: x |> Cascade.multiply(alpha) |> Cascade.add(beta) |> Cascade.max(0) |> Cascade.min(1)
