@@ -47,7 +47,7 @@ defmodule Cascade.ONNX do
     with {:ok, bin} <- read(path_or_binary),
          {:ok, m} <- decode(bin),
          :ok <- check_opset(m.opset),
-         :ok <- check_operators(m.graph.nodes),
+         :ok <- check_operators(m.graph),
          {:ok, inits} <- initializers(m.graph.initializers, opts[:device]) do
       init_names = MapSet.new(Map.keys(inits))
 
@@ -93,8 +93,19 @@ defmodule Cascade.ONNX do
     end
   end
 
-  defp check_operators(nodes) do
-    nodes
+  defp check_operators(graph) do
+    # the ranks known before running: the graph's declared inputs and its initializers
+    ranks =
+      Map.merge(
+        for(
+          %{name: n, type: %{shape: s}} when is_list(s) <- graph.inputs,
+          into: %{},
+          do: {n, length(s)}
+        ),
+        for(t <- graph.initializers, into: %{}, do: {t.name, length(t.dims)})
+      )
+
+    graph.nodes
     |> Enum.with_index()
     |> Enum.find_value(:ok, fn {node, i} ->
       cond do
@@ -106,7 +117,7 @@ defmodule Cascade.ONNX do
         not Ops.supported?(node.op_type) ->
           {:error, "#{describe(node, i)}: operator #{node.op_type} is not supported"}
 
-        why = Ops.unsupported(node) ->
+        why = Ops.unsupported(node, ranks) ->
           {:error, "#{describe(node, i)}: #{node.op_type} with #{why} is not supported"}
 
         true ->

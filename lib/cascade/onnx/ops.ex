@@ -62,7 +62,8 @@ defmodule Cascade.ONNX.Ops do
              ArgMax ArgMin Conv MaxPool AveragePool GlobalAveragePool GlobalMaxPool
              BatchNormalization LayerNormalization Clip Tile NegativeLogLikelihoodLoss
              SoftmaxCrossEntropyLoss Trilu GatherElements Split CumSum Hardmax Round OneHot IsInf
-             IsNaN ThresholdedRelu EyeLike Pad DepthToSpace SpaceToDepth Tan Atan)
+             IsNaN ThresholdedRelu EyeLike Pad DepthToSpace SpaceToDepth Tan Atan Sinh Cosh Asinh
+             Acosh Atanh Asin Acos Shrink InstanceNormalization LRN Compress GatherND ConvTranspose)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -78,10 +79,15 @@ defmodule Cascade.ONNX.Ops do
   Why a node cannot run, from what is known before running it (its attributes and the number
   of its inputs and outputs), or nil.
   """
-  def unsupported(%{op_type: op, attributes: attrs} = node) do
+  def unsupported(%{op_type: op, attributes: attrs} = node, ranks \\ %{}) do
     outputs = Enum.count(node.outputs, &(&1 != ""))
+    input_rank = Map.get(ranks, List.first(node.inputs))
+    spatial = op in ["Conv", "ConvTranspose", "MaxPool", "AveragePool"]
 
     cond do
+      spatial and input_rank != nil and input_rank != 4 ->
+        "#{input_rank - 2}-D input (2-D only)"
+
       op in ["MaxPool", "AveragePool"] and length(attr(attrs, "kernel_shape", [1, 1])) != 2 ->
         "#{length(attr(attrs, "kernel_shape", []))}-D pooling (2-D only)"
 
@@ -94,7 +100,7 @@ defmodule Cascade.ONNX.Ops do
       op == "MaxPool" and (attr(attrs, "storage_order", 0) != 0 or outputs > 1) ->
         "the Indices output"
 
-      op == "Conv" and length(attr(attrs, "kernel_shape", [1, 1])) != 2 ->
+      op in ["Conv", "ConvTranspose"] and length(attr(attrs, "kernel_shape", [1, 1])) != 2 ->
         "#{length(attr(attrs, "kernel_shape", []))}-D convolutions (2-D only)"
 
       op == "BatchNormalization" and (attr(attrs, "training_mode", 0) != 0 or outputs > 1) ->
@@ -102,6 +108,9 @@ defmodule Cascade.ONNX.Ops do
 
       op == "Dropout" and Enum.at(node.inputs, 2, "") != "" ->
         "training_mode (random masks)"
+
+      op == "GatherND" and attr(attrs, "batch_dims", 0) != 0 ->
+        "batch_dims"
 
       op == "Pad" and attr(attrs, "mode", "constant") != "constant" ->
         "mode #{attr(attrs, "mode", "")}"
@@ -802,6 +811,189 @@ defmodule Cascade.ONNX.Ops do
     do: [
       Cascade.atan2(x, Cascade.as_type(Cascade.add(Cascade.multiply(x, 0), 1), Cascade.type(x)))
     ]
+
+  defp other("Sinh", [x], _attrs, _ctx),
+    do: [Cascade.divide(Cascade.subtract(Cascade.exp(x), Cascade.exp(Cascade.negate(x))), 2)]
+
+  defp other("Cosh", [x], _attrs, _ctx),
+    do: [Cascade.divide(Cascade.add(Cascade.exp(x), Cascade.exp(Cascade.negate(x))), 2)]
+
+  defp other("Asinh", [x], _attrs, _ctx),
+    do: [Cascade.log(Cascade.add(x, Cascade.sqrt(Cascade.add(Cascade.multiply(x, x), 1))))]
+
+  defp other("Acosh", [x], _attrs, _ctx),
+    do: [Cascade.log(Cascade.add(x, Cascade.sqrt(Cascade.subtract(Cascade.multiply(x, x), 1))))]
+
+  defp other("Atanh", [x], _attrs, _ctx) do
+    ratio = Cascade.divide(Cascade.add(x, 1), Cascade.subtract(1, x))
+    [Cascade.multiply(Cascade.log(ratio), 0.5)]
+  end
+
+  defp other(op, [x], _attrs, _ctx) when op in ["Asin", "Acos"] do
+    c = Cascade.sqrt(Cascade.subtract(1, Cascade.multiply(x, x)))
+    [if(op == "Asin", do: Cascade.atan2(x, c), else: Cascade.atan2(c, x))]
+  end
+
+  defp other("Shrink", [x], attrs, _ctx) do
+    bias = attr(attrs, "bias", 0.0)
+    lambd = attr(attrs, "lambd", 0.5)
+    zero = Cascade.as_type(Cascade.multiply(x, 0), Cascade.type(x))
+    low = Cascade.as_type(Cascade.add(x, bias), Cascade.type(x))
+    high = Cascade.as_type(Cascade.subtract(x, bias), Cascade.type(x))
+    rest = Cascade.select(Cascade.greater(x, lambd), high, zero)
+    [Cascade.select(Cascade.less(x, -lambd), low, rest)]
+  end
+
+  defp other("InstanceNormalization", [x, scale, b], attrs, _ctx) do
+    r = rank(x)
+    axes = Enum.to_list(2..(r - 1)//1)
+    eps = attr(attrs, "epsilon", 1.0e-5)
+    mean = Cascade.mean(x, axes: axes, keep_axes: true)
+    var = Cascade.variance(x, axes: axes, keep_axes: true)
+    per_channel = List.to_tuple([1, Cascade.size(scale)] ++ List.duplicate(1, r - 2))
+    norm = Cascade.multiply(Cascade.subtract(x, mean), Cascade.rsqrt(Cascade.add(var, eps)))
+
+    [
+      Cascade.add(
+        Cascade.multiply(norm, Cascade.reshape(scale, per_channel)),
+        Cascade.reshape(b, per_channel)
+      )
+    ]
+  end
+
+  # x / (bias + alpha / size * (sum of x^2 over `size` channels around))^beta
+  defp other("LRN", [x], attrs, _ctx) do
+    size = attr(attrs, "size", 1)
+    alpha = attr(attrs, "alpha", 1.0e-4)
+    beta = attr(attrs, "beta", 0.75)
+    bias = attr(attrs, "bias", 1.0)
+    r = rank(x)
+    c = elem(Cascade.shape(x), 1)
+    sq = Cascade.multiply(x, x)
+    lo = div(size - 1, 2)
+    hi = size - 1 - lo
+    pads = for a <- 0..(r - 1), do: if(a == 1, do: {lo, hi, 0}, else: {0, 0, 0})
+    padded = Cascade.pad(sq, 0, pads)
+    d = dims(x)
+
+    sum =
+      Enum.reduce(0..(size - 1), nil, fn k, acc ->
+        part =
+          Cascade.slice(
+            padded,
+            List.replace_at(List.duplicate(0, r), 1, k),
+            List.replace_at(d, 1, c)
+          )
+
+        if acc, do: Cascade.add(acc, part), else: part
+      end)
+
+    den = Cascade.pow(Cascade.add(Cascade.multiply(sum, alpha / size), bias), beta)
+    [Cascade.divide(x, den)]
+  end
+
+  defp other("Compress", [x, cond], attrs, _ctx) do
+    keep = for {v, i} <- Enum.with_index(values(cond)), v != 0, do: i
+
+    {x, a} =
+      case attr(attrs, "axis", nil) do
+        nil -> {Cascade.reshape(x, {Cascade.size(x)}), 0}
+        a -> {x, axis(a, rank(x))}
+      end
+
+    n = elem(Cascade.shape(x), a)
+    keep = Enum.filter(keep, &(&1 < n))
+    idx = Cascade.tensor(keep, type: :s64, device: Cascade.device(x))
+
+    if keep == [] do
+      [
+        Cascade.full(0, put_elem(Cascade.shape(x), a, 0),
+          type: Cascade.type(x),
+          device: Cascade.device(x)
+        )
+      ]
+    else
+      [Cascade.take(x, idx, axis: a)]
+    end
+  end
+
+  defp other("GatherND", [x, idx], _attrs, _ctx) do
+    k = List.last(dims(idx))
+    shape = Cascade.shape(x)
+    # negative indices count from the end of their axis
+    sizes =
+      Cascade.tensor(Enum.map(0..(k - 1), &elem(shape, &1)), type: :s64, device: Cascade.device(x))
+
+    idx = Cascade.as_type(idx, :s64)
+    idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, sizes), idx)
+    [Cascade.gather(x, idx, axes: Enum.to_list(0..(k - 1)))]
+  end
+
+  defp other("ConvTranspose", [x, w | b], attrs, _ctx) do
+    if rank(x) != 4, do: fail("ConvTranspose: 2-D only")
+    [n, _c, h, wd] = dims(x)
+    [_, m_per_group, kh, kw] = dims(w)
+    g = attr(attrs, "group", 1)
+    strides = attr(attrs, "strides", [1, 1])
+    dil = attr(attrs, "dilations", [1, 1])
+    out_pad = attr(attrs, "output_padding", [0, 0])
+    kernel = attr(attrs, "kernel_shape", [kh, kw])
+    full = fn i, s, k, d, op -> s * (i - 1) + op + (k - 1) * d + 1 end
+    auto = attr(attrs, "auto_pad", "NOTSET")
+
+    {out, padding} =
+      cond do
+        attr(attrs, "output_shape", nil) != nil or auto in ["SAME_UPPER", "SAME_LOWER"] ->
+          out =
+            attr(attrs, "output_shape", nil) ||
+              Enum.zip_with([h, wd], strides, fn i, s -> i * s end)
+
+          out = Enum.take(out, -2)
+
+          pads =
+            Enum.zip_with([[h, wd], strides, kernel, dil, out_pad, out], fn [i, s, k, d, op, o] ->
+              total = max(full.(i, s, k, d, op) - o, 0)
+
+              if auto == "SAME_LOWER",
+                do: {total - div(total, 2), div(total, 2)},
+                else: {div(total, 2), total - div(total, 2)}
+            end)
+
+          {out, pads}
+
+        true ->
+          pads = attr(attrs, "pads", [0, 0, 0, 0])
+          {begins, ends} = Enum.split(pads, 2)
+
+          out =
+            Enum.zip_with([[h, wd], strides, kernel, dil, out_pad, begins, ends], fn [
+                                                                                       i,
+                                                                                       s,
+                                                                                       k,
+                                                                                       d,
+                                                                                       op,
+                                                                                       pb,
+                                                                                       pe
+                                                                                     ] ->
+              full.(i, s, k, d, op) - pb - pe
+            end)
+
+          {out, Enum.zip(begins, ends)}
+      end
+
+    y =
+      Cascade.conv2d_grad_input(x, w, List.to_tuple([n, m_per_group * g | out]),
+        strides: strides,
+        padding: padding,
+        kernel_dilation: dil,
+        feature_group_size: g
+      )
+
+    case b do
+      [b] when b != nil -> [Cascade.add(y, Cascade.reshape(b, {1, Cascade.size(b), 1, 1}))]
+      _ -> [y]
+    end
+  end
 
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
