@@ -37,6 +37,25 @@ defmodule CascadeAsyncDownloadTest do
     end)
   end
 
+  # A scenario that must act while a slow (300 ms) download is pending returns :missed when the
+  # download had completed by the time it acted (read after the act: a busy host can deschedule
+  # this process past the window); it is run again then, up to five times.
+  defp while_pending(scenario, tries \\ 5) do
+    case scenario.() do
+      :ok ->
+        :ok
+
+      :missed when tries > 1 ->
+        settle()
+        while_pending(scenario, tries - 1)
+
+      :missed ->
+        flunk("the slow download completed before the test could act on it, five times")
+    end
+  end
+
+  defp pending?(before), do: counts().completed == before.completed
+
   defp test_bytes, do: Cascade.memory()[:test][:bytes]
 
   defp on_test(bin), do: Cascade.from_binary(bin, :u8, {byte_size(bin)}, device: :test)
@@ -145,59 +164,88 @@ defmodule CascadeAsyncDownloadTest do
   test "a process killed while its download is pending takes nothing down" do
     data = @slow <> :crypto.strong_rand_bytes(100_000)
     t = on_test(data)
-    before = counts()
 
-    {pid, mref} = spawn_monitor(fn -> Cascade.to_binary(t) end)
-    wait_until(fn -> counts().started == before.started + 1 end)
-    Process.exit(pid, :kill)
-    assert_receive {:DOWN, ^mref, :process, ^pid, :killed}
+    while_pending(fn ->
+      before = counts()
+      {pid, mref} = spawn_monitor(fn -> Cascade.to_binary(t) end)
+      wait_until(fn -> counts().started == before.started + 1 end)
+      Process.exit(pid, :kill)
+      assert_receive {:DOWN, ^mref, :process, ^pid, reason}
+      # still pending once the process is gone (killed, not done): its reply cannot be delivered
+      pending = reason == :killed and pending?(before)
+      settle()
 
-    settle()
-    assert counts().undelivered == before.undelivered + 1
+      if pending do
+        assert counts().undelivered == before.undelivered + 1
+        :ok
+      else
+        :missed
+      end
+    end)
+
     assert Cascade.to_binary(t) == data
   end
 
   test "a killed process that held the only reference: the tensor goes after the download" do
-    :erlang.garbage_collect()
-    settle()
-    live = test_bytes()
-    before = counts()
+    while_pending(fn ->
+      :erlang.garbage_collect()
+      settle()
+      live = test_bytes()
+      before = counts()
 
-    {pid, mref} =
-      spawn_monitor(fn ->
-        Cascade.to_binary(on_test(@slow <> :binary.copy(<<1>>, 4 * 1024 * 1024)))
-      end)
+      {pid, mref} =
+        spawn_monitor(fn ->
+          Cascade.to_binary(on_test(@slow <> :binary.copy(<<1>>, 4 * 1024 * 1024)))
+        end)
 
-    wait_until(fn -> counts().started == before.started + 1 end)
-    Process.exit(pid, :kill)
-    assert_receive {:DOWN, ^mref, :process, ^pid, :killed}
-    # the process and its heap are gone, the download still holds the tensor
-    assert test_bytes() >= live + 4 * 1024 * 1024
+      wait_until(fn -> counts().started == before.started + 1 end)
+      Process.exit(pid, :kill)
+      assert_receive {:DOWN, ^mref, :process, ^pid, reason}
+      # the process and its heap are gone, the download still holds the tensor
+      held = test_bytes()
+      pending = reason == :killed and pending?(before)
+      settle()
+      wait_until(fn -> test_bytes() == live end)
 
-    settle()
-    wait_until(fn -> test_bytes() == live end)
-    assert counts().undelivered == before.undelivered + 1
+      if pending do
+        assert held >= live + 4 * 1024 * 1024
+        assert counts().undelivered == before.undelivered + 1
+        :ok
+      else
+        :missed
+      end
+    end)
   end
 
   test "free/1 while a download is pending: the download completes, the memory goes after it" do
-    :erlang.garbage_collect()
-    settle()
-    live = test_bytes()
-    data = @slow <> :crypto.strong_rand_bytes(2 * 1024 * 1024)
-    t = on_test(data)
-    before = counts()
+    while_pending(fn ->
+      :erlang.garbage_collect()
+      settle()
+      live = test_bytes()
+      data = @slow <> :crypto.strong_rand_bytes(2 * 1024 * 1024)
+      t = on_test(data)
+      before = counts()
 
-    task = Task.async(fn -> Cascade.to_binary(t) end)
-    wait_until(fn -> counts().started == before.started + 1 end)
-    assert Cascade.free(t) == :ok
-    assert Cascade.Native.freed?(t.ref)
-    # pinned by the pending download
-    assert test_bytes() == live + byte_size(data)
+      task = Task.async(fn -> Cascade.to_binary(t) end)
+      wait_until(fn -> counts().started == before.started + 1 end)
+      assert Cascade.free(t) == :ok
+      assert Cascade.Native.freed?(t.ref)
+      held = test_bytes()
+      pending = pending?(before)
 
-    assert Task.await(task, 10_000) == data
-    settle()
-    assert test_bytes() == live
-    assert_raise ArgumentError, ~r/freed/, fn -> Cascade.to_binary(t) end
+      assert Task.await(task, 10_000) == data
+      settle()
+      assert test_bytes() == live
+      assert_raise ArgumentError, ~r/freed/, fn -> Cascade.to_binary(t) end
+
+      if pending do
+        # pinned by the pending download until it completed
+        assert held == live + byte_size(data)
+        :ok
+      else
+        :missed
+      end
+    end)
   end
 
   describe "transfer to the cpu" do
@@ -235,21 +283,33 @@ defmodule CascadeAsyncDownloadTest do
     end
 
     test "a caller killed while the copy is pending: the new tensor is dropped with the reply" do
-      :erlang.garbage_collect()
-      settle()
-      cpu_live = Cascade.memory()[:cpu][:bytes]
       t = on_test(@slow <> :binary.copy(<<3>>, 3 * 1024 * 1024))
-      before = counts()
 
-      {pid, mref} = spawn_monitor(fn -> Cascade.transfer(t, :cpu) end)
-      wait_until(fn -> counts().started == before.started + 1 end)
-      assert Cascade.memory()[:cpu][:bytes] >= cpu_live + 3 * 1024 * 1024
-      Process.exit(pid, :kill)
-      assert_receive {:DOWN, ^mref, :process, ^pid, :killed}
+      while_pending(fn ->
+        :erlang.garbage_collect()
+        settle()
+        cpu_live = Cascade.memory()[:cpu][:bytes]
+        before = counts()
 
-      settle()
-      assert counts().undelivered == before.undelivered + 1
-      wait_until(fn -> Cascade.memory()[:cpu][:bytes] == cpu_live end)
+        {pid, mref} = spawn_monitor(fn -> Cascade.transfer(t, :cpu) end)
+        wait_until(fn -> counts().started == before.started + 1 end)
+        held = Cascade.memory()[:cpu][:bytes]
+        Process.exit(pid, :kill)
+        assert_receive {:DOWN, ^mref, :process, ^pid, reason}
+        pending = reason == :killed and pending?(before)
+        settle()
+        wait_until(fn -> Cascade.memory()[:cpu][:bytes] == cpu_live end)
+
+        if pending do
+          # the new tensor exists from the start of the copy, and goes with the reply
+          assert held >= cpu_live + 3 * 1024 * 1024
+          assert counts().undelivered == before.undelivered + 1
+          :ok
+        else
+          :missed
+        end
+      end)
+
       assert Cascade.to_binary(Cascade.transfer(t, :cpu), limit: 16) == @slow
     end
   end
