@@ -39,7 +39,7 @@ defmodule Cascade.ONNX do
   Options: `device:` (default: the default device) where the initializers are uploaded and
   every node runs.
 
-      iex> Cascade.ONNX.load(<<0x0A, 0xFF>>)
+      iex> Cascade.ONNX.load(<<0x0A, 0x7F>>)
       {:error, "the file is not an ONNX model: a field of 127 bytes runs past the end (0 left)"}
   """
   @spec load(Path.t() | binary, keyword) :: {:ok, t} | {:error, String.t()}

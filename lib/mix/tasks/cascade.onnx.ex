@@ -7,17 +7,26 @@ defmodule Mix.Tasks.Cascade.Onnx do
   how many cases pass, fail and are unsupported, then the totals.
 
       mix cascade.onnx [--dir DIR] [--device host|cpu|opencl] [--only SUBSTRING] [--verbose]
+                       [--write-passing FILE]
 
     * `--dir` — the folder of cases (default: Debian's)
     * `--device` — where the models run (default: the default device)
     * `--only` — the cases whose name contains this
     * `--verbose` — one line per case that does not pass, with why
+    * `--write-passing` — writes the names of the cases that pass to FILE (the list
+      `test/onnx_test.exs` keeps passing: `test/support/onnx_passing.txt`)
   """
   use Mix.Task
 
   alias Cascade.ONNX.Conformance
 
-  @switches [dir: :string, device: :string, only: :string, verbose: :boolean]
+  @switches [
+    dir: :string,
+    device: :string,
+    only: :string,
+    verbose: :boolean,
+    write_passing: :string
+  ]
 
   @impl true
   def run(args) do
@@ -62,6 +71,17 @@ defmodule Mix.Tasks.Cascade.Onnx do
 
     f = Enum.frequencies_by(results, &elem(&1, 1))
     total = length(results)
+
+    if file = opts[:write_passing] do
+      passing = for {name, :pass, _} <- results, do: name
+
+      File.write!(
+        file,
+        "# The ONNX backend node tests (Debian libonnx-testdata) that Cascade.ONNX passes, one " <>
+          "per line:\n# test/onnx_test.exs runs each of them. Regenerate with mix cascade.onnx " <>
+          "--write-passing FILE.\n" <> Enum.join(passing, "\n") <> "\n"
+      )
+    end
 
     Mix.shell().info(
       "\n#{total} cases: #{f[:pass] || 0} pass (#{Float.round(100 * (f[:pass] || 0) / max(total, 1), 1)} %), " <>

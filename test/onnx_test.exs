@@ -1,0 +1,134 @@
+defmodule Cascade.ONNXTest do
+  # Cascade.ONNX against ONNX's own backend node tests (Debian libonnx-testdata, installed by
+  # script/setup), and its decoder against truncated and corrupted models.
+  use ExUnit.Case, async: true
+  doctest Cascade.ONNX
+
+  alias Cascade.ONNX
+  alias Cascade.ONNX.Conformance
+
+  @dir Conformance.default_dir()
+  @passing "test/support/onnx_passing.txt"
+           |> File.read!()
+           |> String.split("\n", trim: true)
+           |> Enum.reject(&String.starts_with?(&1, "#"))
+
+  @have_data File.dir?(@dir)
+  if not @have_data,
+    do: IO.puts("[onnx] #{@dir} is missing (libonnx-testdata): data tests skipped")
+
+  defp model(name), do: File.read!(Path.join([@dir, name, "model.onnx"]))
+
+  defp inputs(name, model) do
+    set = Path.join([@dir, name, "test_data_set_0"])
+
+    for {input, i} <- Enum.with_index(model.inputs), into: %{} do
+      {:ok, proto} = Cascade.ONNX.Proto.decode_tensor(File.read!(Path.join(set, "input_#{i}.pb")))
+      {:ok, t} = ONNX.to_tensor(proto, nil)
+      {input, t}
+    end
+  end
+
+  describe "the node tests" do
+    @describetag skip: not @have_data
+
+    test "every case that passed still passes, and none computes a wrong answer" do
+      results = for name <- Conformance.cases(@dir), do: {name, Conformance.run_case(@dir, name)}
+      by_name = Map.new(results)
+
+      regressed =
+        for name <- @passing, not match?({:pass, _, _}, by_name[name]), do: {name, by_name[name]}
+
+      wrong = for {name, {:fail, _, detail}} <- results, do: {name, detail}
+      counts = Enum.frequencies_by(results, fn {_, {kind, _, _}} -> kind end)
+
+      IO.puts(
+        "\n[onnx] #{length(results)} node tests: #{counts[:pass] || 0} pass, " <>
+          "#{counts[:fail] || 0} fail, #{counts[:unsupported] || 0} unsupported"
+      )
+
+      assert regressed == []
+      assert wrong == []
+    end
+
+    test "the outputs have the model's names; plain {type, shape, binary} inputs work" do
+      {:ok, m} = ONNX.load(model("test_add"))
+      assert m.inputs == ["x", "y"] and m.outputs == ["sum"]
+      %{"x" => x, "y" => y} = inputs("test_add", m)
+
+      plain = fn t -> {:f32, Cascade.shape(t), Cascade.to_binary(t)} end
+      %{"sum" => s} = ONNX.run(m, %{"x" => plain.(x), "y" => y})
+      assert Cascade.to_list(s) == Cascade.to_list(Cascade.add(x, y))
+    end
+
+    test "device: puts the weights and every node's result on that device" do
+      {:ok, m} = ONNX.load(model("test_conv_with_strides_padding"), device: :cpu)
+      %{"y" => y} = ONNX.run(m, inputs("test_conv_with_strides_padding", m))
+      assert Cascade.device(y) == :cpu
+    end
+
+    test "an operator Cascade cannot run is refused at load, naming it and the node" do
+      assert {:error, message} = ONNX.load(model("test_resize_downsample_scales_linear"))
+      assert message =~ "node 0"
+      assert message =~ "operator Resize is not supported"
+    end
+
+    test "a missing input raises Cascade.ONNX.Error" do
+      {:ok, m} = ONNX.load(model("test_add"))
+
+      assert_raise ONNX.Error, ~r/the input "y" is missing/, fn ->
+        ONNX.run(m, %{"x" => Cascade.tensor([1.0])})
+      end
+    end
+
+    test "truncated and corrupted models give an error or a model, never a crash" do
+      :rand.seed(:exsss, {7, 7, 7})
+
+      for name <- [
+            "test_conv_with_strides_padding",
+            "test_gemm_all_attributes",
+            "test_softmax_example",
+            "test_maxpool_2d_pads",
+            "test_layer_normalization_4d_axis1",
+            "test_constant",
+            "test_reshape_negative_dim"
+          ] do
+        bin = model(name)
+        {:ok, good} = ONNX.load(bin)
+        feed = inputs(name, good)
+
+        cuts =
+          for n <- 0..(byte_size(bin) - 1)//max(div(byte_size(bin), 200), 1),
+              do: binary_part(bin, 0, n)
+
+        flips =
+          for _ <- 1..300 do
+            at = :rand.uniform(byte_size(bin)) - 1
+            <<head::binary-size(at), byte, tail::binary>> = bin
+            <<head::binary, Bitwise.bxor(byte, :rand.uniform(255))::8, tail::binary>>
+          end
+
+        for variant <- cuts ++ flips do
+          case ONNX.load(variant) do
+            {:error, message} ->
+              assert is_binary(message)
+
+            {:ok, m} ->
+              # a model that still parses runs or raises; either is fine, a crash is not
+              try do
+                ONNX.run(m, Map.take(feed, m.inputs))
+              rescue
+                _ -> :raised
+              end
+          end
+        end
+      end
+    end
+  end
+
+  test "not a model: an error naming what is wrong" do
+    assert {:error, "the file is not an ONNX model: " <> _} = ONNX.load(<<0x08, 0x80>>)
+    assert {:error, "the file is not an ONNX model: the model has no graph"} = ONNX.load(<<>>)
+    assert {:error, "cannot read /nonexistent.onnx: " <> _} = ONNX.load("/nonexistent.onnx")
+  end
+end
