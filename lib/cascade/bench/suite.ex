@@ -129,7 +129,7 @@ defmodule Cascade.Bench.Suite do
 
     for {model, name, rate} <- [
           {:mlp, "MLP training epoch", 0.1},
-          {:cnn, "CNN training epoch", 0.001}
+          {:cnn, "CNN training epoch", 0.0015}
         ],
         model == :mlp or (type == :f32 and device != :cpu) do
       once = fn ->
