@@ -73,6 +73,24 @@ defmodule Cascade.ONNXTest do
       assert message =~ "operator Resize is not supported"
     end
 
+    test "explain/2 gives each node's calls and route" do
+      name = "test_layer_normalization_4d_axis1_expanded"
+      {:ok, m} = ONNX.load(model(name))
+      steps = ONNX.explain(m, inputs(name, m))
+      assert length(steps) == length(m.graph.nodes)
+      assert Enum.map(steps, & &1.op_type) == Enum.map(m.graph.nodes, & &1.op_type)
+
+      for step <- steps do
+        assert step.route in [:native, :decomposed, :cpu_fallback, :nothing_ran]
+        assert Enum.all?(step.calls, &(&1.calls > 0))
+      end
+
+      assert %{native: native} = ONNX.explain_summary(steps)
+      assert native > 0
+      cast = Enum.find(steps, &(&1.op_type == "Cast"))
+      assert [%{op: :as_type}] = cast.calls
+    end
+
     test "a missing input raises Cascade.ONNX.Error" do
       {:ok, m} = ONNX.load(model("test_add"))
 

@@ -199,13 +199,79 @@ defmodule Cascade.ONNX do
   @doc """
   Runs the model on `inputs`, a map from the graph's input names to Cascade tensors or plain
   `{type, shape, binary}` terms; returns a map from its output names to tensors. Raises
-  `Cascade.ONNX.Error` for a missing input, and `Cascade.Error` or `ArgumentError` where an op
-  rejects its operands.
+  `Cascade.ONNX.Error` for a missing input, and when a node rejects its operands (the message
+  names the node).
   """
   @spec run(t, %{String.t() => Cascade.Tensor.t() | {atom, tuple, binary}}) :: %{
           String.t() => Cascade.Tensor.t()
         }
   def run(%__MODULE__{} = model, inputs) when is_map(inputs) do
+    {outputs, _} = evaluate(model, inputs, fn _node, _i, fun -> {fun.(), nil} end)
+    outputs
+  end
+
+  @doc """
+  Runs the model on `inputs` as `run/2` does and says how each node ran: a list with, per node,
+  its index, name, operator, the Cascade calls it made by route (`:native`, `:decomposed`,
+  `:cpu_fallback`) and devices, and its route — the worst of its calls' (a node with one call
+  moved to the cpu is `:cpu_fallback`; `:nothing_ran` for a node that ran no Cascade op, such as
+  Constant, an upload, or Shape, read from the tensor's description). `Cascade.ONNX.explain_summary/1` counts the nodes per
+  route, like the per-provider node counts of other runtimes.
+
+  The calls are read from `Cascade.stats/0` around each node, so calls made meanwhile by other
+  processes are counted too: explain a model where nothing else runs.
+  """
+  @spec explain(t, map) :: [map]
+  def explain(%__MODULE__{} = model, inputs) when is_map(inputs) do
+    {_, steps} =
+      evaluate(model, inputs, fn node, i, fun ->
+        before = Cascade.stats()
+        results = fun.()
+        calls = stats_delta(before, Cascade.stats())
+
+        {results,
+         %{node: i, name: node.name, op_type: node.op_type, calls: calls, route: route(calls)}}
+      end)
+
+    steps
+  end
+
+  @doc """
+  The nodes of an `explain/2` answer counted per route.
+
+      iex> Cascade.ONNX.explain_summary([%{route: :native}, %{route: :native}, %{route: :decomposed}])
+      %{native: 2, decomposed: 1}
+  """
+  def explain_summary(steps), do: Enum.frequencies_by(steps, & &1.route)
+
+  defp stats_delta(before, later) do
+    for {{device, op, route} = key, %{calls: n}} <- later,
+        d = n - calls_in(before, key),
+        d > 0,
+        do: %{device: device, op: op, route: route, calls: d}
+  end
+
+  defp calls_in(stats, key) do
+    case stats do
+      %{^key => %{calls: n}} -> n
+      _ -> 0
+    end
+  end
+
+  defp route(calls) do
+    routes = MapSet.new(calls, & &1.route)
+
+    cond do
+      MapSet.member?(routes, :cpu_fallback) -> :cpu_fallback
+      MapSet.member?(routes, :decomposed) -> :decomposed
+      calls == [] -> :nothing_ran
+      true -> :native
+    end
+  end
+
+  # Runs every node in order; `around.(node, index, fun)` runs the node (fun.() gives its
+  # results) and returns {results, step}. Returns {outputs, steps}.
+  defp evaluate(model, inputs, around) do
     values =
       Enum.reduce(model.inputs, model.initializers, fn name, acc ->
         case Map.fetch(inputs, name) do
@@ -216,10 +282,10 @@ defmodule Cascade.ONNX do
 
     ctx = %{opset: model.opset, device: model.device}
 
-    values =
+    {values, steps} =
       model.graph.nodes
       |> Enum.with_index()
-      |> Enum.reduce(values, fn {node, i}, values ->
+      |> Enum.reduce({values, []}, fn {node, i}, {values, steps} ->
         args =
           Enum.map(node.inputs, fn
             "" ->
@@ -230,35 +296,36 @@ defmodule Cascade.ONNX do
                 raise(Error, message: "#{describe(node, i)}: no value #{inspect(name)}")
           end)
 
-        results =
-          try do
-            Ops.run(
-              node.op_type,
-              args,
-              node.attributes,
-              Map.put(ctx, :outputs, length(node.outputs))
-            )
-          rescue
-            e in [ArgumentError, Cascade.Error, Error] ->
-              reraise Error,
-                      [
-                        message: "#{describe(node, i)} (#{node.op_type}): #{Exception.message(e)}"
-                      ],
-                      __STACKTRACE__
-          end
+        node_ctx = Map.put(ctx, :outputs, length(node.outputs))
+        {results, step} = around.(node, i, fn -> run_node(node, i, args, node_ctx) end)
 
-        node.outputs
-        |> Enum.zip(results)
-        |> Enum.reduce(values, fn
-          {"", _}, acc -> acc
-          {name, t}, acc -> Map.put(acc, name, t)
-        end)
+        values =
+          node.outputs
+          |> Enum.zip(results)
+          |> Enum.reduce(values, fn
+            {"", _}, acc -> acc
+            {name, t}, acc -> Map.put(acc, name, t)
+          end)
+
+        {values, [step | steps]}
       end)
 
-    for name <- model.outputs, into: %{} do
-      {name,
-       Map.get(values, name) || raise(Error, message: "the graph computes no #{inspect(name)}")}
-    end
+    outputs =
+      for name <- model.outputs, into: %{} do
+        {name,
+         Map.get(values, name) || raise(Error, message: "the graph computes no #{inspect(name)}")}
+      end
+
+    {outputs, Enum.reverse(steps)}
+  end
+
+  defp run_node(node, i, args, ctx) do
+    Ops.run(node.op_type, args, node.attributes, ctx)
+  rescue
+    e in [ArgumentError, Cascade.Error, Error] ->
+      reraise Error,
+              [message: "#{describe(node, i)} (#{node.op_type}): #{Exception.message(e)}"],
+              __STACKTRACE__
   end
 
   defp input(%Cascade.Tensor{} = t, device, _name),
