@@ -63,7 +63,8 @@ defmodule Cascade.ONNX.Ops do
              BatchNormalization LayerNormalization Clip Tile NegativeLogLikelihoodLoss
              SoftmaxCrossEntropyLoss Trilu GatherElements Split CumSum Hardmax Round OneHot IsInf
              IsNaN ThresholdedRelu EyeLike Pad DepthToSpace SpaceToDepth Tan Atan Sinh Cosh Asinh
-             Acosh Atanh Asin Acos Shrink InstanceNormalization LRN Compress GatherND ConvTranspose)
+             Acosh Atanh Asin Acos Shrink InstanceNormalization LRN Compress GatherND ConvTranspose
+             Einsum)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -108,6 +109,12 @@ defmodule Cascade.ONNX.Ops do
 
       op == "Dropout" and Enum.at(node.inputs, 2, "") != "" ->
         "training_mode (random masks)"
+
+      op == "Einsum" and String.contains?(attr(attrs, "equation", ""), ".") ->
+        "ellipses (...)"
+
+      op == "Einsum" and einsum_diagonal?(attr(attrs, "equation", "")) ->
+        "a label repeated within an operand (a diagonal)"
 
       op == "GatherND" and attr(attrs, "batch_dims", 0) != 0 ->
         "batch_dims"
@@ -995,6 +1002,24 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
+  # Einsum of one or two operands onto sums, transposes and dot/6; "..." and a label repeated
+  # within one operand (a diagonal) are not taken
+  defp other("Einsum", args, attrs, _ctx) do
+    eq = attrs |> attr("equation", "") |> String.replace(" ", "")
+    if String.contains?(eq, "."), do: fail("Einsum: ellipses (...) are not supported")
+    {ins, out} = einsum_parse(eq, length(args))
+
+    for labels <- ins,
+        length(Enum.uniq(labels)) != length(labels),
+        do: fail("Einsum: a label repeated within an operand (a diagonal) is not supported")
+
+    case {args, ins} do
+      {[x], [l]} -> [einsum_one(x, l, out)]
+      {[a, b], [la, lb]} -> [einsum_two(a, la, b, lb, out)]
+      _ -> fail("Einsum: #{length(args)} operands (one or two only)")
+    end
+  end
+
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
@@ -1036,6 +1061,77 @@ defmodule Cascade.ONNX.Ops do
       "mean" ->
         Cascade.divide(Cascade.sum(loss), Cascade.sum(w)) |> Cascade.as_type(Cascade.type(x))
     end
+  end
+
+  defp einsum_diagonal?(eq) do
+    eq
+    |> String.replace(" ", "")
+    |> String.split("->")
+    |> hd()
+    |> String.split(",")
+    |> Enum.any?(fn l -> length(Enum.uniq(String.graphemes(l))) != String.length(l) end)
+  end
+
+  defp einsum_parse(eq, n) do
+    {lhs, out} =
+      case String.split(eq, "->") do
+        [lhs, out] -> {lhs, String.graphemes(out)}
+        [lhs] -> {lhs, nil}
+      end
+
+    ins = lhs |> String.split(",") |> Enum.map(&String.graphemes/1)
+    if length(ins) != n, do: fail("Einsum: #{length(ins)} operands in the equation, #{n} given")
+    # implicit output: the labels that appear once, in alphabetical order
+    out =
+      out ||
+        ins
+        |> List.flatten()
+        |> Enum.frequencies()
+        |> Enum.filter(&(elem(&1, 1) == 1))
+        |> Enum.map(&elem(&1, 0))
+        |> Enum.sort()
+
+    {ins, out}
+  end
+
+  # sum the labels not kept, then order the rest as the output
+  defp einsum_one(x, labels, out) do
+    drop = for {l, i} <- Enum.with_index(labels), l not in out, do: i
+    x = if drop == [], do: x, else: Cascade.sum(x, axes: drop)
+    kept = Enum.reject(labels, &(&1 not in out))
+    perm = Enum.map(out, fn l -> Enum.find_index(kept, &(&1 == l)) end)
+
+    if perm == Enum.to_list(0..(length(perm) - 1)//1),
+      do: x,
+      else: Cascade.transpose(x, axes: perm)
+  end
+
+  defp einsum_two(a, la, b, lb, out) do
+    # labels of one operand only and not in the output are summed first
+    only = fn l, other -> Enum.filter(l, &(&1 not in other and &1 not in out)) end
+    {a, la} = einsum_sum_away(a, la, only.(la, lb))
+    {b, lb} = einsum_sum_away(b, lb, only.(lb, la))
+    batch = Enum.filter(la, &(&1 in lb and &1 in out))
+    contract = Enum.filter(la, &(&1 in lb and &1 not in out))
+    idx = fn labels, list -> Enum.map(list, fn l -> Enum.find_index(labels, &(&1 == l)) end) end
+
+    y =
+      Cascade.dot(a, idx.(la, contract), idx.(la, batch), b, idx.(lb, contract), idx.(lb, batch))
+
+    # dot gives batch, then a's free axes, then b's
+    got =
+      batch ++
+        Enum.reject(la, &(&1 in batch or &1 in contract)) ++
+        Enum.reject(lb, &(&1 in batch or &1 in contract))
+
+    einsum_one(y, got, out)
+  end
+
+  defp einsum_sum_away(x, labels, []), do: {x, labels}
+
+  defp einsum_sum_away(x, labels, drop) do
+    axes = for {l, i} <- Enum.with_index(labels), l in drop, do: i
+    {Cascade.sum(x, axes: axes), Enum.reject(labels, &(&1 in drop))}
   end
 
   defp hard_sigmoid(x, alpha, beta),
