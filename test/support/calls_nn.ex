@@ -52,6 +52,7 @@ defmodule Cascade.TestCalls.NN do
 
   def with_opts(:layer_norm), do: &Cascade.layer_norm(m22(), v2(), v2(), &1)
   def with_opts(:batch_norm), do: &Cascade.batch_norm(m22(), v2(), v2(), v2(), v2(), &1)
+  def with_opts(:dense), do: &Cascade.dense(m22(), m22(), v2(), &1)
   # depth: is required; non-keyword options are passed on as given
   def with_opts(:one_hot), do: &Cascade.one_hot(Cascade.tensor([0, 1]), with_depth(&1))
   def with_opts(name) when name in @losses, do: &apply(Cascade, name, [probs(), probs(), &1])
