@@ -64,7 +64,7 @@ defmodule Cascade.ONNX.Ops do
              SoftmaxCrossEntropyLoss Trilu GatherElements Split CumSum Hardmax Round OneHot IsInf
              IsNaN ThresholdedRelu EyeLike Pad DepthToSpace SpaceToDepth Tan Atan Sinh Cosh Asinh
              Acosh Atanh Asin Acos Shrink InstanceNormalization LRN Compress GatherND ConvTranspose
-             Einsum)
+             Einsum Resize Upsample)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -1020,6 +1020,56 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
+  # Upsample (opset 7-9): Resize with scales, asymmetric coordinates, nearest (floor) or linear
+  defp other("Upsample", [x | rest], attrs, _ctx) do
+    scales = if rest != [] and hd(rest), do: values(hd(rest)), else: attr(attrs, "scales", nil)
+    mode = attr(attrs, "mode", "nearest")
+
+    opts = %{
+      mode: mode,
+      coord: "asymmetric",
+      nearest: "floor",
+      a: -0.75,
+      exclude: false,
+      extrap: 0.0,
+      roi: nil
+    }
+
+    sizes = Enum.zip_with(dims(x), scales, fn d, sc -> floor(d * sc) end)
+    [resize(x, sizes, scales, opts)]
+  end
+
+  defp other("Resize", [x | rest], attrs, ctx) do
+    {roi, scales, sizes} =
+      if ctx.opset >= 11 do
+        [roi, scales, sizes] = Enum.take(rest ++ [nil, nil, nil], 3)
+        {values(roi), values(scales), values(sizes)}
+      else
+        {nil, values(Enum.at(rest, 0)), nil}
+      end
+
+    in_dims = dims(x)
+
+    {sizes, scales} =
+      cond do
+        sizes not in [nil, []] -> {sizes, Enum.zip_with(sizes, in_dims, &(&1 / &2))}
+        scales not in [nil, []] -> {Enum.zip_with(in_dims, scales, &floor(&1 * &2)), scales}
+        true -> fail("Resize: neither scales nor sizes")
+      end
+
+    opts = %{
+      mode: attr(attrs, "mode", "nearest"),
+      coord: attr(attrs, "coordinate_transformation_mode", "half_pixel"),
+      nearest: attr(attrs, "nearest_mode", "round_prefer_floor"),
+      a: attr(attrs, "cubic_coeff_a", -0.75),
+      exclude: attr(attrs, "exclude_outside", 0) == 1,
+      extrap: attr(attrs, "extrapolation_value", 0.0),
+      roi: if(roi in [nil, []], do: nil, else: roi)
+    }
+
+    [resize(x, sizes, scales, opts)]
+  end
+
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
@@ -1133,6 +1183,161 @@ defmodule Cascade.ONNX.Ops do
     axes = for {l, i} <- Enum.with_index(labels), l in drop, do: i
     {Cascade.sum(x, axes: axes), Enum.reject(labels, &(&1 in drop))}
   end
+
+  # Resize one axis at a time (the interpolations are separable): for each output position the
+  # taps (input index, weight) from ONNX's coordinate transform and mode, as in its reference
+  # implementation; the taps are gathered with take/3 and weighted on the device.
+  defp resize(x, sizes, scales, opts) do
+    r = rank(x)
+
+    Enum.reduce(0..(r - 1), x, fn a, x ->
+      n = elem(Cascade.shape(x), a)
+      out = Enum.at(sizes, a)
+      scale = Enum.at(scales, a)
+      roi = opts.roi && {Enum.at(opts.roi, a), Enum.at(opts.roi, a + r)}
+
+      if out == n and scale == 1 and opts.coord != "tf_crop_and_resize" do
+        x
+      else
+        resize_axis(x, a, n, out, scale, roi, opts)
+      end
+    end)
+  end
+
+  defp resize_axis(x, a, n, out, scale, roi, opts) do
+    positions =
+      for j <- 0..(out - 1)//1 do
+        # the resized length as ONNX's reference takes it: n * scale, not rounded
+        xo = source_coordinate(j, n, n * scale, scale, roi, opts.coord)
+        outside = opts.coord == "tf_crop_and_resize" and (xo < 0 or xo > n - 1)
+        {outside, taps(xo, n, opts)}
+      end
+
+    k = positions |> hd() |> elem(1) |> length()
+    dev = Cascade.device(x)
+    shape = List.duplicate(1, rank(x)) |> List.replace_at(a, out) |> List.to_tuple()
+    type = Cascade.type(x)
+
+    y =
+      Enum.reduce(0..(k - 1), nil, fn t, acc ->
+        idx =
+          Cascade.tensor(Enum.map(positions, fn {_, taps} -> elem(Enum.at(taps, t), 0) end),
+            type: :s64,
+            device: dev
+          )
+
+        w = Enum.map(positions, fn {_, taps} -> elem(Enum.at(taps, t), 1) end)
+        part = Cascade.take(x, idx, axis: a)
+
+        part =
+          if k == 1,
+            do: part,
+            else:
+              Cascade.multiply(
+                part,
+                Cascade.reshape(Cascade.tensor(w, type: :f64, device: dev), shape)
+              )
+
+        if acc, do: Cascade.add(acc, part), else: part
+      end)
+
+    y = Cascade.as_type(y, type)
+
+    if Enum.any?(positions, &elem(&1, 0)) do
+      mask =
+        Cascade.reshape(
+          Cascade.tensor(Enum.map(positions, &if(elem(&1, 0), do: 1, else: 0)),
+            type: :u8,
+            device: dev
+          ),
+          shape
+        )
+
+      fill = Cascade.as_type(Cascade.add(Cascade.multiply(y, 0), opts.extrap), type)
+      Cascade.select(mask, fill, y)
+    else
+      y
+    end
+  end
+
+  defp source_coordinate(j, n, len, scale, roi, coord) do
+    case coord do
+      "half_pixel" ->
+        (j + 0.5) / scale - 0.5
+
+      "pytorch_half_pixel" ->
+        if len > 1, do: (j + 0.5) / scale - 0.5, else: 0.0
+
+      "align_corners" ->
+        if len == 1, do: 0.0, else: j * (n - 1) / (len - 1)
+
+      "asymmetric" ->
+        j / scale
+
+      "tf_half_pixel_for_nn" ->
+        (j + 0.5) / scale
+
+      "tf_crop_and_resize" ->
+        {s, e} = roi || {0.0, 1.0}
+
+        if len > 1,
+          do: s * (n - 1) + j * (e - s) * (n - 1) / (len - 1),
+          else: 0.5 * (s + e) * (n - 1)
+
+      other ->
+        fail("Resize: coordinate_transformation_mode #{inspect(other)} is not supported")
+    end
+  end
+
+  # [{index, weight}] of one output position, indices clamped to the axis (edge padding)
+  defp taps(xo, n, %{mode: "nearest", nearest: how}) do
+    f = :math.floor(xo)
+    frac = xo - f
+
+    i =
+      case how do
+        "round_prefer_floor" -> if frac == 0.5, do: f, else: Float.round(xo)
+        "round_prefer_ceil" -> if frac == 0.5, do: f + 1, else: Float.round(xo)
+        "floor" -> f
+        "ceil" -> :math.ceil(xo)
+        other -> fail("Resize: nearest_mode #{inspect(other)} is not supported")
+      end
+
+    [{clamp(trunc(i), 0, n - 1), 1.0}]
+  end
+
+  defp taps(xo, n, %{mode: "linear"}) do
+    x0 = :math.floor(xo)
+    w = xo - x0
+    [{clamp(trunc(x0), 0, n - 1), 1 - w}, {clamp(trunc(x0) + 1, 0, n - 1), w}]
+  end
+
+  defp taps(xo, n, %{mode: "cubic", a: a, exclude: exclude}) do
+    x0 = trunc(:math.floor(xo))
+    s = xo - x0
+
+    ws = [
+      ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a,
+      ((a + 2) * s - (a + 3)) * s * s + 1,
+      ((a + 2) * (1 - s) - (a + 3)) * (1 - s) * (1 - s) + 1,
+      ((a * (2 - s) - 5 * a) * (2 - s) + 8 * a) * (2 - s) - 4 * a
+    ]
+
+    idx = [x0 - 1, x0, x0 + 1, x0 + 2]
+
+    ws =
+      if exclude do
+        kept = Enum.zip_with(idx, ws, fn i, w -> if i < 0 or i > n - 1, do: 0.0, else: w end)
+        total = Enum.sum(kept)
+        Enum.map(kept, &(&1 / total))
+      else
+        ws
+      end
+
+    Enum.zip(Enum.map(idx, &clamp(&1, 0, n - 1)), ws)
+  end
+
+  defp taps(_xo, _n, %{mode: mode}), do: fail("Resize: mode #{inspect(mode)} is not supported")
 
   defp hard_sigmoid(x, alpha, beta),
     do: x |> Cascade.multiply(alpha) |> Cascade.add(beta) |> Cascade.max(0) |> Cascade.min(1)
