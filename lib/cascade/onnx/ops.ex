@@ -86,26 +86,24 @@ defmodule Cascade.ONNX.Ops do
     spatial = op in ["Conv", "ConvTranspose", "MaxPool", "AveragePool"]
 
     cond do
-      spatial and input_rank != nil and input_rank != 4 ->
-        "#{input_rank - 2}-D input (2-D only)"
+      spatial and input_rank != nil and input_rank not in [3, 4] ->
+        "#{input_rank - 2}-D input (1-D and 2-D only)"
 
-      op in ["MaxPool", "AveragePool"] and length(attr(attrs, "kernel_shape", [1, 1])) != 2 ->
-        "#{length(attr(attrs, "kernel_shape", []))}-D pooling (2-D only)"
+      spatial and length(attr(attrs, "kernel_shape", [1, 1])) not in [1, 2] ->
+        "#{length(attr(attrs, "kernel_shape", []))}-D kernels (1-D and 2-D only)"
 
-      op in ["MaxPool", "AveragePool"] and attr(attrs, "ceil_mode", 0) != 0 ->
-        "ceil_mode"
+      op == "AveragePool" and attr(attrs, "ceil_mode", 0) != 0 and
+          attr(attrs, "count_include_pad", 0) != 0 ->
+        "ceil_mode and count_include_pad together"
 
-      op == "MaxPool" and attr(attrs, "dilations", [1, 1]) != [1, 1] ->
+      op == "MaxPool" and Enum.any?(attr(attrs, "dilations", []), &(&1 != 1)) ->
         "dilations"
 
       op == "MaxPool" and (attr(attrs, "storage_order", 0) != 0 or outputs > 1) ->
         "the Indices output"
 
-      op in ["Conv", "ConvTranspose"] and length(attr(attrs, "kernel_shape", [1, 1])) != 2 ->
-        "#{length(attr(attrs, "kernel_shape", []))}-D convolutions (2-D only)"
-
-      op == "BatchNormalization" and (attr(attrs, "training_mode", 0) != 0 or outputs > 1) ->
-        "training_mode"
+      op == "BatchNormalization" and outputs > 3 ->
+        "the saved mean and variance outputs (opsets before 14)"
 
       op == "Dropout" and Enum.at(node.inputs, 2, "") != "" ->
         "training_mode (random masks)"
@@ -119,7 +117,7 @@ defmodule Cascade.ONNX.Ops do
       op == "GatherND" and attr(attrs, "batch_dims", 0) != 0 ->
         "batch_dims"
 
-      op == "Pad" and attr(attrs, "mode", "constant") != "constant" ->
+      op == "Pad" and attr(attrs, "mode", "constant") not in ["constant", "edge", "reflect"] ->
         "mode #{attr(attrs, "mode", "")}"
 
       true ->
@@ -154,7 +152,53 @@ defmodule Cascade.ONNX.Ops do
 
   ## Dispatch
 
-  def run(op, args, attrs, ctx) do
+  def run(op, [x | rest] = args, attrs, ctx)
+      when op in ["Conv", "ConvTranspose", "MaxPool", "AveragePool"] do
+    if x != nil and rank(x) == 3 do
+      # 1-D: as 2-D with a height of 1
+      {n, c, l} = Cascade.shape(x)
+      x2 = Cascade.reshape(x, {n, c, 1, l})
+
+      rest2 =
+        case {op, rest} do
+          {op, [w | more]} when op in ["Conv", "ConvTranspose"] and w != nil ->
+            {a, b, k} = Cascade.shape(w)
+            [Cascade.reshape(w, {a, b, 1, k}) | more]
+
+          _ ->
+            rest
+        end
+
+      attrs2 =
+        Map.new(attrs, fn
+          {name, {:ints, [v]}} when name in ["kernel_shape", "strides", "output_padding"] ->
+            {name, {:ints, [1, v]}}
+
+          {"dilations", {:ints, [v]}} ->
+            {"dilations", {:ints, [1, v]}}
+
+          {"output_shape", {:ints, [v]}} ->
+            {"output_shape", {:ints, [1, v]}}
+
+          {"pads", {:ints, [b, e]}} ->
+            {"pads", {:ints, [0, b, 0, e]}}
+
+          other ->
+            other
+        end)
+
+      for y <- run(op, [x2 | rest2], attrs2, ctx) do
+        {yn, yc, 1, yl} = Cascade.shape(y)
+        Cascade.reshape(y, {yn, yc, yl})
+      end
+    else
+      run_any(op, args, attrs, ctx)
+    end
+  end
+
+  def run(op, args, attrs, ctx), do: run_any(op, args, attrs, ctx)
+
+  defp run_any(op, args, attrs, ctx) do
     cond do
       fun = @unary[op] -> [fun.(hd(args))]
       fun = @binary[op] -> [apply(fun, Enum.take(args, 2))]
@@ -479,9 +523,8 @@ defmodule Cascade.ONNX.Ops do
 
   defp other(op, [x], attrs, _ctx) when op in ["MaxPool", "AveragePool"] do
     if rank(x) != 4, do: fail("#{op}: #{rank(x) - 2}-D pooling is not supported (2-D only)")
-    if attr(attrs, "ceil_mode", 0) != 0, do: fail("#{op}: ceil_mode is not supported")
 
-    if attr(attrs, "dilations", [1, 1]) != [1, 1],
+    if Enum.any?(attr(attrs, "dilations", []), &(&1 != 1)),
       do: fail("#{op}: dilations are not supported")
 
     if attr(attrs, "storage_order", 0) != 0, do: fail("#{op}: storage_order 1 is not supported")
@@ -490,6 +533,14 @@ defmodule Cascade.ONNX.Ops do
     strides = attr(attrs, "strides", [1, 1])
     [_, _, h, w] = dims(x)
     padding = conv_padding(attrs, [h, w], kernel, strides, [1, 1])
+
+    # ceil_mode: the last, partial window too, as padding at the end that never wins (max) and
+    # is not counted (mean)
+    padding =
+      if attr(attrs, "ceil_mode", 0) == 1,
+        do: Enum.zip_with([[h, w], kernel, strides, padding], &ceil_padding/1),
+        else: padding
+
     opts = [strides: strides, padding: padding]
 
     cond do
@@ -518,11 +569,29 @@ defmodule Cascade.ONNX.Ops do
   defp other("GlobalMaxPool", [x], _attrs, _ctx),
     do: [Cascade.reduce_max(x, axes: Enum.to_list(2..(rank(x) - 1)//1), keep_axes: true)]
 
-  defp other("BatchNormalization", [x, scale, b, mean, var | _], attrs, _ctx) do
-    if attr(attrs, "training_mode", 0) == 1,
-      do: fail("BatchNormalization: training_mode is not supported")
+  defp other("BatchNormalization", [x, scale, b, mean, var | _], attrs, ctx) do
+    eps = attr(attrs, "epsilon", 1.0e-5)
 
-    [Cascade.batch_norm(x, scale, b, mean, var, axis: 1, epsilon: attr(attrs, "epsilon", 1.0e-5))]
+    if attr(attrs, "training_mode", 0) == 1 or ctx.outputs > 1 do
+      # the batch's own statistics, and the running ones updated with momentum
+      r = rank(x)
+      axes = [0 | Enum.to_list(2..(r - 1)//1)]
+      m = Cascade.mean(x, axes: axes)
+      v = Cascade.variance(x, axes: axes)
+      per_channel = List.to_tuple([1, Cascade.size(scale)] ++ List.duplicate(1, r - 2))
+      c = fn t -> Cascade.reshape(t, per_channel) end
+      norm = Cascade.multiply(Cascade.subtract(x, c.(m)), Cascade.rsqrt(Cascade.add(c.(v), eps)))
+      y = Cascade.add(Cascade.multiply(norm, c.(scale)), c.(b))
+      momentum = attr(attrs, "momentum", 0.9)
+
+      blend = fn old, new ->
+        Cascade.add(Cascade.multiply(old, momentum), Cascade.multiply(new, 1 - momentum))
+      end
+
+      [y, blend.(mean, m), blend.(var, v)]
+    else
+      [Cascade.batch_norm(x, scale, b, mean, var, axis: 1, epsilon: eps)]
+    end
   end
 
   defp other("LayerNormalization", [x, scale | b], attrs, _ctx) do
@@ -781,8 +850,19 @@ defmodule Cascade.ONNX.Ops do
       end
 
     {begins, ends} = Enum.split(pads, length(axes))
-    per = Map.new(Enum.zip([axes, begins, ends]), fn {a, b, e} -> {a, {b, e, 0}} end)
-    [Cascade.pad(x, value, for(a <- 0..(r - 1)//1, do: Map.get(per, a, {0, 0, 0})))]
+
+    case attr(attrs, "mode", "constant") do
+      "constant" ->
+        per = Map.new(Enum.zip([axes, begins, ends]), fn {a, b, e} -> {a, {b, e, 0}} end)
+        [Cascade.pad(x, value, for(a <- 0..(r - 1)//1, do: Map.get(per, a, {0, 0, 0})))]
+
+      mode ->
+        # edge: the first and last slices repeated; reflect: mirrored without the edge
+        [
+          Enum.zip([axes, begins, ends])
+          |> Enum.reduce(x, fn {a, b, e}, acc -> pad_axis(acc, a, b, e, mode) end)
+        ]
+    end
   end
 
   defp other("DepthToSpace", [x], attrs, _ctx) do
@@ -1470,7 +1550,47 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
+  # the padding at the end that makes floor division give ceil's output size (a last window
+  # that would start past the input and its start padding is dropped, as PyTorch does)
+  defp ceil_padding([i, k, s, {pb, pe}]) do
+    span = i + pb + pe - k
+    out = div(span + s - 1, s) + 1
+    out = if (out - 1) * s >= i + pb, do: out - 1, else: out
+    {pb, max(pe, (out - 1) * s + k - i - pb)}
+  end
+
   defp clamp(v, lo, hi), do: v |> max(lo) |> min(hi)
+
+  defp pad_axis(x, _a, 0, 0, _mode), do: x
+
+  defp pad_axis(x, a, b, e, mode) do
+    n = elem(Cascade.shape(x), a)
+    d = dims(x)
+
+    part = fn start, len ->
+      Cascade.slice(
+        x,
+        List.replace_at(List.duplicate(0, length(d)), a, start),
+        List.replace_at(d, a, len)
+      )
+    end
+
+    {front, back} =
+      case mode do
+        "edge" ->
+          {List.duplicate(part.(0, 1), b), List.duplicate(part.(n - 1, 1), e)}
+
+        "reflect" ->
+          if b >= n or e >= n, do: fail("Pad: reflect by #{max(b, e)} on an axis of #{n}")
+
+          {[Cascade.reverse(part.(1, b), axes: [a])],
+           [Cascade.reverse(part.(n - 1 - e, e), axes: [a])]}
+      end
+
+    front = Enum.reject(front, &(elem(Cascade.shape(&1), a) == 0))
+    back = Enum.reject(back, &(elem(Cascade.shape(&1), a) == 0))
+    Cascade.concatenate(front ++ [x] ++ back, axis: a)
+  end
 
   # Cascade.slice's lengths are the extent in the input; count elements `step` apart span this
   defp extent(0, _step), do: 0
