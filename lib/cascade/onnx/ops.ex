@@ -64,7 +64,8 @@ defmodule Cascade.ONNX.Ops do
              SoftmaxCrossEntropyLoss Trilu GatherElements Split CumSum Hardmax Round OneHot IsInf
              IsNaN ThresholdedRelu EyeLike Pad DepthToSpace SpaceToDepth Tan Atan Sinh Cosh Asinh
              Acosh Atanh Asin Acos Shrink InstanceNormalization LRN Compress GatherND ConvTranspose
-             Einsum Resize Upsample)
+             Einsum Resize Upsample HannWindow HammingWindow BlackmanWindow
+             MeanVarianceNormalization ReverseSequence)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -1148,6 +1149,72 @@ defmodule Cascade.ONNX.Ops do
     }
 
     [resize(x, sizes, scales, opts)]
+  end
+
+  # w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), N = size (periodic) or size - 1
+  defp other(op, [size], attrs, ctx)
+       when op in ["HannWindow", "HammingWindow", "BlackmanWindow"] do
+    n = trunc(hd(values(size)))
+    big_n = if attr(attrs, "periodic", 1) == 1, do: n, else: n - 1
+
+    {a0, a1, a2} =
+      case op do
+        "HannWindow" -> {0.5, 0.5, 0.0}
+        "HammingWindow" -> {25 / 46, 21 / 46, 0.0}
+        "BlackmanWindow" -> {0.42, 0.5, 0.08}
+      end
+
+    type =
+      case Cascade.ONNX.cascade_type(attr(attrs, "output_datatype", 1)) do
+        {:ok, t} -> t
+        :error -> fail("#{op}: output_datatype #{attr(attrs, "output_datatype", 1)}")
+      end
+
+    i = Cascade.iota({n}, type: :f64, device: ctx.device || Cascade.Device.default())
+    theta = Cascade.multiply(i, 2 * :math.pi() / max(big_n, 1))
+
+    w =
+      Cascade.subtract(a0, Cascade.multiply(Cascade.cos(theta), a1))
+      |> Cascade.add(Cascade.multiply(Cascade.cos(Cascade.multiply(theta, 2)), a2))
+
+    [Cascade.as_type(w, type)]
+  end
+
+  defp other("MeanVarianceNormalization", [x], attrs, _ctx) do
+    axes = attrs |> attr("axes", [0, 2, 3]) |> Enum.map(&axis(&1, rank(x)))
+    mean = Cascade.mean(x, axes: axes, keep_axes: true)
+    var = Cascade.variance(x, axes: axes, keep_axes: true)
+    [Cascade.divide(Cascade.subtract(x, mean), Cascade.add(Cascade.sqrt(var), 1.0e-9))]
+  end
+
+  # along the time axis, each batch entry's first len elements reversed: a gather of
+  # len - 1 - t where t < len, t elsewhere
+  defp other("ReverseSequence", [x, lens], attrs, _ctx) do
+    b = attr(attrs, "batch_axis", 1)
+    t = attr(attrs, "time_axis", 0)
+    shape = Cascade.shape(x)
+    r = rank(x)
+    dev = Cascade.device(x)
+    time = Cascade.iota(shape, axis: t, device: dev)
+    len_shape = List.duplicate(1, r) |> List.replace_at(b, Cascade.size(lens)) |> List.to_tuple()
+    len = Cascade.reshape(Cascade.as_type(lens, :s64), len_shape)
+
+    idx =
+      Cascade.select(
+        Cascade.less(time, len),
+        Cascade.subtract(Cascade.subtract(len, 1), time),
+        time
+      )
+
+    one = Tuple.append(shape, 1)
+
+    coords =
+      for d <- 0..(r - 1) do
+        c = if d == t, do: idx, else: Cascade.iota(shape, axis: d, device: dev)
+        Cascade.reshape(c, one)
+      end
+
+    [Cascade.gather(x, Cascade.concatenate(coords, axis: r))]
   end
 
   defp other(op, args, _attrs, _ctx),
