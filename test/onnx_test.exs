@@ -91,11 +91,26 @@ defmodule Cascade.ONNXTest do
       assert [%{op: :as_type}] = cast.calls
     end
 
+    test "an input of another type or shape than the graph declares raises Cascade.ONNX.Error" do
+      {:ok, m} = ONNX.load(model("test_add"))
+      %{"x" => x, "y" => y} = inputs("test_add", m)
+
+      assert_raise ONNX.Error, ~r/input "x": expected f32, got f64/, fn ->
+        ONNX.run(m, %{"x" => Cascade.as_type(x, :f64), "y" => y})
+      end
+
+      assert_raise ONNX.Error, ~r/input "y": expected shape \{3, 4, 5\}, got \{2\}/, fn ->
+        ONNX.run(m, %{"x" => x, "y" => Cascade.tensor([1.0, 2.0])})
+      end
+    end
+
     test "a missing input raises Cascade.ONNX.Error" do
       {:ok, m} = ONNX.load(model("test_add"))
 
+      %{"x" => x} = inputs("test_add", m)
+
       assert_raise ONNX.Error, ~r/the input "y" is missing/, fn ->
-        ONNX.run(m, %{"x" => Cascade.tensor([1.0])})
+        ONNX.run(m, %{"x" => x})
       end
     end
 

@@ -275,8 +275,13 @@ defmodule Cascade.ONNX do
     values =
       Enum.reduce(model.inputs, model.initializers, fn name, acc ->
         case Map.fetch(inputs, name) do
-          {:ok, v} -> Map.put(acc, name, input(v, model.device, name))
-          :error -> raise Error, message: "the input #{inspect(name)} is missing"
+          {:ok, v} ->
+            t = input(v, model.device, name)
+            check_input(t, name, Enum.find(model.graph.inputs, &(&1.name == name)))
+            Map.put(acc, name, t)
+
+          :error ->
+            raise Error, message: "the input #{inspect(name)} is missing"
         end
       end)
 
@@ -327,6 +332,30 @@ defmodule Cascade.ONNX do
               [message: "#{describe(node, i)} (#{node.op_type}): #{Exception.message(e)}"],
               __STACKTRACE__
   end
+
+  # The type and the fixed dimensions the graph declares for an input, if any.
+  defp check_input(t, name, %{type: %{elem_type: et, shape: shape}}) do
+    with {:ok, want} <- Map.fetch(@types, et),
+         true <- Cascade.Type.normalize!(Cascade.type(t)) != want do
+      raise Error,
+        message:
+          "input #{inspect(name)}: expected #{want}, got #{Cascade.Type.normalize!(Cascade.type(t))}"
+    end
+
+    got = Tuple.to_list(Cascade.shape(t))
+
+    if is_list(shape) and
+         (length(shape) != length(got) or
+            Enum.any?(Enum.zip(shape, got), fn {w, g} -> is_integer(w) and w > 0 and w != g end)) do
+      declared = Enum.map_join(shape, ", ", &if(is_integer(&1) and &1 > 0, do: &1, else: "?"))
+
+      raise Error,
+        message:
+          "input #{inspect(name)}: expected shape {#{declared}}, got #{inspect(Cascade.shape(t))}"
+    end
+  end
+
+  defp check_input(_t, _name, _declared), do: :ok
 
   defp input(%Cascade.Tensor{} = t, device, _name),
     do: if(device, do: Cascade.transfer(t, device), else: t)
