@@ -65,7 +65,7 @@ defmodule Cascade.ONNX.Ops do
              IsNaN ThresholdedRelu EyeLike Pad DepthToSpace SpaceToDepth Tan Atan Sinh Cosh Asinh
              Acosh Atanh Asin Acos Shrink InstanceNormalization LRN Compress GatherND ConvTranspose
              Einsum Resize Upsample HannWindow HammingWindow BlackmanWindow
-             MeanVarianceNormalization ReverseSequence)
+             MeanVarianceNormalization ReverseSequence TopK ScatterElements Scatter)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -117,6 +117,9 @@ defmodule Cascade.ONNX.Ops do
 
       op == "GatherND" and attr(attrs, "batch_dims", 0) != 0 ->
         "batch_dims"
+
+      op == "ScatterElements" and attr(attrs, "reduction", "none") not in ["none", "add"] ->
+        "reduction #{attr(attrs, "reduction", "")}"
 
       op == "Pad" and attr(attrs, "mode", "constant") not in ["constant", "edge", "reflect"] ->
         "mode #{attr(attrs, "mode", "")}"
@@ -680,21 +683,10 @@ defmodule Cascade.ONNX.Ops do
   end
 
   defp other("GatherElements", [x, idx], attrs, _ctx) do
-    r = rank(x)
-    a = axis(attr(attrs, "axis", 0), r)
-    shape = Cascade.shape(idx)
+    a = axis(attr(attrs, "axis", 0), rank(x))
     n = elem(Cascade.shape(x), a)
     idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, n), idx) |> Cascade.as_type(:s64)
-    dev = Cascade.device(x)
-    one = Tuple.append(shape, 1)
-
-    coords =
-      for d <- 0..(r - 1) do
-        c = if d == a, do: idx, else: Cascade.iota(shape, axis: d, device: dev)
-        Cascade.reshape(c, one)
-      end
-
-    [Cascade.gather(x, Cascade.concatenate(coords, axis: r))]
+    [take_along(x, idx, a)]
   end
 
   defp other("Split", [x | rest], attrs, ctx) do
@@ -1192,29 +1184,77 @@ defmodule Cascade.ONNX.Ops do
   defp other("ReverseSequence", [x, lens], attrs, _ctx) do
     b = attr(attrs, "batch_axis", 1)
     t = attr(attrs, "time_axis", 0)
-    shape = Cascade.shape(x)
     r = rank(x)
-    dev = Cascade.device(x)
-    time = Cascade.iota(shape, axis: t, device: dev)
+    time = Cascade.iota(Cascade.shape(x), axis: t, device: Cascade.device(x))
     len_shape = List.duplicate(1, r) |> List.replace_at(b, Cascade.size(lens)) |> List.to_tuple()
     len = Cascade.reshape(Cascade.as_type(lens, :s64), len_shape)
+    reversed = Cascade.subtract(Cascade.subtract(len, 1), time)
+    [take_along(x, Cascade.select(Cascade.less(time, len), reversed, time), t)]
+  end
 
-    idx =
-      Cascade.select(
-        Cascade.less(time, len),
-        Cascade.subtract(Cascade.subtract(len, 1), time),
-        time
+  # the k largest (or smallest) along the axis by k rounds of argmax (argmin) on the device, each
+  # taking the winner out of the running; ties go to the lower index, as ONNX asks
+  defp other("TopK", [x, k], attrs, ctx) do
+    k = if ctx.opset >= 10, do: trunc(hd(values(k))), else: attr(attrs, "k", 1)
+    r = rank(x)
+    a = axis(attr(attrs, "axis", -1), r)
+    largest = attr(attrs, "largest", 1) == 1
+    n = elem(Cascade.shape(x), a)
+    if k > n, do: fail("TopK: k = #{k} for an axis of #{n}")
+    pick = if largest, do: &Cascade.argmax/2, else: &Cascade.argmin/2
+
+    away =
+      Cascade.tensor(if(largest, do: :neg_infinity, else: :infinity),
+        type: :f64,
+        device: Cascade.device(x)
       )
 
-    one = Tuple.append(shape, 1)
+    iota = Cascade.iota(Cascade.shape(x), axis: a, device: Cascade.device(x))
+    work = Cascade.as_type(x, :f64)
 
-    coords =
-      for d <- 0..(r - 1) do
-        c = if d == t, do: idx, else: Cascade.iota(shape, axis: d, device: dev)
-        Cascade.reshape(c, one)
-      end
+    {idxs, _} =
+      Enum.map_reduce(1..k//1, work, fn _, work ->
+        i = pick.(work, axis: a, keep_axis: true)
+        {i, Cascade.select(Cascade.equal(iota, i), away, work)}
+      end)
 
-    [Cascade.gather(x, Cascade.concatenate(coords, axis: r))]
+    if k == 0 do
+      shape = put_elem(Cascade.shape(x), a, 0)
+      dev = Cascade.device(x)
+
+      [
+        Cascade.full(0, shape, type: Cascade.type(x), device: dev),
+        Cascade.full(0, shape, type: :s64, device: dev)
+      ]
+    else
+      indices = Cascade.concatenate(idxs, axis: a) |> Cascade.as_type(:s64)
+      [take_along(x, indices, a), indices]
+    end
+  end
+
+  defp other(op, [data, idx, updates], attrs, _ctx) when op in ["ScatterElements", "Scatter"] do
+    r = rank(data)
+    a = axis(attr(attrs, "axis", 0), r)
+    n = elem(Cascade.shape(data), a)
+    idx = Cascade.as_type(idx, :s64)
+    idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, n), idx)
+    # one-hot along a new last axis, summed over the indices' axis a: each index's update lands
+    # at its position; then the new axis goes to a and the result is padded to data's shape
+    oh = Cascade.one_hot(idx, depth: n, type: Cascade.type(data))
+    upd = Cascade.reshape(updates, Tuple.append(Cascade.shape(updates), 1))
+    placed = Cascade.sum(Cascade.multiply(oh, upd), axes: [a])
+    hits = Cascade.sum(oh, axes: [a])
+    perm = Enum.to_list(0..(r - 2)//1) |> List.insert_at(a, r - 1)
+    placed = Cascade.transpose(placed, axes: perm)
+    hits = Cascade.transpose(hits, axes: perm)
+    pads = Enum.zip_with(dims(data), dims(placed), fn d, p -> {0, d - p, 0} end)
+    placed = Cascade.pad(placed, 0, pads)
+    hits = Cascade.pad(hits, 0, pads)
+
+    case attr(attrs, "reduction", "none") do
+      "add" -> [Cascade.add(data, placed) |> Cascade.as_type(Cascade.type(data))]
+      _ -> [Cascade.select(Cascade.greater(hits, 0), placed, data)]
+    end
   end
 
   defp other(op, args, _attrs, _ctx),
@@ -1485,6 +1525,23 @@ defmodule Cascade.ONNX.Ops do
   end
 
   defp taps(_xo, _n, %{mode: mode}), do: fail("Resize: mode #{inspect(mode)} is not supported")
+
+  # x's elements at `indices` along axis a (the shapes agree elsewhere): a gather of full
+  # coordinates, as GatherElements
+  defp take_along(x, indices, a) do
+    shape = Cascade.shape(indices)
+    r = rank(x)
+    dev = Cascade.device(x)
+    one = Tuple.append(shape, 1)
+
+    coords =
+      for d <- 0..(r - 1) do
+        c = if d == a, do: indices, else: Cascade.iota(shape, axis: d, device: dev)
+        Cascade.reshape(c, one)
+      end
+
+    Cascade.gather(x, Cascade.concatenate(coords, axis: r))
+  end
 
   defp hard_sigmoid(x, alpha, beta),
     do: x |> Cascade.multiply(alpha) |> Cascade.add(beta) |> Cascade.max(0) |> Cascade.min(1)
