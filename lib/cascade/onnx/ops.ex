@@ -65,7 +65,7 @@ defmodule Cascade.ONNX.Ops do
              IsNaN ThresholdedRelu EyeLike Pad DepthToSpace SpaceToDepth Tan Atan Sinh Cosh Asinh
              Acosh Atanh Asin Acos Shrink InstanceNormalization LRN Compress GatherND ConvTranspose
              Einsum Resize Upsample HannWindow HammingWindow BlackmanWindow
-             MeanVarianceNormalization ReverseSequence TopK ScatterElements Scatter)
+             MeanVarianceNormalization ReverseSequence TopK ScatterElements Scatter ScatterND)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -118,7 +118,8 @@ defmodule Cascade.ONNX.Ops do
       op == "GatherND" and attr(attrs, "batch_dims", 0) != 0 ->
         "batch_dims"
 
-      op == "ScatterElements" and attr(attrs, "reduction", "none") not in ["none", "add"] ->
+      op in ["ScatterElements", "ScatterND"] and
+          attr(attrs, "reduction", "none") not in ["none", "add"] ->
         "reduction #{attr(attrs, "reduction", "")}"
 
       op == "Pad" and attr(attrs, "mode", "constant") not in ["constant", "edge", "reflect"] ->
@@ -1257,6 +1258,37 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
+  # indices {..., k} into data's first k axes: their flat positions one-hot, the updates placed
+  # by a product with that one-hot matrix on the device
+  defp other("ScatterND", [data, idx, updates], attrs, _ctx) do
+    k = List.last(dims(idx))
+    {lead, rest} = Enum.split(dims(data), k)
+    p = Enum.product(lead)
+    r = Enum.product(rest)
+    m = div(Cascade.size(idx), max(k, 1))
+    dev = Cascade.device(data)
+    strides = row_strides(lead)
+    idx = Cascade.as_type(idx, :s64)
+    sizes = Cascade.tensor(lead, type: :s64, device: dev)
+    idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, sizes), idx)
+
+    flat =
+      Cascade.dot(Cascade.reshape(idx, {m, k}), Cascade.tensor(strides, type: :s64, device: dev))
+
+    oh = Cascade.one_hot(flat, depth: p, type: Cascade.type(data))
+    placed = Cascade.dot(oh, [0], [], Cascade.reshape(updates, {m, r}), [0], [])
+    hits = Cascade.reshape(Cascade.sum(oh, axes: [0]), {p, 1})
+    d = Cascade.reshape(data, {p, r})
+
+    out =
+      case attr(attrs, "reduction", "none") do
+        "add" -> Cascade.add(d, placed) |> Cascade.as_type(Cascade.type(data))
+        _ -> Cascade.select(Cascade.greater(hits, 0), placed, d)
+      end
+
+    [Cascade.reshape(out, Cascade.shape(data))]
+  end
+
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
@@ -1541,6 +1573,11 @@ defmodule Cascade.ONNX.Ops do
       end
 
     Cascade.gather(x, Cascade.concatenate(coords, axis: r))
+  end
+
+  # the row-major strides of a shape, in elements
+  defp row_strides(dims) do
+    dims |> Enum.reverse() |> Enum.scan(1, &(&1 * &2)) |> Enum.reverse() |> tl() |> Kernel.++([1])
   end
 
   defp hard_sigmoid(x, alpha, beta),
