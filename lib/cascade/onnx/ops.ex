@@ -67,7 +67,7 @@ defmodule Cascade.ONNX.Ops do
              Einsum Resize Upsample HannWindow HammingWindow BlackmanWindow
              MeanVarianceNormalization ReverseSequence TopK ScatterElements Scatter ScatterND
              QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger
-             QLinearMatMul QLinearConv)
+             QLinearMatMul QLinearConv RNN GRU LSTM)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -123,6 +123,14 @@ defmodule Cascade.ONNX.Ops do
       op in ["ScatterElements", "ScatterND"] and
           attr(attrs, "reduction", "none") not in ["none", "add"] ->
         "reduction #{attr(attrs, "reduction", "")}"
+
+      op in ["RNN", "GRU", "LSTM"] and attr(attrs, "direction", "forward") != "forward" ->
+        "direction #{attr(attrs, "direction", "")} (forward only)"
+
+      op in ["RNN", "GRU", "LSTM"] and
+          (attr(attrs, "activations", nil) != nil or attr(attrs, "clip", nil) != nil or
+             attr(attrs, "input_forget", 0) != 0) ->
+        "activations, clip or input_forget other than the defaults"
 
       op == "Pad" and attr(attrs, "mode", "constant") not in ["constant", "edge", "reflect"] ->
         "mode #{attr(attrs, "mode", "")}"
@@ -1369,6 +1377,86 @@ defmodule Cascade.ONNX.Ops do
     [quantize(y, ys, yzp, type_atom(yzp))]
   end
 
+  # The recurrent operators, forward, with their default activations (sigmoid for the gates,
+  # tanh for the cell), one time step after the other on the device. Gates come from
+  # x_t W^T + h R^T + Wb + Rb; a batch entry past its sequence_lens keeps its state and gives
+  # zeros.
+  defp other(op, [x, w, r | rest], attrs, _ctx) when op in ["RNN", "GRU", "LSTM"] do
+    [b, lens, h0, c0, peep] = Enum.take(rest ++ List.duplicate(nil, 5), 5)
+    layout = attr(attrs, "layout", 0)
+    x = if layout == 1, do: Cascade.transpose(x, axes: [1, 0, 2]), else: x
+    [steps, batch, _] = dims(x)
+    hidden = attr(attrs, "hidden_size", nil) || elem(Cascade.shape(r), 2)
+    gates = div(elem(Cascade.shape(w), 1), hidden)
+    dev = Cascade.device(x)
+    type = Cascade.type(x)
+    zero = fn shape -> Cascade.full(0, shape, type: type, device: dev) end
+    w0 = Cascade.squeeze(w, axes: [0])
+    r0 = Cascade.squeeze(r, axes: [0])
+
+    {wb, rb} =
+      case b do
+        nil -> {zero.({gates * hidden}), zero.({gates * hidden})}
+        b -> b |> Cascade.squeeze(axes: [0]) |> split_even(2) |> List.to_tuple()
+      end
+
+    state0 = fn
+      nil ->
+        zero.({batch, hidden})
+
+      t ->
+        Cascade.squeeze(if(layout == 1, do: Cascade.transpose(t, axes: [1, 0, 2]), else: t),
+          axes: [0]
+        )
+    end
+
+    h = state0.(h0)
+    c = state0.(c0)
+    p = if peep, do: peep |> Cascade.squeeze(axes: [0]) |> split_even(3), else: nil
+    lens = if lens, do: Cascade.reshape(Cascade.as_type(lens, :s64), {batch, 1}), else: nil
+
+    {ys, {h, c}} =
+      Enum.map_reduce(0..(steps - 1)//1, {h, c}, fn t, {h, c} ->
+        [_ | step_shape] = dims(x)
+
+        xt =
+          x
+          |> Cascade.slice([t, 0, 0], [1 | step_shape])
+          |> Cascade.reshape(List.to_tuple(step_shape))
+
+        xw = Cascade.add(Cascade.dot(xt, [1], [], w0, [1], []), wb)
+        {h2, c2} = cell(op, xw, h, c, r0, rb, p, hidden, attrs)
+
+        case lens do
+          nil ->
+            {h2, {h2, c2}}
+
+          lens ->
+            live = Cascade.less(t, lens)
+            h3 = Cascade.select(live, h2, h)
+            c3 = Cascade.select(live, c2, c)
+            {Cascade.select(live, h2, zero.({batch, hidden})), {h3, c3}}
+        end
+      end)
+
+    # Y {steps, 1, batch, hidden}, Y_h and Y_c {1, batch, hidden} (layout 1: batch first)
+    y =
+      ys |> Enum.map(&Cascade.reshape(&1, {1, 1, batch, hidden})) |> Cascade.concatenate(axis: 0)
+
+    yh = Cascade.reshape(h, {1, batch, hidden})
+    yc = Cascade.reshape(c, {1, batch, hidden})
+
+    if layout == 1 do
+      [
+        Cascade.transpose(y, axes: [2, 0, 1, 3]),
+        Cascade.transpose(yh, axes: [1, 0, 2]),
+        Cascade.transpose(yc, axes: [1, 0, 2])
+      ]
+    else
+      [y, yh, yc]
+    end
+  end
+
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
@@ -1690,6 +1778,54 @@ defmodule Cascade.ONNX.Ops do
   defp round_half_even(x) do
     [r] = other("Round", [x], %{}, %{})
     r
+  end
+
+  # a 1-D tensor cut into n equal parts
+  defp split_even(t, n) do
+    size = div(Cascade.size(t), n)
+    for k <- 0..(n - 1), do: Cascade.slice(t, [k * size], [size])
+  end
+
+  # columns k*hidden .. of a {batch, gates*hidden} matrix
+  defp gate(m, k, hidden) do
+    [batch, _] = dims(m)
+    Cascade.slice(m, [0, k * hidden], [batch, hidden])
+  end
+
+  # h R^T + Rb
+  defp recurrent(h, r0, rb), do: Cascade.add(Cascade.dot(h, [1], [], r0, [1], []), rb)
+
+  defp cell("RNN", xw, h, c, r0, rb, _p, _hidden, _attrs),
+    do: {Cascade.tanh(Cascade.add(xw, recurrent(h, r0, rb))), c}
+
+  # gates z, r, h
+  defp cell("GRU", xw, h, c, r0, rb, _p, hidden, attrs) do
+    [rz, rr, rh] = for k <- 0..2, do: Cascade.slice(r0, [k * hidden, 0], [hidden, hidden])
+    [bz, br, bh] = split_even(rb, 3)
+    z = Cascade.sigmoid(Cascade.add(gate(xw, 0, hidden), recurrent(h, rz, bz)))
+    rt = Cascade.sigmoid(Cascade.add(gate(xw, 1, hidden), recurrent(h, rr, br)))
+
+    pre =
+      if attr(attrs, "linear_before_reset", 0) == 1,
+        do: Cascade.multiply(rt, recurrent(h, rh, bh)),
+        else: recurrent(Cascade.multiply(rt, h), rh, bh)
+
+    ht = Cascade.tanh(Cascade.add(gate(xw, 2, hidden), pre))
+    one_minus = Cascade.subtract(1, z) |> Cascade.as_type(Cascade.type(z))
+    {Cascade.add(Cascade.multiply(one_minus, ht), Cascade.multiply(z, h)), c}
+  end
+
+  # gates i, o, f, c; peepholes i, o, f
+  defp cell("LSTM", xw, h, c, r0, rb, p, hidden, _attrs) do
+    g = Cascade.add(xw, recurrent(h, r0, rb))
+    peep = fn k, state -> if p, do: Cascade.multiply(Enum.at(p, k), state), else: nil end
+    with_peep = fn x, k, state -> if p, do: Cascade.add(x, peep.(k, state)), else: x end
+    i = Cascade.sigmoid(with_peep.(gate(g, 0, hidden), 0, c))
+    f = Cascade.sigmoid(with_peep.(gate(g, 2, hidden), 2, c))
+    ct = Cascade.tanh(gate(g, 3, hidden))
+    c2 = Cascade.add(Cascade.multiply(f, c), Cascade.multiply(i, ct))
+    o = Cascade.sigmoid(with_peep.(gate(g, 1, hidden), 1, c2))
+    {Cascade.multiply(o, Cascade.tanh(c2)), c2}
   end
 
   defp hard_sigmoid(x, alpha, beta),
