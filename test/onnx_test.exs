@@ -91,6 +91,8 @@ defmodule Cascade.ONNXTest do
       assert native > 0
       cast = Enum.find(steps, &(&1.op_type == "Cast"))
       assert [%{op: :as_type}] = cast.calls
+      # without inputs: zeros of the declared types and shapes
+      assert Enum.map(ONNX.explain(m), & &1.route) == Enum.map(steps, & &1.route)
     end
 
     test "an input of another type or shape than the graph declares raises Cascade.ONNX.Error" do

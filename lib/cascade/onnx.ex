@@ -237,6 +237,34 @@ defmodule Cascade.ONNX do
   end
 
   @doc """
+  `explain/2` on inputs of zeros with the types and shapes the graph declares for its inputs;
+  raises `Cascade.ONNX.Error` when an input's shape is not fixed there (a named dimension):
+  give inputs to `explain/2` then.
+  """
+  @spec explain(t) :: [map]
+  def explain(%__MODULE__{} = model) do
+    inputs =
+      for name <- model.inputs, into: %{} do
+        declared = Enum.find(model.graph.inputs, &(&1.name == name))
+
+        with %{type: %{elem_type: et, shape: shape}} when is_list(shape) <- declared,
+             {:ok, type} <- Map.fetch(@types, et),
+             true <- Enum.all?(shape, &(is_integer(&1) and &1 >= 0)) do
+          opts = [type: type] ++ if(model.device, do: [device: model.device], else: [])
+          {name, Cascade.full(0, List.to_tuple(shape), opts)}
+        else
+          _ ->
+            raise Error,
+              message:
+                "the input #{inspect(name)} has no fixed shape and type in the graph: " <>
+                  "give inputs to Cascade.ONNX.explain/2"
+        end
+      end
+
+    explain(model, inputs)
+  end
+
+  @doc """
   The nodes of an `explain/2` answer counted per route.
 
       iex> Cascade.ONNX.explain_summary([%{route: :native}, %{route: :native}, %{route: :decomposed}])
