@@ -89,11 +89,14 @@ defmodule Cascade.ONNX.Ops do
     spatial = op in ["Conv", "ConvTranspose", "MaxPool", "AveragePool"]
 
     cond do
-      spatial and input_rank != nil and input_rank not in [3, 4] ->
-        "#{input_rank - 2}-D input (1-D and 2-D only)"
+      spatial and input_rank != nil and input_rank not in [3, 4, 5] ->
+        "#{input_rank - 2}-D input (1-D, 2-D and 3-D only)"
 
-      spatial and length(attr(attrs, "kernel_shape", [1, 1])) not in [1, 2] ->
-        "#{length(attr(attrs, "kernel_shape", []))}-D kernels (1-D and 2-D only)"
+      spatial and length(attr(attrs, "kernel_shape", [1, 1])) not in [1, 2, 3] ->
+        "#{length(attr(attrs, "kernel_shape", []))}-D kernels (1-D, 2-D and 3-D only)"
+
+      op == "ConvTranspose" and input_rank == 5 ->
+        "3-D input (1-D and 2-D only)"
 
       op == "AveragePool" and attr(attrs, "ceil_mode", 0) != 0 and
           attr(attrs, "count_include_pad", 0) != 0 ->
@@ -167,8 +170,18 @@ defmodule Cascade.ONNX.Ops do
 
   ## Dispatch
 
-  def run(op, [x | rest] = args, attrs, ctx)
+  def run(op, [x | _] = args, attrs, ctx)
       when op in ["Conv", "ConvTranspose", "MaxPool", "AveragePool"] do
+    if x != nil and rank(x) == 5 and op != "ConvTranspose" do
+      run_3d(op, args, attrs, ctx)
+    else
+      run_1d_or_2d(op, args, attrs, ctx)
+    end
+  end
+
+  def run(op, args, attrs, ctx), do: run_any(op, args, attrs, ctx)
+
+  defp run_1d_or_2d(op, [x | rest] = args, attrs, ctx) do
     if x != nil and rank(x) == 3 do
       # 1-D: as 2-D with a height of 1
       {n, c, l} = Cascade.shape(x)
@@ -211,7 +224,110 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
-  def run(op, args, attrs, ctx), do: run_any(op, args, attrs, ctx)
+  # 3-D: a sum (max, mean) over the kernel's depth of 2-D convolutions (poolings) of the input's
+  # depth slices; slices in the depth padding are left out (zeros for Conv, never the maximum,
+  # not counted by a mean that excludes padding)
+  defp run_3d(op, [x | rest], attrs, ctx) do
+    {n, _c, d, h, w} = Cascade.shape(x)
+
+    {kd, k2, wt} =
+      case op do
+        "Conv" ->
+          [wt | _] = rest
+          {_, _, kd, kh, kw} = Cascade.shape(wt)
+          {kd, [kh, kw], wt}
+
+        _ ->
+          [kd | k2] = attr(attrs, "kernel_shape", nil) || fail("#{op}: no kernel_shape")
+          {kd, k2, nil}
+      end
+
+    [sd | s2] = attr(attrs, "strides", [1, 1, 1])
+    [dd | d2] = attr(attrs, "dilations", [1, 1, 1])
+    pads = conv_padding(attrs, [d, h, w], [kd | k2], [sd | s2], [dd | d2])
+    [{bd, ed} | p2] = pads
+
+    {bd, ed} =
+      if op != "Conv" and attr(attrs, "ceil_mode", 0) == 1,
+        do: ceil_padding([d, kd, sd, {bd, ed}]),
+        else: {bd, ed}
+
+    od = div(d + bd + ed - ((kd - 1) * dd + 1), sd) + 1
+
+    attrs2 = %{
+      "kernel_shape" => {:ints, k2},
+      "strides" => {:ints, s2},
+      "dilations" => {:ints, d2},
+      "pads" => {:ints, Enum.map(p2, &elem(&1, 0)) ++ Enum.map(p2, &elem(&1, 1))},
+      "group" => {:int, attr(attrs, "group", 1)},
+      "ceil_mode" => {:int, attr(attrs, "ceil_mode", 0)},
+      "count_include_pad" => {:int, attr(attrs, "count_include_pad", 0)}
+    }
+
+    slice_at = fn t, i ->
+      {a, b, _, hh, ww} = Cascade.shape(t)
+      t |> Cascade.slice([0, 0, i, 0, 0], [a, b, 1, hh, ww]) |> Cascade.reshape({a, b, hh, ww})
+    end
+
+    planes =
+      for o <- 0..(od - 1)//1 do
+        taps = for k <- 0..(kd - 1), i = o * sd + k * dd - bd, i >= 0 and i < d, do: {k, i}
+
+        plane =
+          case op do
+            "Conv" ->
+              taps
+              |> Enum.map(fn {k, i} ->
+                [y] = run_any("Conv", [slice_at.(x, i), slice_at.(wt, k)], attrs2, ctx)
+                y
+              end)
+              |> Enum.reduce(&Cascade.add(&2, &1))
+
+            "MaxPool" ->
+              taps
+              |> Enum.map(fn {_, i} -> hd(run_any(op, [slice_at.(x, i)], attrs2, ctx)) end)
+              |> Enum.reduce(&Cascade.max(&2, &1))
+
+            "AveragePool" ->
+              avg = fn t -> hd(run_any(op, [t], attrs2, ctx)) end
+
+              sum =
+                taps
+                |> Enum.map(fn {_, i} -> avg.(slice_at.(x, i)) end)
+                |> Enum.reduce(&Cascade.add(&2, &1))
+
+              if attr(attrs, "count_include_pad", 0) == 1 do
+                Cascade.divide(sum, kd) |> Cascade.as_type(Cascade.type(x))
+              else
+                ones =
+                  Cascade.full(1, {n, 1, 1, h, w},
+                    type: Cascade.type(x),
+                    device: Cascade.device(x)
+                  )
+
+                count =
+                  taps
+                  |> Enum.map(fn _ -> avg.(slice_at.(ones, 0)) end)
+                  |> Enum.reduce(&Cascade.add(&2, &1))
+
+                Cascade.divide(sum, count) |> Cascade.as_type(Cascade.type(x))
+              end
+          end
+
+        {a, b, hh, ww} = Cascade.shape(plane)
+        Cascade.reshape(plane, {a, b, 1, hh, ww})
+      end
+
+    y = Cascade.concatenate(planes, axis: 2)
+
+    case {op, rest} do
+      {"Conv", [_, b]} when b != nil ->
+        [Cascade.add(y, Cascade.reshape(b, {1, Cascade.size(b), 1, 1, 1}))]
+
+      _ ->
+        [y]
+    end
+  end
 
   defp run_any(op, args, attrs, ctx) do
     cond do
@@ -268,8 +384,17 @@ defmodule Cascade.ONNX.Ops do
 
   defp other("Where", [c, a, b], _attrs, _ctx), do: [Cascade.select(c, a, b)]
 
-  defp other("PRelu", [x, slope], _attrs, _ctx),
-    do: [Cascade.select(Cascade.less(x, 0), Cascade.multiply(x, slope), x)]
+  defp other("PRelu", [x, slope], _attrs, _ctx) do
+    # a slope of one value per channel ({C}, as older exporters write it) applies along axis 1
+    slope =
+      if rank(slope) == 1 and rank(x) > 2 and Cascade.size(slope) > 1 and
+           Cascade.size(slope) == elem(Cascade.shape(x), 1) and
+           Cascade.size(slope) != List.last(dims(x)),
+         do: per_axis(slope, x, 1),
+         else: slope
+
+    [Cascade.select(Cascade.less(x, 0), Cascade.multiply(x, slope), x)]
+  end
 
   defp other("LeakyRelu", [x], attrs, _ctx),
     do: [Cascade.leaky_relu(x, alpha: attr(attrs, "alpha", 0.01))]
