@@ -102,11 +102,9 @@ defmodule Cascade.ONNX.Ops do
           attr(attrs, "count_include_pad", 0) != 0 ->
         "ceil_mode and count_include_pad together"
 
-      op == "MaxPool" and Enum.any?(attr(attrs, "dilations", []), &(&1 != 1)) ->
-        "dilations"
-
-      op == "MaxPool" and (attr(attrs, "storage_order", 0) != 0 or outputs > 1) ->
-        "the Indices output"
+      op == "MaxPool" and length(attr(attrs, "kernel_shape", [])) == 3 and
+          (Enum.any?(attr(attrs, "dilations", []), &(&1 != 1)) or outputs > 1) ->
+        "dilations or the Indices output in 3-D"
 
       op == "BatchNormalization" and outputs > 3 ->
         "the saved mean and variance outputs (opsets before 14)"
@@ -661,13 +659,11 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
-  defp other(op, [x], attrs, _ctx) when op in ["MaxPool", "AveragePool"] do
+  defp other(op, [x], attrs, ctx) when op in ["MaxPool", "AveragePool"] do
     if rank(x) != 4, do: fail("#{op}: #{rank(x) - 2}-D pooling is not supported (2-D only)")
+    dilated = Enum.any?(attr(attrs, "dilations", []), &(&1 != 1))
 
-    if Enum.any?(attr(attrs, "dilations", []), &(&1 != 1)),
-      do: fail("#{op}: dilations are not supported")
-
-    if attr(attrs, "storage_order", 0) != 0, do: fail("#{op}: storage_order 1 is not supported")
+    if op == "AveragePool" and dilated, do: fail("AveragePool: dilations are not supported")
 
     kernel = attr(attrs, "kernel_shape", nil) || fail("#{op}: no kernel_shape")
     strides = attr(attrs, "strides", [1, 1])
@@ -684,6 +680,9 @@ defmodule Cascade.ONNX.Ops do
     opts = [strides: strides, padding: padding]
 
     cond do
+      op == "MaxPool" and (dilated or ctx.outputs > 1) ->
+        max_pool_taps(x, kernel, strides, attr(attrs, "dilations", [1, 1]), padding, attrs)
+
       op == "MaxPool" ->
         [Cascade.max_pool2d(x, List.to_tuple(kernel), opts)]
 
@@ -1951,6 +1950,53 @@ defmodule Cascade.ONNX.Ops do
     c2 = Cascade.add(Cascade.multiply(f, c), Cascade.multiply(i, ct))
     o = Cascade.sigmoid(with_peep.(gate(g, 1, hidden), 1, c2))
     {Cascade.multiply(o, Cascade.tanh(c2)), c2}
+  end
+
+  # max pooling as the maximum over the window's taps, each a strided slice of the input padded
+  # with the lowest value: any dilation, and the Indices output (the first maximum's position in
+  # the flattened input, row-major, or column-major within a plane for storage_order 1)
+  defp max_pool_taps(x, [kh, kw], [sh, sw], [dh, dw], [{pt, pb}, {pl, pr}], attrs) do
+    [n, c, h, w] = dims(x)
+    low = if float?(x), do: :neg_infinity, else: -1_000_000_000_000
+    xp = Cascade.pad(x, low, [{0, 0, 0}, {0, 0, 0}, {pt, pb, 0}, {pl, pr, 0}])
+    oh = div(h + pt + pb - ((kh - 1) * dh + 1), sh) + 1
+    ow = div(w + pl + pr - ((kw - 1) * dw + 1), sw) + 1
+    out = {n, c, oh, ow}
+    dev = Cascade.device(x)
+    io = fn axis -> Cascade.iota(out, axis: axis, device: dev) end
+    base = Cascade.add(Cascade.multiply(io.(0), c * h * w), Cascade.multiply(io.(1), h * w))
+    row0 = Cascade.subtract(Cascade.multiply(io.(2), sh), pt)
+    col0 = Cascade.subtract(Cascade.multiply(io.(3), sw), pl)
+    col_major = attr(attrs, "storage_order", 0) == 1
+
+    {best, index} =
+      for i <- 0..(kh - 1), j <- 0..(kw - 1), reduce: {nil, nil} do
+        {best, index} ->
+          v =
+            Cascade.slice(
+              xp,
+              [0, 0, i * dh, j * dw],
+              [n, c, (oh - 1) * sh + 1, (ow - 1) * sw + 1],
+              strides: [1, 1, sh, sw]
+            )
+
+          r = Cascade.add(row0, i * dh)
+          q = Cascade.add(col0, j * dw)
+
+          at =
+            if col_major,
+              do: Cascade.add(base, Cascade.add(Cascade.multiply(q, h), r)),
+              else: Cascade.add(base, Cascade.add(Cascade.multiply(r, w), q))
+
+          if best == nil do
+            {v, at}
+          else
+            better = Cascade.greater(v, best)
+            {Cascade.select(better, v, best), Cascade.select(better, at, index)}
+          end
+      end
+
+    [best, Cascade.as_type(index, :s64)]
   end
 
   defp hard_sigmoid(x, alpha, beta),
