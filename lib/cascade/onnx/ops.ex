@@ -112,15 +112,6 @@ defmodule Cascade.ONNX.Ops do
       op == "Dropout" and Enum.at(node.inputs, 2, "") != "" ->
         "training_mode (random masks)"
 
-      op == "Einsum" and String.contains?(attr(attrs, "equation", ""), ".") ->
-        "ellipses (...)"
-
-      op == "Einsum" and einsum_diagonal?(attr(attrs, "equation", "")) ->
-        "a label repeated within an operand (a diagonal)"
-
-      op == "GatherND" and attr(attrs, "batch_dims", 0) != 0 ->
-        "batch_dims"
-
       op in ["ScatterElements", "ScatterND"] and
           attr(attrs, "reduction", "none") not in ["none", "add"] ->
         "reduction #{attr(attrs, "reduction", "")}"
@@ -1132,16 +1123,31 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
-  defp other("GatherND", [x, idx], _attrs, _ctx) do
+  defp other("GatherND", [x, idx], attrs, _ctx) do
+    b = attr(attrs, "batch_dims", 0)
     k = List.last(dims(idx))
     shape = Cascade.shape(x)
+    dev = Cascade.device(x)
     # negative indices count from the end of their axis
-    sizes =
-      Cascade.tensor(Enum.map(0..(k - 1), &elem(shape, &1)), type: :s64, device: Cascade.device(x))
-
+    sizes = Cascade.tensor(Enum.map(b..(b + k - 1)//1, &elem(shape, &1)), type: :s64, device: dev)
     idx = Cascade.as_type(idx, :s64)
     idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, sizes), idx)
-    [Cascade.gather(x, idx, axes: Enum.to_list(0..(k - 1)))]
+
+    # batch_dims: each index row also names its batch entry, as leading coordinates
+    idx =
+      if b == 0 do
+        idx
+      else
+        lead = idx |> Cascade.shape() |> Tuple.delete_at(rank(idx) - 1)
+        one = Tuple.append(lead, 1)
+
+        coords =
+          for j <- 0..(b - 1), do: Cascade.reshape(Cascade.iota(lead, axis: j, device: dev), one)
+
+        Cascade.concatenate(coords ++ [idx], axis: rank(idx) - 1)
+      end
+
+    [Cascade.gather(x, idx, axes: Enum.to_list(0..(b + k - 1)))]
   end
 
   defp other("ConvTranspose", [x, w | b], attrs, _ctx) do
@@ -1214,12 +1220,11 @@ defmodule Cascade.ONNX.Ops do
   # within one operand (a diagonal) are not taken
   defp other("Einsum", args, attrs, _ctx) do
     eq = attrs |> attr("equation", "") |> String.replace(" ", "")
-    if String.contains?(eq, "."), do: fail("Einsum: ellipses (...) are not supported")
+    eq = einsum_expand_ellipsis(eq, Enum.map(args, &rank/1))
     {ins, out} = einsum_parse(eq, length(args))
-
-    for labels <- ins,
-        length(Enum.uniq(labels)) != length(labels),
-        do: fail("Einsum: a label repeated within an operand (a diagonal) is not supported")
+    # a label repeated within an operand takes its diagonal first
+    {args, ins} =
+      args |> Enum.zip(ins) |> Enum.map(fn {x, l} -> einsum_diagonal(x, l) end) |> Enum.unzip()
 
     case {args, ins} do
       {[x], [l]} -> [einsum_one(x, l, out)]
@@ -1624,13 +1629,63 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
-  defp einsum_diagonal?(eq) do
-    eq
-    |> String.replace(" ", "")
-    |> String.split("->")
-    |> hd()
-    |> String.split(",")
-    |> Enum.any?(fn l -> length(Enum.uniq(String.graphemes(l))) != String.length(l) end)
+  # "..." as capital letters, as many as the operand's axes the other labels leave
+  defp einsum_expand_ellipsis(eq, ranks) do
+    if String.contains?(eq, "...") do
+      {lhs, rhs} =
+        case String.split(eq, "->") do
+          [l, r] -> {l, r}
+          [l] -> {l, nil}
+        end
+
+      ops = String.split(lhs, ",")
+
+      widths =
+        Enum.zip_with(ops, ranks, fn op, r ->
+          if String.contains?(op, "..."),
+            do: r - String.length(String.replace(op, "...", "")),
+            else: 0
+        end)
+
+      width = Enum.max(widths ++ [0])
+      letters = Enum.map(0..(width - 1)//1, &<<?A + &1>>)
+
+      lhs =
+        Enum.zip_with(ops, widths, fn op, n ->
+          String.replace(op, "...", Enum.join(Enum.take(letters, -n)))
+        end)
+        |> Enum.join(",")
+
+      rhs = rhs && String.replace(rhs, "...", Enum.join(letters))
+      if rhs, do: lhs <> "->" <> rhs, else: lhs
+    else
+      eq
+    end
+  end
+
+  # x with a label repeated: its diagonal over those axes, one axis per distinct label (in the
+  # order they first come), by a gather of coordinates
+  defp einsum_diagonal(x, labels) do
+    uniq = Enum.uniq(labels)
+
+    if uniq == labels do
+      {x, labels}
+    else
+      size = fn l -> elem(Cascade.shape(x), Enum.find_index(labels, &(&1 == l))) end
+      shape = uniq |> Enum.map(size) |> List.to_tuple()
+      one = Tuple.append(shape, 1)
+      dev = Cascade.device(x)
+
+      coords =
+        for l <- labels do
+          Cascade.reshape(
+            Cascade.iota(shape, axis: Enum.find_index(uniq, &(&1 == l)), device: dev),
+            one
+          )
+        end
+
+      {Cascade.gather(x, Cascade.concatenate(coords, axis: tuple_size(shape))), uniq}
+    end
   end
 
   defp einsum_parse(eq, n) do
