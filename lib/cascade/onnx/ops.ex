@@ -112,8 +112,10 @@ defmodule Cascade.ONNX.Ops do
       op == "Dropout" and Enum.at(node.inputs, 2, "") != "" ->
         "training_mode (random masks)"
 
-      op in ["ScatterElements", "ScatterND"] and
-          attr(attrs, "reduction", "none") not in ["none", "add"] ->
+      op == "ScatterElements" and attr(attrs, "reduction", "none") not in ["none", "add"] ->
+        "reduction #{attr(attrs, "reduction", "")}"
+
+      op == "ScatterND" and attr(attrs, "reduction", "none") not in ["none", "add", "mul"] ->
         "reduction #{attr(attrs, "reduction", "")}"
 
       op in ["RNN", "GRU", "LSTM"] and attr(attrs, "direction", "forward") != "forward" ->
@@ -1421,8 +1423,21 @@ defmodule Cascade.ONNX.Ops do
 
     out =
       case attr(attrs, "reduction", "none") do
-        "add" -> Cascade.add(d, placed) |> Cascade.as_type(Cascade.type(data))
-        _ -> Cascade.select(Cascade.greater(hits, 0), placed, d)
+        "add" ->
+          Cascade.add(d, placed) |> Cascade.as_type(Cascade.type(data))
+
+        "mul" ->
+          # each position times every update that lands on it: the product over the updates
+          # of 1 + hit * (update - 1)
+          u = Cascade.reshape(updates, {m, 1, r})
+          hit = Cascade.reshape(oh, {m, p, 1})
+          factors = Cascade.add(Cascade.multiply(hit, Cascade.subtract(u, 1)), 1)
+
+          Cascade.multiply(d, Cascade.product(factors, axes: [0]))
+          |> Cascade.as_type(Cascade.type(data))
+
+        _ ->
+          Cascade.select(Cascade.greater(hits, 0), placed, d)
       end
 
     [Cascade.reshape(out, Cascade.shape(data))]
