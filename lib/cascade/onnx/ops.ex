@@ -67,7 +67,7 @@ defmodule Cascade.ONNX.Ops do
              Einsum Resize Upsample HannWindow HammingWindow BlackmanWindow
              MeanVarianceNormalization ReverseSequence TopK ScatterElements Scatter ScatterND
              QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger
-             QLinearMatMul QLinearConv RNN GRU LSTM)
+             QLinearMatMul QLinearConv RNN GRU LSTM GridSample)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -1601,6 +1601,71 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
+  # Sampling X {N, C, H, W} at the grid's {N, Ho, Wo, 2} normalised (x, y) points, as PyTorch's
+  # grid_sample (which ONNX's tests follow): bilinear, nearest or bicubic taps, each gathered on
+  # the device and weighted; zeros, border or reflection padding.
+  defp other("GridSample", [x, grid], attrs, _ctx) do
+    mode = attr(attrs, "mode", "bilinear")
+    pad = attr(attrs, "padding_mode", "zeros")
+    align = attr(attrs, "align_corners", 0) == 1
+    [_n, _c, h, w] = dims(x)
+    {gn, gh, gw, _} = Cascade.shape(grid)
+    g = Cascade.as_type(grid, :f64)
+
+    coord = fn k ->
+      g |> Cascade.slice([0, 0, 0, k], [gn, gh, gw, 1]) |> Cascade.reshape({gn, gh, gw})
+    end
+
+    ix = unnormalize(coord.(0), w, align)
+    iy = unnormalize(coord.(1), h, align)
+
+    taps =
+      case mode do
+        "bicubic" ->
+          fx = Cascade.floor(ix)
+          fy = Cascade.floor(iy)
+          wx = cubic_weights(Cascade.subtract(ix, fx))
+          wy = cubic_weights(Cascade.subtract(iy, fy))
+
+          for i <- 0..3, j <- 0..3 do
+            xi = sample_index(Cascade.add(fx, j - 1), w, pad, align)
+            yi = sample_index(Cascade.add(fy, i - 1), h, pad, align)
+            {xi, yi, Cascade.multiply(Enum.at(wx, j), Enum.at(wy, i))}
+          end
+
+        other ->
+          ix = source_index(ix, w, pad, align)
+          iy = source_index(iy, h, pad, align)
+
+          if other == "nearest" do
+            [{round_half_even(ix), round_half_even(iy), nil}]
+          else
+            x0 = Cascade.floor(ix)
+            y0 = Cascade.floor(iy)
+            dx = Cascade.subtract(ix, x0)
+            dy = Cascade.subtract(iy, y0)
+            ex = Cascade.subtract(1, dx)
+            ey = Cascade.subtract(1, dy)
+            x1 = Cascade.add(x0, 1)
+            y1 = Cascade.add(y0, 1)
+
+            [
+              {x0, y0, Cascade.multiply(ex, ey)},
+              {x1, y0, Cascade.multiply(dx, ey)},
+              {x0, y1, Cascade.multiply(ex, dy)},
+              {x1, y1, Cascade.multiply(dx, dy)}
+            ]
+          end
+      end
+
+    out =
+      taps
+      |> Enum.map(fn {xi, yi, wt} -> grid_tap(x, xi, yi, wt) end)
+      |> Enum.reduce(&Cascade.add(&2, &1))
+
+    [Cascade.as_type(out, Cascade.type(x))]
+  end
+
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
@@ -2067,6 +2132,111 @@ defmodule Cascade.ONNX.Ops do
       end
 
     [best, Cascade.as_type(index, :s64)]
+  end
+
+  defp unnormalize(c, size, true),
+    do: Cascade.multiply(Cascade.divide(Cascade.add(c, 1), 2), size - 1)
+
+  defp unnormalize(c, size, false),
+    do: Cascade.divide(Cascade.subtract(Cascade.multiply(Cascade.add(c, 1), size), 1), 2)
+
+  # the continuous coordinate after padding: clipped (border), reflected then clipped
+  # (reflection), or as it is (zeros)
+  defp source_index(i, size, "border", _align), do: i |> Cascade.max(0) |> Cascade.min(size - 1)
+
+  defp source_index(i, size, "reflection", align) do
+    r = if align, do: reflect(i, 0, 2 * (size - 1)), else: reflect(i, -1, 2 * size - 1)
+    r |> Cascade.max(0) |> Cascade.min(size - 1)
+  end
+
+  defp source_index(i, _size, _zeros, _align), do: i
+
+  # an integer tap's coordinate under the padding (bicubic pads each tap)
+  defp sample_index(i, _size, "zeros", _align), do: i
+  defp sample_index(i, size, pad, align), do: source_index(i, size, pad, align)
+
+  defp reflect(i, twice_low, twice_high) when twice_low == twice_high, do: Cascade.multiply(i, 0)
+
+  defp reflect(i, twice_low, twice_high) do
+    low = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    d = Cascade.abs(Cascade.subtract(i, low))
+    extra = Cascade.remainder(d, span)
+    flips = Cascade.floor(Cascade.divide(d, span))
+    even = Cascade.equal(Cascade.remainder(flips, 2), 0)
+    Cascade.select(even, Cascade.add(extra, low), Cascade.add(Cascade.subtract(span, extra), low))
+  end
+
+  # the cubic convolution weights (A = -0.75) of the four taps around t in [0, 1)
+  defp cubic_weights(t) do
+    a = -0.75
+
+    near = fn x ->
+      Cascade.add(
+        Cascade.multiply(
+          Cascade.multiply(Cascade.subtract(Cascade.multiply(x, a + 2), a + 3), x),
+          x
+        ),
+        1
+      )
+    end
+
+    far = fn x ->
+      x
+      |> Cascade.multiply(a)
+      |> Cascade.subtract(5 * a)
+      |> Cascade.multiply(x)
+      |> Cascade.add(8 * a)
+      |> Cascade.multiply(x)
+      |> Cascade.subtract(4 * a)
+    end
+
+    [
+      far.(Cascade.add(t, 1)),
+      near.(t),
+      near.(Cascade.subtract(1, t)),
+      far.(Cascade.subtract(2, t))
+    ]
+  end
+
+  # x at integer coordinates (xi, yi) {N, Ho, Wo} for every channel, 0 outside, times the weight
+  defp grid_tap(x, xi, yi, weight) do
+    [n, c, h, w] = dims(x)
+    {_, ho, wo} = Cascade.shape(xi)
+
+    inside =
+      Cascade.logical_and(
+        Cascade.logical_and(Cascade.greater_equal(xi, 0), Cascade.less(xi, w)),
+        Cascade.logical_and(Cascade.greater_equal(yi, 0), Cascade.less(yi, h))
+      )
+
+    out = {n, c, ho, wo}
+    dev = Cascade.device(x)
+
+    spread = fn t ->
+      Cascade.broadcast(Cascade.reshape(t, {n, 1, ho, wo}), out, axes: [0, 1, 2, 3])
+    end
+
+    safe = fn t, size -> t |> Cascade.max(0) |> Cascade.min(size - 1) |> Cascade.as_type(:s64) end
+    one = Tuple.append(out, 1)
+
+    coords =
+      [
+        Cascade.iota(out, axis: 0, device: dev),
+        Cascade.iota(out, axis: 1, device: dev),
+        spread.(safe.(yi, h)),
+        spread.(safe.(xi, w))
+      ]
+      |> Enum.map(&Cascade.reshape(&1, one))
+      |> Cascade.concatenate(axis: 4)
+
+    v =
+      Cascade.multiply(
+        Cascade.as_type(Cascade.gather(x, coords), :f64),
+        spread.(Cascade.as_type(inside, :f64))
+      )
+
+    if weight, do: Cascade.multiply(v, spread.(weight)), else: v
   end
 
   defp hard_sigmoid(x, alpha, beta),
