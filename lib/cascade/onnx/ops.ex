@@ -67,7 +67,7 @@ defmodule Cascade.ONNX.Ops do
              Einsum Resize Upsample HannWindow HammingWindow BlackmanWindow
              MeanVarianceNormalization ReverseSequence TopK ScatterElements Scatter ScatterND
              QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger
-             QLinearMatMul QLinearConv RNN GRU LSTM GridSample)
+             QLinearMatMul QLinearConv RNN GRU LSTM GridSample DFT MaxUnpool)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -1664,6 +1664,138 @@ defmodule Cascade.ONNX.Ops do
       |> Enum.reduce(&Cascade.add(&2, &1))
 
     [Cascade.as_type(out, Cascade.type(x))]
+  end
+
+  # The discrete Fourier transform along `axis` as products with cos and sin matrices on the
+  # device; the last axis holds (real) or (real, imaginary)
+  defp other("DFT", [x | rest], attrs, _ctx) do
+    r = rank(x)
+    a = axis(attr(attrs, "axis", 1), r)
+    inverse = attr(attrs, "inverse", 0) == 1
+    n0 = elem(Cascade.shape(x), a)
+
+    len =
+      case rest do
+        [l | _] when l != nil -> trunc(hd(values(l)))
+        _ -> n0
+      end
+
+    # pad or cut the signal to the length
+    x =
+      cond do
+        len > n0 ->
+          Cascade.pad(
+            x,
+            0,
+            for(d <- 0..(r - 1), do: if(d == a, do: {0, len - n0, 0}, else: {0, 0, 0}))
+          )
+
+        len < n0 ->
+          Cascade.slice(x, List.duplicate(0, r), List.replace_at(dims(x), a, len))
+
+        true ->
+          x
+      end
+
+    k = if attr(attrs, "onesided", 0) == 1, do: div(len, 2) + 1, else: len
+    dev = Cascade.device(x)
+    xs = Cascade.as_type(x, :f64)
+    comps = List.last(dims(x))
+
+    part = fn i ->
+      Cascade.slice(
+        xs,
+        List.replace_at(List.duplicate(0, r), r - 1, i),
+        List.replace_at(dims(x), r - 1, 1)
+      )
+    end
+
+    re = part.(0)
+    im = if comps == 2, do: part.(1), else: nil
+    # theta[n][k] = 2 pi n k / len
+    nk =
+      Cascade.multiply(
+        Cascade.iota({len, k}, axis: 0, type: :f64, device: dev),
+        Cascade.iota({len, k}, axis: 1, type: :f64, device: dev)
+      )
+
+    theta = Cascade.multiply(nk, 2 * :math.pi() / len)
+    cos = Cascade.cos(theta)
+    sin = Cascade.sin(theta)
+
+    # along axis a: contract the signal's axis with the matrices' first, the result's new axis last
+    along = fn t, m ->
+      y = Cascade.dot(t, [a], [], m, [0], [])
+      perm = Enum.to_list(0..(r - 2)//1) |> List.insert_at(a, r - 1)
+      Cascade.transpose(y, axes: perm)
+    end
+
+    sign = if inverse, do: 1, else: -1
+
+    {out_re, out_im} =
+      if im do
+        {Cascade.subtract(along.(re, cos), Cascade.multiply(along.(im, sin), sign)),
+         Cascade.add(along.(im, cos), Cascade.multiply(along.(re, sin), sign))}
+      else
+        {along.(re, cos), Cascade.multiply(along.(re, sin), sign)}
+      end
+
+    {out_re, out_im} =
+      if inverse,
+        do: {Cascade.divide(out_re, len), Cascade.divide(out_im, len)},
+        else: {out_re, out_im}
+
+    [Cascade.concatenate([out_re, out_im], axis: r - 1) |> Cascade.as_type(Cascade.type(x))]
+  end
+
+  # values X at the flat positions I of an output of zeros (output_shape, or the pooling undone)
+  defp other("MaxUnpool", [x, idx | rest], attrs, _ctx) do
+    [n, c | spatial] = dims(x)
+    kernel = attr(attrs, "kernel_shape", nil) || fail("MaxUnpool: no kernel_shape")
+    strides = attr(attrs, "strides", List.duplicate(1, length(kernel)))
+    pads = attr(attrs, "pads", List.duplicate(0, 2 * length(kernel)))
+    {begins, ends} = Enum.split(pads, length(kernel))
+
+    default =
+      [n, c] ++
+        Enum.zip_with([spatial, strides, kernel, begins, ends], fn [i, st, k, b, e] ->
+          (i - 1) * st + k - b - e
+        end)
+
+    out =
+      case rest do
+        [s | _] when s != nil -> values(s)
+        _ -> default
+      end
+
+    m = Cascade.size(x)
+    idx = Cascade.reshape(Cascade.as_type(idx, :s64), {m})
+
+    # the indices count in the default shape: the same coordinates in a larger output_shape
+    idx =
+      if out == default do
+        idx
+      else
+        f = Cascade.as_type(idx, :f64)
+
+        {flat, _} =
+          default
+          |> row_strides()
+          |> Enum.zip(row_strides(out))
+          |> Enum.reduce({nil, f}, fn {ds, os}, {acc, left} ->
+            q = Cascade.floor(Cascade.divide(left, ds))
+            term = Cascade.multiply(q, os)
+
+            {if(acc, do: Cascade.add(acc, term), else: term),
+             Cascade.subtract(left, Cascade.multiply(q, ds))}
+          end)
+
+        Cascade.as_type(flat, :s64)
+      end
+
+    oh = Cascade.one_hot(idx, depth: Enum.product(out), type: Cascade.type(x))
+    placed = Cascade.dot(Cascade.reshape(x, {m}), [0], [], oh, [0], [])
+    [Cascade.reshape(placed, List.to_tuple(out))]
   end
 
   defp other(op, args, _attrs, _ctx),
