@@ -163,6 +163,46 @@ defmodule Cascade.ONNXTest do
     end
   end
 
+  @tag skip: not @have_data
+  test "truncated and corrupted tensors (the test data's .pb files) give an error or a tensor" do
+    :rand.seed(:exsss, {8, 8, 8})
+
+    bin =
+      File.read!(
+        Path.join([@dir, "test_conv_with_strides_padding", "test_data_set_0", "input_0.pb"])
+      )
+
+    variants =
+      for(n <- 0..(byte_size(bin) - 1), do: binary_part(bin, 0, n)) ++
+        for _ <- 1..300 do
+          at = :rand.uniform(byte_size(bin)) - 1
+          <<head::binary-size(at), byte, tail::binary>> = bin
+          <<head::binary, Bitwise.bxor(byte, :rand.uniform(255))::8, tail::binary>>
+        end
+
+    for variant <- variants do
+      case Cascade.ONNX.Proto.decode_tensor(variant) do
+        {:error, message} ->
+          assert is_binary(message)
+
+        {:ok, proto} ->
+          case ONNX.to_tensor(proto, nil) do
+            {:ok, t} -> assert %Cascade.Tensor{} = t
+            {:error, message} -> assert is_binary(message)
+          end
+      end
+    end
+  end
+
+  test "a tensor Cascade cannot hold is an error, not an exception" do
+    nine = %{data_type: 1, dims: List.duplicate(1, 9), data: <<0::32>>, count: 1, name: "t"}
+    assert {:error, message} = ONNX.to_tensor(nine, nil)
+    assert message =~ "at most 8 dimensions"
+
+    assert {:error, "element type int8 is not supported"} =
+             ONNX.to_tensor(%{nine | data_type: 3}, nil)
+  end
+
   test "not a model: an error naming what is wrong" do
     assert {:error, "the file is not an ONNX model: " <> _} = ONNX.load(<<0x08, 0x80>>)
     assert {:error, "the file is not an ONNX model: the model has no graph"} = ONNX.load(<<>>)

@@ -171,7 +171,11 @@ defmodule Cascade.ONNX do
         size = Cascade.Type.byte_size(type)
 
         if is_binary(data) and byte_size(data) == count * size do
-          {:ok, Cascade.from_binary(data, type, List.to_tuple(dims), device_opt(device))}
+          try do
+            {:ok, Cascade.from_binary(data, type, List.to_tuple(dims), device_opt(device))}
+          rescue
+            e in [ArgumentError, Cascade.Error] -> {:error, Exception.message(e)}
+          end
         else
           {:error, "expected #{count} elements of #{type}, got #{data_size(data)} bytes"}
         end
