@@ -94,6 +94,13 @@ defmodule Cascade.ONNX do
   end
 
   defp check_operators(graph) do
+    check_nodes(graph)
+  rescue
+    # an attribute of an unexpected kind (an int where a list belongs...) in a malformed file
+    e -> {:error, "the model is malformed: " <> Exception.message(e)}
+  end
+
+  defp check_nodes(graph) do
     # the ranks known before running: the graph's declared inputs and its initializers
     ranks =
       Map.merge(
