@@ -67,7 +67,7 @@ defmodule Cascade.ONNX.Ops do
              Einsum Resize Upsample HannWindow HammingWindow BlackmanWindow
              MeanVarianceNormalization ReverseSequence TopK ScatterElements Scatter ScatterND
              QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger
-             QLinearMatMul QLinearConv RNN GRU LSTM GridSample DFT MaxUnpool)
+             QLinearMatMul QLinearConv RNN GRU LSTM GridSample DFT MaxUnpool BitShift Det)
 
   @names Enum.sort(
            Map.keys(@unary) ++
@@ -1796,6 +1796,75 @@ defmodule Cascade.ONNX.Ops do
     oh = Cascade.one_hot(idx, depth: Enum.product(out), type: Cascade.type(x))
     placed = Cascade.dot(Cascade.reshape(x, {m}), [0], [], oh, [0], [])
     [Cascade.reshape(placed, List.to_tuple(out))]
+  end
+
+  # x * 2^y (wrapping, as unsigned arithmetic does) or floor(x / 2^y), in x's unsigned type
+  defp other("BitShift", [x, y], attrs, _ctx) do
+    p = Cascade.pow(Cascade.as_type(Cascade.add(Cascade.multiply(y, 0), 2), Cascade.type(x)), y)
+
+    case attr(attrs, "direction", "") do
+      "LEFT" -> [Cascade.multiply(x, p)]
+      "RIGHT" -> [Cascade.as_type(Cascade.floor(Cascade.divide(x, p)), Cascade.type(x))]
+      other -> fail("BitShift: direction #{inspect(other)}")
+    end
+  end
+
+  # the determinant of {..., n, n} by Gaussian elimination with partial pivoting on the device:
+  # each column's largest entry swapped up (the sign follows), the rows below cleared
+  defp other("Det", [a], _attrs, _ctx) do
+    d = dims(a)
+    {batch, [n, n]} = Enum.split(d, -2)
+    b = Enum.product(batch)
+    type = Cascade.type(a)
+    m = a |> Cascade.as_type(:f64) |> Cascade.reshape({b, n, n})
+    dev = Cascade.device(a)
+    rows = Cascade.iota({b, n}, axis: 1, device: dev)
+    one = Cascade.full(1, {b}, type: :f64, device: dev)
+
+    {m, sign} =
+      Enum.reduce(0..(n - 1)//1, {m, one}, fn j, {m, sign} ->
+        col = m |> Cascade.slice([0, 0, j], [b, n, 1]) |> Cascade.reshape({b, n})
+        # rows above j cannot be the pivot
+        cand = Cascade.select(Cascade.less(rows, j), Cascade.multiply(col, 0), Cascade.abs(col))
+        p = Cascade.argmax(cand, axis: 1, keep_axis: true)
+
+        perm =
+          Cascade.select(
+            Cascade.equal(rows, j),
+            p,
+            Cascade.select(Cascade.equal(rows, p), j, rows)
+          )
+
+        m =
+          take_along(
+            m,
+            Cascade.broadcast(Cascade.reshape(perm, {b, n, 1}), {b, n, n}, axes: [0, 1, 2]),
+            1
+          )
+
+        swapped = Cascade.not_equal(Cascade.reshape(p, {b}), j)
+        sign = Cascade.select(swapped, Cascade.negate(sign), sign)
+        pivot_row = Cascade.slice(m, [0, j, 0], [b, 1, n])
+        pivot = Cascade.slice(m, [0, j, j], [b, 1, 1])
+        col = Cascade.slice(m, [0, 0, j], [b, n, 1])
+        below = Cascade.reshape(Cascade.greater(rows, j), {b, n, 1})
+
+        safe =
+          Cascade.select(
+            Cascade.equal(pivot, 0),
+            Cascade.add(Cascade.multiply(pivot, 0), 1),
+            pivot
+          )
+
+        factor = Cascade.select(below, Cascade.divide(col, safe), Cascade.multiply(col, 0))
+        {Cascade.subtract(m, Cascade.multiply(factor, pivot_row)), sign}
+      end)
+
+    diag =
+      take_along(m, Cascade.reshape(Cascade.iota({b, n}, axis: 1, device: dev), {b, n, 1}), 2)
+
+    det = Cascade.multiply(Cascade.product(Cascade.reshape(diag, {b, n}), axes: [1]), sign)
+    [det |> Cascade.reshape(List.to_tuple(batch)) |> Cascade.as_type(type)]
   end
 
   defp other(op, args, _attrs, _ctx),
