@@ -480,31 +480,6 @@ defmodule CascadeTest do
         assert is_integer(memory) and memory >= 0 and is_boolean(host)
       end
     end
-
-    test "put_default_device/1" do
-      assert Cascade.put_default_device(:cpu) == :ok
-      assert Cascade.Device.default() == :cpu
-      assert Cascade.zeros({1}).device == :cpu
-    end
-
-    test "the default device: :host, the fastest device in host memory" do
-      # the application's default (the test config names :cpu for the other tests)
-      assert Mix.Project.get!().application()[:env][:default_device] == :host
-      blas? = Enum.any?(Cascade.devices(), &(&1.device == :blas and &1.available))
-      host = if blas?, do: :blas, else: :cpu
-      assert Cascade.Device.host() == host
-      assert Cascade.with_device(:host, fn -> Cascade.iota({2}).device end) == host
-      assert Cascade.tensor([1.0], device: :host).device == host
-      assert Cascade.transfer(Cascade.tensor([1.0]), :host).device == host
-
-      try do
-        assert Cascade.put_default_device(:host) == :ok
-        assert Cascade.Device.default() == host
-        assert Cascade.zeros({1}).device == host
-      after
-        Cascade.put_default_device(:cpu)
-      end
-    end
   end
 
   describe "Inspect" do
@@ -691,6 +666,37 @@ defmodule CascadeTest do
 
     test "a number on one side" do
       assert Cascade.dot(Cascade.tensor([1, 2]), [], [], 3, [], []) |> Cascade.to_list() == [3, 6]
+    end
+  end
+end
+
+defmodule CascadeNodeDefaultDeviceTest do
+  # Not async: put_default_device/1 sets the default for the whole node, and the async tests
+  # create tensors on the default device (errors_test asserts it is :cpu).
+  use ExUnit.Case, async: false
+
+  test "put_default_device/1" do
+    assert Cascade.put_default_device(:cpu) == :ok
+    assert Cascade.Device.default() == :cpu
+    assert Cascade.zeros({1}).device == :cpu
+  end
+
+  test "the default device: :host, the fastest device in host memory" do
+    # the application's default (the test config names :cpu for the other tests)
+    assert Mix.Project.get!().application()[:env][:default_device] == :host
+    blas? = Enum.any?(Cascade.devices(), &(&1.device == :blas and &1.available))
+    host = if blas?, do: :blas, else: :cpu
+    assert Cascade.Device.host() == host
+    assert Cascade.with_device(:host, fn -> Cascade.iota({2}).device end) == host
+    assert Cascade.tensor([1.0], device: :host).device == host
+    assert Cascade.transfer(Cascade.tensor([1.0]), :host).device == host
+
+    try do
+      assert Cascade.put_default_device(:host) == :ok
+      assert Cascade.Device.default() == host
+      assert Cascade.zeros({1}).device == host
+    after
+      Cascade.put_default_device(:cpu)
     end
   end
 end

@@ -594,9 +594,13 @@ static ERL_NIF_TERM memory_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     for (int k = cx_device_count() - 1; k >= 0; k--) {
         cx_device *d = cx_device_get(k);
         if (!d->available) continue;
-        ERL_NIF_TERM row = enif_make_tuple4(env, make_device(env, d),
-                                            enif_make_int64(env, atomic_load(&d->live_bytes)),
-                                            enif_make_int64(env, atomic_load(&d->peak_bytes)),
+        /* An allocation raises live_bytes before peak_bytes: read between the two, the peak
+         * would be below the live bytes. The peak is at least what is live. */
+        int64_t live = atomic_load(&d->live_bytes);
+        int64_t peak = atomic_load(&d->peak_bytes);
+        if (peak < live) peak = live;
+        ERL_NIF_TERM row = enif_make_tuple4(env, make_device(env, d), enif_make_int64(env, live),
+                                            enif_make_int64(env, peak),
                                             enif_make_int64(env, atomic_load(&d->live_tensors)));
         list = enif_make_list_cell(env, row, list);
     }
