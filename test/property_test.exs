@@ -14,6 +14,9 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
   @exact_unary [:negate, :abs, :sign, :floor, :ceil, :round]
   @arith_unary [:sqrt, :reciprocal]
   @transcendental_unary [:exp, :expm1, :log, :log1p, :rsqrt, :sin, :cos, :tanh, :sigmoid, :erf]
+  # computed in f64 and rounded once (f16/bf16: twice, through f32): 1 ulp, the arith class
+  @more_math [:erfc, :erf_inv, :tan, :asin, :acos, :atan, :sinh, :cosh, :asinh, :acosh, :atanh] ++
+               [:cbrt]
 
   # The values each unary op is tested on: its valid domain, with magnitudes that keep f16
   # results away from the overflow threshold.
@@ -54,6 +57,28 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
 
       op when op in [:tanh, :sigmoid, :erf] ->
         fn -> float_between(-8.0, 8.0) end
+
+      op when op in [:asin, :acos, :atanh, :erf_inv] ->
+        fn ->
+          if chance(0.2),
+            do: random_sign() * (1 - log_uniform(1.0e-7, 1.0e-2)),
+            else: float_between(-1.0, 1.0)
+        end
+
+      :erfc ->
+        fn -> float_between(-3.0, 9.0) end
+
+      :tan ->
+        fn -> float_between(-1.5, 1.5) end
+
+      op when op in [:sinh, :cosh] ->
+        fn -> float_between(-10.0, 10.0) end
+
+      :acosh ->
+        fn -> 1 + log_uniform(1.0e-6, 1.0e4) end
+
+      op when op in [:atan, :asinh, :cbrt] ->
+        &mixed/0
     end
   end
 
@@ -62,12 +87,13 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
       op in @exact_unary -> :exact
       op in @arith_unary -> :arith
       op in @transcendental_unary -> {:transcendental, op}
+      op in @more_math -> :arith
     end
   end
 
-  property @exact_unary ++ @arith_unary ++ @transcendental_unary,
+  property @exact_unary ++ @arith_unary ++ @transcendental_unary ++ @more_math,
            "unary ops on f32/f16/bf16 match f64" do
-    for op <- @exact_unary ++ @arith_unary ++ @transcendental_unary,
+    for op <- @exact_unary ++ @arith_unary ++ @transcendental_unary ++ @more_math,
         type <- floats(),
         _ <- 1..40 do
       x = gen_tensor(type, shape_or_large(), unary_gen(op, type))
@@ -100,14 +126,30 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
     end
   end
 
-  property @transcendental_unary ++ @arith_unary, "float unary ops on integers compute in f32" do
-    for op <- @transcendental_unary ++ @arith_unary, type <- [:u8, :s32], _ <- 1..15 do
+  property @transcendental_unary ++ @arith_unary ++ @more_math,
+           "float unary ops on integers compute in f32" do
+    for op <- @transcendental_unary ++ @arith_unary ++ @more_math,
+        type <- [:u8, :s32],
+        _ <- 1..15 do
       gen =
         case op do
-          op when op in [:log, :sqrt, :rsqrt, :reciprocal] -> fn -> int_between(1, 200) end
-          :log1p -> fn -> int_between(0, 200) end
-          op when op in [:exp, :expm1] -> fn -> int_between(0, 20) end
-          _ -> fn -> if type == :u8, do: int_between(0, 30), else: int_between(-30, 30) end
+          op when op in [:log, :sqrt, :rsqrt, :reciprocal] ->
+            fn -> int_between(1, 200) end
+
+          op when op in [:log1p, :acosh] ->
+            fn -> int_between(0, 200) end
+
+          op when op in [:exp, :expm1] ->
+            fn -> int_between(0, 20) end
+
+          op when op in [:asin, :acos, :atanh, :erf_inv] and type == :u8 ->
+            fn -> int_between(0, 2) end
+
+          op when op in [:asin, :acos, :atanh, :erf_inv] ->
+            fn -> int_between(-2, 2) end
+
+          _ ->
+            fn -> if type == :u8, do: int_between(0, 30), else: int_between(-30, 30) end
         end
 
       x = gen_tensor(type, shape(), gen)
@@ -126,7 +168,7 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
 
   # NaN, infinities, zeros, overflow and values outside a function's domain, for every float
   # op: the reference spells out IEEE 754 / C99 Annex F results.
-  @special_unary @exact_unary ++ @arith_unary ++ @transcendental_unary
+  @special_unary @exact_unary ++ @arith_unary ++ @transcendental_unary ++ @more_math
   @special_binary [:add, :subtract, :multiply, :divide, :pow, :max, :min, :remainder, :atan2]
 
   defp negative_zero do
@@ -197,6 +239,88 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
         :u8,
         :exact
       )
+    end
+  end
+
+  property [:is_nan, :is_infinity], "is_nan and is_infinity give u8 truth; integers never" do
+    for op <- [:is_nan, :is_infinity], type <- all_types(), _ <- 1..20 do
+      gen =
+        if R.float?(type),
+          do: fn -> special_or(0.4, &mixed/0) end,
+          else: fn -> int_value(type) end
+
+      x = gen_tensor(type, shape_or_large(), gen)
+
+      check!(
+        "Cascade.#{op}/1",
+        [tensor: x],
+        fn -> apply(Cascade, op, [tensor!(x)]) end,
+        R.unary(op, ref(x)),
+        :u8,
+        :exact
+      )
+    end
+  end
+
+  ## Integer bits
+
+  property [:bitwise_not, :population_count, :count_leading_zeros],
+           "unary bit ops on integers, in the type's width" do
+    for op <- [:bitwise_not, :population_count, :count_leading_zeros],
+        type <- ints(),
+        _ <- 1..30 do
+      x = gen_tensor(type, shape_or_large(), fn -> int_value(type) end)
+
+      expected =
+        if op == :bitwise_not, do: R.unary(op, ref(x)), else: R.unary_bits(op, type, ref(x))
+
+      check!(
+        "Cascade.#{op}/1",
+        [tensor: x],
+        fn -> apply(Cascade, op, [tensor!(x)]) end,
+        expected,
+        type,
+        :exact
+      )
+    end
+  end
+
+  @bit_binary [:bitwise_and, :bitwise_or, :bitwise_xor, :left_shift, :right_shift, :quotient]
+
+  property @bit_binary, "binary bit ops, shifts as Elixir's bsl/bsr, quotient truncates" do
+    for op <- @bit_binary, type <- ints(), _ <- 1..30 do
+      {sa, sb} = broadcast_pair()
+      {lo, _hi} = R.int_range(type)
+
+      right_gen =
+        case op do
+          op when op in [:left_shift, :right_shift] ->
+            fn -> if type == :u8, do: int_between(0, 70), else: int_between(-70, 70) end
+
+          :quotient ->
+            fn -> if chance(0.2), do: pick([0, 1, max(lo, -1)]), else: int_value(type) end
+
+          _ ->
+            fn -> int_value(type) end
+        end
+
+      left = gen_tensor(type, sa, fn -> if chance(0.1), do: lo, else: int_value(type) end)
+      right = gen_tensor(type, sb, right_gen)
+      run_binary(op, left, right, type)
+    end
+
+    # mixed integer types compute in the merged type; floats are refused
+    for {ta, tb} <- [u8: :s32, s32: :s64, u8: :s64], op <- @bit_binary, _ <- 1..4 do
+      {sa, sb} = broadcast_pair()
+      left = gen_tensor(ta, sa, fn -> int_value(ta) end)
+      right = gen_tensor(tb, sb, fn -> int_between(1, 7) end)
+      run_binary(op, left, right, R.merge(ta, tb))
+    end
+
+    for op <- @bit_binary, type <- floats() do
+      assert_raise ArgumentError, ~r/#{op}: expected integer tensors, got type #{type}/, fn ->
+        apply(Cascade, op, [Cascade.tensor([1.0], type: type), Cascade.tensor([1])])
+      end
     end
   end
 

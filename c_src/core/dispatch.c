@@ -635,6 +635,9 @@ cx_code cx_capability(cx_device *device, cx_op_id op, cx_dtype t, cx_route *rout
         }
         return CX_OK;
     }
+    if (cx_op_integer_only(op) && cx_dtype_is_float(t))
+        return cx_fail(st, CX_EINVAL, "%s takes integer tensors only, not %s", cx_op_table[op].name,
+                       cx_dtype_name(t));
     /* primitives: the driver's answer for these types; tensor arguments have type t, indices
      * s64 and predicates u8 */
     cx_dtype types[3] = {t, t, t};

@@ -173,7 +173,7 @@ CX_INFER(cx_infer_unary) {
 
 CX_INFER(cx_infer_logical) {
     (void)ps;
-    int want = op == CX_OP_LOGICAL_NOT ? 1 : 2;
+    int want = op == CX_OP_LOGICAL_NOT || op == CX_OP_IS_NAN || op == CX_OP_IS_INFINITY ? 1 : 2;
     if (cx_check_arity(op, n_in, want, st)) return st->code;
     if (want == 1) {
         *out = in[0];
@@ -195,6 +195,25 @@ CX_INFER(cx_infer_binary) {
     compute[0] = compute[1] = t;
     out->dtype = cx_op_table[op].kind == CX_KIND_COMPARE ? CX_U8 : t;
     return CX_OK;
+}
+
+/* Ops on the bits of integers: Nx refuses floats, and so does Cascade. */
+static cx_code check_integer(cx_op_id op, const cx_desc *in, int n_in, cx_status *st) {
+    for (int k = 0; k < n_in; k++)
+        if (cx_dtype_is_float(in[k].dtype))
+            return cx_fail(st, CX_EINVAL, "%s: expected integer tensors, got type %s", OPNAME,
+                           cx_dtype_name(in[k].dtype));
+    return CX_OK;
+}
+
+CX_INFER(cx_infer_unary_int) {
+    if (cx_check_arity(op, n_in, 1, st) || check_integer(op, in, n_in, st)) return st->code;
+    return cx_infer_unary(op, in, n_in, ps, out, compute, st);
+}
+
+CX_INFER(cx_infer_binary_int) {
+    if (cx_check_arity(op, n_in, 2, st) || check_integer(op, in, n_in, st)) return st->code;
+    return cx_infer_binary(op, in, n_in, ps, out, compute, st);
 }
 
 CX_INFER(cx_infer_select) {

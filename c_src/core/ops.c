@@ -48,3 +48,8 @@ int64_t cx_desc_numel(const cx_desc *d) {
 int cx_op_tensor_arity(cx_op_id op) {
     return count_tensor_args(cx_op_table[op].args);
 }
+
+bool cx_op_integer_only(cx_op_id op) {
+    return cx_op_table[op].infer == cx_infer_unary_int ||
+           cx_op_table[op].infer == cx_infer_binary_int;
+}

@@ -80,6 +80,9 @@ int cx_op_find(const char *name);
 /* How many tensors the op takes, or -1 when it takes a list (concatenate). */
 int cx_op_tensor_arity(cx_op_id op);
 
+/* Whether the op takes integer tensors only (the bitwise ops, shifts, quotient). */
+bool cx_op_integer_only(cx_op_id op);
+
 /* Elements in a shape (1 for rank 0). */
 int64_t cx_desc_numel(const cx_desc *d);
 
@@ -89,6 +92,8 @@ int64_t cx_desc_numel(const cx_desc *d);
 CX_INFER(cx_infer_unary);
 CX_INFER(cx_infer_logical);
 CX_INFER(cx_infer_binary);
+CX_INFER(cx_infer_unary_int);
+CX_INFER(cx_infer_binary_int);
 CX_INFER(cx_infer_select);
 CX_INFER(cx_infer_clip);
 CX_INFER(cx_infer_as_type);

@@ -9,20 +9,6 @@ static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8, CX_
 static const cx_dtype float_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static cx_tensor *vec(cx_dtype t, int64_t n, const double *v) {
-    return tu_tensor(t, 1, (const int64_t[]){n}, v);
-}
-
-/* A rank-1 tensor from raw element bytes, for values a double cannot hold. */
-static cx_tensor *raw(cx_dtype t, int64_t n, const void *bytes) {
-    cx_tensor *x = malloc(sizeof *x);
-    cx_desc d = tu_desc(t, 1, (const int64_t[]){n});
-    cx_status st = {0};
-    assert_int_equal(cx_tensor_init(x, tu_cpu(), &d, &st), CX_OK);
-    memcpy(x->data, bytes, x->nbytes);
-    return x;
-}
-
 static cx_tensor *op1(cx_op_id op, cx_tensor *a) {
     return tu_run_ok(op, (cx_tensor *[]){a}, 1, NULL);
 }
@@ -84,14 +70,14 @@ static void expect_bits16(const cx_tensor *x, cx_dtype t, int64_t n, const uint1
 /* Runs a unary op on a fresh vector and checks it. */
 static void check1(cx_op_id op, cx_dtype t, int64_t n, const double *x, cx_dtype out_t,
                    const double *want, double tol) {
-    cx_tensor *a = vec(t, n, x), *r = op1(op, a);
+    cx_tensor *a = tu_vec(t, n, x), *r = op1(op, a);
     expect_vec(r, out_t, n, want, tol);
     drop_all((cx_tensor *[]){a, r}, 2);
 }
 
 static void check2(cx_op_id op, cx_dtype t, int64_t n, const double *x, const double *y,
                    cx_dtype out_t, const double *want, double tol) {
-    cx_tensor *a = vec(t, n, x), *b = vec(t, n, y), *r = op2(op, a, b);
+    cx_tensor *a = tu_vec(t, n, x), *b = tu_vec(t, n, y), *r = op2(op, a, b);
     expect_vec(r, out_t, n, want, tol);
     drop_all((cx_tensor *[]){a, b, r}, 3);
 }
@@ -201,7 +187,7 @@ static void test_unary_float_specials(void **state) {
 /* exp(-x) overflows long before sigmoid's result leaves the subnormal range. */
 static void test_sigmoid_keeps_tiny_results(void **state) {
     (void)state;
-    cx_tensor *f = vec(CX_F32, 1, TU_VALUES(-100)), *d = vec(CX_F64, 1, TU_VALUES(-720));
+    cx_tensor *f = tu_vec(CX_F32, 1, TU_VALUES(-100)), *d = tu_vec(CX_F64, 1, TU_VALUES(-720));
     cx_tensor *rf = op1(CX_OP_SIGMOID, f), *rd = op1(CX_OP_SIGMOID, d);
     float gf = *(const float *)rf->data;
     double gd = *(const double *)rd->data;
@@ -235,7 +221,7 @@ static void test_unary_integers(void **state) {
     }
 
     const int64_t s64[] = {INT64_MIN, -3, 0, INT64_MAX};
-    cx_tensor *a = raw(CX_S64, 4, s64);
+    cx_tensor *a = tu_raw(CX_S64, 4, s64);
     cx_tensor *neg = op1(CX_OP_NEGATE, a), *abs = op1(CX_OP_ABS, a), *sgn = op1(CX_OP_SIGN, a);
     cx_tensor *flo = op1(CX_OP_FLOOR, a);
     expect_s64(neg, 4, (const int64_t[]){INT64_MIN, 3, 0, -INT64_MAX});
@@ -342,7 +328,7 @@ static void test_integer_edge_cases(void **state) {
     for (int k = 0; k < 40; k++) q40 *= 3u;
     const int64_t xa[] = {INT64_MAX, INT64_MIN, 3, -7, INT64_MIN, 5};
     const int64_t xb[] = {1, -1, 40, 2, -1, -2};
-    cx_tensor *a = raw(CX_S64, 6, xa), *b = raw(CX_S64, 6, xb);
+    cx_tensor *a = tu_raw(CX_S64, 6, xa), *b = tu_raw(CX_S64, 6, xb);
     cx_tensor *add = op2(CX_OP_ADD, a, b), *rem = op2(CX_OP_REMAINDER, a, b);
     cx_tensor *pw = op2(CX_OP_POW, a, b), *mul = op2(CX_OP_MULTIPLY, a, b);
     expect_s64(add, 6, (const int64_t[]){INT64_MIN, INT64_MAX, 43, -5, INT64_MAX, 3});
@@ -376,7 +362,7 @@ static void test_compare_nan(void **state) {
         for (int oi = 0; oi < 6; oi++)
             check2(ops[oi], float_types[ti], 5, x, y, CX_U8, want[oi], 0);
     /* Mixed types compare in the merged type. */
-    cx_tensor *a = vec(CX_S32, 2, TU_VALUES(1, 2)), *b = vec(CX_F32, 2, TU_VALUES(1.5, 2));
+    cx_tensor *a = tu_vec(CX_S32, 2, TU_VALUES(1, 2)), *b = tu_vec(CX_F32, 2, TU_VALUES(1.5, 2));
     cx_tensor *r = op2(CX_OP_LESS, a, b);
     expect_vec(r, CX_U8, 2, TU_VALUES(1, 0), 0);
     drop_all((cx_tensor *[]){a, b, r}, 3);
@@ -411,18 +397,18 @@ static void test_select_pred_types(void **state) {
         cx_dtype pt = all_types[pi];
         for (int vi = 0; vi < COUNT(all_types); vi++) {
             cx_dtype vt = all_types[vi];
-            cx_tensor *p = vec(pt, 4, TU_VALUES(0, 1, 2, 0));
-            cx_tensor *t = vec(vt, 4, TU_VALUES(10, 11, 12, 13));
-            cx_tensor *f = vec(vt, 4, TU_VALUES(20, 21, 22, 23));
+            cx_tensor *p = tu_vec(pt, 4, TU_VALUES(0, 1, 2, 0));
+            cx_tensor *t = tu_vec(vt, 4, TU_VALUES(10, 11, 12, 13));
+            cx_tensor *f = tu_vec(vt, 4, TU_VALUES(20, 21, 22, 23));
             cx_tensor *r = op3(CX_OP_SELECT, p, t, f);
             expect_vec(r, vt, 4, TU_VALUES(20, 11, 12, 23), 0);
             drop_all((cx_tensor *[]){p, t, f, r}, 4);
         }
     }
     for (int ti = 0; ti < COUNT(float_types); ti++) {
-        cx_tensor *p = vec(float_types[ti], 4, TU_VALUES(NAN, -0.0, 0.5, 0));
-        cx_tensor *t = vec(CX_S32, 4, TU_VALUES(1, 2, 3, 4));
-        cx_tensor *f = vec(CX_S32, 1, TU_VALUES(-1));
+        cx_tensor *p = tu_vec(float_types[ti], 4, TU_VALUES(NAN, -0.0, 0.5, 0));
+        cx_tensor *t = tu_vec(CX_S32, 4, TU_VALUES(1, 2, 3, 4));
+        cx_tensor *f = tu_vec(CX_S32, 1, TU_VALUES(-1));
         cx_tensor *r = op3(CX_OP_SELECT, p, t, f);
         expect_vec(r, CX_S32, 4, TU_VALUES(1, -1, 3, -1), 0);
         drop_all((cx_tensor *[]){p, t, f, r}, 4);
@@ -433,20 +419,20 @@ static void test_select_broadcast_and_mixed(void **state) {
     (void)state;
     /* {2,1} pred, {3} on_true, scalar on_false. */
     cx_tensor *p = tu_tensor(CX_U8, 2, TU_SHAPE(2, 1), TU_VALUES(1, 0));
-    cx_tensor *t = vec(CX_F32, 3, TU_VALUES(1, 2, 3));
+    cx_tensor *t = tu_vec(CX_F32, 3, TU_VALUES(1, 2, 3));
     cx_tensor *f = tu_tensor(CX_F32, 0, NULL, TU_VALUES(-1));
     cx_tensor *r = op3(CX_OP_SELECT, p, t, f);
     tu_expect(r, CX_F32, 2, TU_SHAPE(2, 3), TU_VALUES(1, 2, 3, -1, -1, -1), 0);
     /* A scalar predicate picks a whole branch; s32 and f16 branches merge to f16. */
     cx_tensor *ps = tu_tensor(CX_S64, 0, NULL, TU_VALUES(0));
-    cx_tensor *ti = vec(CX_S32, 3, TU_VALUES(1, 2, 3)),
-              *fh = vec(CX_F16, 3, TU_VALUES(0.5, 1.5, 2.5));
+    cx_tensor *ti = tu_vec(CX_S32, 3, TU_VALUES(1, 2, 3)),
+              *fh = tu_vec(CX_F16, 3, TU_VALUES(0.5, 1.5, 2.5));
     cx_tensor *r2 = op3(CX_OP_SELECT, ps, ti, fh);
     expect_vec(r2, CX_F16, 3, TU_VALUES(0.5, 1.5, 2.5), 0);
     /* Extreme s64 values pass through unchanged. */
     const int64_t big[] = {INT64_MIN, INT64_MAX};
-    cx_tensor *pb = vec(CX_BF16, 2, TU_VALUES(1, 0)), *tb = raw(CX_S64, 2, big);
-    cx_tensor *fb = raw(CX_S64, 2, (const int64_t[]){7, INT64_MAX - 1});
+    cx_tensor *pb = tu_vec(CX_BF16, 2, TU_VALUES(1, 0)), *tb = tu_raw(CX_S64, 2, big);
+    cx_tensor *fb = tu_raw(CX_S64, 2, (const int64_t[]){7, INT64_MAX - 1});
     cx_tensor *r3 = op3(CX_OP_SELECT, pb, tb, fb);
     expect_s64(r3, 2, (const int64_t[]){INT64_MIN, INT64_MAX - 1});
     drop_all((cx_tensor *[]){p, t, f, r, ps, ti, fh, r2, pb, tb, fb, r3}, 12);
@@ -456,7 +442,7 @@ static void test_clip(void **state) {
     (void)state;
     for (int ti = 0; ti < COUNT(all_types); ti++) {
         cx_dtype t = all_types[ti];
-        cx_tensor *x = vec(t, 5, TU_VALUES(0, 1, 5, 9, 200));
+        cx_tensor *x = tu_vec(t, 5, TU_VALUES(0, 1, 5, 9, 200));
         cx_tensor *lo = tu_tensor(t, 0, NULL, TU_VALUES(2)),
                   *hi = tu_tensor(t, 0, NULL, TU_VALUES(8));
         cx_tensor *r = op3(CX_OP_CLIP, x, lo, hi);
@@ -466,14 +452,14 @@ static void test_clip(void **state) {
     for (int ti = 0; ti < COUNT(float_types); ti++) {
         cx_dtype t = float_types[ti];
         cx_tensor *x = tu_tensor(t, 2, TU_SHAPE(2, 3), TU_VALUES(-2, 0.5, 5, NAN, -INFINITY, 1));
-        cx_tensor *lo = vec(t, 3, TU_VALUES(-1, 0, 1)),
+        cx_tensor *lo = tu_vec(t, 3, TU_VALUES(-1, 0, 1)),
                   *hi = tu_tensor(t, 2, TU_SHAPE(2, 1), TU_VALUES(3, 0.75));
         cx_tensor *r = op3(CX_OP_CLIP, x, lo, hi);
         tu_expect(r, t, 2, TU_SHAPE(2, 3), TU_VALUES(-1, 0.5, 3, NAN, 0, 0.75), 0);
         drop_all((cx_tensor *[]){x, lo, hi, r}, 4);
     }
     /* An s32 tensor clipped by f32 bounds is computed in f32. */
-    cx_tensor *x = vec(CX_S32, 3, TU_VALUES(-5, 0, 5));
+    cx_tensor *x = tu_vec(CX_S32, 3, TU_VALUES(-5, 0, 5));
     cx_tensor *lo = tu_tensor(CX_F32, 0, NULL, TU_VALUES(-1.5)),
               *hi = tu_tensor(CX_S32, 0, NULL, TU_VALUES(3));
     cx_tensor *r = op3(CX_OP_CLIP, x, lo, hi);
@@ -486,7 +472,7 @@ static void test_clip(void **state) {
 static void test_broadcast_shapes(void **state) {
     (void)state;
     cx_tensor *a = tu_tensor(CX_S32, 2, TU_SHAPE(2, 1), TU_VALUES(10, 20));
-    cx_tensor *b = vec(CX_S32, 3, TU_VALUES(1, 2, 3));
+    cx_tensor *b = tu_vec(CX_S32, 3, TU_VALUES(1, 2, 3));
     cx_tensor *r = op2(CX_OP_ADD, a, b), *r2 = op2(CX_OP_SUBTRACT, b, a);
     tu_expect(r, CX_S32, 2, TU_SHAPE(2, 3), TU_VALUES(11, 12, 13, 21, 22, 23), 0);
     tu_expect(r2, CX_S32, 2, TU_SHAPE(2, 3), TU_VALUES(-9, -8, -7, -19, -18, -17), 0);
@@ -527,7 +513,7 @@ static void test_mixed_types(void **state) {
         {CX_BF16, CX_F64, CX_F64},
     };
     for (int k = 0; k < COUNT(cases); k++) {
-        cx_tensor *a = vec(cases[k].a, 3, TU_VALUES(1, 2, 3));
+        cx_tensor *a = tu_vec(cases[k].a, 3, TU_VALUES(1, 2, 3));
         cx_tensor *b = tu_tensor(cases[k].b, 2, TU_SHAPE(2, 1), TU_VALUES(10, 20));
         cx_tensor *r = op2(CX_OP_ADD, a, b);
         tu_expect(r, cases[k].out, 2, TU_SHAPE(2, 3), TU_VALUES(11, 12, 13, 21, 22, 23), 0);
@@ -623,8 +609,8 @@ static void test_long_half_runs(void **state) {
     const cx_dtype types[] = {CX_F16, CX_BF16};
     for (int k = 0; k < 2; k++) {
         cx_dtype t = types[k];
-        cx_tensor *a = tu_tensor(t, 2, TU_SHAPE(R, C), va), *b = vec(t, C, vb);
-        cx_tensor *a2 = vec(t, R * C, va);
+        cx_tensor *a = tu_tensor(t, 2, TU_SHAPE(R, C), va), *b = tu_vec(t, C, vb);
+        cx_tensor *a2 = tu_vec(t, R * C, va);
         cx_tensor *r = op2(CX_OP_MULTIPLY, a, b), *r2 = op2(CX_OP_ADD, a2, a2);
         for (int i = 0; i < R * C; i++) want[i] = repr(t, repr(t, va[i]) * repr(t, vb[i % C]));
         tu_expect(r, t, 2, TU_SHAPE(R, C), want, 0);
@@ -645,7 +631,7 @@ static void test_cast_matrix(void **state) {
     const double v[] = {0, 1, 2, 7, 100, 255};
     for (int si = 0; si < COUNT(all_types); si++)
         for (int di = 0; di < COUNT(all_types); di++) {
-            cx_tensor *x = vec(all_types[si], 6, v), *r = as_type(x, all_types[di]);
+            cx_tensor *x = tu_vec(all_types[si], 6, v), *r = as_type(x, all_types[di]);
             expect_vec(r, all_types[di], 6, v, 0);
             drop_all((cx_tensor *[]){x, r}, 2);
         }
@@ -661,7 +647,7 @@ static void test_cast_matrix(void **state) {
                 double x = fs ? in[i] : trunc(in[i]);
                 want[i] = fd ? x : trunc(x);
             }
-            cx_tensor *x = vec(s, 4, in), *r = as_type(x, d);
+            cx_tensor *x = tu_vec(s, 4, in), *r = as_type(x, d);
             expect_vec(r, d, 4, want, 0);
             drop_all((cx_tensor *[]){x, r}, 2);
         }
@@ -669,7 +655,7 @@ static void test_cast_matrix(void **state) {
 
 static void cast_bits(cx_dtype from, int64_t n, const double *v, cx_dtype to,
                       const uint16_t *want) {
-    cx_tensor *x = vec(from, n, v), *r = as_type(x, to);
+    cx_tensor *x = tu_vec(from, n, v), *r = as_type(x, to);
     expect_bits16(r, to, n, want);
     drop_all((cx_tensor *[]){x, r}, 2);
 }
@@ -718,7 +704,7 @@ static void test_cast_half_rounding(void **state) {
     const int64_t big[] = {(INT64_C(1) << 60) + (INT64_C(1) << 52) + 1,
                            -((INT64_C(1) << 60) + (INT64_C(1) << 52) + 1),
                            (INT64_C(1) << 60) + (INT64_C(1) << 52), INT64_MAX, INT64_MIN};
-    cx_tensor *x = raw(CX_S64, 5, big);
+    cx_tensor *x = tu_raw(CX_S64, 5, big);
     cx_tensor *rb = as_type(x, CX_BF16), *rh = as_type(x, CX_F16);
     expect_bits16(rb, CX_BF16, 5, (const uint16_t[]){0x5d81, 0xdd81, 0x5d80, 0x5f00, 0xdf00});
     expect_bits16(rh, CX_F16, 5, (const uint16_t[]){0x7c00, 0xfc00, 0x7c00, 0x7c00, 0xfc00});
@@ -730,7 +716,7 @@ static void test_cast_saturation(void **state) {
     /* Values every float type holds well enough to keep their integer part. */
     const double v[] = {NAN, INFINITY, -INFINITY, 2.9, -2.9, 0.9, -0.9, 300, -5};
     for (int ti = 0; ti < COUNT(float_types); ti++) {
-        cx_tensor *x = vec(float_types[ti], 9, v);
+        cx_tensor *x = tu_vec(float_types[ti], 9, v);
         cx_tensor *r32 = as_type(x, CX_S32), *r64 = as_type(x, CX_S64), *r8 = as_type(x, CX_U8);
         expect_vec(r32, CX_S32, 9, TU_VALUES(0, INT32_MAX, INT32_MIN, 2, -2, 0, 0, 300, -5), 0);
         expect_s64(r64, 9, (const int64_t[]){0, INT64_MAX, INT64_MIN, 2, -2, 0, 0, 300, -5});
@@ -738,7 +724,7 @@ static void test_cast_saturation(void **state) {
         drop_all((cx_tensor *[]){x, r32, r64, r8}, 4);
     }
     /* Finite values beyond the target range, and the largest ones inside it. */
-    cx_tensor *f = vec(CX_F32, 6, TU_VALUES(1e10, -1e10, 2147483520.0, 0x1p31, 0x1p63, -0x1p63));
+    cx_tensor *f = tu_vec(CX_F32, 6, TU_VALUES(1e10, -1e10, 2147483520.0, 0x1p31, 0x1p63, -0x1p63));
     cx_tensor *f32 = as_type(f, CX_S32), *f64 = as_type(f, CX_S64);
     expect_vec(f32, CX_S32, 6,
                TU_VALUES(INT32_MAX, INT32_MIN, 2147483520.0, INT32_MAX, INT32_MAX, INT32_MIN), 0);
@@ -746,8 +732,8 @@ static void test_cast_saturation(void **state) {
                (const int64_t[]){INT64_C(10000000000), INT64_C(-10000000000), 2147483520,
                                  INT64_C(1) << 31, INT64_MAX, INT64_MIN});
     cx_tensor *d =
-        vec(CX_F64, 7,
-            TU_VALUES(2147483647.9, -2147483648.9, 1e19, -1e19, 0x1p63 - 1024, 255.9, 0x1p63));
+        tu_vec(CX_F64, 7,
+               TU_VALUES(2147483647.9, -2147483648.9, 1e19, -1e19, 0x1p63 - 1024, 255.9, 0x1p63));
     cx_tensor *d32 = as_type(d, CX_S32), *d64 = as_type(d, CX_S64), *d8 = as_type(d, CX_U8);
     expect_vec(d32, CX_S32, 7,
                TU_VALUES(INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, INT32_MAX, 255, INT32_MAX), 0);
@@ -755,9 +741,9 @@ static void test_cast_saturation(void **state) {
                (const int64_t[]){2147483647, -INT64_C(2147483648), INT64_MAX, INT64_MIN,
                                  INT64_MAX - 1023, 255, INT64_MAX});
     expect_vec(d8, CX_U8, 7, TU_VALUES(255, 0, 255, 0, 255, 255, 255), 0);
-    cx_tensor *b = vec(CX_BF16, 3, TU_VALUES(3e38, -3e38, 1e10)), *b64 = as_type(b, CX_S64);
+    cx_tensor *b = tu_vec(CX_BF16, 3, TU_VALUES(3e38, -3e38, 1e10)), *b64 = as_type(b, CX_S64);
     expect_s64(b64, 3, (const int64_t[]){INT64_MAX, INT64_MIN, (int64_t)repr(CX_BF16, 1e10)});
-    cx_tensor *h = vec(CX_F16, 2, TU_VALUES(65504, -65504)), *h32 = as_type(h, CX_S32);
+    cx_tensor *h = tu_vec(CX_F16, 2, TU_VALUES(65504, -65504)), *h32 = as_type(h, CX_S32);
     expect_vec(h32, CX_S32, 2, TU_VALUES(65504, -65504), 0);
     drop_all((cx_tensor *[]){f, f32, f64, d, d32, d64, d8, b, b64, h, h32}, 11);
 }
@@ -765,21 +751,21 @@ static void test_cast_saturation(void **state) {
 static void test_cast_integer_wrap(void **state) {
     (void)state;
     const int64_t v[] = {(INT64_C(1) << 32) + 5, -1, INT64_C(1) << 31, INT64_MIN, 300};
-    cx_tensor *x = raw(CX_S64, 5, v);
+    cx_tensor *x = tu_raw(CX_S64, 5, v);
     cx_tensor *r32 = as_type(x, CX_S32), *r8 = as_type(x, CX_U8);
     cx_tensor *rf = as_type(x, CX_F64), *rs = as_type(x, CX_F32);
     expect_vec(r32, CX_S32, 5, TU_VALUES(5, -1, INT32_MIN, 0, 300), 0);
     expect_vec(r8, CX_U8, 5, TU_VALUES(5, 255, 0, 0, 44), 0);
     expect_vec(rf, CX_F64, 5, TU_VALUES(0x1p32 + 5, -1, 0x1p31, -0x1p63, 300), 0);
     expect_vec(rs, CX_F32, 5, TU_VALUES(0x1p32, -1, 0x1p31, -0x1p63, 300), 0);
-    cx_tensor *s = vec(CX_S32, 4, TU_VALUES(-1, 256, 300, INT32_MIN));
+    cx_tensor *s = tu_vec(CX_S32, 4, TU_VALUES(-1, 256, 300, INT32_MIN));
     cx_tensor *s8 = as_type(s, CX_U8), *s64 = as_type(s, CX_S64);
     expect_vec(s8, CX_U8, 4, TU_VALUES(255, 0, 44, 0), 0);
     expect_s64(s64, 4, (const int64_t[]){-1, 256, 300, INT32_MIN});
-    cx_tensor *u = vec(CX_U8, 2, TU_VALUES(255, 128)), *u32 = as_type(u, CX_S32);
+    cx_tensor *u = tu_vec(CX_U8, 2, TU_VALUES(255, 128)), *u32 = as_type(u, CX_S32);
     expect_vec(u32, CX_S32, 2, TU_VALUES(255, 128), 0);
     const int64_t odd[] = {(INT64_C(1) << 53) + 1};
-    cx_tensor *o = raw(CX_S64, 1, odd), *of = as_type(o, CX_F64);
+    cx_tensor *o = tu_raw(CX_S64, 1, odd), *of = as_type(o, CX_F64);
     expect_vec(of, CX_F64, 1, TU_VALUES(0x1p53), 0);
     drop_all((cx_tensor *[]){x, r32, r8, rf, rs, s, s8, s64, u, u32, o, of}, 12);
 }
@@ -790,8 +776,8 @@ static void test_empty_tensors(void **state) {
     (void)state;
     for (int ti = 0; ti < COUNT(all_types); ti++) {
         cx_dtype t = all_types[ti];
-        cx_tensor *e = vec(t, 0, NULL), *e23 = tu_tensor(t, 2, TU_SHAPE(0, 3), NULL);
-        cx_tensor *row = vec(t, 3, TU_VALUES(1, 2, 3)),
+        cx_tensor *e = tu_vec(t, 0, NULL), *e23 = tu_tensor(t, 2, TU_SHAPE(0, 3), NULL);
+        cx_tensor *row = tu_vec(t, 3, TU_VALUES(1, 2, 3)),
                   *one = tu_tensor(t, 2, TU_SHAPE(0, 1), NULL);
         cx_tensor *col = tu_tensor(t, 2, TU_SHAPE(1, 5), TU_VALUES(1, 2, 3, 4, 5));
         cx_tensor *rs[] = {
@@ -818,8 +804,8 @@ static void test_empty_tensors(void **state) {
 static void test_driver_rejects_bad_calls(void **state) {
     (void)state;
     cx_device *dev = tu_cpu();
-    cx_tensor *a = vec(CX_S32, 2, TU_VALUES(1, 2)), *f = vec(CX_F32, 2, TU_VALUES(1, 2));
-    cx_tensor *three = vec(CX_S32, 3, TU_VALUES(1, 2, 3));
+    cx_tensor *a = tu_vec(CX_S32, 2, TU_VALUES(1, 2)), *f = tu_vec(CX_F32, 2, TU_VALUES(1, 2));
+    cx_tensor *three = tu_vec(CX_S32, 3, TU_VALUES(1, 2, 3));
     cx_tensor out;
     cx_status st = {0};
     cx_params ps = {0};

@@ -170,6 +170,21 @@ static inline void tu_download_destroy(tu_download *w) {
     pthread_cond_destroy(&w->cond);
 }
 
+/* A rank-1 tensor of n values (rounded or wrapped into t). */
+static inline cx_tensor *tu_vec(cx_dtype t, int64_t n, const double *v) {
+    return tu_tensor(t, 1, (const int64_t[]){n}, v);
+}
+
+/* A rank-1 tensor from raw element bytes, for values a double cannot hold. */
+static inline cx_tensor *tu_raw(cx_dtype t, int64_t n, const void *bytes) {
+    cx_tensor *x = malloc(sizeof *x);
+    cx_desc d = tu_desc(t, 1, (const int64_t[]){n});
+    cx_status st = {0};
+    assert_int_equal(cx_tensor_init(x, tu_cpu(), &d, &st), CX_OK);
+    memcpy(x->data, bytes, x->nbytes);
+    return x;
+}
+
 #define TU_SHAPE(...)  ((const int64_t[]){__VA_ARGS__})
 #define TU_VALUES(...) ((const double[]){__VA_ARGS__})
 

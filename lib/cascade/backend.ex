@@ -12,7 +12,7 @@ if Code.ensure_loaded?(Nx) do
     any Cascade call (native, decomposed on the device, or the C dispatcher's cpu fallback).
     A callback or type Cascade cannot run at all — complex and the integer types other than
     u8/s32/s64, sort, fft, linear algebra, `map`/`reduce` with Elixir functions, windows,
-    indexed updates, bitwise ops — runs on `Nx.BinaryBackend`: its inputs are copied to host
+    indexed updates — runs on `Nx.BinaryBackend`: its inputs are copied to host
     binaries and the result copied back. Such a fallback obeys the `fallback:` policy
     (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
     `:unsupported` before anything moves) and is counted in `Cascade.stats/0` as
@@ -369,73 +369,65 @@ if Code.ensure_loaded?(Nx) do
     def logical_not(out, tensor),
       do: native_or(:logical_not, out, [tensor], &Cascade.logical_not/1)
 
-    # Nx's integer remainder by zero raises (Cascade's gives 0): only a divisor with a zero
-    # goes to Nx.BinaryBackend, which raises as Nx does.
-    @impl true
-    def remainder(out, left, right) do
-      zero_divisor? =
-        Nx.Type.integer?(out.type) and native?([right]) and
-          Cascade.any(Cascade.equal(cx(right), 0)) |> Cascade.to_list() == 1
-
-      if zero_divisor? do
-        fallback(:remainder, out, [left, right])
-      else
-        native_or(:remainder, out, [left, right], fn l, r ->
-          Cascade.remainder(cast(l, out.type), cast(r, out.type))
-        end)
+    # Integer ops on the bits, and remainder and quotient, in the output type (Nx merges the
+    # operands' types). Where Cascade defines what Nx refuses, the call goes to
+    # Nx.BinaryBackend, which raises as Nx does: a negative shift count (Cascade shifts the
+    # other way, as Bitwise.bsl/2) and an integer divisor of zero (Cascade gives 0).
+    for {op, refused} <- [
+          bitwise_and: nil,
+          bitwise_or: nil,
+          bitwise_xor: nil,
+          left_shift: :negative,
+          right_shift: :negative,
+          remainder: :zero,
+          quotient: :zero
+        ] do
+      @impl true
+      def unquote(op)(out, left, right) do
+        if refused?(unquote(refused), out, right) do
+          fallback(unquote(op), out, [left, right])
+        else
+          native_or(unquote(op), out, [left, right], fn l, r ->
+            Cascade.unquote(op)(cast(l, out.type), cast(r, out.type))
+          end)
+        end
       end
+    end
+
+    defp refused?(nil, _out, _right), do: false
+
+    defp refused?(:negative, _out, right) do
+      match?({:s, _}, right.type) and native?([right]) and
+        Cascade.any(Cascade.less(cx(right), 0)) |> Cascade.to_list() == 1
+    end
+
+    defp refused?(:zero, out, right) do
+      Nx.Type.integer?(out.type) and native?([right]) and
+        Cascade.any(Cascade.equal(cx(right), 0)) |> Cascade.to_list() == 1
     end
 
     # Unary ops Cascade has, computed in the output type.
     for op <-
           [:negate, :abs, :sign, :floor, :ceil, :round] ++
-            [:exp, :expm1, :log, :log1p, :sqrt, :rsqrt, :sin, :cos, :tanh, :sigmoid, :erf] do
+            [:exp, :expm1, :log, :log1p, :sqrt, :rsqrt, :sin, :cos, :tanh, :sigmoid, :erf] ++
+            [:erfc, :erf_inv, :tan, :asin, :acos, :atan, :sinh, :cosh, :asinh, :acosh] ++
+            [:atanh, :cbrt, :bitwise_not, :population_count, :count_leading_zeros] do
       @impl true
       def unquote(op)(out, tensor),
         do: native_or(unquote(op), out, [tensor], &Cascade.unquote(op)(cast(&1, out.type)))
     end
 
-    @impl true
-    def is_infinity(out, tensor) do
-      native_or(:is_infinity, out, [tensor], fn t ->
-        if Nx.Type.float?(tensor.type),
-          do:
-            Cascade.equal(
-              Cascade.abs(t),
-              Cascade.full(:infinity, {}, type: t.type, device: t.device)
-            ),
-          else: Cascade.full(0, t.shape, type: :u8, device: t.device)
-      end)
-    end
-
-    @impl true
-    def is_nan(out, tensor) do
-      if Nx.Type.float?(tensor.type),
-        do: native_or(:is_nan, out, [tensor], &Cascade.not_equal(&1, &1)),
-        else: fallback(:is_nan, out, [tensor])
+    # u8 truth of each element, for every type (0 for integers)
+    for op <- [:is_nan, :is_infinity] do
+      @impl true
+      def unquote(op)(out, tensor),
+        do: native_or(unquote(op), out, [tensor], &(Cascade.unquote(op) / 1))
     end
 
     ## Everything else runs on Nx.BinaryBackend
 
-    binary_fallbacks = [
-      :quotient,
-      :bitwise_and,
-      :bitwise_or,
-      :bitwise_xor,
-      :left_shift,
-      :right_shift
-    ]
-
-    for op <- binary_fallbacks do
-      @impl true
-      def unquote(op)(out, left, right), do: fallback(unquote(op), out, [left, right])
-    end
-
-    unary_fallbacks =
-      [:tan, :cosh, :sinh, :acos, :asin, :atan, :acosh, :asinh, :atanh, :cbrt, :erfc, :erf_inv] ++
-        [:bitwise_not, :conjugate, :count_leading_zeros, :population_count, :real, :imag]
-
-    for op <- unary_fallbacks do
+    # complex numbers: Cascade has no complex type
+    for op <- [:conjugate, :real, :imag] do
       @impl true
       def unquote(op)(out, tensor), do: fallback(unquote(op), out, [tensor])
     end

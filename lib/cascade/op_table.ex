@@ -17,28 +17,22 @@ defmodule Cascade.OpTable do
     |> entries(["CX_OP", "CX_COMPOSITE"])
     |> Enum.with_index()
     |> Enum.map(fn
-      {{"CX_OP", [id, name, kind, args, opts, _infer, doc, example, result]}, index} ->
-        op(
-          index,
-          id,
-          name,
-          kind |> String.downcase() |> String.to_atom(),
-          args,
-          opts,
-          doc,
-          example,
-          result
-        )
+      {{"CX_OP", [id, name, kind, args, opts, infer, doc, example, result]}, index} ->
+        kind = kind |> String.downcase() |> String.to_atom()
+        # the ops on the bits of integers: their inference refuses floats
+        integer_only = infer in ["cx_infer_unary_int", "cx_infer_binary_int"]
+        op(index, id, name, kind, args, opts, doc, example, result, integer_only)
 
       {{"CX_COMPOSITE", [id, name, args, opts, _infer, _dec, _sample, doc, example, result]},
        index} ->
-        op(index, id, name, :composite, args, opts, doc, example, result)
+        op(index, id, name, :composite, args, opts, doc, example, result, false)
     end)
   end
 
-  defp op(index, id, name, kind, args, opts, doc, example, result) do
+  defp op(index, id, name, kind, args, opts, doc, example, result, integer_only) do
     %{
       id: index,
+      integer_only: integer_only,
       c_id: id,
       name: String.to_atom(name),
       kind: kind,

@@ -216,10 +216,14 @@ defmodule Cascade.Reference do
   ## Elementwise
 
   @unary [:negate, :abs, :sign, :exp, :expm1, :log, :log1p, :sqrt, :rsqrt, :sin, :cos, :tanh] ++
-           [:sigmoid, :erf, :floor, :ceil, :round, :reciprocal, :logical_not]
+           [:sigmoid, :erf, :floor, :ceil, :round, :reciprocal, :logical_not] ++
+           [:erfc, :erf_inv, :tan, :asin, :acos, :atan, :sinh, :cosh, :asinh, :acosh] ++
+           [:atanh, :cbrt, :is_nan, :is_infinity, :bitwise_not]
   @binary [:add, :subtract, :multiply, :divide, :pow, :max, :min, :remainder, :atan2] ++
             [:equal, :not_equal, :less, :less_equal, :greater, :greater_equal] ++
-            [:logical_and, :logical_or, :logical_xor]
+            [:logical_and, :logical_or, :logical_xor] ++
+            [:bitwise_and, :bitwise_or, :bitwise_xor, :left_shift, :right_shift, :quotient]
+  @bits %{u8: 8, s32: 32, s64: 64}
 
   @doc "The elementwise unary ops the reference knows."
   def unary_ops, do: @unary
@@ -228,6 +232,22 @@ defmodule Cascade.Reference do
 
   @doc "An elementwise unary op on a tensor in its compute type."
   def unary(op, {shape, data}) when op in @unary, do: {shape, Enum.map(data, &unary1(op, &1))}
+
+  @doc """
+  population_count and count_leading_zeros of an integer tensor of `type`: bits of the
+  value's two's complement in the type's width.
+  """
+  def unary_bits(op, type, {shape, data}) when op in [:population_count, :count_leading_zeros] do
+    bits = Map.fetch!(@bits, type)
+
+    {shape,
+     Enum.map(data, fn x ->
+       u = x &&& (1 <<< bits) - 1
+       ones = for(i <- 0..(bits - 1), (u >>> i &&& 1) == 1, do: 1) |> length()
+       width = if u == 0, do: 0, else: length(Integer.digits(u, 2))
+       if op == :population_count, do: ones, else: bits - width
+     end)}
+  end
 
   @doc "An elementwise binary op, with broadcasting, on tensors in their compute type."
   def binary(op, a, b) when op in @binary,
@@ -258,6 +278,10 @@ defmodule Cascade.Reference do
   defp unary1(:sign, x) when is_integer(x), do: sign(x)
   defp unary1(:sign, x), do: sign(x) * 1.0
   defp unary1(:logical_not, x), do: if(truthy(x), do: 0, else: 1)
+  defp unary1(:is_nan, x), do: bool(x == :nan)
+  defp unary1(:is_infinity, x), do: bool(inf?(x))
+  # ~~~x wraps into the type like any integer result
+  defp unary1(:bitwise_not, x), do: bnot(x)
   defp unary1(op, x) when op in [:floor, :ceil, :round] and (is_integer(x) or is_atom(x)), do: x
   defp unary1(:floor, x), do: Float.floor(x)
   defp unary1(:ceil, x), do: Float.ceil(x)
@@ -288,6 +312,65 @@ defmodule Cascade.Reference do
   defp unary1(:sigmoid, x) when x >= 0, do: 1.0 / (1.0 + :math.exp(-x))
   defp unary1(:sigmoid, x), do: :math.exp(x) / (1.0 + :math.exp(x))
   defp unary1(:reciprocal, x), do: divide(1.0, x)
+  @half_pi :math.pi() / 2
+  # the functions Nx has beyond the common ones, as C99 Annex F defines them at NaN (above),
+  # infinities and the ends of their domains
+  defp unary1(:erfc, :infinity), do: 0.0
+  defp unary1(:erfc, :neg_infinity), do: 2.0
+  defp unary1(:erfc, x), do: :math.erfc(x)
+  defp unary1(:erf_inv, x) when is_atom(x) or x < -1 or x > 1, do: :nan
+  defp unary1(:erf_inv, x) when x == 1, do: :infinity
+  defp unary1(:erf_inv, x) when x == -1, do: :neg_infinity
+  defp unary1(:erf_inv, x) when x == 0, do: x
+  defp unary1(:erf_inv, x) when x < 0, do: -erf_inv(-x)
+  defp unary1(:erf_inv, x), do: erf_inv(x)
+  defp unary1(op, x) when op in [:tan, :asin, :acos] and is_atom(x), do: :nan
+  defp unary1(op, x) when op in [:asin, :acos] and abs(x) > 1, do: :nan
+  defp unary1(:tan, x), do: :math.tan(x)
+  defp unary1(:asin, x), do: :math.asin(x)
+  defp unary1(:acos, x), do: :math.acos(x)
+  defp unary1(:atan, :infinity), do: @half_pi
+  defp unary1(:atan, :neg_infinity), do: -@half_pi
+  defp unary1(:atan, x), do: :math.atan(x)
+  defp unary1(op, x) when op in [:sinh, :asinh, :cbrt] and is_atom(x), do: x
+  defp unary1(:cosh, x) when is_atom(x), do: :infinity
+  defp unary1(:sinh, x), do: finite(fn -> :math.sinh(x) end, sgn(x))
+  defp unary1(:cosh, x), do: finite(fn -> :math.cosh(x) end, 1)
+  defp unary1(:asinh, x), do: :math.asinh(x)
+  defp unary1(:acosh, :infinity), do: :infinity
+  defp unary1(:acosh, x) when is_atom(x) or x < 1, do: :nan
+  defp unary1(:acosh, x), do: :math.acosh(x)
+  defp unary1(:atanh, x) when is_atom(x) or abs(x) > 1, do: :nan
+  defp unary1(:atanh, x) when x == 1, do: :infinity
+  defp unary1(:atanh, x) when x == -1, do: :neg_infinity
+  defp unary1(:atanh, x), do: :math.atanh(x)
+  defp unary1(:cbrt, x) when x == 0, do: x
+  defp unary1(:cbrt, x) when x < 0, do: -cbrt(-x)
+  defp unary1(:cbrt, x), do: cbrt(x)
+
+  # the cube root of x > 0: pow, then one Newton step, to f64 accuracy
+  defp cbrt(x) do
+    y = :math.pow(x, 1 / 3)
+    y - (y * y * y - x) / (3 * y * y)
+  end
+
+  # erf_inv of 0 < a < 1 by bisection to the last bit of f64: on erf below 0.5, on
+  # erfc(x) = 1 - a above, where 1 - a keeps its digits
+  # (below 0.5, erf_inv(a) lies between 0.88 a and 0.96 a: the bracket is relative to a)
+  defp erf_inv(a) when a <= 0.5, do: bisect(fn x -> :math.erf(x) < a end, 0.8 * a, a, 80)
+  defp erf_inv(a), do: bisect(fn x -> :math.erfc(x) > 1 - a end, 0.0, 27.0, 80)
+
+  defp bisect(_below?, lo, hi, 0), do: (lo + hi) / 2
+
+  defp bisect(below?, lo, hi, n) do
+    mid = (lo + hi) / 2
+
+    cond do
+      mid == lo or mid == hi -> mid
+      below?.(mid) -> bisect(below?, mid, hi, n - 1)
+      true -> bisect(below?, lo, mid, n - 1)
+    end
+  end
 
   # log(x) (pole 0) or log1p(x) (pole -1): -infinity at the pole, NaN below it
   defp log_at(:infinity, _pole), do: :infinity
@@ -449,6 +532,15 @@ defmodule Cascade.Reference do
 
   defp binary1(:remainder, x, y), do: remainder(x, y)
   defp binary1(:atan2, x, y), do: atan2(x, y)
+  defp binary1(:bitwise_and, x, y), do: band(x, y)
+  defp binary1(:bitwise_or, x, y), do: bor(x, y)
+  defp binary1(:bitwise_xor, x, y), do: bxor(x, y)
+  # Elixir's bsl/bsr on the values (Nx.BinaryBackend's rule), then wrapped into the type; a
+  # count beyond 100 shifts like 100 once wrapped into 64 bits (and keeps the numbers small)
+  defp binary1(:left_shift, x, y), do: bsl(x, max(min(y, 100), -100))
+  defp binary1(:right_shift, x, y), do: bsr(x, max(min(y, 100), -100))
+  defp binary1(:quotient, _x, 0), do: 0
+  defp binary1(:quotient, x, y), do: div(x, y)
   defp binary1(:equal, x, y), do: bool(not nan?(x) and not nan?(y) and x == y)
   defp binary1(:not_equal, x, y), do: bool(nan?(x) or nan?(y) or x != y)
   defp binary1(:less, x, y), do: bool(gt(y, x))

@@ -10,6 +10,8 @@
 /* elementwise.c: UNARY, UNARY_FLOAT, BINARY, BINARY_FLOAT, COMPARE, LOGICAL and SELECT kinds */
 cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out,
                         cx_status *st);
+/* elementwise.c: the inverse error function in double (the cuda emulator's erfinvf too) */
+double cx_erf_inv(double y);
 /* cast.c: AS_TYPE */
 cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st);
 /* reduce.c: REDUCE and ARGREDUCE kinds */

@@ -97,6 +97,57 @@ static inline int64_t ipow_signed(int64_t base, int64_t e) {
 DEF_SIGMOID(f32, float)
 DEF_SIGMOID(f64, double)
 
+/* The inverse error function, in double: Giles' single-precision approximation ("Approximating
+ * the erfinv function", GPU Computing Gems, 2011) as the start, then Halley steps on
+ * erf(x) = a up to a = 0.5 and Newton steps on log(erfc(x)) = log(1 - a) above, where 1 - a
+ * keeps its digits near 1. */
+double cx_erf_inv(double y) {
+    if (!(y >= -1 && y <= 1)) return NAN;
+    if (y == 0) return y; /* keeps -0 */
+    double a = fabs(y);
+    if (a == 1) return copysign(INFINITY, y);
+    double w = -log((1 - a) * (1 + a)), p;
+    if (w < 5) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        p = 3.43273939e-07 + p * w;
+        p = -3.5233877e-06 + p * w;
+        p = -4.39150654e-06 + p * w;
+        p = 0.00021858087 + p * w;
+        p = -0.00125372503 + p * w;
+        p = -0.00417768164 + p * w;
+        p = 0.246640727 + p * w;
+        p = 1.50140941 + p * w;
+    } else {
+        w = sqrt(w) - 3;
+        p = -0.000200214257;
+        p = 0.000100950558 + p * w;
+        p = 0.00134934322 + p * w;
+        p = -0.00367342844 + p * w;
+        p = 0.00573950773 + p * w;
+        p = -0.0076224613 + p * w;
+        p = 0.00943887047 + p * w;
+        p = 1.00167406 + p * w;
+        p = 2.83297682 + p * w;
+    }
+    double x = p * a, tail = log(1 - a);
+    for (int k = 0; k < 8; k++) {
+        double dx, d = 1.1283791670955126 * exp(-x * x); /* erf'(x) */
+        if (a <= 0.5) {
+            double f = erf(x) - a;
+            dx = f / (d + x * f); /* Halley */
+        } else {
+            /* Newton on log(erfc(x)) = log(1 - a): nearly quadratic in x, so it converges from
+             * far out in the tail, where erf(x) - a has no digits left */
+            double e = erfc(x);
+            dx = (log(e) - tail) / (-d / e);
+        }
+        x -= dx;
+        if (!(fabs(dx) > 0x1p-54 * x)) break;
+    }
+    return copysign(x, y);
+}
+
 /* tgmath.h picks the float or double libm function from the operand type. max and min let NaN
  * through from either side, like Nx. */
 #define FLOAT_KERNELS(sfx, T)                                                                      \
@@ -127,6 +178,25 @@ DEF_SIGMOID(f64, double)
     DEF_BINARY(k_min_##sfx, T, T, x < y || x != x ? x : y)                                         \
     DEF_BINARY(k_remainder_##sfx, T, T, fmod(x, y))                                                \
     DEF_BINARY(k_atan2_##sfx, T, T, atan2(x, y))
+
+/* The functions of Nx beyond the common ones compute in double and round once: f32 results are
+ * then correctly rounded but for rare double-rounding ties, as Nx.BinaryBackend's (which
+ * computes in double too). */
+#define MORE_MATH_KERNELS(sfx, T)                                                                  \
+    DEF_UNARY(k_erfc_##sfx, T, T, (T)erfc((double)x))                                              \
+    DEF_UNARY(k_erf_inv_##sfx, T, T, (T)cx_erf_inv((double)x))                                     \
+    DEF_UNARY(k_tan_##sfx, T, T, (T)tan((double)x))                                                \
+    DEF_UNARY(k_asin_##sfx, T, T, (T)asin((double)x))                                              \
+    DEF_UNARY(k_acos_##sfx, T, T, (T)acos((double)x))                                              \
+    DEF_UNARY(k_atan_##sfx, T, T, (T)atan((double)x))                                              \
+    DEF_UNARY(k_sinh_##sfx, T, T, (T)sinh((double)x))                                              \
+    DEF_UNARY(k_cosh_##sfx, T, T, (T)cosh((double)x))                                              \
+    DEF_UNARY(k_asinh_##sfx, T, T, (T)asinh((double)x))                                            \
+    DEF_UNARY(k_acosh_##sfx, T, T, (T)acosh((double)x))                                            \
+    DEF_UNARY(k_atanh_##sfx, T, T, (T)atanh((double)x))                                            \
+    DEF_UNARY(k_cbrt_##sfx, T, T, (T)cbrt((double)x))                                              \
+    DEF_UNARY(k_is_nan_##sfx, T, uint8_t, x != x)                                                  \
+    DEF_UNARY(k_is_infinity_##sfx, T, uint8_t, isinf(x) != 0)
 
 /* Integer arithmetic wraps: it runs in the unsigned type U, which C defines modulo 2^n. */
 #define INT_KERNELS(sfx, T, U)                                                                     \
@@ -160,8 +230,58 @@ DEF_SIGMOID(f64, double)
     DEF_BINARY(k_logical_or_##sfx, T, uint8_t, (x != 0) | (y != 0))                                \
     DEF_BINARY(k_logical_xor_##sfx, T, uint8_t, (x != 0) ^ (y != 0))
 
+/* The bits of integers of BITS bits, W their unsigned type. Shifts follow Elixir's bsl/bsr on
+ * the value (Nx.BinaryBackend's rule): a shift of the width or more leaves 0 (or -1 for a
+ * negative value shifted right), a negative count shifts the other way. */
+#define BITS_KERNELS(sfx, T, W, BITS, NEG)                                                         \
+    static inline T shl_##sfx(T x, int64_t y);                                                     \
+    static inline T shr_##sfx(T x, int64_t y) {                                                    \
+        if (y < 0) return y <= -(BITS) ? (T)0 : shl_##sfx(x, -y);                                  \
+        if (y >= (BITS)) return NEG(x) ? (T)-1 : (T)0;                                             \
+        return (T)(x >> y);                                                                        \
+    }                                                                                              \
+    static inline T shl_##sfx(T x, int64_t y) {                                                    \
+        if (y < 0) return y <= -(BITS) ? (NEG(x) ? (T)-1 : (T)0) : shr_##sfx(x, -y);               \
+        if (y >= (BITS)) return 0;                                                                 \
+        return (T)((W)x << y);                                                                     \
+    }                                                                                              \
+    static inline T clz_##sfx(T x) {                                                               \
+        return x == 0 ? (T)(BITS) : (T)(__builtin_clzll((uint64_t)(W)x) - (64 - (BITS)));          \
+    }                                                                                              \
+    DEF_UNARY(k_bitwise_not_##sfx, T, T, (T) ~(W)x)                                                \
+    DEF_UNARY(k_population_count_##sfx, T, T, (T)__builtin_popcountll((uint64_t)(W)x))             \
+    DEF_UNARY(k_count_leading_zeros_##sfx, T, T, clz_##sfx(x))                                     \
+    DEF_BINARY(k_bitwise_and_##sfx, T, T, (T)((W)x & (W)y))                                        \
+    DEF_BINARY(k_bitwise_or_##sfx, T, T, (T)((W)x | (W)y))                                         \
+    DEF_BINARY(k_bitwise_xor_##sfx, T, T, (T)((W)x ^ (W)y))                                        \
+    DEF_BINARY(k_left_shift_##sfx, T, T, shl_##sfx(x, y))                                          \
+    DEF_BINARY(k_right_shift_##sfx, T, T, shr_##sfx(x, y))
+
 FLOAT_KERNELS(f32, float)
 FLOAT_KERNELS(f64, double)
+MORE_MATH_KERNELS(f32, float)
+MORE_MATH_KERNELS(f64, double)
+#define NEVER(x)    0
+#define NEGATIVE(x) ((x) < 0)
+BITS_KERNELS(u8, uint8_t, uint8_t, 8, NEVER)
+BITS_KERNELS(s32, int32_t, uint32_t, 32, NEGATIVE)
+BITS_KERNELS(s64, int64_t, uint64_t, 64, NEGATIVE)
+/* Truncating division; x / 0 is 0 and the smallest signed value / -1 wraps to itself. */
+DEF_BINARY(k_quotient_u8, uint8_t, uint8_t, y ? (uint8_t)(x / y) : 0)
+DEF_BINARY(k_quotient_s32, int32_t, int32_t,
+           y == 0    ? 0
+           : y == -1 ? (int32_t)(0u - (uint32_t)x)
+                     : x / y)
+DEF_BINARY(k_quotient_s64, int64_t, int64_t,
+           y == 0    ? 0
+           : y == -1 ? (int64_t)(UINT64_C(0) - (uint64_t)x)
+                     : x / y)
+DEF_UNARY(k_is_nan_u8, uint8_t, uint8_t, 0 * x)
+DEF_UNARY(k_is_nan_s32, int32_t, uint8_t, 0 * x)
+DEF_UNARY(k_is_nan_s64, int64_t, uint8_t, 0 * x)
+DEF_UNARY(k_is_infinity_u8, uint8_t, uint8_t, 0 * x)
+DEF_UNARY(k_is_infinity_s32, int32_t, uint8_t, 0 * x)
+DEF_UNARY(k_is_infinity_s64, int64_t, uint8_t, 0 * x)
 INT_KERNELS(u8, uint8_t, uint32_t)
 INT_KERNELS(s32, int32_t, uint32_t)
 INT_KERNELS(s64, int64_t, uint64_t)
@@ -187,6 +307,9 @@ TRUTH_KERNELS(s64, int64_t)
         [CX_S64] = k##_s64                                                                         \
     }
 
+#define INTS(k)                                                                                    \
+    { [CX_U8] = k##_u8, [CX_S32] = k##_s32, [CX_S64] = k##_s64 }
+
 static const ew_kernel kernels[CX_OP_COUNT][CX_DTYPE_COUNT] = {
     [CX_OP_NEGATE] = ALL(k_negate),
     [CX_OP_ABS] = ALL(k_abs),
@@ -202,11 +325,34 @@ static const ew_kernel kernels[CX_OP_COUNT][CX_DTYPE_COUNT] = {
     [CX_OP_TANH] = FLOATS(k_tanh),
     [CX_OP_SIGMOID] = FLOATS(k_sigmoid),
     [CX_OP_ERF] = FLOATS(k_erf),
+    [CX_OP_ERFC] = FLOATS(k_erfc),
+    [CX_OP_ERF_INV] = FLOATS(k_erf_inv),
+    [CX_OP_TAN] = FLOATS(k_tan),
+    [CX_OP_ASIN] = FLOATS(k_asin),
+    [CX_OP_ACOS] = FLOATS(k_acos),
+    [CX_OP_ATAN] = FLOATS(k_atan),
+    [CX_OP_SINH] = FLOATS(k_sinh),
+    [CX_OP_COSH] = FLOATS(k_cosh),
+    [CX_OP_ASINH] = FLOATS(k_asinh),
+    [CX_OP_ACOSH] = FLOATS(k_acosh),
+    [CX_OP_ATANH] = FLOATS(k_atanh),
+    [CX_OP_CBRT] = FLOATS(k_cbrt),
     [CX_OP_FLOOR] = ALL(k_floor),
     [CX_OP_CEIL] = ALL(k_ceil),
     [CX_OP_ROUND] = ALL(k_round),
     [CX_OP_RECIPROCAL] = FLOATS(k_reciprocal),
     [CX_OP_LOGICAL_NOT] = ALL(k_logical_not),
+    [CX_OP_IS_NAN] = ALL(k_is_nan),
+    [CX_OP_IS_INFINITY] = ALL(k_is_infinity),
+    [CX_OP_BITWISE_NOT] = INTS(k_bitwise_not),
+    [CX_OP_POPULATION_COUNT] = INTS(k_population_count),
+    [CX_OP_COUNT_LEADING_ZEROS] = INTS(k_count_leading_zeros),
+    [CX_OP_BITWISE_AND] = INTS(k_bitwise_and),
+    [CX_OP_BITWISE_OR] = INTS(k_bitwise_or),
+    [CX_OP_BITWISE_XOR] = INTS(k_bitwise_xor),
+    [CX_OP_LEFT_SHIFT] = INTS(k_left_shift),
+    [CX_OP_RIGHT_SHIFT] = INTS(k_right_shift),
+    [CX_OP_QUOTIENT] = INTS(k_quotient),
     [CX_OP_ADD] = ALL(k_add),
     [CX_OP_SUBTRACT] = ALL(k_subtract),
     [CX_OP_MULTIPLY] = ALL(k_multiply),

@@ -161,6 +161,18 @@ __device__ __forceinline__ float sigmoid_f(float x) {
     return e / (1.0f + e);
 }
 
+#ifdef CK_EMULATE
+/* the host's libm has no erfinvf: the cpu driver's, in double */
+extern "C" double cx_erf_inv(double y);
+__device__ __forceinline__ float erf_inv_f(float x) {
+    return (float)cx_erf_inv(x);
+}
+#else
+__device__ __forceinline__ float erf_inv_f(float x) {
+    return erfinvf(x);
+}
+#endif
+
 __device__ __forceinline__ float max_nan(float x, float y) {
     return x > y || x != x ? x : y;
 }
@@ -185,6 +197,18 @@ __device__ __forceinline__ float min_nan(float x, float y) {
     case CX_OP_TANH: LOOP(tanhf(x)); break;                                                        \
     case CX_OP_SIGMOID: LOOP(sigmoid_f(x)); break;                                                 \
     case CX_OP_ERF: LOOP(erff(x)); break;                                                          \
+    case CX_OP_ERFC: LOOP(erfcf(x)); break;                                                        \
+    case CX_OP_ERF_INV: LOOP(erf_inv_f(x)); break;                                                 \
+    case CX_OP_TAN: LOOP(tanf(x)); break;                                                          \
+    case CX_OP_ASIN: LOOP(asinf(x)); break;                                                        \
+    case CX_OP_ACOS: LOOP(acosf(x)); break;                                                        \
+    case CX_OP_ATAN: LOOP(atanf(x)); break;                                                        \
+    case CX_OP_SINH: LOOP(sinhf(x)); break;                                                        \
+    case CX_OP_COSH: LOOP(coshf(x)); break;                                                        \
+    case CX_OP_ASINH: LOOP(asinhf(x)); break;                                                      \
+    case CX_OP_ACOSH: LOOP(acoshf(x)); break;                                                      \
+    case CX_OP_ATANH: LOOP(atanhf(x)); break;                                                      \
+    case CX_OP_CBRT: LOOP(cbrtf(x)); break;                                                        \
     case CX_OP_FLOOR: LOOP(floorf(x)); break;                                                      \
     case CX_OP_CEIL: LOOP(ceilf(x)); break;                                                        \
     case CX_OP_ROUND: LOOP(roundf(x)); break;                                                      \
@@ -220,8 +244,8 @@ __device__ __forceinline__ float min_nan(float x, float y) {
     case CX_OP_LOGICAL_XOR: LOOP((x != 0.0f) != (y != 0.0f)); break;
 
 __host__ __device__ __forceinline__ bool is_logical(int op) {
-    return op == CX_OP_LOGICAL_NOT || op == CX_OP_LOGICAL_AND || op == CX_OP_LOGICAL_OR ||
-           op == CX_OP_LOGICAL_XOR;
+    return op == CX_OP_LOGICAL_NOT || op == CX_OP_IS_NAN || op == CX_OP_IS_INFINITY ||
+           op == CX_OP_LOGICAL_AND || op == CX_OP_LOGICAL_OR || op == CX_OP_LOGICAL_XOR;
 }
 
 /* ---- contiguous unary and binary: four elements per load ------------------------------- */
@@ -347,6 +371,12 @@ template <typename T, typename O> __global__ void k_elementwise(int op, cx_dtype
             LOGICAL_CASES(EW_COMPARE)
         case CX_OP_LOGICAL_NOT:
             for (int64_t i = i0; i < p.n; i += step) out[i] = to_f(a[offset_of(p.l, 0, i)]) == 0.0f;
+            break;
+        case CX_OP_IS_NAN:
+            for (int64_t i = i0; i < p.n; i += step) out[i] = isnan(to_f(a[offset_of(p.l, 0, i)]));
+            break;
+        case CX_OP_IS_INFINITY:
+            for (int64_t i = i0; i < p.n; i += step) out[i] = isinf(to_f(a[offset_of(p.l, 0, i)]));
             break;
         default: break;
         }

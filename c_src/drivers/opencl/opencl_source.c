@@ -111,11 +111,42 @@ static const ew_expr exprs[CX_OP_COUNT] = {
     /* below zero exp(x) cannot overflow, as in the cpu driver */
     [CX_OP_SIGMOID] = FLOAT("x >= 0 ? (CT)1 / ((CT)1 + exp(-x)) : exp(x) / ((CT)1 + exp(x))"),
     [CX_OP_ERF] = FLOAT("erf(x)"),
+    [CX_OP_ERFC] = FLOAT("erfc(x)"),
+    /* erf_inv: OpenCL C has none; the negotiation moves it */
+    [CX_OP_TAN] = FLOAT("tan(x)"),
+    [CX_OP_ASIN] = FLOAT("asin(x)"),
+    [CX_OP_ACOS] = FLOAT("acos(x)"),
+    [CX_OP_ATAN] = FLOAT("atan(x)"),
+    [CX_OP_SINH] = FLOAT("sinh(x)"),
+    [CX_OP_COSH] = FLOAT("cosh(x)"),
+    [CX_OP_ASINH] = FLOAT("asinh(x)"),
+    [CX_OP_ACOSH] = FLOAT("acosh(x)"),
+    [CX_OP_ATANH] = FLOAT("atanh(x)"),
+    [CX_OP_CBRT] = FLOAT("cbrt(x)"),
     [CX_OP_FLOOR] = {"floor(x)", "x", "x"},
     [CX_OP_CEIL] = {"ceil(x)", "x", "x"},
     [CX_OP_ROUND] = {"round(x)", "x", "x"},
     [CX_OP_RECIPROCAL] = FLOAT("(CT)1 / x"),
     [CX_OP_LOGICAL_NOT] = SAME("x == 0"),
+    [CX_OP_IS_NAN] = {"isnan(x) != 0", "(x & 0) != 0", "(x & 0) != 0"},
+    [CX_OP_IS_INFINITY] = {"isinf(x) != 0", "(x & 0) != 0", "(x & 0) != 0"},
+    /* integer bits; W is the width. Shifts as Elixir's bsl/bsr, like the cpu driver. */
+    [CX_OP_BITWISE_NOT] = {NULL, "(CT)~x", "(CT)~x"},
+    [CX_OP_POPULATION_COUNT] = {NULL, "(CT)popcount(x)", "(CT)popcount(x)"},
+    [CX_OP_COUNT_LEADING_ZEROS] = {NULL, "(CT)clz(x)", "(CT)clz(x)"},
+    [CX_OP_BITWISE_AND] = {NULL, "x & y", "x & y"},
+    [CX_OP_BITWISE_OR] = {NULL, "x | y", "x | y"},
+    [CX_OP_BITWISE_XOR] = {NULL, "x ^ y", "x ^ y"},
+    [CX_OP_LEFT_SHIFT] = {NULL,
+                          "y >= W ? (CT)0 : y >= 0 ? (CT)((U)x << y) : y <= -W ? "
+                          "(x < 0 ? (CT)-1 : (CT)0) : (CT)(x >> -y)",
+                          "y >= W ? (CT)0 : (CT)((U)x << y)"},
+    [CX_OP_RIGHT_SHIFT] = {NULL,
+                           "y >= W ? (x < 0 ? (CT)-1 : (CT)0) : y >= 0 ? (CT)(x >> y) : y <= -W ? "
+                           "(CT)0 : (CT)((U)x << -y)",
+                           "y >= W ? (CT)0 : (CT)(x >> y)"},
+    [CX_OP_QUOTIENT] = {NULL, "y == 0 ? (CT)0 : y == -1 ? (CT)((U)0 - (U)x) : x / y",
+                        "y ? x / y : (CT)0"},
     [CX_OP_ADD] = {"x + y", WRAP("+"), WRAP("+")},
     [CX_OP_SUBTRACT] = {"x - y", WRAP("-"), WRAP("-")},
     [CX_OP_MULTIPLY] = {"x * y", WRAP("*"), WRAP("*")},
@@ -353,7 +384,7 @@ static void elementwise_kernels(text *b, bool fp64) {
             const ocl_type *it = &types[t];
             const ocl_type *ot =
                 kind == CX_KIND_COMPARE || kind == CX_KIND_LOGICAL ? &types[CX_U8] : it;
-            add(b, "#define CT %s\n", it->compute);
+            add(b, "#define CT %s\n#define W ((long)sizeof(CT) * 8)\n", it->compute);
             if (it->uns) add(b, "#define U %s\n", it->uns);
             add(b, "__kernel void ew_%s_%s(__global %s *o, __global const %s *a, ",
                 cx_op_table[op].name, it->tag, ot->store, it->store);
@@ -365,7 +396,7 @@ static void elementwise_kernels(text *b, bool fp64) {
                 "  CT x = LD_%s(a, off[0]);\n",
                 it->tag);
             if (arity == 2) add(b, "  CT y = LD_%s(b, off[1]);\n", it->tag);
-            add(b, "  ST_%s(o, i, (%s)(%s));\n}\n#undef CT\n", ot->tag, ot->compute, e);
+            add(b, "  ST_%s(o, i, (%s)(%s));\n}\n#undef CT\n#undef W\n", ot->tag, ot->compute, e);
             if (it->uns) add(b, "#undef U\n");
         }
     }
