@@ -1130,10 +1130,16 @@ defmodule CascadeCapabilityHonestyTest do
   defp int_value(type, domain) when domain in [:any, :wide] do
     {lo, hi} = range(type)
 
-    if type != :u8 and :rand.uniform(10) == 1,
-      do: Enum.random([lo, hi, 0, -1, lo + 1]),
-      else: if(type == :u8, do: :rand.uniform(256) - 1, else: :rand.uniform(2001) - 1001)
+    cond do
+      type != :u8 and :rand.uniform(10) == 1 -> Enum.random([lo, hi, 0, max(lo, -1), lo + 1])
+      type in [:u8, :s8] -> :rand.uniform(256) - 1 + lo
+      lo == 0 -> :rand.uniform(2001) - 1
+      true -> :rand.uniform(2001) - 1001
+    end
   end
+
+  defp int_value(type, domain) when type in [:u16, :u32, :u64] and domain != :pred,
+    do: int_value(:u8, domain)
 
   defp int_value(:u8, :pred), do: Enum.random([0, 0, 1, 1, 2, 255])
   defp int_value(_type, :pred), do: Enum.random([0, 1])
@@ -1150,7 +1156,8 @@ defmodule CascadeCapabilityHonestyTest do
   defp int_value(:u8, :onehot), do: :rand.uniform(7) - 1
   defp int_value(_type, :onehot), do: :rand.uniform(8) - 2
 
-  defp range(:u8), do: {0, 255}
-  defp range(:s32), do: {-(1 <<< 31), (1 <<< 31) - 1}
-  defp range(:s64), do: {-(1 <<< 63), (1 <<< 63) - 1}
+  defp range(type) do
+    {kind, bits} = Cascade.Type.to_tuple(type)
+    if kind == :u, do: {0, (1 <<< bits) - 1}, else: {-(1 <<< (bits - 1)), (1 <<< (bits - 1)) - 1}
+  end
 end

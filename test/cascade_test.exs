@@ -628,12 +628,17 @@ defmodule CascadeTest do
       assert Cascade.to_list(t) == 3.5
     end
 
-    test "divide and unary float ops give floats, comparisons u8, integer sums s64" do
+    test "divide and unary float ops give floats, comparisons u8, integer sums s64 or u64" do
       assert Cascade.divide(Cascade.tensor([1, 2], type: :s32), 2).type == {:f, 32}
       assert Cascade.exp(Cascade.tensor([0], type: :u8)).type == {:f, 32}
       assert Cascade.less(Cascade.tensor([1.0]), 2).type == {:u, 8}
       assert Cascade.sum(Cascade.tensor([200, 100], type: :u8)) |> Cascade.to_list() == 300
-      assert Cascade.sum(Cascade.tensor([200, 100], type: :u8)).type == {:s, 64}
+      assert Cascade.sum(Cascade.tensor([200, 100], type: :u8)).type == {:u, 64}
+      assert Cascade.sum(Cascade.tensor([-2, 1], type: :s8)).type == {:s, 64}
+
+      assert Cascade.add(Cascade.tensor([1], type: :u32), Cascade.tensor([1], type: :s8)).type ==
+               {:s, 64}
+
       assert Cascade.sum(Cascade.tensor([1.0], type: :f16)).type == {:f, 16}
     end
 

@@ -129,8 +129,8 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
   property @transcendental_unary ++ @arith_unary ++ @more_math,
            "float unary ops on integers compute in f32" do
     for op <- @transcendental_unary ++ @arith_unary ++ @more_math,
-        type <- [:u8, :s32],
-        _ <- 1..15 do
+        type <- [:u8, :s32, :s8, :u16],
+        _ <- 1..8 do
       gen =
         case op do
           op when op in [:log, :sqrt, :rsqrt, :reciprocal] ->
@@ -142,14 +142,14 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
           op when op in [:exp, :expm1] ->
             fn -> int_between(0, 20) end
 
-          op when op in [:asin, :acos, :atanh, :erf_inv] and type == :u8 ->
+          op when op in [:asin, :acos, :atanh, :erf_inv] and type in [:u8, :u16] ->
             fn -> int_between(0, 2) end
 
           op when op in [:asin, :acos, :atanh, :erf_inv] ->
             fn -> int_between(-2, 2) end
 
           _ ->
-            fn -> if type == :u8, do: int_between(0, 30), else: int_between(-30, 30) end
+            fn -> if R.unsigned?(type), do: int_between(0, 30), else: int_between(-30, 30) end
         end
 
       x = gen_tensor(type, shape(), gen)
@@ -295,7 +295,7 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
       right_gen =
         case op do
           op when op in [:left_shift, :right_shift] ->
-            fn -> if type == :u8, do: int_between(0, 70), else: int_between(-70, 70) end
+            fn -> if R.unsigned?(type), do: int_between(0, 70), else: int_between(-70, 70) end
 
           :quotient ->
             fn -> if chance(0.2), do: pick([0, 1, max(lo, -1)]), else: int_value(type) end
@@ -310,7 +310,9 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
     end
 
     # mixed integer types compute in the merged type; floats are refused
-    for {ta, tb} <- [u8: :s32, s32: :s64, u8: :s64], op <- @bit_binary, _ <- 1..4 do
+    for {ta, tb} <- [u8: :s32, s32: :s64, u8: :s64, u32: :s8, u16: :u64],
+        op <- @bit_binary,
+        _ <- 1..4 do
       {sa, sb} = broadcast_pair()
       left = gen_tensor(ta, sa, fn -> int_value(ta) end)
       right = gen_tensor(tb, sb, fn -> int_between(1, 7) end)
@@ -365,7 +367,7 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
         pow_gens()
 
       :pow ->
-        {fn -> if type == :u8, do: int_between(0, 12), else: int_between(-12, 12) end,
+        {fn -> if R.unsigned?(type), do: int_between(0, 12), else: int_between(-12, 12) end,
          fn -> int_between(0, 6) end}
 
       :divide ->
@@ -435,7 +437,14 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
     u8: :s32,
     s32: :s64,
     u8: :s64,
-    f32: :f64
+    f32: :f64,
+    u8: :s8,
+    u16: :s16,
+    u32: :s32,
+    u64: :s8,
+    u8: :u32,
+    s8: :s16,
+    u16: :f16
   ]
 
   property [:add, :subtract, :multiply, :divide, :max, :min],
@@ -653,7 +662,20 @@ defmodule Cascade.PropertyTest.ElementwiseTest do
 
   # Values of `from` at, just below and just above the midpoint of two neighbours of `to`:
   # where rounding twice (through f32 or f64) differs from rounding once.
-  @precision %{f16: 11, bf16: 8, f32: 24, f64: 53, s32: 31, s64: 63, u8: 8}
+  @precision %{
+    f16: 11,
+    bf16: 8,
+    f32: 24,
+    f64: 53,
+    s8: 7,
+    s16: 15,
+    s32: 31,
+    s64: 63,
+    u8: 8,
+    u16: 16,
+    u32: 32,
+    u64: 64
+  }
 
   defp near_ties?(from, to),
     do: R.float?(to) and from != :u8 and @precision[from] > @precision[to] + 2
@@ -1189,6 +1211,7 @@ defmodule Cascade.PropertyTest.DotCreateTest do
       R.float?(type) -> fn -> float_between(-4.0, 4.0) end
       small -> fn -> int_between(0, 20) end
       type == :u8 -> fn -> int_between(0, 255) end
+      R.unsigned?(type) -> fn -> if chance(0.1), do: int_value(type), else: int_between(0, 20) end
       true -> fn -> if chance(0.1), do: int_value(type), else: int_between(-20, 20) end
     end
   end

@@ -169,8 +169,10 @@ static uint64_t memo_key(const cx_device *dev, cx_op_id op, const cx_dtype *type
     uint64_t key = (uint64_t)dev->id;
     key = key << 8 | (uint64_t)op;
     key = key << 3 | (uint64_t)n_in;
-    for (int k = 0; k < n_in; k++) key = key << 7 | (uint64_t)types[k] << 4 | (uint64_t)in[k].rank;
-    if (n_in == 0) key = key << 3 | (uint64_t)types[0]; /* creation: the result's type */
+    _Static_assert(CX_DTYPE_COUNT <= 16 && CX_MAX_RANK < 16 && CX_OP_COUNT <= 256,
+                   "memo keys hold a type and a rank in 4 bits each, an op in 8");
+    for (int k = 0; k < n_in; k++) key = key << 8 | (uint64_t)types[k] << 4 | (uint64_t)in[k].rank;
+    if (n_in == 0) key = key << 4 | (uint64_t)types[0]; /* creation: the result's type */
     return key | UINT64_C(1) << 61;                     /* never 0 */
 }
 
@@ -265,6 +267,20 @@ static bool decomposition_all_moved(cx_device *dev, cx_op_id op, const cx_desc *
     return all_moved;
 }
 
+/* Whether the device converts an input of type `from` into `to` natively: a native route casts
+ * its inputs to the compute types on the device, so an input type the device cannot convert
+ * makes the whole op take another route. */
+static bool casts_natively(cx_device *dev, const cx_desc *from, cx_dtype to) {
+    if (from->dtype == to) return true;
+    cx_cap c = capability(dev, CX_OP_AS_TYPE, &from->dtype, from, 1);
+    if (c == CX_CAP_NATIVE) return true;
+    if (c != CX_CAP_SHAPE) return false;
+    cx_params cps = {0};
+    cx_param_put_int(&cps, CX_P_TYPE, to);
+    char why[160];
+    return dev->driver->refine(dev->ctx, CX_OP_AS_TYPE, from, 1, &cps, why, sizeof why);
+}
+
 static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int n_in,
                             const cx_dtype *compute, const cx_params *ps, cx_route *route,
                             char *reason, size_t len, cx_status *st) {
@@ -272,6 +288,12 @@ static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int 
     if (!dev->available)
         return cx_fail(st, CX_EDEVICE, "device %s is unavailable: %s", dev->name, dev->reason);
     cx_cap c = capability(dev, op, compute, in, n_in);
+    for (int k = 0; c != CX_CAP_NO && in && k < n_in; k++)
+        if (!casts_natively(dev, &in[k], compute[k])) {
+            snprintf(reason, len, "the %s driver cannot convert %s into %s", dev->driver_name,
+                     cx_dtype_name(in[k].dtype), cx_dtype_name(compute[k]));
+            c = CX_CAP_NO;
+        }
     if (c == CX_CAP_SHAPE) {
         char why[160] = "";
         if (dev->driver->refine(dev->ctx, op, in, n_in, ps, why, sizeof why)) {
@@ -282,7 +304,7 @@ static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int 
     } else if (c == CX_CAP_NATIVE) {
         *route = CX_ROUTE_NATIVE;
         return CX_OK;
-    } else {
+    } else if (!reason[0]) {
         char types[96];
         describe_types(compute, n_in, types, sizeof types);
         snprintf(reason, len, "the %s driver has no native %s for %s", dev->driver_name,

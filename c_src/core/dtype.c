@@ -38,6 +38,19 @@ bool cx_dtype_is_signed(cx_dtype t) {
     return cx_dtype_valid(t) && dtype_info[t].kind == 's';
 }
 
+int cx_dtype_bits(cx_dtype t) {
+    return cx_dtype_valid(t) ? dtype_info[t].bits : 0;
+}
+
+static cx_dtype int_type(bool is_signed, int bits) {
+    switch (bits) {
+    case 8: return is_signed ? CX_S8 : CX_U8;
+    case 16: return is_signed ? CX_S16 : CX_U16;
+    case 32: return is_signed ? CX_S32 : CX_U32;
+    default: return is_signed ? CX_S64 : CX_U64;
+    }
+}
+
 cx_dtype cx_dtype_merge(cx_dtype a, cx_dtype b) {
     if (a == b) return a;
     bool fa = cx_dtype_is_float(a), fb = cx_dtype_is_float(b);
@@ -49,9 +62,21 @@ cx_dtype cx_dtype_merge(cx_dtype a, cx_dtype b) {
     }
     if (fa) return a;
     if (fb) return b;
-    /* Integers: u8 fits in either signed type, so the wider signed type wins. */
-    if (a == CX_S64 || b == CX_S64) return CX_S64;
-    return CX_S32;
+    /* Integers, as Nx.Type.merge: the wider of one signedness; unsigned with signed gives a
+     * signed type twice as wide as the unsigned one (at most 64 bits), or the signed one's width
+     * when that is wider. */
+    bool sa = dtype_info[a].kind == 's', sb = dtype_info[b].kind == 's';
+    int ba = dtype_info[a].bits, bb = dtype_info[b].bits;
+    int bits;
+    if (sa == sb)
+        bits = ba > bb ? ba : bb;
+    else {
+        int ub = sa ? bb : ba, sbits = sa ? ba : bb;
+        ub = ub * 2 > 64 ? 64 : ub * 2;
+        bits = ub > sbits ? ub : sbits;
+        sa = true;
+    }
+    return int_type(sa, bits);
 }
 
 cx_dtype cx_dtype_to_float(cx_dtype t) {
@@ -59,5 +84,6 @@ cx_dtype cx_dtype_to_float(cx_dtype t) {
 }
 
 cx_dtype cx_dtype_to_aggregate(cx_dtype t) {
-    return cx_dtype_is_float(t) ? t : CX_S64;
+    if (cx_dtype_is_float(t)) return t;
+    return cx_dtype_is_signed(t) ? CX_S64 : CX_U64;
 }

@@ -134,6 +134,13 @@ static bool get_number(ErlNifEnv *env, ERL_NIF_TERM term, cx_param *p) {
         p->f = (double)v;
         return true;
     }
+    ErlNifUInt64 u; /* u64 values from 2^63 up: the bits, which integer types wrap */
+    if (enif_get_uint64(env, term, &u)) {
+        p->is_int = true;
+        p->i[0] = (int64_t)u;
+        p->f = (double)u;
+        return true;
+    }
     p->is_int = false;
     if (enif_is_identical(term, am_nan))
         p->f = __builtin_nan("");

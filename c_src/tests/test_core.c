@@ -145,10 +145,12 @@ static void test_dtype_sizes_names(void **state) {
         size_t size;
         bool is_float, is_signed;
     } want[] = {
-        {CX_F16, "f16", 2, true, false}, {CX_BF16, "bf16", 2, true, false},
-        {CX_F32, "f32", 4, true, false}, {CX_F64, "f64", 8, true, false},
-        {CX_U8, "u8", 1, false, false},  {CX_S32, "s32", 4, false, true},
-        {CX_S64, "s64", 8, false, true},
+        {CX_F16, "f16", 2, true, false},  {CX_BF16, "bf16", 2, true, false},
+        {CX_F32, "f32", 4, true, false},  {CX_F64, "f64", 8, true, false},
+        {CX_U8, "u8", 1, false, false},   {CX_S32, "s32", 4, false, true},
+        {CX_S64, "s64", 8, false, true},  {CX_S8, "s8", 1, false, true},
+        {CX_S16, "s16", 2, false, true},  {CX_U16, "u16", 2, false, false},
+        {CX_U32, "u32", 4, false, false}, {CX_U64, "u64", 8, false, false},
     };
     assert_int_equal(sizeof want / sizeof want[0], CX_DTYPE_COUNT);
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
@@ -161,7 +163,7 @@ static void test_dtype_sizes_names(void **state) {
         assert_int_equal(cx_dtype_is_float(t), want[k].is_float);
         assert_int_equal(cx_dtype_is_signed(t), want[k].is_signed);
     }
-    const char *bad[] = {"", "f8", "F32", "f32 ", "s16", "u64", "invalid", "bf"};
+    const char *bad[] = {"", "f8", "F32", "f32 ", "s128", "u1", "invalid", "bf", "c64"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
         assert_int_equal(cx_dtype_from_name(bad[k]), CX_DTYPE_INVALID);
     int invalid[] = {-1, CX_DTYPE_COUNT, 1000, -1000};
@@ -177,7 +179,8 @@ static void test_dtype_sizes_names(void **state) {
 
 static void test_dtype_merge(void **state) {
     (void)state;
-    /* Nx.Type.merge: floats win over integers, f16 with bf16 widens to f32, u8 fits in signed. */
+    /* Nx.Type.merge: floats win over integers, f16 with bf16 widens to f32; unsigned with signed
+     * gives a signed type twice the unsigned width (at most 64 bits) or the signed one's. */
     enum {
         F16 = CX_F16,
         BF16 = CX_BF16,
@@ -185,17 +188,27 @@ static void test_dtype_merge(void **state) {
         F64 = CX_F64,
         U8 = CX_U8,
         S32 = CX_S32,
-        S64 = CX_S64
+        S64 = CX_S64,
+        S8 = CX_S8,
+        S16 = CX_S16,
+        U16 = CX_U16,
+        U32 = CX_U32,
+        U64 = CX_U64
     };
     static const int want[CX_DTYPE_COUNT][CX_DTYPE_COUNT] = {
-        /*         F16   BF16  F32  F64  U8    S32   S64 */
-        /* F16  */ {F16, F32, F32, F64, F16, F16, F16},
-        /* BF16 */ {F32, BF16, F32, F64, BF16, BF16, BF16},
-        /* F32  */ {F32, F32, F32, F64, F32, F32, F32},
-        /* F64  */ {F64, F64, F64, F64, F64, F64, F64},
-        /* U8   */ {F16, BF16, F32, F64, U8, S32, S64},
-        /* S32  */ {F16, BF16, F32, F64, S32, S32, S64},
-        /* S64  */ {F16, BF16, F32, F64, S64, S64, S64},
+        /*         F16   BF16  F32  F64  U8    S32   S64   S8    S16   U16   U32   U64 */
+        /* F16  */ {F16, F32, F32, F64, F16, F16, F16, F16, F16, F16, F16, F16},
+        /* BF16 */ {F32, BF16, F32, F64, BF16, BF16, BF16, BF16, BF16, BF16, BF16, BF16},
+        /* F32  */ {F32, F32, F32, F64, F32, F32, F32, F32, F32, F32, F32, F32},
+        /* F64  */ {F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64},
+        /* U8   */ {F16, BF16, F32, F64, U8, S32, S64, S16, S16, U16, U32, U64},
+        /* S32  */ {F16, BF16, F32, F64, S32, S32, S64, S32, S32, S32, S64, S64},
+        /* S64  */ {F16, BF16, F32, F64, S64, S64, S64, S64, S64, S64, S64, S64},
+        /* S8   */ {F16, BF16, F32, F64, S16, S32, S64, S8, S16, S32, S64, S64},
+        /* S16  */ {F16, BF16, F32, F64, S16, S32, S64, S16, S16, S32, S64, S64},
+        /* U16  */ {F16, BF16, F32, F64, U16, S32, S64, S32, S32, U16, U32, U64},
+        /* U32  */ {F16, BF16, F32, F64, U32, S64, S64, S64, S64, U32, U32, U64},
+        /* U64  */ {F16, BF16, F32, F64, U64, S64, S64, S64, S64, U64, U64, U64},
     };
     for (int a = 0; a < CX_DTYPE_COUNT; a++)
         for (int b = 0; b < CX_DTYPE_COUNT; b++) {
@@ -218,9 +231,11 @@ static void test_dtype_merge(void **state) {
 static void test_dtype_to_float_aggregate(void **state) {
     (void)state;
     static const cx_dtype to_float[CX_DTYPE_COUNT] = {CX_F16, CX_BF16, CX_F32, CX_F64,
-                                                      CX_F32, CX_F32,  CX_F32};
+                                                      CX_F32, CX_F32,  CX_F32, CX_F32,
+                                                      CX_F32, CX_F32,  CX_F32, CX_F32};
     static const cx_dtype to_agg[CX_DTYPE_COUNT] = {CX_F16, CX_BF16, CX_F32, CX_F64,
-                                                    CX_S64, CX_S64,  CX_S64};
+                                                    CX_U64, CX_S64,  CX_S64, CX_S64,
+                                                    CX_S64, CX_U64,  CX_U64, CX_U64};
     for (int t = 0; t < CX_DTYPE_COUNT; t++) {
         assert_int_equal(cx_dtype_to_float((cx_dtype)t), to_float[t]);
         assert_int_equal(cx_dtype_to_aggregate((cx_dtype)t), to_agg[t]);

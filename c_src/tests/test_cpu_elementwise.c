@@ -5,6 +5,7 @@
 
 #include "../drivers/cpu/cpu_kernels.h"
 
+/* the types every test here runs over; s8, s16, u16, u32 and u64 have tests of their own below */
 static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8, CX_S32, CX_S64};
 static const cx_dtype float_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -770,6 +771,90 @@ static void test_cast_integer_wrap(void **state) {
     drop_all((cx_tensor *[]){x, r32, r8, rf, rs, s, s8, s64, u, u32, o, of}, 12);
 }
 
+/* s8, s16, u16, u32 and u64: floats saturate, integers wrap, u64 above 2^63 converts as unsigned
+ * (rounding once into f16 and bf16). */
+static void test_cast_narrow_and_unsigned(void **state) {
+    (void)state;
+    const double v[] = {NAN, INFINITY, -INFINITY, 2.9, -2.9, 300, -5, 1e10};
+    cx_tensor *f = tu_vec(CX_F64, 8, v);
+    cx_tensor *r[] = {as_type(f, CX_S8), as_type(f, CX_S16), as_type(f, CX_U16), as_type(f, CX_U32),
+                      as_type(f, CX_U64)};
+    expect_vec(r[0], CX_S8, 8, TU_VALUES(0, 127, -128, 2, -2, 127, -5, 127), 0);
+    expect_vec(r[1], CX_S16, 8, TU_VALUES(0, 32767, -32768, 2, -2, 300, -5, 32767), 0);
+    expect_vec(r[2], CX_U16, 8, TU_VALUES(0, 65535, 0, 2, 0, 300, 0, 65535), 0);
+    expect_vec(r[3], CX_U32, 8, TU_VALUES(0, UINT32_MAX, 0, 2, 0, 300, 0, UINT32_MAX), 0);
+    const uint64_t *u = r[4]->data;
+    assert_true(u[0] == 0 && u[1] == UINT64_MAX && u[2] == 0 && u[3] == 2 && u[7] == 10000000000u);
+    drop_all((cx_tensor *[]){f, r[0], r[1], r[2], r[3], r[4]}, 6);
+
+    const int64_t w[] = {(INT64_C(1) << 32) + 5, -1, 300, 70000};
+    cx_tensor *x = tu_raw(CX_S64, 4, w);
+    cx_tensor *q[] = {as_type(x, CX_S8), as_type(x, CX_S16), as_type(x, CX_U16), as_type(x, CX_U32),
+                      as_type(x, CX_U64)};
+    expect_vec(q[0], CX_S8, 4, TU_VALUES(5, -1, 44, 112), 0);
+    expect_vec(q[1], CX_S16, 4, TU_VALUES(5, -1, 300, 4464), 0);
+    expect_vec(q[2], CX_U16, 4, TU_VALUES(5, 65535, 300, 4464), 0);
+    expect_vec(q[3], CX_U32, 4, TU_VALUES(5, UINT32_MAX, 300, 70000), 0);
+    assert_true(((const uint64_t *)q[4]->data)[1] == UINT64_MAX);
+    drop_all((cx_tensor *[]){x, q[0], q[1], q[2], q[3], q[4]}, 6);
+
+    /* u64 from 2^63 up: 2^63 + 2^55 is a bf16 tie (to even), one more is above it */
+    const uint64_t big[] = {UINT64_MAX, (UINT64_C(1) << 63) + (UINT64_C(1) << 55),
+                            (UINT64_C(1) << 63) + (UINT64_C(1) << 55) + 1};
+    cx_tensor *b = tu_raw(CX_U64, 3, (const int64_t *)big);
+    cx_tensor *bb = as_type(b, CX_BF16), *bh = as_type(b, CX_F16), *bd = as_type(b, CX_F64);
+    cx_tensor *bs = as_type(b, CX_S64), *b8 = as_type(b, CX_S8);
+    expect_bits16(bb, CX_BF16, 3, (const uint16_t[]){0x5f80, 0x5f00, 0x5f01});
+    expect_bits16(bh, CX_F16, 3, (const uint16_t[]){0x7c00, 0x7c00, 0x7c00});
+    expect_vec(bd, CX_F64, 3, TU_VALUES(0x1p64, 0x1p63 + 0x1p55, 0x1p63 + 0x1p55), 0);
+    expect_s64(
+        bs, 3,
+        (const int64_t[]){-1, INT64_MIN + (INT64_C(1) << 55), INT64_MIN + (INT64_C(1) << 55) + 1});
+    expect_vec(b8, CX_S8, 3, TU_VALUES(-1, 0, 1), 0);
+    drop_all((cx_tensor *[]){b, bb, bh, bd, bs, b8}, 6);
+}
+
+/* Shifts by counts of the width or more, and u64 counts above 2^63 (which must not turn into
+ * negative counts); quotient and remainder at the signed minimum; u64 max and min. */
+static void test_narrow_and_unsigned_integer_ops(void **state) {
+    (void)state;
+    const uint64_t xs[] = {1, UINT64_MAX, 6}, ys[] = {UINT64_MAX, 3, (UINT64_C(1) << 63) + 1};
+    cx_tensor *x = tu_raw(CX_U64, 3, (const int64_t *)xs),
+              *y = tu_raw(CX_U64, 3, (const int64_t *)ys);
+    cx_tensor *l = op2(CX_OP_LEFT_SHIFT, x, y), *r = op2(CX_OP_RIGHT_SHIFT, x, y);
+    cx_tensor *mx = op2(CX_OP_MAX, x, y), *lt = op2(CX_OP_LESS, x, y);
+    const uint64_t *lv = l->data, *rv = r->data, *mv = mx->data;
+    assert_true(lv[0] == 0 && lv[1] == UINT64_MAX << 3 && lv[2] == 0);
+    assert_true(rv[0] == 0 && rv[1] == UINT64_MAX >> 3 && rv[2] == 0);
+    assert_true(mv[0] == UINT64_MAX && mv[1] == UINT64_MAX && mv[2] == ys[2]);
+    expect_vec(lt, CX_U8, 3, TU_VALUES(1, 0, 1), 0);
+    drop_all((cx_tensor *[]){x, y, l, r, mx, lt}, 6);
+
+    cx_tensor *a = tu_vec(CX_S8, 4, TU_VALUES(-128, -128, 7, -7));
+    cx_tensor *b = tu_vec(CX_S8, 4, TU_VALUES(-1, 0, -2, 2));
+    cx_tensor *qt = op2(CX_OP_QUOTIENT, a, b), *rm = op2(CX_OP_REMAINDER, a, b);
+    cx_tensor *sh = op2(CX_OP_RIGHT_SHIFT, a, tu_vec(CX_S8, 1, TU_VALUES(9)));
+    cx_tensor *ng = op1(CX_OP_NEGATE, a), *ab = op1(CX_OP_ABS, a);
+    cx_tensor *pc = op1(CX_OP_POPULATION_COUNT, a), *cz = op1(CX_OP_COUNT_LEADING_ZEROS, a);
+    expect_vec(qt, CX_S8, 4, TU_VALUES(-128, 0, -3, -3), 0);
+    expect_vec(rm, CX_S8, 4, TU_VALUES(0, 0, 1, -1), 0);
+    expect_vec(sh, CX_S8, 4, TU_VALUES(-1, -1, 0, -1), 0);
+    expect_vec(ng, CX_S8, 4, TU_VALUES(-128, -128, -7, 7), 0);
+    expect_vec(ab, CX_S8, 4, TU_VALUES(-128, -128, 7, 7), 0);
+    expect_vec(pc, CX_S8, 4, TU_VALUES(1, 1, 3, 6), 0);
+    expect_vec(cz, CX_S8, 4, TU_VALUES(0, 0, 5, 0), 0);
+    drop_all((cx_tensor *[]){a, b, qt, rm, sh, ng, ab, pc, cz}, 9);
+
+    cx_tensor *h = tu_vec(CX_U16, 3, TU_VALUES(65535, 300, 2));
+    cx_tensor *k = tu_vec(CX_U16, 3, TU_VALUES(2, 300, 16));
+    cx_tensor *mul = op2(CX_OP_MULTIPLY, h, k), *pw = op2(CX_OP_POW, h, k);
+    cx_tensor *add = op2(CX_OP_ADD, h, k);
+    expect_vec(mul, CX_U16, 3, TU_VALUES(65534, 24464, 32), 0);
+    expect_vec(pw, CX_U16, 3, TU_VALUES(1, 0, 0), 0);
+    expect_vec(add, CX_U16, 3, TU_VALUES(1, 600, 18), 0);
+    drop_all((cx_tensor *[]){h, k, mul, pw, add}, 5);
+}
+
 /* ---- empty tensors and direct driver calls ---- */
 
 static void test_empty_tensors(void **state) {
@@ -851,6 +936,8 @@ int main(void) {
         cmocka_unit_test(test_cast_half_rounding),
         cmocka_unit_test(test_cast_saturation),
         cmocka_unit_test(test_cast_integer_wrap),
+        cmocka_unit_test(test_cast_narrow_and_unsigned),
+        cmocka_unit_test(test_narrow_and_unsigned_integer_ops),
         cmocka_unit_test(test_empty_tensors),
         cmocka_unit_test(test_driver_rejects_bad_calls),
     };

@@ -4,7 +4,8 @@
 
 #include "../core/philox.h"
 
-static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8, CX_S32, CX_S64};
+static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8,  CX_S32,
+                                     CX_S64, CX_S8,   CX_S16, CX_U16, CX_U32, CX_U64};
 #define N_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
 static const cx_dtype float_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64};
 
@@ -60,13 +61,13 @@ static void unflatten(int64_t i, int rank, const int64_t *shape, int64_t *idx) {
 /* Non-zero except at i = 7 and 18 (i = 6 and 17 for u8), from -2.5 to 2.5 in halves. */
 static double reduce_value(cx_dtype t, int64_t i) {
     int64_t r = (i * 5 + 3) % 11;
-    if (t == CX_U8) return (double)r;
+    if (tu_unsigned(t)) return (double)r;
     return is_float(t) ? (double)(r - 5) * 0.5 : (double)(r - 5);
 }
 
 static cx_dtype reduce_out_type(cx_op_id op, cx_dtype t) {
     if (op == CX_OP_ALL || op == CX_OP_ANY) return CX_U8;
-    if ((op == CX_OP_SUM || op == CX_OP_PRODUCT) && !is_float(t)) return CX_S64;
+    if (op == CX_OP_SUM || op == CX_OP_PRODUCT) return cx_dtype_to_aggregate(t);
     return t;
 }
 
@@ -165,7 +166,7 @@ static void test_reduce_no_axes(void **state) {
 
 static double wide_value(cx_dtype t, int64_t i) {
     double v = (double)((i * 37 + 11) % 101) - 50;
-    return t == CX_U8 ? fabs(v) : v;
+    return tu_unsigned(t) ? fabs(v) : v;
 }
 
 /* Runs longer than the kernels' chunks, and layouts for each walk: reduced innermost, kept
@@ -298,7 +299,37 @@ static void test_reduce_exact_integers_and_zero_sign(void **state) {
     tu_drop(x);
     x = tu_tensor(CX_U8, 1, TU_SHAPE(3), TU_VALUES(200, 200, 200));
     y = run1(CX_OP_PRODUCT, x, NULL);
-    tu_expect(y, CX_S64, 0, NULL, TU_VALUES(8e6), 0);
+    tu_expect(y, CX_U64, 0, NULL, TU_VALUES(8e6), 0);
+    tu_drop(y);
+    tu_drop(x);
+    /* u64 above 2^63 compares as unsigned (max, min, argmax) and sums wrap modulo 2^64 */
+    x = tu_tensor(CX_U64, 1, TU_SHAPE(3), TU_VALUES(5, 0, 7));
+    ((uint64_t *)x->data)[1] = UINT64_MAX - 1;
+    y = run1(CX_OP_REDUCE_MAX, x, NULL);
+    assert_true(((uint64_t *)y->data)[0] == UINT64_MAX - 1);
+    tu_drop(y);
+    y = run1(CX_OP_REDUCE_MIN, x, NULL);
+    assert_true(((uint64_t *)y->data)[0] == 5);
+    tu_drop(y);
+    y = run1(CX_OP_SUM, x, NULL);
+    assert_int_equal(y->desc.dtype, CX_U64);
+    assert_true(((uint64_t *)y->data)[0] == 10);
+    tu_drop(y);
+    cx_params aps = {0};
+    cx_param_put_int(&aps, CX_P_AXIS, 0);
+    y = run1(CX_OP_ARGMAX, x, &aps);
+    assert_true(((int64_t *)y->data)[0] == 1);
+    tu_drop(y);
+    y = run1(CX_OP_ARGMIN, x, NULL);
+    assert_true(((int64_t *)y->data)[0] == 0);
+    tu_drop(y);
+    tu_drop(x);
+    x = tu_tensor(CX_S8, 1, TU_SHAPE(3), TU_VALUES(-128, 127, -1));
+    y = run1(CX_OP_REDUCE_MIN, x, NULL);
+    tu_expect(y, CX_S8, 0, NULL, TU_VALUES(-128), 0);
+    tu_drop(y);
+    y = run1(CX_OP_SUM, x, NULL);
+    tu_expect(y, CX_S64, 0, NULL, TU_VALUES(-2), 0);
     tu_drop(y);
     tu_drop(x);
     x = tu_tensor(CX_F32, 1, TU_SHAPE(2), TU_VALUES(-0.0, -0.0));
@@ -481,12 +512,12 @@ typedef struct {
 
 static double dot_a_value(cx_dtype t, int64_t i) {
     double v = (double)((i * 3 + 1) % 7);
-    return t == CX_U8 ? v * 20 : v - 3;
+    return tu_unsigned(t) ? v * 20 : v - 3;
 }
 
 static double dot_b_value(cx_dtype t, int64_t i) {
     double v = (double)((i * 5 + 2) % 9);
-    return t == CX_U8 ? v * 10 : v - 4;
+    return tu_unsigned(t) ? v * 10 : v - 4;
 }
 
 static bool in_list(int64_t a, const int64_t *l, int n) {
@@ -540,10 +571,8 @@ static int ref_dot(const dot_case *c, const cx_tensor *a, const cx_tensor *b, in
         }
         if (is_float(t))
             want[o] = in_type(t, fsum);
-        else if (t == CX_U8)
-            want[o] = (double)(uint8_t)isum;
         else
-            want[o] = (double)(int64_t)isum;
+            want[o] = tu_wrap(t, isum);
     }
     return rank;
 }
@@ -728,7 +757,7 @@ static void expect_full_int(int64_t value, cx_dtype t, double want) {
 
 static void test_full(void **state) {
     (void)state;
-    static const double want_2_5[] = {2.5, 2.5, 2.5, 2.5, 2, 2, 2};
+    static const double want_2_5[] = {2.5, 2.5, 2.5, 2.5, 2, 2, 2, 2, 2, 2, 2, 2};
     for (int t = 0; t < N_TYPES; t++) {
         expect_full_float(2.5, all_types[t], want_2_5[t]);
         expect_full_int(7, all_types[t], 7);
@@ -747,6 +776,15 @@ static void test_full(void **state) {
     expect_full_int(-1, CX_S32, -1);
     expect_full_int(INT64_C(1) << 32, CX_S32, 0);
     expect_full_int(2049, CX_F16, 2048);
+    expect_full_float(-1.7, CX_U64, 0);
+    expect_full_float(1e30, CX_U64, 18446744073709551615.0);
+    expect_full_float(1e30, CX_U32, UINT32_MAX);
+    expect_full_float(-1e30, CX_S8, INT8_MIN);
+    expect_full_float(40000.7, CX_S16, INT16_MAX);
+    expect_full_float(70000.0, CX_U16, UINT16_MAX);
+    expect_full_int(-1, CX_U32, UINT32_MAX);
+    expect_full_int(-1, CX_U64, 18446744073709551615.0);
+    expect_full_int(200, CX_S8, -56);
     cx_params ps = {0};
     cx_param_put_int(&ps, CX_P_VALUE, (INT64_C(1) << 62) + 1);
     cx_param_put_ints(&ps, CX_P_SHAPE, TU_SHAPE(2), 1);

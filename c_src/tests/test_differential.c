@@ -330,18 +330,25 @@ static double float_value(rng *r, domain d, cx_dtype t) {
     return 0;
 }
 
+/* Integers of any width; unsigned types get the u8 domains (values wrap into narrow types when
+ * stored: every driver sees the same bits). */
 static int64_t int_value(rng *r, domain d, cx_dtype t) {
-    bool u8 = t == CX_U8;
+    bool u8 = !cx_dtype_is_float(t) && !cx_dtype_is_signed(t);
+    int bits = cx_dtype_bits(t);
     switch (d) {
     case D_ANY:
     case D_WIDE: {
-        if (!u8 && below(r, 10) == 0) {
-            int64_t lo = t == CX_S32 ? INT32_MIN : INT64_MIN,
-                    hi = t == CX_S32 ? INT32_MAX : INT64_MAX;
-            int64_t pick[] = {lo, hi, 0, -1, lo + 1};
+        if (t != CX_U8 && below(r, 10) == 0) {
+            /* the type's extremes: for unsigned types lo is 0 and hi all ones (-1 as bits) */
+            int64_t lo = u8 ? 0 : bits == 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1));
+            int64_t hi = u8           ? (bits == 64 ? -1 : (INT64_C(1) << bits) - 1)
+                         : bits == 64 ? INT64_MAX
+                                      : (INT64_C(1) << (bits - 1)) - 1;
+            int64_t pick[] = {lo, hi, 0, u8 ? hi - 1 : -1, lo + 1};
             return pick[below(r, 5)];
         }
-        return u8 ? below(r, 256) : below(r, 2001) - 1000;
+        if (bits == 8) return u8 ? below(r, 256) : below(r, 256) - 128;
+        return u8 ? below(r, 2001) : below(r, 2001) - 1000;
     }
     case D_PRED: return u8 ? (int64_t[]){0, 0, 1, 1, 2, 255}[below(r, 6)] : below(r, 2);
     case D_SMALL: return u8 ? below(r, 4) : below(r, 7) - 3;
@@ -409,9 +416,9 @@ static void store_value(cx_dtype t, void *buf, int64_t i, double f, int64_t v) {
     case CX_BF16: ((uint16_t *)buf)[i] = cx_bf16_from_f64(f); break;
     case CX_F32: ((float *)buf)[i] = (float)f; break;
     case CX_F64: ((double *)buf)[i] = f; break;
-    case CX_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case CX_S32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    default: ((int64_t *)buf)[i] = v; break;
+    default: /* integers: the low bytes of v (little-endian), which wraps it */
+        memcpy((char *)buf + (size_t)i * cx_dtype_size(t), &v, cx_dtype_size(t));
+        break;
     }
 }
 
@@ -1512,6 +1519,11 @@ static cx_cap composite_claim(cx_device *dev, cx_op_id op, cx_dtype t) {
     cx_status st = {0};
     cx_op_table[op].sample(op, t, in, &n_in, &ps);
     if (cx_op_table[op].infer(op, in, n_in, &ps, &out, compute, &st) != CX_OK) return CX_CAP_NO;
+    /* as the dispatcher: inputs the device cannot convert to the compute types rule it out */
+    for (int k = 0; k < n_in; k++)
+        if (in[k].dtype != compute[k] &&
+            dev->driver->capability(dev->ctx, CX_OP_AS_TYPE, &in[k].dtype, 1) == CX_CAP_NO)
+            return CX_CAP_NO;
     cx_cap c = dev->driver->capability(dev->ctx, op, n_in ? compute : &out.dtype, n_in);
     return c == CX_CAP_SHAPE && !dev->driver->refine ? CX_CAP_NO : c;
 }

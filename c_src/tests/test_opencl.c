@@ -245,6 +245,11 @@ static void test_reductions(void **state) {
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (int k = 0; k < N_TYPES; k++) {
             cx_dtype t = all_types[k];
+            /* sums and products of u8 are u64, which the opencl kernels do not store */
+            if (t == CX_U8 && (ops[o] == CX_OP_SUM || ops[o] == CX_OP_PRODUCT)) {
+                assert_false(claimed(ops[o], t));
+                continue;
+            }
             assert_true(claimed(ops[o], t));
             /* products of many floats overflow: keep them to one small axis */
             cx_tensor *x = random_tensor(t, 3, s, ops[o] != CX_OP_PRODUCT);

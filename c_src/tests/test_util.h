@@ -42,6 +42,14 @@ static inline void tu_store(cx_dtype t, void *buf, int64_t i, double v) {
     case CX_U8: ((uint8_t *)buf)[i] = (uint8_t)(int64_t)v; break;
     case CX_S32: ((int32_t *)buf)[i] = (int32_t)(uint32_t)(int64_t)v; break;
     case CX_S64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case CX_S8: ((int8_t *)buf)[i] = (int8_t)(uint8_t)(int64_t)v; break;
+    case CX_S16: ((int16_t *)buf)[i] = (int16_t)(uint16_t)(int64_t)v; break;
+    case CX_U16: ((uint16_t *)buf)[i] = (uint16_t)(int64_t)v; break;
+    case CX_U32: ((uint32_t *)buf)[i] = (uint32_t)(int64_t)v; break;
+    /* values from 2^63 up do not fit int64_t */
+    case CX_U64:
+        ((uint64_t *)buf)[i] = v >= 9223372036854775808.0 ? (uint64_t)v : (uint64_t)(int64_t)v;
+        break;
     default: fail_msg("bad dtype");
     }
 }
@@ -55,9 +63,27 @@ static inline double tu_load(cx_dtype t, const void *buf, int64_t i) {
     case CX_U8: return ((const uint8_t *)buf)[i];
     case CX_S32: return ((const int32_t *)buf)[i];
     case CX_S64: return (double)((const int64_t *)buf)[i];
+    case CX_S8: return ((const int8_t *)buf)[i];
+    case CX_S16: return ((const int16_t *)buf)[i];
+    case CX_U16: return ((const uint16_t *)buf)[i];
+    case CX_U32: return ((const uint32_t *)buf)[i];
+    case CX_U64: return (double)((const uint64_t *)buf)[i];
     default: fail_msg("bad dtype");
     }
     return 0;
+}
+
+/* Whether t is an unsigned integer type. */
+static inline bool tu_unsigned(cx_dtype t) {
+    return !cx_dtype_is_float(t) && !cx_dtype_is_signed(t);
+}
+
+/* The integer bits v wrapped into type t, as a double (exact up to 2^53). */
+static inline double tu_wrap(cx_dtype t, uint64_t v) {
+    int bits = cx_dtype_bits(t);
+    if (bits < 64) v &= (UINT64_C(1) << bits) - 1;
+    if (cx_dtype_is_signed(t) && bits < 64 && (v >> (bits - 1)) & 1) v |= ~UINT64_C(0) << bits;
+    return cx_dtype_is_signed(t) ? (double)(int64_t)v : (double)v;
 }
 
 /* A heap tensor on the cpu device holding `values` (converted to t). Free with tu_drop. */

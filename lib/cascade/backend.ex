@@ -10,8 +10,9 @@ if Code.ensure_loaded?(Nx) do
 
     Each callback that Cascade has an op for calls that op, so the device negotiates it as
     any Cascade call (native, decomposed on the device, or the C dispatcher's cpu fallback).
-    A callback or type Cascade cannot run at all — complex and the integer types other than
-    u8/s32/s64, sort, fft, linear algebra, `map`/`reduce` with Elixir functions, windows,
+    Every real type of Nx is a Cascade type (u8/u16/u32/u64, s8/s16/s32/s64, f16/bf16/f32/f64),
+    so `Nx.Random` (threefry on u32) runs natively, bit for bit as on `Nx.BinaryBackend`.
+    A callback or type Cascade cannot run at all — complex, sort, fft, linear algebra, `map`/`reduce` with Elixir functions, windows,
     indexed updates — runs on `Nx.BinaryBackend`: its inputs are copied to host
     binaries and the result copied back. Such a fallback obeys the `fallback:` policy
     (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
@@ -31,7 +32,20 @@ if Code.ensure_loaded?(Nx) do
     alias Nx.Tensor, as: T
     alias Cascade.Backend, as: B
 
-    @native_types [{:f, 16}, {:bf, 16}, {:f, 32}, {:f, 64}, {:u, 8}, {:s, 32}, {:s, 64}]
+    @native_types [
+      {:f, 16},
+      {:bf, 16},
+      {:f, 32},
+      {:f, 64},
+      {:u, 8},
+      {:u, 16},
+      {:u, 32},
+      {:u, 64},
+      {:s, 8},
+      {:s, 16},
+      {:s, 32},
+      {:s, 64}
+    ]
 
     ## Creation
 
@@ -410,11 +424,48 @@ if Code.ensure_loaded?(Nx) do
     for op <-
           [:negate, :abs, :sign, :floor, :ceil, :round] ++
             [:exp, :expm1, :log, :log1p, :sqrt, :rsqrt, :sin, :cos, :tanh, :sigmoid, :erf] ++
-            [:erfc, :erf_inv, :tan, :asin, :acos, :atan, :sinh, :cosh, :asinh, :acosh] ++
+            [:erfc, :tan, :asin, :acos, :atan, :sinh, :cosh, :asinh, :acosh] ++
             [:atanh, :cbrt, :bitwise_not, :population_count, :count_leading_zeros] do
       @impl true
       def unquote(op)(out, tensor),
         do: native_or(unquote(op), out, [tensor], &Cascade.unquote(op)(cast(&1, out.type)))
+    end
+
+    # Cascade.erf_inv/1 is correctly rounded; Nx.BinaryBackend's (Complex.erf_inv/1) is Giles'
+    # approximation evaluated in f64, up to a few ulp away in f32. The same steps here, in f64
+    # on the device, give Nx's bits, so that Nx programs (Nx.Random.normal/2 is sqrt(2) *
+    # erf_inv(u)) give the same numbers on both backends.
+    @impl true
+    def erf_inv(out, tensor), do: native_or(:erf_inv, out, [tensor], &nx_erf_inv/1)
+
+    defp nx_erf_inv(x) do
+      x = Cascade.as_type(x, :f64)
+      w = Cascade.negate(Cascade.log(Cascade.multiply(Cascade.subtract(1, x), Cascade.add(1, x))))
+
+      low =
+        horner(
+          Cascade.subtract(w, 2.5),
+          [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087] ++
+            [-0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
+        )
+
+      high =
+        horner(
+          Cascade.subtract(Cascade.sqrt(w), 3),
+          [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773] ++
+            [-0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+        )
+
+      r = Cascade.multiply(Cascade.select(Cascade.less(w, 5), low, high), x)
+      r = Cascade.select(Cascade.equal(x, 0), 0.0, r)
+      r = Cascade.select(Cascade.equal(x, 1), :infinity, r)
+      Cascade.select(Cascade.equal(x, -1), :neg_infinity, r)
+    end
+
+    # acc * t + c for each coefficient after the first, as Complex's muladd/3
+    defp horner(t, [first | rest]) do
+      acc = Cascade.full(first, Cascade.shape(t), type: :f64, device: Cascade.device(t))
+      Enum.reduce(rest, acc, fn c, acc -> Cascade.add(Cascade.multiply(acc, t), c) end)
     end
 
     # u8 truth of each element, for every type (0 for integers)

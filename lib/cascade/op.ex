@@ -290,11 +290,12 @@ defmodule Cascade.Op do
     if is_boolean(value), do: value, else: bad!(fun, name, "a boolean", value)
   end
 
-  # C reads numeric parameters as int64 or double
+  # C reads numeric parameters as int64 or double; integers up to 2^64-1 (u64's) arrive as their
+  # bits, which the integer types wrap
   def convert!(fun, name, :number, value) when is_integer(value) do
-    if int64?(value),
+    if int64?(value) or (value > 0 and value <= 0xFFFF_FFFF_FFFF_FFFF),
       do: value,
-      else: bad!(fun, name, "a number (integers in -2^63..2^63-1)", value)
+      else: bad!(fun, name, "a number (integers in -2^63..2^64-1)", value)
   end
 
   def convert!(fun, name, :number, value), do: number!(fun, name, value)

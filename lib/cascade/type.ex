@@ -11,10 +11,17 @@ defmodule Cascade.Type do
   | `:u8`    | `{:u, 8}`    | 1     |
   | `:s32`   | `{:s, 32}`   | 4     |
   | `:s64`   | `{:s, 64}`   | 8     |
+  | `:s8`    | `{:s, 8}`    | 1     |
+  | `:s16`   | `{:s, 16}`   | 2     |
+  | `:u16`   | `{:u, 16}`   | 2     |
+  | `:u32`   | `{:u, 32}`   | 4     |
+  | `:u64`   | `{:u, 64}`   | 8     |
 
   Mixed types promote as in Nx: floats win over integers, the wider type wins, f16 with
-  bf16 gives f32; a number keeps a tensor's type unless it is a float and the tensor holds
-  integers, which gives f32.
+  bf16 gives f32, an unsigned type with a signed one gives a signed type twice as wide as the
+  unsigned one (at most 64 bits) or the signed one when that is wider; a number keeps a
+  tensor's type unless it is a float and the tensor holds integers, which gives f32. Sums and
+  products of integers are s64, or u64 for unsigned types, as in Nx.
   """
 
   import Bitwise, only: [<<<: 2, >>>: 2, &&&: 2]
@@ -26,14 +33,20 @@ defmodule Cascade.Type do
     f64: {:f, 64},
     u8: {:u, 8},
     s32: {:s, 32},
-    s64: {:s, 64}
+    s64: {:s, 64},
+    s8: {:s, 8},
+    s16: {:s, 16},
+    u16: {:u, 16},
+    u32: {:u, 32},
+    u64: {:u, 64}
   ]
   @names Keyword.keys(@types)
 
   @typedoc "A type atom such as `:f32`."
-  @type name :: :f16 | :bf16 | :f32 | :f64 | :u8 | :s32 | :s64
+  @type name ::
+          :f16 | :bf16 | :f32 | :f64 | :u8 | :s32 | :s64 | :s8 | :s16 | :u16 | :u32 | :u64
   @typedoc "A type as Nx writes it, such as `{:f, 32}`."
-  @type t :: {:f, 16 | 32 | 64} | {:bf, 16} | {:u, 8} | {:s, 32 | 64}
+  @type t :: {:f, 16 | 32 | 64} | {:bf, 16} | {:u, 8 | 16 | 32 | 64} | {:s, 8 | 16 | 32 | 64}
 
   @doc """
   The type atom for any accepted spelling; raises `ArgumentError` for an unknown one.
@@ -90,16 +103,49 @@ defmodule Cascade.Type do
       :f32
       iex> Cascade.Type.merge(:u8, :s32)
       :s32
+      iex> Cascade.Type.merge(:u32, :s8)
+      :s64
   """
   @spec merge(name, name) :: name
   def merge(same, same), do: same
 
   def merge(a, b) do
-    case {float?(a), float?(b)} do
-      {true, true} -> if a == :f64 or b == :f64, do: :f64, else: :f32
-      {true, false} -> a
-      {false, true} -> b
-      {false, false} -> if a == :s64 or b == :s64, do: :s64, else: :s32
+    case {to_tuple(a), to_tuple(b)} do
+      {{ka, _}, {kb, _}} when ka in [:f, :bf] and kb in [:f, :bf] ->
+        if a == :f64 or b == :f64, do: :f64, else: :f32
+
+      {{ka, _}, _} when ka in [:f, :bf] ->
+        a
+
+      {_, {kb, _}} when kb in [:f, :bf] ->
+        b
+
+      {{k, ba}, {k, bb}} ->
+        normalize!({k, max(ba, bb)})
+
+      {{:u, ub}, {:s, sb}} ->
+        normalize!({:s, max(min(ub * 2, 64), sb)})
+
+      {{:s, sb}, {:u, ub}} ->
+        normalize!({:s, max(min(ub * 2, 64), sb)})
+    end
+  end
+
+  @doc """
+  The type sums and products of `type` give (Nx.Type.to_aggregate/1): floats keep their type,
+  signed integers give s64, unsigned ones u64.
+
+      iex> Cascade.Type.to_aggregate(:u8)
+      :u64
+      iex> Cascade.Type.to_aggregate(:s16)
+      :s64
+  """
+  @spec to_aggregate(name | t) :: name
+  def to_aggregate(type) do
+    case to_tuple(type) do
+      {:u, _} -> :u64
+      {:s, _} -> :s64
+      _ -> normalize!(type)
     end
   end
 
@@ -150,8 +196,22 @@ defmodule Cascade.Type do
   def encode_one(n, :u8), do: <<to_int(n, :u8)::unsigned-8>>
   def encode_one(n, :s32), do: <<to_int(n, :s32)::signed-native-32>>
   def encode_one(n, :s64), do: <<to_int(n, :s64)::signed-native-64>>
+  def encode_one(n, :s8), do: <<to_int(n, :s8)::signed-8>>
+  def encode_one(n, :s16), do: <<to_int(n, :s16)::signed-native-16>>
+  def encode_one(n, :u16), do: <<to_int(n, :u16)::unsigned-native-16>>
+  def encode_one(n, :u32), do: <<to_int(n, :u32)::unsigned-native-32>>
+  def encode_one(n, :u64), do: <<to_int(n, :u64)::unsigned-native-64>>
 
-  @int_ranges %{u8: {0, 255}, s32: {-2 ** 31, 2 ** 31 - 1}, s64: {-2 ** 63, 2 ** 63 - 1}}
+  @int_ranges %{
+    u8: {0, 255},
+    u16: {0, 2 ** 16 - 1},
+    u32: {0, 2 ** 32 - 1},
+    u64: {0, 2 ** 64 - 1},
+    s8: {-128, 127},
+    s16: {-2 ** 15, 2 ** 15 - 1},
+    s32: {-2 ** 31, 2 ** 31 - 1},
+    s64: {-2 ** 63, 2 ** 63 - 1}
+  }
 
   # Integers must fit: a number that silently wrapped would be a surprise.
   defp to_int(n, type) when is_float(n), do: to_int(trunc(n), type)
@@ -186,15 +246,26 @@ defmodule Cascade.Type do
       254
   """
   @spec wrap(number, name) :: number
-  def wrap(n, :u8) when is_integer(n), do: to_int(n, :s64) &&& 0xFF
+  def wrap(n, type) when is_integer(n) do
+    case to_tuple(type) do
+      {:u, bits} ->
+        <<v::unsigned-size(bits)>> = <<wide(n)::size(bits)>>
+        v
 
-  def wrap(n, :s32) when is_integer(n) do
-    <<v::signed-32>> = <<to_int(n, :s64)::32>>
-    v
+      {:s, bits} ->
+        <<v::signed-size(bits)>> = <<wide(n)::size(bits)>>
+        v
+
+      _ ->
+        n
+    end
   end
 
-  def wrap(n, :s64) when is_integer(n), do: to_int(n, :s64)
   def wrap(n, _type), do: n
+
+  # integers from -2^63 to 2^64 - 1: s64's and u64's values
+  defp wide(n) when n >= -0x8000000000000000 and n <= 0xFFFFFFFFFFFFFFFF, do: n
+  defp wide(n), do: to_int(n, :s64)
 
   @specials %{
     16 => {0x7E00, 0x7C00, 0xFC00},
@@ -285,6 +356,11 @@ defmodule Cascade.Type do
   def decode(bin, :u8), do: for(<<x::unsigned-8 <- bin>>, do: x)
   def decode(bin, :s32), do: for(<<x::signed-native-32 <- bin>>, do: x)
   def decode(bin, :s64), do: for(<<x::signed-native-64 <- bin>>, do: x)
+  def decode(bin, :s8), do: for(<<x::signed-8 <- bin>>, do: x)
+  def decode(bin, :s16), do: for(<<x::signed-native-16 <- bin>>, do: x)
+  def decode(bin, :u16), do: for(<<x::unsigned-native-16 <- bin>>, do: x)
+  def decode(bin, :u32), do: for(<<x::unsigned-native-32 <- bin>>, do: x)
+  def decode(bin, :u64), do: for(<<x::unsigned-native-64 <- bin>>, do: x)
 
   defp f32(x) when (x &&& 0x7F800000) == 0x7F800000, do: special(x &&& 0x7FFFFF, x >>> 31)
 

@@ -39,13 +39,38 @@ defmodule Cascade.BackendTest do
 
     test "tensors of a type Cascade lacks keep their data on the host, and ops on them fall back" do
       Cascade.put_fallback_policy(:allow)
-      t = Nx.tensor([1, 2, 3], type: :u16)
+      t = Nx.tensor([1.0, 2.0], type: :c64)
 
-      assert %{__struct__: Cascade.Backend, tensor: nil, binary: <<1::16-native, _::binary>>} =
-               t.data
+      assert %{
+               __struct__: Cascade.Backend,
+               tensor: nil,
+               binary: <<1.0::float-32-native, 0.0::float-32-native, _::binary>>
+             } = t.data
 
-      assert t |> Nx.add(1) |> Nx.to_flat_list() == [2, 3, 4]
+      assert t |> Nx.add(1) |> Nx.to_flat_list() == [Complex.new(2.0), Complex.new(3.0)]
       assert %{calls: 1} = Cascade.stats()[{:cpu, :add, :binary_fallback}]
+    end
+
+    test "every integer type of Nx is a Cascade type: s8, s16, u16, u32 and u64 run natively" do
+      Cascade.put_fallback_policy(:error)
+
+      for type <- [:s8, :s16, :u16, :u32, :u64, :u8, :s32, :s64] do
+        t = Nx.tensor([1, 2, 3], type: type)
+        assert %Cascade.Backend{tensor: %Cascade.Tensor{}} = t.data
+        assert t |> Nx.add(1) |> Nx.to_flat_list() == [2, 3, 4]
+        assert t |> Nx.bitwise_xor(3) |> Nx.to_flat_list() == [2, 1, 0]
+        assert t |> Nx.sum() |> Nx.type() == Nx.Type.to_aggregate(Nx.Type.normalize!(type))
+      end
+
+      # u32 wraps as Nx.BinaryBackend's u32 does (Nx.Random's threefry runs on it)
+      big = Nx.tensor([4_294_967_295, 7], type: :u32)
+      assert big |> Nx.add(1) |> Nx.to_flat_list() == [0, 8]
+      assert big |> Nx.left_shift(4) |> Nx.to_flat_list() == [4_294_967_280, 112]
+
+      assert Nx.tensor([2 ** 64 - 1], type: :u64) |> Nx.reduce_max() |> Nx.to_number() ==
+               2 ** 64 - 1
+
+      assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
     end
   end
 
@@ -159,6 +184,31 @@ defmodule Cascade.BackendTest do
 
       assert Nx.equal(Nx.tensor([1, 2]), 2) |> Nx.to_flat_list() == [0, 1]
       assert Nx.argmax(Nx.tensor([[1, 9], [7, 2]]), axis: 1) |> Nx.to_flat_list() == [1, 0]
+    end
+
+    test "Nx.Random runs natively and gives Nx.BinaryBackend's bits" do
+      Cascade.put_fallback_policy(:error)
+
+      run = fn backend ->
+        Nx.with_default_backend(backend, fn ->
+          key = Nx.Random.key(1701)
+          [k1, k2] = key |> Nx.Random.split() |> Nx.to_batched(1) |> Enum.map(&Nx.squeeze/1)
+
+          {u32, _} = Nx.Random.uniform(k1, shape: {64})
+          {u64, _} = Nx.Random.uniform(k1, -2.0, 3.0, shape: {4, 8}, type: :f64)
+          {u16, _} = Nx.Random.uniform(k2, shape: {16}, type: :bf16)
+          {n32, _} = Nx.Random.normal(k2, shape: {64})
+          {n64, _} = Nx.Random.normal(k1, 1.0, 2.5, shape: {32}, type: :f64)
+          {i, _} = Nx.Random.randint(k2, -5, 9, shape: {32}, type: :s32)
+
+          Enum.map([key, Nx.Random.split(key, parts: 3), u32, u64, u16, n32, n64, i], fn t ->
+            {Nx.type(t), Nx.to_binary(t)}
+          end)
+        end)
+      end
+
+      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
     end
 
     test "the math, bit and truth callbacks give Nx.BinaryBackend's results without a fallback" do

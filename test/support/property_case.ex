@@ -123,7 +123,9 @@ defmodule Cascade.PropertyCase do
   """
   def tol(class, type, extra \\ nil)
 
-  def tol(_class, type, _extra) when type in [:u8, :s32, :s64], do: :exact
+  def tol(_class, type, _extra) when type in [:u8, :u16, :u32, :u64, :s8, :s16, :s32, :s64],
+    do: :exact
+
   def tol(:exact, _type, _extra), do: :exact
 
   def tol(class, type, nil) when class in [:arith, :transcendental] do
@@ -158,7 +160,7 @@ defmodule Cascade.PropertyCase do
   ## Generators
 
   @floats [:f32, :f16, :bf16]
-  @ints [:s32, :s64, :u8]
+  @ints [:s32, :s64, :u8, :s8, :s16, :u16, :u32, :u64]
   def floats, do: @floats
   def ints, do: @ints
   def all_types, do: @floats ++ @ints ++ [:f64]
@@ -237,8 +239,9 @@ defmodule Cascade.PropertyCase do
     cond do
       type == :u8 -> int_between(0, 255)
       chance(0.2) -> int_between(lo, hi)
-      chance(0.05) -> pick([lo, hi, 0, -1, 1])
-      true -> int_between(-100, 100)
+      chance(0.05) -> pick([lo, hi, 0, max(lo, -1), 1])
+      R.unsigned?(type) -> int_between(0, 200)
+      true -> int_between(max(lo, -100), min(hi, 100))
     end
   end
 

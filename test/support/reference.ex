@@ -25,14 +25,18 @@ defmodule Cascade.Reference do
   ## Types
 
   @float_types [:f16, :bf16, :f32, :f64]
-  @int_ranges %{
-    u8: {0, 255},
-    s32: {-(1 <<< 31), (1 <<< 31) - 1},
-    s64: {-(1 <<< 63), (1 <<< 63) - 1}
-  }
+  @int_bits %{u8: 8, u16: 16, u32: 32, u64: 64, s8: 8, s16: 16, s32: 32, s64: 64}
+  @int_ranges Map.new(@int_bits, fn
+                {type, bits} when type in [:u8, :u16, :u32, :u64] -> {type, {0, (1 <<< bits) - 1}}
+                {type, bits} -> {type, {-(1 <<< (bits - 1)), (1 <<< (bits - 1)) - 1}}
+              end)
+  @int_types Map.keys(@int_bits)
 
   @doc "Whether the type holds floats."
   def float?(type), do: type in @float_types
+
+  @doc "Whether the type is an unsigned integer type."
+  def unsigned?(type), do: type in [:u8, :u16, :u32, :u64]
 
   @doc "The smallest and largest value of an integer type."
   def int_range(type), do: Map.fetch!(@int_ranges, type)
@@ -45,9 +49,24 @@ defmodule Cascade.Reference do
       {true, true} -> if :f64 in [a, b], do: :f64, else: :f32
       {true, false} -> a
       {false, true} -> b
-      {false, false} -> if :s64 in [a, b], do: :s64, else: :s32
+      {false, false} -> merge_ints(a, b)
     end
   end
+
+  # the wider of one signedness; unsigned with signed: signed, twice the unsigned width (at
+  # most 64) or the signed width
+  defp merge_ints(a, b) do
+    {ba, bb} = {@int_bits[a], @int_bits[b]}
+
+    case {unsigned?(a), unsigned?(b)} do
+      {same, same} -> int_type(same, max(ba, bb))
+      {true, false} -> int_type(false, max(min(2 * ba, 64), bb))
+      {false, true} -> int_type(false, max(min(2 * bb, 64), ba))
+    end
+  end
+
+  defp int_type(unsigned, bits),
+    do: String.to_existing_atom(if(unsigned, do: "u", else: "s") <> Integer.to_string(bits))
 
   @doc "Nx.Type.merge_number/2: an integer keeps the tensor's type, a float makes integers f32."
   def merge_number(type, n) when is_integer(n), do: type
@@ -56,8 +75,14 @@ defmodule Cascade.Reference do
   @doc "Nx.Type.to_floating/1."
   def to_float(type), do: if(float?(type), do: type, else: :f32)
 
-  @doc "Nx.Type.to_aggregate/1, without u64: integer sums and products are s64."
-  def to_aggregate(type), do: if(float?(type), do: type, else: :s64)
+  @doc "Nx.Type.to_aggregate/1: integer sums and products are s64, or u64 for unsigned types."
+  def to_aggregate(type) do
+    cond do
+      float?(type) -> type
+      unsigned?(type) -> :u64
+      true -> :s64
+    end
+  end
 
   ## Rounding
 
@@ -70,7 +95,7 @@ defmodule Cascade.Reference do
     if float?(type), do: x, else: raise(ArgumentError, "cannot round #{inspect(x)} to #{type}")
   end
 
-  def round_to(x, type) when type in [:u8, :s32, :s64] do
+  def round_to(x, type) when type in @int_types do
     {lo, hi} = int_range(type)
     span = hi - lo + 1
     Integer.mod(trunc(x) - lo, span) + lo
@@ -223,7 +248,7 @@ defmodule Cascade.Reference do
             [:equal, :not_equal, :less, :less_equal, :greater, :greater_equal] ++
             [:logical_and, :logical_or, :logical_xor] ++
             [:bitwise_and, :bitwise_or, :bitwise_xor, :left_shift, :right_shift, :quotient]
-  @bits %{u8: 8, s32: 32, s64: 64}
+  @bits @int_bits
 
   @doc "The elementwise unary ops the reference knows."
   def unary_ops, do: @unary

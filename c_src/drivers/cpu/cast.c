@@ -12,6 +12,28 @@ static inline uint8_t sat_u8(double d) {
     return d > 0 ? (d < 255 ? (uint8_t)d : UINT8_MAX) : 0;
 }
 
+static inline uint16_t sat_u16(double d) {
+    return d > 0 ? (d < 65535 ? (uint16_t)d : UINT16_MAX) : 0;
+}
+
+static inline uint32_t sat_u32(double d) {
+    return d > 0 ? (d < 4294967295.0 ? (uint32_t)d : UINT32_MAX) : 0;
+}
+
+static inline uint64_t sat_u64(double d) {
+    return d > 0 ? (d < 18446744073709551616.0 ? (uint64_t)d : UINT64_MAX) : 0;
+}
+
+static inline int8_t sat_s8(double d) {
+    if (d != d) return 0;
+    return d <= -128 ? INT8_MIN : d >= 127 ? INT8_MAX : (int8_t)d;
+}
+
+static inline int16_t sat_s16(double d) {
+    if (d != d) return 0;
+    return d <= -32768 ? INT16_MIN : d >= 32767 ? INT16_MAX : (int16_t)d;
+}
+
 static inline int32_t sat_s32(double d) {
     if (d != d) return 0;
     if (d <= -2147483648.0) return INT32_MIN;
@@ -39,8 +61,16 @@ static inline double int_to_f64_odd(int64_t x) {
     return x < 0 ? -mag : mag;
 }
 
+static inline double uint_to_f64_odd(uint64_t u) {
+    if (u < (UINT64_C(1) << 53)) return (double)u;
+    int sh = 0;
+    while ((u >> sh) >= (UINT64_C(1) << 53)) sh++;
+    uint64_t kept = (u >> sh) | ((u & ((UINT64_C(1) << sh) - 1)) != 0);
+    return (double)kept * (double)(UINT64_C(1) << sh);
+}
+
 /* Sources: name, storage type, and the kind of value one element is read as: F (a float;
- * f16/bf16 widen exactly), D (a double) or I (an integer). */
+ * f16/bf16 widen exactly), D (a double), I (an integer that fits int64_t) or U (a u64). */
 #define CAST_SOURCES(X)                                                                            \
     X(F16, uint16_t, F)                                                                            \
     X(BF16, uint16_t, F)                                                                           \
@@ -48,7 +78,12 @@ static inline double int_to_f64_odd(int64_t x) {
     X(F64, double, D)                                                                              \
     X(U8, uint8_t, I)                                                                              \
     X(S32, int32_t, I)                                                                             \
-    X(S64, int64_t, I)
+    X(S64, int64_t, I)                                                                             \
+    X(S8, int8_t, I)                                                                               \
+    X(S16, int16_t, I)                                                                             \
+    X(U16, uint16_t, I)                                                                            \
+    X(U32, uint32_t, I)                                                                            \
+    X(U64, uint64_t, U)
 
 #define CAST_DESTS(X, ...)                                                                         \
     X(F16, uint16_t, __VA_ARGS__)                                                                  \
@@ -57,7 +92,12 @@ static inline double int_to_f64_odd(int64_t x) {
     X(F64, double, __VA_ARGS__)                                                                    \
     X(U8, uint8_t, __VA_ARGS__)                                                                    \
     X(S32, int32_t, __VA_ARGS__)                                                                   \
-    X(S64, int64_t, __VA_ARGS__)
+    X(S64, int64_t, __VA_ARGS__)                                                                   \
+    X(S8, int8_t, __VA_ARGS__)                                                                     \
+    X(S16, int16_t, __VA_ARGS__)                                                                   \
+    X(U16, uint16_t, __VA_ARGS__)                                                                  \
+    X(U32, uint32_t, __VA_ARGS__)                                                                  \
+    X(U64, uint64_t, __VA_ARGS__)
 
 #define LOAD_F16(x)  cx_f16_to_f32(x)
 #define LOAD_BF16(x) cx_bf16_to_f32(x)
@@ -66,6 +106,11 @@ static inline double int_to_f64_odd(int64_t x) {
 #define LOAD_U8(x)   (x)
 #define LOAD_S32(x)  (x)
 #define LOAD_S64(x)  (x)
+#define LOAD_S8(x)   (x)
+#define LOAD_S16(x)  (x)
+#define LOAD_U16(x)  (x)
+#define LOAD_U32(x)  (x)
+#define LOAD_U64(x)  (x)
 
 /* STORE_<destination>_<source kind>. Integer narrowing goes through the unsigned type, which C
  * defines modulo 2^n. */
@@ -90,6 +135,34 @@ static inline double int_to_f64_odd(int64_t x) {
 #define STORE_S64_F(x)  sat_s64(x)
 #define STORE_S64_D(x)  sat_s64(x)
 #define STORE_S64_I(x)  ((int64_t)(x))
+#define STORE_S8_F(x)   sat_s8(x)
+#define STORE_S8_D(x)   sat_s8(x)
+#define STORE_S8_I(x)   ((int8_t)(uint8_t)(x))
+#define STORE_S16_F(x)  sat_s16(x)
+#define STORE_S16_D(x)  sat_s16(x)
+#define STORE_S16_I(x)  ((int16_t)(uint16_t)(x))
+#define STORE_U16_F(x)  sat_u16(x)
+#define STORE_U16_D(x)  sat_u16(x)
+#define STORE_U16_I(x)  ((uint16_t)(x))
+#define STORE_U32_F(x)  sat_u32(x)
+#define STORE_U32_D(x)  sat_u32(x)
+#define STORE_U32_I(x)  ((uint32_t)(x))
+#define STORE_U64_F(x)  sat_u64(x)
+#define STORE_U64_D(x)  sat_u64(x)
+#define STORE_U64_I(x)  ((uint64_t)(x))
+/* From u64: the integer stores wrap as from any integer; floats from the unsigned value. */
+#define STORE_F16_U(x)  cx_f16_from_f64(uint_to_f64_odd(x))
+#define STORE_BF16_U(x) cx_bf16_from_f64(uint_to_f64_odd(x))
+#define STORE_F32_U(x)  ((float)(x))
+#define STORE_F64_U(x)  ((double)(x))
+#define STORE_U8_U(x)   STORE_U8_I(x)
+#define STORE_S32_U(x)  STORE_S32_I(x)
+#define STORE_S64_U(x)  STORE_S64_I(x)
+#define STORE_S8_U(x)   STORE_S8_I(x)
+#define STORE_S16_U(x)  STORE_S16_I(x)
+#define STORE_U16_U(x)  STORE_U16_I(x)
+#define STORE_U32_U(x)  STORE_U32_I(x)
+#define STORE_U64_U(x)  STORE_U64_I(x)
 
 typedef void (*cast_fn)(const void *src, void *dst, int64_t n);
 

@@ -24,15 +24,20 @@ static inline void put_bits(void *buf, size_t es, int64_t i, uint64_t bits) {
     }
 }
 
-/* A float into an integer type: truncated toward zero, saturated, NaN to 0 (like as_type). */
-static int64_t float_to_int(double f, cx_dtype t) {
-    double lo = t == CX_U8 ? 0.0 : t == CX_S32 ? -2147483648.0 : -9223372036854775808.0;
-    double hi = t == CX_U8 ? 255.0 : t == CX_S32 ? 2147483647.0 : 9223372036854775807.0;
+/* A float into an integer type: truncated toward zero, saturated, NaN to 0 (like as_type). The
+ * result is the element's bits, widened to 64. */
+static uint64_t float_to_int(double f, cx_dtype t) {
     if (f != f) return 0;
-    if (f <= lo) return t == CX_S64 ? INT64_MIN : (int64_t)lo;
-    /* hi rounds up to 2^63 for s64, which no int64 holds */
-    if (f >= hi) return t == CX_S64 ? INT64_MAX : (int64_t)hi;
-    return (int64_t)f;
+    if (t == CX_U64) return f <= 0 ? 0 : f >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)f;
+    /* 2^63 - 1 rounds up to 2^63 in double, which no int64 holds */
+    if (t == CX_S64)
+        return (uint64_t)(f <= -9223372036854775808.0  ? INT64_MIN
+                          : f >= 9223372036854775808.0 ? INT64_MAX
+                                                       : (int64_t)f);
+    int bits = cx_dtype_bits(t);
+    double lo = cx_dtype_is_signed(t) ? -ldexp(1, bits - 1) : 0;
+    double hi = cx_dtype_is_signed(t) ? ldexp(1, bits - 1) - 1 : ldexp(1, bits) - 1;
+    return (uint64_t)(int64_t)(f <= lo ? lo : f >= hi ? hi : f);
 }
 
 /* The bits of the double v in type t: floats round to nearest even, integers as float_to_int. */
@@ -43,7 +48,7 @@ static uint64_t bits_of_double(cx_dtype t, double v) {
     case CX_BF16: return cx_bf16_from_f64(v);
     case CX_F32: return cx_f32_bits((float)v);
     case CX_F64: memcpy(&u, &v, 8); return u;
-    default: return (uint64_t)float_to_int(v, t);
+    default: return float_to_int(v, t);
     }
 }
 

@@ -281,12 +281,17 @@ static void gather_u64(const operand *x, int64_t base, int64_t rows, int64_t col
         int64_t r = base + x->roff[i];
         const int64_t *c = x->coff;
         switch (x->t->desc.dtype) {
-        case CX_U8:
-            for (int64_t q = 0; q < cols; q++) dst[q] = ((const uint8_t *)p)[r + c[q]];
-            break;
-        case CX_S32:
-            for (int64_t q = 0; q < cols; q++) dst[q] = (uint64_t)((const int32_t *)p)[r + c[q]];
-            break;
+#define GATHER(ID, T)                                                                              \
+    case ID:                                                                                       \
+        for (int64_t q = 0; q < cols; q++) dst[q] = (uint64_t)((const T *)p)[r + c[q]];            \
+        break;
+            GATHER(CX_U8, uint8_t)
+            GATHER(CX_U16, uint16_t)
+            GATHER(CX_U32, uint32_t)
+            GATHER(CX_S8, int8_t)
+            GATHER(CX_S16, int16_t)
+            GATHER(CX_S32, int32_t)
+#undef GATHER
         default:
             for (int64_t q = 0; q < cols; q++) dst[q] = (uint64_t)((const int64_t *)p)[r + c[q]];
             break;
@@ -406,13 +411,8 @@ static void gemm_u64(int64_t m, int64_t n, int64_t k, const uint64_t *a, const u
 
 /* Wraps the uint64 results into the output's integer type. */
 static void store_u64(const uint64_t *c, int64_t n, cx_dtype t, void *out) {
-    for (int64_t i = 0; i < n; i++) {
-        switch (t) {
-        case CX_U8: ((uint8_t *)out)[i] = (uint8_t)c[i]; break;
-        case CX_S32: memcpy((int32_t *)out + i, &(uint32_t){(uint32_t)c[i]}, 4); break;
-        default: memcpy((int64_t *)out + i, &c[i], 8); break;
-        }
-    }
+    size_t es = cx_dtype_size(t);
+    for (int64_t i = 0; i < n; i++) memcpy((char *)out + (size_t)i * es, &c[i], es);
 }
 
 static cx_code dot_int(dot_job *j, cx_tensor *out, cx_status *st) {

@@ -245,6 +245,10 @@ double cx_erf_inv(double y) {
         if (y >= (BITS)) return 0;                                                                 \
         return (T)((W)x << y);                                                                     \
     }                                                                                              \
+    /* a count of u64 above INT64_MAX must not turn negative */                                    \
+    static inline int64_t count_##sfx(T y) {                                                       \
+        return y > 0 && (uint64_t)y > 127 ? 127 : (int64_t)y;                                      \
+    }                                                                                              \
     static inline T clz_##sfx(T x) {                                                               \
         return x == 0 ? (T)(BITS) : (T)(__builtin_clzll((uint64_t)(W)x) - (64 - (BITS)));          \
     }                                                                                              \
@@ -254,8 +258,8 @@ double cx_erf_inv(double y) {
     DEF_BINARY(k_bitwise_and_##sfx, T, T, (T)((W)x & (W)y))                                        \
     DEF_BINARY(k_bitwise_or_##sfx, T, T, (T)((W)x | (W)y))                                         \
     DEF_BINARY(k_bitwise_xor_##sfx, T, T, (T)((W)x ^ (W)y))                                        \
-    DEF_BINARY(k_left_shift_##sfx, T, T, shl_##sfx(x, y))                                          \
-    DEF_BINARY(k_right_shift_##sfx, T, T, shr_##sfx(x, y))
+    DEF_BINARY(k_left_shift_##sfx, T, T, shl_##sfx(x, count_##sfx(y)))                             \
+    DEF_BINARY(k_right_shift_##sfx, T, T, shr_##sfx(x, count_##sfx(y)))
 
 FLOAT_KERNELS(f32, float)
 FLOAT_KERNELS(f64, double)
@@ -264,36 +268,48 @@ MORE_MATH_KERNELS(f64, double)
 #define NEVER(x)    0
 #define NEGATIVE(x) ((x) < 0)
 BITS_KERNELS(u8, uint8_t, uint8_t, 8, NEVER)
+BITS_KERNELS(u16, uint16_t, uint16_t, 16, NEVER)
+BITS_KERNELS(u32, uint32_t, uint32_t, 32, NEVER)
+BITS_KERNELS(u64, uint64_t, uint64_t, 64, NEVER)
+BITS_KERNELS(s8, int8_t, uint8_t, 8, NEGATIVE)
+BITS_KERNELS(s16, int16_t, uint16_t, 16, NEGATIVE)
 BITS_KERNELS(s32, int32_t, uint32_t, 32, NEGATIVE)
 BITS_KERNELS(s64, int64_t, uint64_t, 64, NEGATIVE)
-/* Truncating division; x / 0 is 0 and the smallest signed value / -1 wraps to itself. */
-DEF_BINARY(k_quotient_u8, uint8_t, uint8_t, y ? (uint8_t)(x / y) : 0)
-DEF_BINARY(k_quotient_s32, int32_t, int32_t,
-           y == 0    ? 0
-           : y == -1 ? (int32_t)(0u - (uint32_t)x)
-                     : x / y)
-DEF_BINARY(k_quotient_s64, int64_t, int64_t,
-           y == 0    ? 0
-           : y == -1 ? (int64_t)(UINT64_C(0) - (uint64_t)x)
-                     : x / y)
-DEF_UNARY(k_is_nan_u8, uint8_t, uint8_t, 0 * x)
-DEF_UNARY(k_is_nan_s32, int32_t, uint8_t, 0 * x)
-DEF_UNARY(k_is_nan_s64, int64_t, uint8_t, 0 * x)
-DEF_UNARY(k_is_infinity_u8, uint8_t, uint8_t, 0 * x)
-DEF_UNARY(k_is_infinity_s32, int32_t, uint8_t, 0 * x)
-DEF_UNARY(k_is_infinity_s64, int64_t, uint8_t, 0 * x)
-INT_KERNELS(u8, uint8_t, uint32_t)
-INT_KERNELS(s32, int32_t, uint32_t)
-INT_KERNELS(s64, int64_t, uint64_t)
-SIGNED_KERNELS(s32, int32_t, uint32_t)
-SIGNED_KERNELS(s64, int64_t, uint64_t)
-DEF_UNARY(k_abs_u8, uint8_t, uint8_t, x)
-DEF_UNARY(k_sign_u8, uint8_t, uint8_t, x != 0)
-DEF_BINARY(k_pow_u8, uint8_t, uint8_t, (uint8_t)ipow_wrap(x, y))
-DEF_BINARY(k_remainder_u8, uint8_t, uint8_t, y ? x % y : 0)
+
+/* Truncating division; x / 0 is 0 and the smallest signed value / -1 wraps to itself. Integer
+ * arithmetic runs in U, an unsigned type at least as wide as int, so that narrow types do not
+ * promote to int and overflow. */
+#define UNSIGNED_KERNELS(sfx, T, U)                                                                \
+    INT_KERNELS(sfx, T, U)                                                                         \
+    DEF_UNARY(k_abs_##sfx, T, T, x)                                                                \
+    DEF_UNARY(k_sign_##sfx, T, T, x != 0)                                                          \
+    DEF_BINARY(k_pow_##sfx, T, T, (T)ipow_wrap(x, y))                                              \
+    DEF_BINARY(k_remainder_##sfx, T, T, y ? (T)(x % y) : 0)                                        \
+    DEF_BINARY(k_quotient_##sfx, T, T, y ? (T)(x / y) : 0)                                         \
+    DEF_UNARY(k_is_nan_##sfx, T, uint8_t, 0 * x)                                                   \
+    DEF_UNARY(k_is_infinity_##sfx, T, uint8_t, 0 * x)
+#define SIGNED_INT_KERNELS(sfx, T, U)                                                              \
+    INT_KERNELS(sfx, T, U)                                                                         \
+    SIGNED_KERNELS(sfx, T, U)                                                                      \
+    DEF_BINARY(k_quotient_##sfx, T, T, y == 0 ? 0 : y == -1 ? (T)((U)0 - (U)x) : (T)(x / y))       \
+    DEF_UNARY(k_is_nan_##sfx, T, uint8_t, 0 * x)                                                   \
+    DEF_UNARY(k_is_infinity_##sfx, T, uint8_t, 0 * x)
+UNSIGNED_KERNELS(u8, uint8_t, uint32_t)
+UNSIGNED_KERNELS(u16, uint16_t, uint32_t)
+UNSIGNED_KERNELS(u32, uint32_t, uint32_t)
+UNSIGNED_KERNELS(u64, uint64_t, uint64_t)
+SIGNED_INT_KERNELS(s8, int8_t, uint32_t)
+SIGNED_INT_KERNELS(s16, int16_t, uint32_t)
+SIGNED_INT_KERNELS(s32, int32_t, uint32_t)
+SIGNED_INT_KERNELS(s64, int64_t, uint64_t)
 TRUTH_KERNELS(f32, float)
 TRUTH_KERNELS(f64, double)
 TRUTH_KERNELS(u8, uint8_t)
+TRUTH_KERNELS(u16, uint16_t)
+TRUTH_KERNELS(u32, uint32_t)
+TRUTH_KERNELS(u64, uint64_t)
+TRUTH_KERNELS(s8, int8_t)
+TRUTH_KERNELS(s16, int16_t)
 TRUTH_KERNELS(s32, int32_t)
 TRUTH_KERNELS(s64, int64_t)
 
@@ -304,11 +320,15 @@ TRUTH_KERNELS(s64, int64_t)
 #define ALL(k)                                                                                     \
     {                                                                                              \
         [CX_F32] = k##_f32, [CX_F64] = k##_f64, [CX_U8] = k##_u8, [CX_S32] = k##_s32,              \
-        [CX_S64] = k##_s64                                                                         \
+        [CX_S64] = k##_s64, [CX_S8] = k##_s8, [CX_S16] = k##_s16, [CX_U16] = k##_u16,              \
+        [CX_U32] = k##_u32, [CX_U64] = k##_u64                                                     \
     }
 
 #define INTS(k)                                                                                    \
-    { [CX_U8] = k##_u8, [CX_S32] = k##_s32, [CX_S64] = k##_s64 }
+    {                                                                                              \
+        [CX_U8] = k##_u8, [CX_S32] = k##_s32, [CX_S64] = k##_s64, [CX_S8] = k##_s8,                \
+        [CX_S16] = k##_s16, [CX_U16] = k##_u16, [CX_U32] = k##_u32, [CX_U64] = k##_u64             \
+    }
 
 static const ew_kernel kernels[CX_OP_COUNT][CX_DTYPE_COUNT] = {
     [CX_OP_NEGATE] = ALL(k_negate),
@@ -553,7 +573,12 @@ static void truth(cx_dtype t, const void *p, int64_t n, uint8_t *mask) {
     case CX_F64: TRUTH_LOOP(double, a[i] != 0) break;
     case CX_U8: TRUTH_LOOP(uint8_t, a[i] != 0) break;
     case CX_S32: TRUTH_LOOP(int32_t, a[i] != 0) break;
-    case CX_S64: TRUTH_LOOP(int64_t, a[i] != 0) break;
+    case CX_S64:
+    case CX_U64: TRUTH_LOOP(int64_t, a[i] != 0) break;
+    case CX_S8: TRUTH_LOOP(uint8_t, a[i] != 0) break;
+    case CX_S16:
+    case CX_U16: TRUTH_LOOP(uint16_t, a[i] != 0) break;
+    case CX_U32: TRUTH_LOOP(uint32_t, a[i] != 0) break;
     default: memset(mask, 0, (size_t)n);
     }
 }
@@ -589,7 +614,8 @@ typedef void (*pick_fn)(void *out, const uint8_t *m, const void *const *in, cons
 
 static const pick_fn picks[CX_DTYPE_COUNT] = {
     [CX_F16] = pick_u16, [CX_BF16] = pick_u16, [CX_F32] = pick_f32, [CX_F64] = pick_f64,
-    [CX_U8] = pick_u8,   [CX_S32] = pick_s32,  [CX_S64] = pick_s64,
+    [CX_U8] = pick_u8,   [CX_S32] = pick_s32,  [CX_S64] = pick_s64, [CX_S8] = pick_u8,
+    [CX_S16] = pick_u16, [CX_U16] = pick_u16,  [CX_U32] = pick_s32, [CX_U64] = pick_s64,
 };
 
 typedef struct {

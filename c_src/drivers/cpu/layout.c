@@ -265,9 +265,9 @@ static void pad_value(cx_dtype t, const cx_param *v, unsigned char *bytes) {
     case CX_BF16: memcpy(bytes, &(uint16_t){cx_bf16_from_f64(f)}, 2); break;
     case CX_F32: memcpy(bytes, &(float){(float)f}, 4); break;
     case CX_F64: memcpy(bytes, &f, 8); break;
-    case CX_U8: bytes[0] = (uint8_t)u; break;
-    case CX_S32: memcpy(bytes, &(uint32_t){(uint32_t)u}, 4); break;
-    default: memcpy(bytes, &u, 8); break;
+    default: /* integers wrap: the low bytes (little-endian) */
+        memcpy(bytes, &u, cx_dtype_size(t));
+        break;
     }
 }
 

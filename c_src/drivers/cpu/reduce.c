@@ -43,14 +43,31 @@ static const double *load_f64(const cx_tensor *t, int64_t off, int64_t n, double
 static const int64_t *load_i64(const cx_tensor *t, int64_t off, int64_t n, int64_t *buf) {
     const void *p = (const char *)t->data + (size_t)off * cx_dtype_size(t->desc.dtype);
     switch (t->desc.dtype) {
-    case CX_S64: return p;
-    case CX_S32:
-        for (int64_t i = 0; i < n; i++) buf[i] = ((const int32_t *)p)[i];
+    case CX_S64:
+    case CX_U64: return p; /* the same bits: sums and products wrap alike */
+#define WIDEN(ID, T)                                                                               \
+    case ID:                                                                                       \
+        for (int64_t i = 0; i < n; i++) buf[i] = ((const T *)p)[i];                                \
         break;
+        WIDEN(CX_S32, int32_t)
+        WIDEN(CX_S16, int16_t)
+        WIDEN(CX_S8, int8_t)
+        WIDEN(CX_U32, uint32_t)
+        WIDEN(CX_U16, uint16_t)
+#undef WIDEN
     default:
         for (int64_t i = 0; i < n; i++) buf[i] = ((const uint8_t *)p)[i];
         break;
     }
+    return buf;
+}
+
+/* u64 for comparisons: flipping the top bit maps unsigned order onto signed order, so max, min,
+ * argmax and argmin run on the int64_t kernels; the result is flipped back. */
+#define U64_BIAS ((uint64_t)1 << 63)
+static const int64_t *load_u64b(const cx_tensor *t, int64_t off, int64_t n, int64_t *buf) {
+    const uint64_t *p = (const uint64_t *)t->data + off;
+    for (int64_t i = 0; i < n; i++) buf[i] = (int64_t)(p[i] ^ U64_BIAS);
     return buf;
 }
 
@@ -173,8 +190,25 @@ static int64_t start_i64(cx_op_id op, cx_dtype t) {
     switch (op) {
     case CX_OP_PRODUCT:
     case CX_OP_ALL: return 1;
-    case CX_OP_REDUCE_MAX: return t == CX_U8 ? 0 : t == CX_S32 ? INT32_MIN : INT64_MIN;
-    case CX_OP_REDUCE_MIN: return t == CX_U8 ? UINT8_MAX : t == CX_S32 ? INT32_MAX : INT64_MAX;
+    case CX_OP_REDUCE_MAX:
+        switch (t) {
+        case CX_S8: return INT8_MIN;
+        case CX_S16: return INT16_MIN;
+        case CX_S32: return INT32_MIN;
+        case CX_S64:
+        case CX_U64: return INT64_MIN; /* u64 is biased */
+        default: return 0;
+        }
+    case CX_OP_REDUCE_MIN:
+        switch (t) {
+        case CX_U8: return UINT8_MAX;
+        case CX_U16: return UINT16_MAX;
+        case CX_U32: return UINT32_MAX;
+        case CX_S8: return INT8_MAX;
+        case CX_S16: return INT16_MAX;
+        case CX_S32: return INT32_MAX;
+        default: return INT64_MAX; /* s64, and u64 biased */
+        }
     default: return 0;
     }
 }
@@ -274,6 +308,7 @@ typedef struct {
 
 TILE_KERNELS(double, f64, ff, f0)
 TILE_KERNELS(int64_t, i64, fi, i0)
+TILE_KERNELS(int64_t, u64b, fi, i0)
 
 typedef void (*tile_fn)(const reduce_job *j, int64_t o, int64_t off, int64_t rows, int64_t cols,
                         bool reduced);
@@ -320,28 +355,44 @@ static void finish_f64(const double *acc, cx_tensor *out) {
     }
 }
 
-/* Every accumulator already fits the output type: sums are s64, max/min stay in the input's
- * range, all/any are 0 or 1. */
-static void finish_i64(const int64_t *acc, cx_tensor *out) {
+/* Every accumulator already fits the output type: sums are s64 or u64, max/min stay in the
+ * input's range (biased for u64), all/any are 0 or 1. */
+static void finish_i64(const int64_t *acc, cx_tensor *out, bool biased) {
     int64_t n = out->numel;
     void *p = out->data;
     switch (out->desc.dtype) {
     case CX_S64:
         for (int64_t i = 0; i < n; i++) ((int64_t *)p)[i] = acc[i];
         break;
-    case CX_S32:
-        for (int64_t i = 0; i < n; i++) ((int32_t *)p)[i] = (int32_t)acc[i];
+    case CX_U64:
+        for (int64_t i = 0; i < n; i++)
+            ((uint64_t *)p)[i] = (uint64_t)acc[i] ^ (biased ? U64_BIAS : 0);
         break;
+#define NARROW(ID, T)                                                                              \
+    case ID:                                                                                       \
+        for (int64_t i = 0; i < n; i++) ((T *)p)[i] = (T)acc[i];                                   \
+        break;
+        NARROW(CX_S32, int32_t)
+        NARROW(CX_S16, int16_t)
+        NARROW(CX_S8, int8_t)
+        NARROW(CX_U32, uint32_t)
+        NARROW(CX_U16, uint16_t)
+#undef NARROW
     default:
         for (int64_t i = 0; i < n; i++) ((uint8_t *)p)[i] = (uint8_t)acc[i];
         break;
     }
 }
 
+static bool u64_biased(cx_op_id op, cx_dtype t) {
+    return t == CX_U64 && (op == CX_OP_REDUCE_MAX || op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMAX ||
+                           op == CX_OP_ARGMIN);
+}
+
 static cx_code reduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
                       cx_status *st) {
     if (out->numel == 0) return CX_OK;
-    bool is_float = cx_dtype_is_float(in->desc.dtype);
+    bool is_float = cx_dtype_is_float(in->desc.dtype), biased = u64_biased(op, in->desc.dtype);
     reduce_job j = {.in = in,
                     .acc = malloc((size_t)out->numel * 8),
                     .ff = pick_f64(op),
@@ -358,12 +409,12 @@ static cx_code reduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_
     if (in->numel > 0) {
         merged_axes m;
         merge_axes(&in->desc, &ps->p[CX_P_AXES], &m);
-        walk(&m, in->numel, is_float ? tile_f64 : tile_i64, &j);
+        walk(&m, in->numel, is_float ? tile_f64 : biased ? tile_u64b : tile_i64, &j);
     }
     if (is_float)
         finish_f64(j.acc, out);
     else
-        finish_i64(j.acc, out);
+        finish_i64(j.acc, out, biased);
     free(j.acc);
     return CX_OK;
 }
@@ -446,8 +497,12 @@ static int64_t extreme_i64(const int64_t *x, int64_t n, bool max) {
         }                                                                                          \
     }
 
+#define take_u64b    take_i64
+#define find_u64b    find_i64
+#define extreme_u64b extreme_i64
 ARG_KERNELS(double, f64)
 ARG_KERNELS(int64_t, i64)
+ARG_KERNELS(int64_t, u64b)
 
 static cx_code argreduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const cx_desc *d = &in->desc;
@@ -460,18 +515,21 @@ static cx_code argreduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, 
     }
     if (in->numel == 0) return CX_OK;
     bool max = op == CX_OP_ARGMAX, high = ps->p[CX_P_TIE_BREAK].i[0] == 1;
-    bool is_float = cx_dtype_is_float(d->dtype);
+    bool is_float = cx_dtype_is_float(d->dtype), biased = u64_biased(op, d->dtype);
     for (int64_t o = 0; o < outer; o++) {
         int64_t off = o * n * inner;
         if (inner == 1) {
-            res[o] =
-                is_float ? arg_run_f64(in, off, n, max, high) : arg_run_i64(in, off, n, max, high);
+            res[o] = is_float ? arg_run_f64(in, off, n, max, high)
+                     : biased ? arg_run_u64b(in, off, n, max, high)
+                              : arg_run_i64(in, off, n, max, high);
             continue;
         }
         for (int64_t c = 0; c < inner; c += CHUNK) {
             int64_t m = min64(CHUNK, inner - c);
             if (is_float)
                 arg_cols_f64(in, off + c, n, inner, m, max, high, res + o * inner + c);
+            else if (biased)
+                arg_cols_u64b(in, off + c, n, inner, m, max, high, res + o * inner + c);
             else
                 arg_cols_i64(in, off + c, n, inner, m, max, high, res + o * inner + c);
         }

@@ -294,6 +294,20 @@ static cx_code cuda_drv_download_async(void *dev, void *dst, const void *src, si
 /* ---- capabilities -----------------------------------------------------------------------------
  */
 
+/* The types the cast, iota and eye kernels are written for. */
+static bool kernel_type(cx_dtype t) {
+    switch (t) {
+    case CX_F16:
+    case CX_BF16:
+    case CX_F32:
+    case CX_F64:
+    case CX_U8:
+    case CX_S32:
+    case CX_S64: return true;
+    default: return false;
+    }
+}
+
 static bool is_float3(cx_dtype t) {
     return t == CX_F32 || t == CX_F16 || t == CX_BF16;
 }
@@ -343,16 +357,18 @@ static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types,
     case CX_OP_REVERSE:
     case CX_OP_CONCATENATE:
     case CX_OP_FULL:
-    case CX_OP_IOTA:
     case CX_OP_EYE: return CX_CAP_NATIVE;
+    /* the iota and cast kernels take the first seven types (not s8, s16, u16, u32, u64): the
+     * negotiation moves those to the cpu */
+    case CX_OP_IOTA: return kernel_type(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     /* the dispatcher casts the indices to s64 first */
     case CX_OP_TAKE:
     case CX_OP_GATHER: return n_in == 2 && types[1] == CX_S64 ? CX_CAP_NATIVE : CX_CAP_NO;
     case CX_OP_RANDOM_UNIFORM:
     case CX_OP_RANDOM_NORMAL:
         return is_float3(types[0]) || types[0] == CX_F64 ? CX_CAP_NATIVE : CX_CAP_NO;
-    /* every type into every type */
-    case CX_OP_AS_TYPE: return CX_CAP_NATIVE;
+    /* every kernel type into every kernel type: refine checks the result type */
+    case CX_OP_AS_TYPE: return kernel_type(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
     default: break;
     }
     switch (cx_op_table[op].kind) {
@@ -379,6 +395,13 @@ static bool trailing_axes(const cx_desc *x, const cx_param *axes) {
 static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
                             const cx_params *ps, char *reason, size_t len) {
     if (op == CX_OP_DOT) return cuda_dot_fits(in, ps, reason, len);
+    if (op == CX_OP_AS_TYPE) {
+        const cx_param *to = cx_param_get(ps, CX_P_TYPE);
+        if (to && kernel_type((cx_dtype)to->i[0])) return true;
+        snprintf(reason, len, "cuda has no cast kernel into %s",
+                 to ? cx_dtype_name((cx_dtype)to->i[0]) : "that type");
+        return false;
+    }
     if (op == CX_OP_CONV2D) return cuda_conv2d_fits(dev, &in[0], &in[1], ps, reason, len);
     if (op == CX_OP_LAYER_NORM) {
         const cx_param *axes = cx_param_get(ps, CX_P_AXES);

@@ -122,6 +122,7 @@ cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types,
     /* the result type is a parameter: refine checks it */
     case CX_KIND_CAST: return CX_CAP_SHAPE;
     case CX_KIND_REDUCE:
+        return ocl_type_supported(ocl_reduce_out(op, types[0]), fp64) ? CX_CAP_NATIVE : CX_CAP_NO;
     case CX_KIND_ARGREDUCE: return CX_CAP_NATIVE;
     case CX_KIND_DOT:
 #ifdef CX_HAVE_CLBLAST

@@ -500,7 +500,10 @@ static void copy_kernels(text *b) {
 static void reduce_kernels(text *b, bool fp64) {
     for (size_t k = 0; k < sizeof reduce_ops / sizeof reduce_ops[0]; k++)
         for (int t = 0; t < CX_DTYPE_COUNT; t++) {
-            if (!ocl_type_supported((cx_dtype)t, fp64)) continue;
+            /* sums of u8 are u64, a type these kernels do not store: the cpu takes them */
+            if (!ocl_type_supported((cx_dtype)t, fp64) ||
+                !ocl_type_supported(ocl_reduce_out(reduce_ops[k].op, (cx_dtype)t), fp64))
+                continue;
             reduce_kernel(b, reduce_ops[k].op, reduce_ops[k].name, (cx_dtype)t, false);
             reduce_kernel(b, reduce_ops[k].op, reduce_ops[k].name, (cx_dtype)t, true);
         }

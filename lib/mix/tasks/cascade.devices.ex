@@ -24,7 +24,7 @@ defmodule Mix.Tasks.Cascade.Devices do
   """
   use Mix.Task
 
-  @types [:f16, :bf16, :f32, :f64, :u8, :s32, :s64]
+  @types Cascade.Type.names()
 
   @impl true
   def run(args) do
