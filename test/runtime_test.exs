@@ -220,8 +220,7 @@ defmodule CascadeRuntimeTest do
   describe "concurrent free/1" do
     @tag timeout: 120_000
     test "64 processes run ops on a tensor while another frees it" do
-      gc_all()
-      before = Cascade.memory().cpu.bytes
+      before = settled_cpu_bytes()
 
       n = 1_048_576
       x = Cascade.ones({n})
@@ -338,12 +337,30 @@ defmodule CascadeRuntimeTest do
     end
   end
 
+  # The cpu's live bytes once tensors of earlier tests are gone: a test process that has exited
+  # is not in Process.list/0, and the BEAM may free its heap (and release its tensors) a little
+  # later, so the reading is taken when two in a row 20 ms apart agree.
+  defp settled_cpu_bytes(last \\ nil, tries \\ 50) do
+    gc_all()
+    now = Cascade.memory().cpu.bytes
+
+    if now == last or tries == 0 do
+      now
+    else
+      Process.sleep(20)
+      settled_cpu_bytes(now, tries - 1)
+    end
+  end
+
+  # Back to `before` or below: a tensor of an earlier test released meanwhile can only lower it
+  # (a full run beside the 20-run loop, seed 204503: 32 MiB of an earlier test were released
+  # during this test, which an exact comparison took for a difference).
   defp assert_memory_back_to(before, tries \\ 50) do
     gc_all()
     now = Cascade.memory().cpu.bytes
 
     cond do
-      now == before ->
+      now <= before ->
         :ok
 
       tries == 0 ->
