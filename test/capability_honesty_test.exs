@@ -329,7 +329,7 @@ defmodule CascadeCapabilityHonestyTest do
     cond do
       driver == :test -> :bitwise
       type not in @float_types -> :exact
-      kind == :layout -> :bitwise
+      kind in [:layout, :sort] -> :bitwise
       kind in [:compare, :logical, :select, :cast, :argreduce] -> :exact
       op in [:full, :iota, :eye, :reduce_max, :reduce_min, :all, :any, :relu] -> :exact
       op in [:negate, :abs, :sign, :floor, :ceil, :round, :max, :min] -> :exact
@@ -499,7 +499,7 @@ defmodule CascadeCapabilityHonestyTest do
 
   defp has_generator?(op) do
     case @ops[op] do
-      %{kind: kind} when kind in @elementwise or kind in [:reduce, :argreduce] -> true
+      %{kind: kind} when kind in @elementwise or kind in [:reduce, :argreduce, :sort] -> true
       _ -> op in @special_cases
     end
   end
@@ -523,6 +523,7 @@ defmodule CascadeCapabilityHonestyTest do
       %{kind: kind, args: args} when kind in @elementwise -> elementwise(op, kind, args, type)
       %{kind: :reduce} -> reductions(op, type, reduce_domain(op))
       %{kind: :argreduce} -> arg_reductions(op, type)
+      %{kind: :sort} -> sorts(op, type)
       _ -> special(op, type)
     end
   end
@@ -576,6 +577,24 @@ defmodule CascadeCapabilityHonestyTest do
     for {{shape, axes}, k} <- Enum.with_index(@reduce_grid) do
       opts = if axes == nil, do: [], else: [axes: axes]
       new_case(op, [r(shape, type, domain)], opts ++ [keep_axes: rem(k, 2) == 1])
+    end
+  end
+
+  # ties and NaN (small values), both directions, every axis; argsort into s64 and s32
+  defp sorts(op, type) do
+    grid = [
+      {{7}, 0},
+      {{}, 0},
+      {{3, 7}, 1},
+      {{3, 7}, 0},
+      {{2, 3, 5}, -1},
+      {{2, 0}, 1},
+      {{300, 3}, 0}
+    ]
+
+    for {{shape, axis}, k} <- Enum.with_index(grid), direction <- [:asc, :desc] do
+      type_opt = if op == :argsort and rem(k, 2) == 1, do: [type: :s32], else: []
+      new_case(op, [r(shape, type, :small)], [axis: axis, direction: direction] ++ type_opt)
     end
   end
 

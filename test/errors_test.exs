@@ -40,7 +40,7 @@ defmodule CascadeErrorsTest do
       elementwise?(kind) ->
         {for(_ <- args, do: m22()), &apply(Cascade, name, &1)}
 
-      kind in [:reduce, :argreduce] ->
+      kind in [:reduce, :argreduce, :sort] ->
         {[m22()], fn [x] -> apply(Cascade, name, [x, []]) end}
 
       true ->
@@ -109,7 +109,7 @@ defmodule CascadeErrorsTest do
   # A valid call of every op that takes options, as a function of the options.
   defp with_opts(%{name: name, kind: kind}) do
     case name do
-      _ when kind in [:reduce, :argreduce] -> &apply(Cascade, name, [m22(), &1])
+      _ when kind in [:reduce, :argreduce, :sort] -> &apply(Cascade, name, [m22(), &1])
       n when n in [:transpose, :squeeze, :reverse] -> &apply(Cascade, name, [m22(), &1])
       :broadcast -> &Cascade.broadcast(m22(), {2, 2}, &1)
       :slice -> &Cascade.slice(m22(), [0, 0], [1, 1], &1)

@@ -834,6 +834,34 @@ defmodule Cascade.PropertyTest.ReduceTest do
     end
   end
 
+  property [:sort, :argsort], "sort/argsort along an axis, stable, NaN last (asc) or first" do
+    for op <- [:sort, :argsort], type <- all_types(), _ <- 1..25 do
+      s = if chance(0.1), do: shape_or_large(), else: shape()
+      rank = tuple_size(s)
+      # few distinct values: many ties, and -0.0 beside 0.0
+      gen =
+        if R.float?(type),
+          do: fn -> special_or(0.05, fn -> pick([-1.0, -0.0, 0.0, 2.5, 3.0]) end) end,
+          else: fn -> pick([0, 1, 7, elem(R.int_range(type), 0), elem(R.int_range(type), 1)]) end
+
+      x = gen_tensor(type, s, gen)
+      axis = if rank > 0, do: int_between(-rank, rank - 1), else: 0
+      direction = pick([:asc, :desc])
+      itype = pick([:s64, :s32, :u16])
+      opts = [axis: axis, direction: direction] ++ if(op == :argsort, do: [type: itype], else: [])
+      expected = R.sort(ref(x), axis, direction, if(op == :sort, do: :values, else: :positions))
+
+      check!(
+        "Cascade.#{op}/2",
+        [tensor: x, options: opts],
+        fn -> apply(Cascade, op, [tensor!(x), opts]) end,
+        expected,
+        if(op == :sort, do: type, else: itype),
+        :exact
+      )
+    end
+  end
+
   property [:argmax, :argmin], "argmax/argmin with axis, tie_break and keep_axis" do
     for op <- [:argmax, :argmin], type <- all_types(), _ <- 1..40 do
       s = if chance(0.1), do: shape_or_large(min_dim: 1), else: shape(min_dim: 1)

@@ -321,6 +321,40 @@ CX_INFER(cx_infer_argreduce) {
     return CX_OK;
 }
 
+/* sort keeps the tensor's type and shape; argsort gives integers of `type` (s64 by default) in
+ * the same shape. A scalar sorts as itself (axis 0 of nothing). */
+CX_INFER(cx_infer_sort) {
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    int rank = in[0].rank;
+    int64_t axis = cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0;
+    if (rank > 0) {
+        if (cx_normalize_axis(op, axis, rank, &axis, st)) return st->code;
+    } else if (axis != 0 && axis != -1) {
+        return cx_fail(st, CX_EINVAL, "%s: expected axis 0 for a scalar, got: %lld", OPNAME,
+                       (long long)axis);
+    } else {
+        axis = 0;
+    }
+    cx_param_put_int(ps, CX_P_AXIS, axis);
+    int64_t dir = cx_param_has(ps, CX_P_DIRECTION) ? ps->p[CX_P_DIRECTION].i[0] : 0;
+    if (dir != 0 && dir != 1)
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected direction to be 0 (:asc) or 1 (:desc), got: %lld", OPNAME,
+                       (long long)dir);
+    cx_param_put_int(ps, CX_P_DIRECTION, dir);
+    *out = in[0];
+    if (op == CX_OP_ARGSORT) {
+        int64_t t = cx_param_has(ps, CX_P_TYPE) ? ps->p[CX_P_TYPE].i[0] : CX_S64;
+        if (!cx_dtype_valid((int)t) || cx_dtype_is_float((cx_dtype)t))
+            return cx_fail(st, CX_EINVAL, "%s: expected an integer type for the positions, got: %s",
+                           OPNAME, cx_dtype_name((cx_dtype)t));
+        cx_param_put_int(ps, CX_P_TYPE, t);
+        out->dtype = (cx_dtype)t;
+    }
+    compute[0] = in[0].dtype;
+    return CX_OK;
+}
+
 CX_INFER(cx_infer_reshape) {
     if (cx_check_arity(op, n_in, 1, st)) return st->code;
     if (cx_shape_param(op, ps, out, st)) return st->code;

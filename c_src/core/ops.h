@@ -17,6 +17,7 @@ typedef enum {
     CX_KIND_CAST,
     CX_KIND_REDUCE,
     CX_KIND_ARGREDUCE,
+    CX_KIND_SORT,   /* sort and argsort along one axis */
     CX_KIND_LAYOUT, /* moves elements without arithmetic */
     CX_KIND_DOT,
     CX_KIND_CREATE,    /* no tensor inputs */
@@ -99,6 +100,7 @@ CX_INFER(cx_infer_clip);
 CX_INFER(cx_infer_as_type);
 CX_INFER(cx_infer_reduce);
 CX_INFER(cx_infer_argreduce);
+CX_INFER(cx_infer_sort);
 CX_INFER(cx_infer_reshape);
 CX_INFER(cx_infer_transpose);
 CX_INFER(cx_infer_broadcast);

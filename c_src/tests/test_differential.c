@@ -120,6 +120,8 @@ static const tol_rule tolerance_table[] = {
      * only moves elements moves their bits. */
     {NULL, "@layout", ANY_TYPE, BITWISE},
     {NULL, "@compare,@logical,@select,@cast,@argreduce", ANY_TYPE, EXACT},
+    /* sorting moves elements: the same bits in the same places */
+    {NULL, "@sort", ANY_TYPE, BITWISE},
     {NULL, "full,iota,eye,random_uniform,reduce_max,reduce_min,all,any,relu", ANY_TYPE, EXACT},
     {NULL, "negate,abs,sign,floor,ceil,round,max,min", ANY_TYPE, EXACT},
     /* One IEEE operation, correctly rounded: exact in f32/f64. Half types computed in f32 and
@@ -144,13 +146,21 @@ static const tol_rule tolerance_table[] = {
 };
 
 static const char *const kind_names[] = {
-    [CX_KIND_UNARY] = "unary",     [CX_KIND_UNARY_FLOAT] = "unary_float",
-    [CX_KIND_BINARY] = "binary",   [CX_KIND_BINARY_FLOAT] = "binary_float",
-    [CX_KIND_COMPARE] = "compare", [CX_KIND_LOGICAL] = "logical",
-    [CX_KIND_SELECT] = "select",   [CX_KIND_CAST] = "cast",
-    [CX_KIND_REDUCE] = "reduce",   [CX_KIND_ARGREDUCE] = "argreduce",
-    [CX_KIND_LAYOUT] = "layout",   [CX_KIND_DOT] = "dot",
-    [CX_KIND_CREATE] = "create",   [CX_KIND_COMPOSITE] = "composite",
+    [CX_KIND_UNARY] = "unary",
+    [CX_KIND_UNARY_FLOAT] = "unary_float",
+    [CX_KIND_BINARY] = "binary",
+    [CX_KIND_BINARY_FLOAT] = "binary_float",
+    [CX_KIND_COMPARE] = "compare",
+    [CX_KIND_LOGICAL] = "logical",
+    [CX_KIND_SELECT] = "select",
+    [CX_KIND_CAST] = "cast",
+    [CX_KIND_REDUCE] = "reduce",
+    [CX_KIND_ARGREDUCE] = "argreduce",
+    [CX_KIND_SORT] = "sort",
+    [CX_KIND_LAYOUT] = "layout",
+    [CX_KIND_DOT] = "dot",
+    [CX_KIND_CREATE] = "create",
+    [CX_KIND_COMPOSITE] = "composite",
 };
 
 static bool name_in_list(const char *list, const char *name, cx_op_kind kind) {
@@ -583,6 +593,24 @@ static void gen_reduce_grid(gen *g, domain d, bool ddof) {
 static void gen_reduce(gen *g) {
     bool small = g->op == CX_OP_ALL || g->op == CX_OP_ANY || g->op == CX_OP_PRODUCT;
     gen_reduce_grid(g, small ? D_SMALL : D_ANY, false);
+}
+
+/* Lines with ties and NaN (small values), both directions, every axis; argsort into s64 and
+ * narrower types. */
+static void gen_sort(gen *g) {
+    struct {
+        shape s;
+        int axis;
+    } grid[] = {{SH(7), 0},        {SCALAR, 0},      {SH(17), -1},      {SH(3, 7), 1},
+                {SH(3, 7), 0},     {SH(2, 3, 5), 1}, {SH(2, 3, 5), -1}, {SH(2, 0), 1},
+                {SH(1, 17, 1), 1}, {SH(4, 65), 1},   {SH(300, 3), 0},   {SH(2, 700), 1}};
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++)
+        for (int dir = 0; dir < 2; dir++) {
+            dcase *c = unary_case(g, grid[k].s, k % 3 == 2 ? D_ANY : D_SMALL);
+            cx_param_put_int(&c->ps, CX_P_AXIS, grid[k].axis);
+            cx_param_put_int(&c->ps, CX_P_DIRECTION, dir);
+            if (g->op == CX_OP_ARGSORT && k % 4 == 3) cx_param_put_int(&c->ps, CX_P_TYPE, CX_S32);
+        }
 }
 
 static void gen_argreduce(gen *g) {
@@ -1174,6 +1202,7 @@ static generator generator_for(cx_op_id op) {
     case CX_KIND_LOGICAL: return gen_elementwise;
     case CX_KIND_REDUCE: return gen_reduce;
     case CX_KIND_ARGREDUCE: return gen_argreduce;
+    case CX_KIND_SORT: return gen_sort;
     case CX_KIND_COMPOSITE:
         /* composites by the shape of their signature; any other one has its sample only */
         if (strcmp(info->args, "tensor:tensor") == 0 &&

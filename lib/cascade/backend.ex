@@ -12,7 +12,7 @@ if Code.ensure_loaded?(Nx) do
     any Cascade call (native, decomposed on the device, or the C dispatcher's cpu fallback).
     Every real type of Nx is a Cascade type (u8/u16/u32/u64, s8/s16/s32/s64, f16/bf16/f32/f64),
     so `Nx.Random` (threefry on u32) runs natively, bit for bit as on `Nx.BinaryBackend`.
-    A callback or type Cascade cannot run at all — complex, sort, fft, linear algebra, `map`/`reduce` with Elixir functions, windows,
+    A callback or type Cascade cannot run at all — complex, fft, linear algebra, `map`/`reduce` with Elixir functions, windows,
     indexed updates — runs on `Nx.BinaryBackend`: its inputs are copied to host
     binaries and the result copied back. Such a fallback obeys the `fallback:` policy
     (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
@@ -506,7 +506,22 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def map(out, tensor, opts, fun), do: fallback(:map, out, [tensor, opts, fun])
 
-    for op <- [:sort, :argsort, :fft, :ifft] do
+    # Cascade's sort is always stable, which Nx's stable: false allows too
+    @impl true
+    def sort(out, tensor, opts) do
+      native_or(:sort, out, [tensor, opts], fn t, opts ->
+        Cascade.sort(t, axis: opts[:axis], direction: opts[:direction])
+      end)
+    end
+
+    @impl true
+    def argsort(out, tensor, opts) do
+      native_or(:argsort, out, [tensor, opts], fn t, opts ->
+        Cascade.argsort(t, axis: opts[:axis], direction: opts[:direction], type: out.type)
+      end)
+    end
+
+    for op <- [:fft, :ifft] do
       @impl true
       def unquote(op)(out, tensor, opts), do: fallback(unquote(op), out, [tensor, opts])
     end

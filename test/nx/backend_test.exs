@@ -56,7 +56,7 @@ defmodule Cascade.BackendTest do
 
       for type <- [:s8, :s16, :u16, :u32, :u64, :u8, :s32, :s64] do
         t = Nx.tensor([1, 2, 3], type: type)
-        assert %Cascade.Backend{tensor: %Cascade.Tensor{}} = t.data
+        assert %{__struct__: Cascade.Backend, tensor: %Cascade.Tensor{}} = t.data
         assert t |> Nx.add(1) |> Nx.to_flat_list() == [2, 3, 4]
         assert t |> Nx.bitwise_xor(3) |> Nx.to_flat_list() == [2, 1, 0]
         assert t |> Nx.sum() |> Nx.type() == Nx.Type.to_aggregate(Nx.Type.normalize!(type))
@@ -132,28 +132,29 @@ defmodule Cascade.BackendTest do
     test "is counted in Cascade.stats/0 with the bytes it copied" do
       Cascade.put_fallback_policy(:allow)
       t = Nx.tensor([3, 1, 2])
-      assert t |> Nx.sort() |> Nx.to_flat_list() == [1, 2, 3]
-      assert %{calls: 1, bytes: 48} = Cascade.stats()[{:cpu, :sort, :binary_fallback}]
+      # 24 bytes of s64 in, 24 bytes of c64 out
+      assert t |> Nx.fft() |> Nx.to_flat_list() |> hd() == Complex.new(6.0, 0.0)
+      assert %{calls: 1, bytes: 48} = Cascade.stats()[{:cpu, :fft, :binary_fallback}]
     end
 
     test "logs once under :warn" do
       Cascade.put_fallback_policy(:warn)
       t = Nx.tensor([3.0, 1.0])
 
-      log = capture_log(fn -> Nx.argsort(t) end)
-      assert log =~ "argsort on :cpu"
+      log = capture_log(fn -> Nx.fft(t) end)
+      assert log =~ "fft on :cpu"
       assert log =~ "Nx.BinaryBackend"
-      assert capture_log(fn -> Nx.argsort(t) end) == ""
+      assert capture_log(fn -> Nx.fft(t) end) == ""
     end
 
     test "raises before running under :error" do
       Cascade.put_fallback_policy(:error)
 
-      assert_raise Cascade.Error, ~r/sort on :cpu .* fallback policy is :error/, fn ->
-        Nx.sort(Nx.tensor([3, 1, 2]))
+      assert_raise Cascade.Error, ~r/fft on :cpu .* fallback policy is :error/, fn ->
+        Nx.fft(Nx.tensor([3, 1, 2]))
       end
 
-      refute Cascade.stats()[{:cpu, :sort, :binary_fallback}]
+      refute Cascade.stats()[{:cpu, :fft, :binary_fallback}]
       # native callbacks are unaffected
       assert Nx.tensor([1, 2]) |> Nx.add(1) |> Nx.to_flat_list() == [2, 3]
     end
@@ -184,6 +185,26 @@ defmodule Cascade.BackendTest do
 
       assert Nx.equal(Nx.tensor([1, 2]), 2) |> Nx.to_flat_list() == [0, 1]
       assert Nx.argmax(Nx.tensor([[1, 9], [7, 2]]), axis: 1) |> Nx.to_flat_list() == [1, 0]
+    end
+
+    test "sort and argsort run natively and give Nx.BinaryBackend's order" do
+      Cascade.put_fallback_policy(:error)
+
+      run = fn backend ->
+        Nx.with_default_backend(backend, fn ->
+          x = Nx.tensor([[3.0, :nan, -1.0, 3.0], [0.0, -0.0, :infinity, 2.0]])
+          i = Nx.tensor([[5, 1, 5], [-2, 7, 7]], type: :s8)
+
+          for t <- [x, i], axis <- [0, 1], direction <- [:asc, :desc] do
+            {Nx.sort(t, axis: axis, direction: direction) |> Nx.to_binary(),
+             Nx.argsort(t, axis: axis, direction: direction, stable: true) |> Nx.to_binary(),
+             Nx.argsort(t, axis: axis, direction: direction, type: :u8) |> Nx.to_binary()}
+          end
+        end)
+      end
+
+      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
     end
 
     test "Nx.Random runs natively and gives Nx.BinaryBackend's bits" do

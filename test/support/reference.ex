@@ -656,6 +656,47 @@ defmodule Cascade.Reference do
   defp fold(:any, acc, x), do: bool(acc == 1 or truthy(x))
 
   @doc """
+  sort (`what: :values`) or argsort (`what: :positions`) along `axis`, stably, as Nx: ascending
+  puts NaN last, descending first; -0.0 equals 0.0 (Erlang compares them equal), so they keep
+  their order.
+  """
+  def sort({shape, data}, axis, direction, what) do
+    rank = tuple_size(shape)
+    axis = if rank == 0, do: 0, else: normalize_axis(axis, rank)
+    dims = Tuple.to_list(shape)
+    n = if rank == 0, do: 1, else: elem(shape, axis)
+    outer = dims |> Enum.take(axis) |> Enum.product()
+    inner = dims |> Enum.drop(axis + 1) |> Enum.product()
+    flat = List.to_tuple(data)
+    key = if direction == :asc, do: &asc_key/1, else: &desc_key/1
+
+    placed =
+      for o <- 0..(outer - 1)//1, c <- 0..(inner - 1)//1, n > 0 do
+        line = for j <- 0..(n - 1), do: {j, elem(flat, (o * n + j) * inner + c)}
+        sorted = Enum.sort_by(line, fn {_, x} -> key.(x) end, &<=/2)
+
+        sorted
+        |> Enum.with_index()
+        |> Enum.map(fn {{p, x}, j} ->
+          {(o * n + j) * inner + c, if(what == :values, do: x, else: p)}
+        end)
+      end
+
+    out = placed |> List.flatten() |> Enum.sort() |> Enum.map(&elem(&1, 1))
+    {shape, out}
+  end
+
+  defp asc_key(:neg_infinity), do: {0, 0}
+  defp asc_key(:infinity), do: {2, 0}
+  defp asc_key(:nan), do: {3, 0}
+  defp asc_key(x), do: {1, x}
+
+  defp desc_key(:nan), do: {0, 0}
+  defp desc_key(:infinity), do: {1, 0}
+  defp desc_key(:neg_infinity), do: {3, 0}
+  defp desc_key(x), do: {2, -x}
+
+  @doc """
   argmax/argmin along `axis` (of the flattened tensor when nil). `tie_break` :low picks the
   first of equal extremes, :high the last; NaN counts as the extreme (the first NaN when ties
   go low, the last when they go high).

@@ -13,6 +13,8 @@ cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_te
 /* elementwise.c: the inverse error function in double (the cuda emulator's erfinvf too) */
 double cx_erf_inv(double y);
 /* cast.c: AS_TYPE */
+cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                 cx_status *st);
 cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st);
 /* reduce.c: REDUCE and ARGREDUCE kinds */
 cx_code cpu_reduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,

@@ -1,0 +1,138 @@
+/* The SORT kind (sort, argsort) along one axis, as Nx: stable, ascending with NaN last or
+ * descending with NaN first, -0.0 equal to 0.0.
+ *
+ * Each line along the axis is read into keys (floats as double, which holds every f16, bf16,
+ * f32 and f64 value; u64 as uint64; the other integers as int64) and its positions 0..n-1 are
+ * merge-sorted by key: runs of RUN sorted by insertion, then merged bottom-up. Both keep equal
+ * keys in order, which makes the sort stable. sort then copies the elements (their bytes, so
+ * every type and NaN payload moves unchanged) in that order; argsort writes the positions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/half_array.h"
+#include "cpu_kernels.h"
+
+#define RUN 16
+
+/* Orders: LESS(x, y) is whether x goes strictly before y. */
+#define ASC_F(x, y)  ((x) < (y) || ((y) != (y) && (x) == (x)))
+#define DESC_F(x, y) ((x) > (y) || ((x) != (x) && (y) == (y)))
+#define ASC_I(x, y)  ((x) < (y))
+#define DESC_I(x, y) ((x) > (y))
+
+#define SORTER(name, K, LESS)                                                                      \
+    static void name(const K *key, int64_t *idx, int64_t *tmp, int64_t n) {                        \
+        for (int64_t lo = 0; lo < n; lo += RUN) {                                                  \
+            int64_t hi = lo + RUN < n ? lo + RUN : n;                                              \
+            for (int64_t i = lo + 1; i < hi; i++) {                                                \
+                int64_t v = idx[i], j = i;                                                         \
+                for (; j > lo && LESS(key[v], key[idx[j - 1]]); j--) idx[j] = idx[j - 1];          \
+                idx[j] = v;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+        int64_t *src = idx, *dst = tmp;                                                            \
+        for (int64_t w = RUN; w < n; w *= 2) {                                                     \
+            for (int64_t lo = 0; lo < n; lo += 2 * w) {                                            \
+                int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;       \
+                int64_t a = lo, b = mid, o = lo;                                                   \
+                while (a < mid && b < hi)                                                          \
+                    dst[o++] = LESS(key[src[b]], key[src[a]]) ? src[b++] : src[a++];               \
+                while (a < mid) dst[o++] = src[a++];                                               \
+                while (b < hi) dst[o++] = src[b++];                                                \
+            }                                                                                      \
+            int64_t *t = src;                                                                      \
+            src = dst;                                                                             \
+            dst = t;                                                                               \
+        }                                                                                          \
+        if (src != idx) memcpy(idx, src, sizeof(int64_t) * (size_t)n);                             \
+    }
+
+SORTER(sort_f_asc, double, ASC_F)
+SORTER(sort_f_desc, double, DESC_F)
+SORTER(sort_i_asc, int64_t, ASC_I)
+SORTER(sort_i_desc, int64_t, DESC_I)
+SORTER(sort_u_asc, uint64_t, ASC_I)
+SORTER(sort_u_desc, uint64_t, DESC_I)
+
+/* Element j of a line starting at `base` with stride `step`, as a double, int64 or uint64. */
+static double load_f(const cx_tensor *t, int64_t at) {
+    const void *p = t->data;
+    switch (t->desc.dtype) {
+    case CX_F16: return cx_f16_to_f32(((const uint16_t *)p)[at]);
+    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)p)[at]);
+    case CX_F32: return ((const float *)p)[at];
+    default: return ((const double *)p)[at];
+    }
+}
+
+static int64_t load_i(const cx_tensor *t, int64_t at) {
+    const void *p = t->data;
+    switch (t->desc.dtype) {
+    case CX_U8: return ((const uint8_t *)p)[at];
+    case CX_U16: return ((const uint16_t *)p)[at];
+    case CX_U32: return ((const uint32_t *)p)[at];
+    case CX_S8: return ((const int8_t *)p)[at];
+    case CX_S16: return ((const int16_t *)p)[at];
+    case CX_S32: return ((const int32_t *)p)[at];
+    default: return ((const int64_t *)p)[at];
+    }
+}
+
+cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                 cx_status *st) {
+    const cx_desc *d = &in->desc;
+    if (in->numel == 0) return CX_OK;
+    int axis = d->rank ? (int)ps->p[CX_P_AXIS].i[0] : 0;
+    bool desc = ps->p[CX_P_DIRECTION].i[0] == 1, arg = op == CX_OP_ARGSORT;
+    int64_t outer = 1, n = d->rank ? d->shape[axis] : 1, inner = 1;
+    for (int k = 0; k < axis; k++) outer *= d->shape[k];
+    for (int k = axis + 1; k < d->rank; k++) inner *= d->shape[k];
+    cx_dtype t = d->dtype;
+    int kind = cx_dtype_is_float(t) ? 0 : t == CX_U64 ? 2 : 1;
+    size_t es = cx_dtype_size(t), os = cx_dtype_size(out->desc.dtype);
+    void *keys = malloc(8 * (size_t)n);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n), *tmp = malloc(sizeof(int64_t) * (size_t)n);
+    if (!keys || !idx || !tmp) {
+        free(keys);
+        free(idx);
+        free(tmp);
+        return cx_fail(st, CX_ENOMEM, "cpu: no memory to sort lines of %lld elements",
+                       (long long)n);
+    }
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < inner; c++) {
+            int64_t base = o * n * inner + c;
+            for (int64_t j = 0; j < n; j++) {
+                int64_t at = base + j * inner;
+                idx[j] = j;
+                if (kind == 0)
+                    ((double *)keys)[j] = load_f(in, at);
+                else if (kind == 1)
+                    ((int64_t *)keys)[j] = load_i(in, at);
+                else
+                    ((uint64_t *)keys)[j] = ((const uint64_t *)in->data)[at];
+            }
+            switch (kind * 2 + desc) {
+            case 0: sort_f_asc(keys, idx, tmp, n); break;
+            case 1: sort_f_desc(keys, idx, tmp, n); break;
+            case 2: sort_i_asc(keys, idx, tmp, n); break;
+            case 3: sort_i_desc(keys, idx, tmp, n); break;
+            case 4: sort_u_asc(keys, idx, tmp, n); break;
+            default: sort_u_desc(keys, idx, tmp, n); break;
+            }
+            char *o_bytes = out->data;
+            const char *i_bytes = in->data;
+            for (int64_t j = 0; j < n; j++) {
+                int64_t at = base + j * inner;
+                if (arg) /* the position's low bytes (little-endian): wraps into narrow types */
+                    memcpy(o_bytes + (size_t)at * os, &idx[j], os);
+                else
+                    memcpy(o_bytes + (size_t)at * es,
+                           i_bytes + (size_t)(base + idx[j] * inner) * es, es);
+            }
+        }
+    free(keys);
+    free(idx);
+    free(tmp);
+    return CX_OK;
+}

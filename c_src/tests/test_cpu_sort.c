@@ -1,0 +1,156 @@
+/* sort and argsort on the cpu driver, through the full dispatcher: Nx's order (NaN last
+ * ascending, first descending; -0.0 equal to 0.0), stability, every axis, every type, argsort
+ * into narrower integer types, scalars and empty lines, and long random lines checked for order
+ * and stability element by element. */
+#include "test_util.h"
+
+static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8,  CX_S32,
+                                     CX_S64, CX_S8,   CX_S16, CX_U16, CX_U32, CX_U64};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static cx_tensor *sort_op(cx_op_id op, cx_tensor *x, int64_t axis, int dir, int type) {
+    cx_params ps = {0};
+    cx_param_put_int(&ps, CX_P_AXIS, axis);
+    cx_param_put_int(&ps, CX_P_DIRECTION, dir);
+    if (type >= 0) cx_param_put_int(&ps, CX_P_TYPE, type);
+    return tu_run_ok(op, (cx_tensor *[]){x}, 1, &ps);
+}
+
+static void test_nan_order_and_ties(void **state) {
+    (void)state;
+    const double v[] = {2, NAN, -1, 2, -INFINITY, 0.0, -0.0, INFINITY, NAN};
+    for (int k = 0; k < 4; k++) {
+        cx_dtype t = (cx_dtype[]){CX_F16, CX_BF16, CX_F32, CX_F64}[k];
+        cx_tensor *x = tu_vec(t, 9, v);
+        cx_tensor *a = sort_op(CX_OP_ARGSORT, x, 0, 0, -1),
+                  *d = sort_op(CX_OP_ARGSORT, x, 0, 1, -1);
+        cx_tensor *s = sort_op(CX_OP_SORT, x, 0, 1, -1);
+        /* ascending: -inf, -1, 0.0 (position 5) and -0.0 (6) in order, 2 twice in order, inf,
+         * then the NaNs in order; descending: the NaNs first, then inf, 2, 2, 0.0, -0.0 */
+        tu_expect(a, CX_S64, 1, TU_SHAPE(9), TU_VALUES(4, 2, 5, 6, 0, 3, 7, 1, 8), 0);
+        tu_expect(d, CX_S64, 1, TU_SHAPE(9), TU_VALUES(1, 8, 7, 0, 3, 5, 6, 2, 4), 0);
+        tu_expect(s, t, 1, TU_SHAPE(9), TU_VALUES(NAN, NAN, INFINITY, 2, 2, 0, 0, -1, -INFINITY),
+                  0);
+        /* -0.0 keeps its sign and place: position 6 of the sorted values is -0.0 */
+        assert_true(signbit(tu_load(t, s->data, 6)) && !signbit(tu_load(t, s->data, 5)));
+        tu_drop(x);
+        tu_drop(a);
+        tu_drop(d);
+        tu_drop(s);
+    }
+}
+
+static void test_axes_and_types(void **state) {
+    (void)state;
+    for (int k = 0; k < COUNT(all_types); k++) {
+        cx_dtype t = all_types[k];
+        /* {2, 3} = [[3, 1, 2], [0, 9, 9]] */
+        cx_tensor *x = tu_tensor(t, 2, TU_SHAPE(2, 3), TU_VALUES(3, 1, 2, 0, 9, 9));
+        cx_tensor *s1 = sort_op(CX_OP_SORT, x, 1, 0, -1), *s0 = sort_op(CX_OP_SORT, x, 0, 1, -1);
+        cx_tensor *a1 = sort_op(CX_OP_ARGSORT, x, -1, 1, CX_U8);
+        cx_tensor *a0 = sort_op(CX_OP_ARGSORT, x, -2, 0, CX_S32);
+        tu_expect(s1, t, 2, TU_SHAPE(2, 3), TU_VALUES(1, 2, 3, 0, 9, 9), 0);
+        tu_expect(s0, t, 2, TU_SHAPE(2, 3), TU_VALUES(3, 9, 9, 0, 1, 2), 0);
+        tu_expect(a1, CX_U8, 2, TU_SHAPE(2, 3), TU_VALUES(0, 2, 1, 1, 2, 0), 0);
+        tu_expect(a0, CX_S32, 2, TU_SHAPE(2, 3), TU_VALUES(1, 0, 0, 0, 1, 1), 0);
+        cx_tensor *r[] = {x, s1, s0, a1, a0};
+        for (int i = 0; i < 5; i++) tu_drop(r[i]);
+    }
+    /* integers beyond double's precision and u64 above 2^63 order exactly */
+    const int64_t big[] = {INT64_MAX, INT64_MAX - 1, INT64_MIN, -1};
+    cx_tensor *b = tu_raw(CX_S64, 4, big), *ba = sort_op(CX_OP_ARGSORT, b, 0, 0, -1);
+    tu_expect(ba, CX_S64, 1, TU_SHAPE(4), TU_VALUES(2, 3, 1, 0), 0);
+    cx_tensor *u = tu_raw(CX_U64, 4, big), *ua = sort_op(CX_OP_ARGSORT, u, 0, 0, -1);
+    tu_expect(ua, CX_S64, 1, TU_SHAPE(4), TU_VALUES(1, 0, 2, 3), 0);
+    cx_tensor *r[] = {b, ba, u, ua};
+    for (int i = 0; i < 4; i++) tu_drop(r[i]);
+}
+
+static void test_scalar_empty_and_errors(void **state) {
+    (void)state;
+    cx_tensor *x = tu_tensor(CX_F32, 0, NULL, TU_VALUES(5));
+    cx_tensor *s = sort_op(CX_OP_SORT, x, 0, 0, -1), *a = sort_op(CX_OP_ARGSORT, x, 0, 1, -1);
+    tu_expect(s, CX_F32, 0, NULL, TU_VALUES(5), 0);
+    tu_expect(a, CX_S64, 0, NULL, TU_VALUES(0), 0);
+    cx_tensor *e = tu_tensor(CX_S32, 2, TU_SHAPE(3, 0), NULL),
+              *es = sort_op(CX_OP_SORT, e, 1, 0, -1);
+    assert_int_equal(es->numel, 0);
+    cx_tensor *r[] = {x, s, a, e, es};
+    for (int i = 0; i < 5; i++) tu_drop(r[i]);
+
+    cx_tensor *v = tu_vec(CX_F32, 3, TU_VALUES(1, 2, 3));
+    struct {
+        int64_t axis, dir, type;
+        const char *msg;
+    } bad[] = {{1, 0, -1, "axis"},
+               {-2, 0, -1, "axis"},
+               {0, 2, -1, "direction"},
+               {0, 0, CX_F32, "integer type"}};
+    for (int k = 0; k < 4; k++) {
+        cx_params ps = {0};
+        cx_param_put_int(&ps, CX_P_AXIS, bad[k].axis);
+        cx_param_put_int(&ps, CX_P_DIRECTION, bad[k].dir);
+        if (bad[k].type >= 0) cx_param_put_int(&ps, CX_P_TYPE, bad[k].type);
+        cx_code rc;
+        cx_status st = {0};
+        cx_tensor *out = tu_run(CX_OP_ARGSORT, (cx_tensor *[]){v}, 1, &ps, &rc, &st);
+        assert_int_equal(rc, CX_EINVAL);
+        assert_non_null(strstr(st.message, bad[k].msg));
+        assert_null(out);
+    }
+    tu_drop(v);
+}
+
+/* Long lines with many ties along a middle axis: each line's argsort must visit every position
+ * once, in order of the values, equal values by position. */
+static void test_long_lines_are_ordered_and_stable(void **state) {
+    (void)state;
+    enum { A = 3, N = 1500, C = 2 };
+    static double v[A * N * C];
+    uint64_t s = 12345;
+    for (int i = 0; i < A * N * C; i++) {
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        v[i] = (double)((s >> 33) % 50) - 25;
+        if ((s >> 20) % 97 == 0) v[i] = NAN;
+    }
+    for (int dir = 0; dir < 2; dir++) {
+        cx_tensor *x = tu_tensor(CX_F32, 3, TU_SHAPE(A, N, C), v);
+        cx_tensor *a = sort_op(CX_OP_ARGSORT, x, 1, dir, -1),
+                  *srt = sort_op(CX_OP_SORT, x, 1, dir, -1);
+        const int64_t *ix = a->data;
+        const float *xs = x->data, *ss = srt->data;
+        for (int o = 0; o < A; o++)
+            for (int c = 0; c < C; c++) {
+                static bool seen[N];
+                memset(seen, 0, sizeof seen);
+                for (int j = 0; j < N; j++) {
+                    int64_t at = ((int64_t)o * N + j) * C + c, p = ix[at];
+                    assert_true(p >= 0 && p < N && !seen[p]);
+                    seen[p] = true;
+                    float got = xs[((int64_t)o * N + p) * C + c];
+                    assert_true(memcmp(&got, &ss[at], 4) == 0);
+                    if (j == 0) continue;
+                    int64_t q = ix[at - C];
+                    float prev = xs[((int64_t)o * N + q) * C + c];
+                    bool pn = prev != prev, gn = got != got;
+                    bool in_order = dir == 0 ? (pn ? gn : (gn || prev <= got))
+                                             : (gn ? pn : (pn || prev >= got));
+                    assert_true(in_order);
+                    if ((pn && gn) || prev == got) assert_true(q < p); /* stable */
+                }
+            }
+        tu_drop(x);
+        tu_drop(a);
+        tu_drop(srt);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nan_order_and_ties),
+        cmocka_unit_test(test_axes_and_types),
+        cmocka_unit_test(test_scalar_empty_and_errors),
+        cmocka_unit_test(test_long_lines_are_ordered_and_stable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
