@@ -329,7 +329,7 @@ defmodule CascadeCapabilityHonestyTest do
     cond do
       driver == :test -> :bitwise
       type not in @float_types -> :exact
-      kind in [:layout, :sort] -> :bitwise
+      kind in [:layout, :sort] or op == :indexed_put -> :bitwise
       kind in [:compare, :logical, :select, :cast, :argreduce] -> :exact
       op in [:full, :iota, :eye, :reduce_max, :reduce_min, :all, :any, :relu] -> :exact
       op in [:negate, :abs, :sign, :floor, :ceil, :round, :max, :min] -> :exact
@@ -499,8 +499,11 @@ defmodule CascadeCapabilityHonestyTest do
 
   defp has_generator?(op) do
     case @ops[op] do
-      %{kind: kind} when kind in @elementwise or kind in [:reduce, :argreduce, :sort] -> true
-      _ -> op in @special_cases
+      %{kind: kind} when kind in @elementwise or kind in [:reduce, :argreduce, :sort, :scatter] ->
+        true
+
+      _ ->
+        op in @special_cases
     end
   end
 
@@ -524,6 +527,7 @@ defmodule CascadeCapabilityHonestyTest do
       %{kind: :reduce} -> reductions(op, type, reduce_domain(op))
       %{kind: :argreduce} -> arg_reductions(op, type)
       %{kind: :sort} -> sorts(op, type)
+      %{kind: :scatter} -> indexed(op, type)
       _ -> special(op, type)
     end
   end
@@ -577,6 +581,24 @@ defmodule CascadeCapabilityHonestyTest do
     for {{shape, axes}, k} <- Enum.with_index(@reduce_grid) do
       opts = if axes == nil, do: [], else: [axes: axes]
       new_case(op, [r(shape, type, domain)], opts ++ [keep_axes: rem(k, 2) == 1])
+    end
+  end
+
+  # gather's grid with updates of the shape the indices ask for; few positions, so updates collide
+  defp indexed(op, type) do
+    grid = [
+      {{3, 7}, {5}, [0, 1], nil},
+      {{3, 7}, {4}, [1], [1]},
+      {{2, 3, 5}, {9}, [0, 2], [0, 2]},
+      {{4}, {40}, [0], nil},
+      {{2, 0}, {3}, [0], [0]}
+    ]
+
+    for {shape, batch, axes, given} <- grid do
+      rest = for a <- 0..(tuple_size(shape) - 1), a not in axes, do: elem(shape, a)
+      updates = r(List.to_tuple([elem(batch, 0) | rest]), type, :small)
+      opts = if given, do: [axes: given], else: []
+      new_case(op, [r(shape, type, :small), gather_indices(shape, batch, axes), updates], opts)
     end
   end
 

@@ -81,6 +81,10 @@ defmodule CascadeErrorsTest do
           :gather ->
             {[m22(), Cascade.tensor([[0, 1], [1, 0]])], fn [x, i] -> Cascade.gather(x, i) end}
 
+          n when n in [:indexed_add, :indexed_put] ->
+            {[m22(), Cascade.tensor([[0, 1], [1, 0]]), Cascade.tensor([1.0, 2.0])],
+             &apply(Cascade, n, &1)}
+
           :dot ->
             {[m22(), m22()], fn [x, y] -> Cascade.dot(x, y) end}
 
@@ -109,19 +113,45 @@ defmodule CascadeErrorsTest do
   # A valid call of every op that takes options, as a function of the options.
   defp with_opts(%{name: name, kind: kind}) do
     case name do
-      _ when kind in [:reduce, :argreduce, :sort] -> &apply(Cascade, name, [m22(), &1])
-      n when n in [:transpose, :squeeze, :reverse] -> &apply(Cascade, name, [m22(), &1])
-      :broadcast -> &Cascade.broadcast(m22(), {2, 2}, &1)
-      :slice -> &Cascade.slice(m22(), [0, 0], [1, 1], &1)
-      :concatenate -> &Cascade.concatenate([m22(), m22()], &1)
-      :take -> &Cascade.take(m22(), Cascade.tensor([0]), &1)
-      :gather -> &Cascade.gather(m22(), Cascade.tensor([[0, 1]]), &1)
-      :full -> &Cascade.full(1, {2}, &1)
-      :iota -> &Cascade.iota({2, 2}, &1)
-      :eye -> &Cascade.eye({2, 2}, &1)
+      _ when kind in [:reduce, :argreduce, :sort] ->
+        &apply(Cascade, name, [m22(), &1])
+
+      n when n in [:transpose, :squeeze, :reverse] ->
+        &apply(Cascade, name, [m22(), &1])
+
+      :broadcast ->
+        &Cascade.broadcast(m22(), {2, 2}, &1)
+
+      :slice ->
+        &Cascade.slice(m22(), [0, 0], [1, 1], &1)
+
+      :concatenate ->
+        &Cascade.concatenate([m22(), m22()], &1)
+
+      :take ->
+        &Cascade.take(m22(), Cascade.tensor([0]), &1)
+
+      :gather ->
+        &Cascade.gather(m22(), Cascade.tensor([[0, 1]]), &1)
+
+      n when n in [:indexed_add, :indexed_put] ->
+        &apply(Cascade, n, [m22(), Cascade.tensor([[0, 1]]), Cascade.tensor([1.0]), &1])
+
+      :full ->
+        &Cascade.full(1, {2}, &1)
+
+      :iota ->
+        &Cascade.iota({2, 2}, &1)
+
+      :eye ->
+        &Cascade.eye({2, 2}, &1)
+
       # key: is required; keep non-keyword options as given
-      n when n in [:random_uniform, :random_normal] -> &apply(Cascade, n, [{2}, with_key(&1)])
-      _ -> Enum.find_value(@call_modules, & &1.with_opts(name))
+      n when n in [:random_uniform, :random_normal] ->
+        &apply(Cascade, n, [{2}, with_key(&1)])
+
+      _ ->
+        Enum.find_value(@call_modules, & &1.with_opts(name))
     end
   end
 

@@ -1227,6 +1227,44 @@ defmodule Cascade.PropertyTest.LayoutTest do
       )
     end
   end
+
+  property [:indexed_add, :indexed_put], "indexed_add/indexed_put at colliding positions" do
+    for op <- [:indexed_add, :indexed_put], type <- all_types(), _ <- 1..12 do
+      s = shape(min_rank: 1, min_dim: 1, max_dim: 4)
+      rank = tuple_size(s)
+      k = int_between(1, rank)
+
+      axes =
+        if chance(0.3),
+          do: nil,
+          else: Enum.to_list(0..(rank - 1)) |> Enum.shuffle() |> Enum.take(k) |> Enum.sort()
+
+      used = axes || Enum.to_list(0..(k - 1))
+      rows = int_between(0, 8)
+      values = for _ <- 1..rows//1, a <- used, do: int_between(0, elem(s, a) - 1)
+      idx = {pick([:s64, :s32, :u8]), {rows, k}, values}
+      rest = for a <- 0..(rank - 1), a not in used, do: elem(s, a)
+      # small values: sums of f16/bf16 stay exact enough to compare after one rounding
+      gen =
+        if R.float?(type),
+          do: fn -> int_between(-8, 8) * 0.25 end,
+          else: fn -> int_value(type) end
+
+      x = gen_tensor(type, s, gen)
+      u = gen_tensor(type, List.to_tuple([rows | rest]), gen)
+      opts = if axes, do: [axes: axes], else: []
+      what = if op == :indexed_add, do: :add, else: :put
+
+      check!(
+        "Cascade.#{op}/4",
+        [target: x, indices: idx, updates: u, options: opts],
+        fn -> apply(Cascade, op, [tensor!(x), tensor!(idx), tensor!(u), opts]) end,
+        R.indexed(what, ref(x), ref(idx), ref(u), axes) |> R.cast(type),
+        type,
+        :exact
+      )
+    end
+  end
 end
 
 defmodule Cascade.PropertyTest.DotCreateTest do

@@ -667,6 +667,62 @@ CX_INFER(cx_infer_gather) {
     return CX_OK;
 }
 
+/* indexed_add and indexed_put: indices {..., k} with k positions along `axes` (the first k
+ * axes when not given, increasing); updates of shape indices' leading dims ++ target's axes
+ * not in `axes`. The result has target's shape and the merged type of target and updates. */
+CX_INFER(cx_infer_indexed) {
+    if (cx_check_arity(op, n_in, 3, st)) return st->code;
+    if (cx_require_integer(op, &in[1], "indices", st)) return st->code;
+    const cx_desc *t = &in[0], *ix = &in[1], *up = &in[2];
+    int rank = t->rank, irank = ix->rank;
+    if (irank < 1)
+        return cx_fail(st, CX_EINVAL, "%s: expected indices of rank 1 or more, got shape %s",
+                       OPNAME, SHAPE_STR(ix));
+    int64_t k = ix->shape[irank - 1];
+    if (k > rank)
+        return cx_fail(
+            st, CX_EINVAL,
+            "%s: expected the last indices dimension (%lld) to be at most the target rank (%d)",
+            OPNAME, (long long)k, rank);
+    cx_param *axes =
+        cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : cx_put_all_axes(ps, CX_P_AXES, (int)k);
+    if (axes->n != k)
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected %lld axes (the last indices dimension), got: %s", OPNAME,
+                       (long long)k, cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+    for (int j = 0; j < axes->n; j++) {
+        int64_t a = 0;
+        if (cx_normalize_axis(op, axes->i[j], rank, &a, st)) return st->code;
+        if (j > 0 && a <= axes->i[j - 1])
+            return cx_fail(st, CX_EINVAL, "%s: expected axes in increasing order, got: %s", OPNAME,
+                           cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+        axes->i[j] = a;
+    }
+    bool used[CX_MAX_RANK] = {false};
+    for (int j = 0; j < axes->n; j++) used[axes->i[j]] = true;
+    cx_desc want = {.dtype = up->dtype, .rank = 0};
+    for (int j = 0; j < irank - 1; j++) want.shape[want.rank++] = ix->shape[j];
+    for (int a = 0; a < rank; a++)
+        if (!used[a]) {
+            if (want.rank == CX_MAX_RANK)
+                return cx_fail(st, CX_EINVAL, "%s: the updates would have a rank above %d", OPNAME,
+                               CX_MAX_RANK);
+            want.shape[want.rank++] = t->shape[a];
+        }
+    bool same = want.rank == up->rank;
+    for (int a = 0; same && a < want.rank; a++) same = want.shape[a] == up->shape[a];
+    if (!same)
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected updates of shape %s (the leading indices dimensions, then "
+                       "the target axes not indexed), got: %s",
+                       OPNAME, SHAPE_STR(&want), SHAPE_STR(up));
+    cx_dtype ty = cx_dtype_merge(t->dtype, up->dtype);
+    *out = *t;
+    out->dtype = compute[0] = compute[2] = ty;
+    compute[1] = CX_S64;
+    return CX_OK;
+}
+
 /* Fills contract/batch axes of one operand, checking range and distinctness across both lists. */
 static cx_code dot_axes(cx_op_id op, cx_param *contract, cx_param *batch, const cx_desc *d,
                         const char *side, bool used[CX_MAX_RANK], cx_status *st) {

@@ -17,8 +17,9 @@ typedef enum {
     CX_KIND_CAST,
     CX_KIND_REDUCE,
     CX_KIND_ARGREDUCE,
-    CX_KIND_SORT,   /* sort and argsort along one axis */
-    CX_KIND_LAYOUT, /* moves elements without arithmetic */
+    CX_KIND_SORT,    /* sort and argsort along one axis */
+    CX_KIND_SCATTER, /* indexed_add and indexed_put */
+    CX_KIND_LAYOUT,  /* moves elements without arithmetic */
     CX_KIND_DOT,
     CX_KIND_CREATE,    /* no tensor inputs */
     CX_KIND_COMPOSITE, /* not a primitive: has a decomposition into other ops (decompose.c) */
@@ -101,6 +102,7 @@ CX_INFER(cx_infer_as_type);
 CX_INFER(cx_infer_reduce);
 CX_INFER(cx_infer_argreduce);
 CX_INFER(cx_infer_sort);
+CX_INFER(cx_infer_indexed);
 CX_INFER(cx_infer_reshape);
 CX_INFER(cx_infer_transpose);
 CX_INFER(cx_infer_broadcast);

@@ -121,10 +121,10 @@ cx_code cx_check_indices(cx_op_id op, const cx_desc *t, const int64_t *idx, int6
                            "take: index %lld is out of bounds for axis %d of size %lld",
                            (long long)idx[i], (int)axes[0], (long long)dim);
         return cx_fail(st, CX_EINVAL,
-                       "gather: index %lld (entry %d of index row %lld) is out of bounds for axis "
+                       "%s: index %lld (entry %d of index row %lld) is out of bounds for axis "
                        "%lld of size %lld",
-                       (long long)idx[i], j, (long long)(i / k), (long long)axes[j],
-                       (long long)dim);
+                       cx_op_table[op].name, (long long)idx[i], j, (long long)(i / k),
+                       (long long)axes[j], (long long)dim);
     }
     return CX_OK;
 }

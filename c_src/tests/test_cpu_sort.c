@@ -1,7 +1,9 @@
 /* sort and argsort on the cpu driver, through the full dispatcher: Nx's order (NaN last
  * ascending, first descending; -0.0 equal to 0.0), stability, every axis, every type, argsort
  * into narrower integer types, scalars and empty lines, and long random lines checked for order
- * and stability element by element. */
+ * and stability element by element. Then indexed_add and indexed_put: colliding updates (summed
+ * in double and rounded once, or the last one written), blocks of the axes not indexed, wrapping
+ * integers, mixed types and out-of-range indices. */
 #include "test_util.h"
 
 static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8,  CX_S32,
@@ -145,12 +147,103 @@ static void test_long_lines_are_ordered_and_stable(void **state) {
     }
 }
 
+static cx_tensor *indexed(cx_op_id op, cx_tensor *t, cx_tensor *i, cx_tensor *u,
+                          const int64_t *axes, int n_axes) {
+    cx_params ps = {0};
+    if (axes) cx_param_put_ints(&ps, CX_P_AXES, axes, n_axes);
+    return tu_run_ok(op, (cx_tensor *[]){t, i, u}, 3, &ps);
+}
+
+static void test_indexed_add_and_put(void **state) {
+    (void)state;
+    cx_tensor *t = tu_vec(CX_F32, 3, TU_VALUES(1, 2, 3));
+    cx_tensor *i = tu_tensor(CX_S64, 2, TU_SHAPE(3, 1), TU_VALUES(0, 2, 0));
+    cx_tensor *u = tu_vec(CX_F32, 3, TU_VALUES(10, 20, 30));
+    cx_tensor *a = indexed(CX_OP_INDEXED_ADD, t, i, u, NULL, 0);
+    cx_tensor *p = indexed(CX_OP_INDEXED_PUT, t, i, u, NULL, 0);
+    tu_expect(a, CX_F32, 1, TU_SHAPE(3), TU_VALUES(41, 2, 23), 0);
+    tu_expect(p, CX_F32, 1, TU_SHAPE(3), TU_VALUES(30, 2, 20), 0);
+    cx_tensor *r[] = {t, i, u, a, p};
+    for (int k = 0; k < 5; k++) tu_drop(r[k]);
+
+    /* f16: 2048 + (1 + 1) is 2050; adding the ones one at a time would round to 2048 twice */
+    t = tu_vec(CX_F16, 2, TU_VALUES(2048, 0));
+    i = tu_tensor(CX_S64, 2, TU_SHAPE(2, 1), TU_VALUES(0, 0));
+    u = tu_vec(CX_F16, 2, TU_VALUES(1, 1));
+    a = indexed(CX_OP_INDEXED_ADD, t, i, u, NULL, 0);
+    tu_expect(a, CX_F16, 1, TU_SHAPE(2), TU_VALUES(2050, 0), 0);
+    cx_tensor *r2[] = {t, i, u, a};
+    for (int k = 0; k < 4; k++) tu_drop(r2[k]);
+
+    /* axes [1] of a {2, 3} target: each index row updates a column (a block of 2) */
+    t = tu_tensor(CX_S32, 2, TU_SHAPE(2, 3), TU_VALUES(0, 1, 2, 3, 4, 5));
+    i = tu_tensor(CX_S64, 2, TU_SHAPE(2, 1), TU_VALUES(2, 0));
+    u = tu_tensor(CX_S32, 2, TU_SHAPE(2, 2), TU_VALUES(10, 20, 30, 40));
+    a = indexed(CX_OP_INDEXED_ADD, t, i, u, (const int64_t[]){1}, 1);
+    p = indexed(CX_OP_INDEXED_PUT, t, i, u, (const int64_t[]){-1}, 1);
+    tu_expect(a, CX_S32, 2, TU_SHAPE(2, 3), TU_VALUES(30, 1, 12, 43, 4, 25), 0);
+    tu_expect(p, CX_S32, 2, TU_SHAPE(2, 3), TU_VALUES(30, 1, 10, 40, 4, 20), 0);
+    cx_tensor *r3[] = {t, i, u, a, p};
+    for (int k = 0; k < 5; k++) tu_drop(r3[k]);
+
+    /* u8 wraps; s32 target with f32 updates computes in f32 */
+    t = tu_vec(CX_U8, 2, TU_VALUES(250, 7));
+    i = tu_tensor(CX_S64, 2, TU_SHAPE(1, 1), TU_VALUES(0));
+    u = tu_vec(CX_U8, 1, TU_VALUES(10));
+    a = indexed(CX_OP_INDEXED_ADD, t, i, u, NULL, 0);
+    tu_expect(a, CX_U8, 1, TU_SHAPE(2), TU_VALUES(4, 7), 0);
+    cx_tensor *t2 = tu_vec(CX_S32, 2, TU_VALUES(1, 2)), *u2 = tu_vec(CX_F32, 1, TU_VALUES(0.5));
+    p = indexed(CX_OP_INDEXED_ADD, t2, i, u2, NULL, 0);
+    tu_expect(p, CX_F32, 1, TU_SHAPE(2), TU_VALUES(1.5, 2), 0);
+    cx_tensor *r4[] = {t, i, u, a, t2, u2, p};
+    for (int k = 0; k < 7; k++) tu_drop(r4[k]);
+}
+
+static void test_indexed_errors(void **state) {
+    (void)state;
+    cx_tensor *t = tu_tensor(CX_F32, 2, TU_SHAPE(2, 3), TU_VALUES(0, 0, 0, 0, 0, 0));
+    struct {
+        cx_tensor *i, *u;
+        const char *msg;
+    } bad[] = {
+        {tu_tensor(CX_S64, 2, TU_SHAPE(1, 2), TU_VALUES(1, 3)), tu_vec(CX_F32, 1, TU_VALUES(1)),
+         "index 3 (entry 1 of index row 0) is out of bounds for axis 1 of size 3"},
+        {tu_tensor(CX_S64, 2, TU_SHAPE(1, 2), TU_VALUES(-1, 0)), tu_vec(CX_F32, 1, TU_VALUES(1)),
+         "out of bounds"},
+        {tu_tensor(CX_S64, 2, TU_SHAPE(1, 2), TU_VALUES(0, 0)), tu_vec(CX_F32, 2, TU_VALUES(1, 2)),
+         "expected updates of shape {1}"},
+        {tu_tensor(CX_S64, 2, TU_SHAPE(1, 3), TU_VALUES(0, 0, 0)), tu_vec(CX_F32, 1, TU_VALUES(1)),
+         "at most the target rank"},
+        {tu_tensor(CX_F32, 2, TU_SHAPE(1, 2), TU_VALUES(0, 0)), tu_vec(CX_F32, 1, TU_VALUES(1)),
+         "indices"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        for (int op = 0; op < 2; op++) {
+            cx_code rc;
+            cx_status st = {0};
+            cx_op_id id = op ? CX_OP_INDEXED_PUT : CX_OP_INDEXED_ADD;
+            cx_params ps = {0};
+            cx_tensor *out = tu_run(id, (cx_tensor *[]){t, bad[k].i, bad[k].u}, 3, &ps, &rc, &st);
+            assert_int_equal(rc, CX_EINVAL);
+            if (!strstr(st.message, bad[k].msg))
+                fail_msg("case %zu: %s does not say \"%s\"", k, st.message, bad[k].msg);
+            assert_null(out);
+        }
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        tu_drop(bad[k].i);
+        tu_drop(bad[k].u);
+    }
+    tu_drop(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nan_order_and_ties),
         cmocka_unit_test(test_axes_and_types),
         cmocka_unit_test(test_scalar_empty_and_errors),
         cmocka_unit_test(test_long_lines_are_ordered_and_stable),
+        cmocka_unit_test(test_indexed_add_and_put),
+        cmocka_unit_test(test_indexed_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

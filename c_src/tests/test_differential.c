@@ -121,7 +121,7 @@ static const tol_rule tolerance_table[] = {
     {NULL, "@layout", ANY_TYPE, BITWISE},
     {NULL, "@compare,@logical,@select,@cast,@argreduce", ANY_TYPE, EXACT},
     /* sorting moves elements: the same bits in the same places */
-    {NULL, "@sort", ANY_TYPE, BITWISE},
+    {NULL, "@sort,indexed_put", ANY_TYPE, BITWISE},
     {NULL, "full,iota,eye,random_uniform,reduce_max,reduce_min,all,any,relu", ANY_TYPE, EXACT},
     {NULL, "negate,abs,sign,floor,ceil,round,max,min", ANY_TYPE, EXACT},
     /* One IEEE operation, correctly rounded: exact in f32/f64. Half types computed in f32 and
@@ -828,6 +828,34 @@ static void gen_gather(gen *g) {
     }
 }
 
+/* indexed_add/indexed_put: gather's grid, with updates of the shape the indices ask for; few
+ * distinct positions, so that updates collide (summed in order, or the last written). */
+static void gen_indexed(gen *g) {
+    struct {
+        shape s, batch, axes;
+        bool given;
+    } grid[] = {{SH(3, 7), SH(5), SH(0, 1), false},
+                {SH(3, 7), SH(4), SH(1), true},
+                {SH(2, 3, 5), SH(2, 3), SH(0, 1), false},
+                {SH(2, 3, 5), SH(9), SH(0, 2), true},
+                {SH(7), SH(0), SH(0), false},
+                {SH(4), SH(40), SH(0), false},
+                {SH(2, 0), SH(3), SH(0), true}};
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
+        dcase *c = unary_case(g, grid[k].s, D_FINITE);
+        shape idx = grid[k].batch, up = grid[k].batch;
+        idx.d[idx.rank++] = grid[k].axes.rank;
+        arg(c, indices_of(g, CX_S64, idx, 0, &grid[k].s, grid[k].axes.d));
+        for (int a = 0; a < grid[k].s.rank; a++) {
+            bool used = false;
+            for (int j = 0; j < grid[k].axes.rank; j++) used |= grid[k].axes.d[j] == a;
+            if (!used) up.d[up.rank++] = grid[k].s.d[a];
+        }
+        arg(c, tensor_of(g, g->t, up, D_FINITE));
+        if (grid[k].given) put_shape(&c->ps, CX_P_AXES, grid[k].axes);
+    }
+}
+
 /* ---- dot ---- */
 
 static void gen_dot(gen *g) {
@@ -1169,6 +1197,8 @@ static generator generator_for(cx_op_id op) {
     case CX_OP_CONCATENATE: return gen_concatenate;
     case CX_OP_TAKE: return gen_take;
     case CX_OP_GATHER: return gen_gather;
+    case CX_OP_INDEXED_ADD:
+    case CX_OP_INDEXED_PUT: return gen_indexed;
     case CX_OP_DOT: return gen_dot;
     case CX_OP_FULL: return gen_full;
     case CX_OP_IOTA: return gen_iota;

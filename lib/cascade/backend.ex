@@ -484,8 +484,26 @@ if Code.ensure_loaded?(Nx) do
     end
 
     @impl true
-    def take_along_axis(out, tensor, indices, axis),
-      do: fallback(:take_along_axis, out, [tensor, indices, axis])
+    # a gather by full coordinates: the indices along `axis`, each other axis's own position
+    def take_along_axis(out, tensor, indices, axis) do
+      native_or(:take_along_axis, out, [tensor, indices, axis], fn t, i, axis ->
+        shape = Cascade.shape(i)
+        one = Tuple.append(shape, 1)
+        dev = Cascade.device(i)
+
+        coords =
+          for a <- 0..(tuple_size(shape) - 1) do
+            c =
+              if a == axis,
+                do: Cascade.as_type(i, :s64),
+                else: Cascade.iota(shape, axis: a, type: :s64, device: dev)
+
+            Cascade.reshape(c, one)
+          end
+
+        Cascade.gather(t, Cascade.concatenate(coords, axis: tuple_size(shape)))
+      end)
+    end
 
     @impl true
     def conv(out, tensor, kernel, opts), do: fallback(:conv, out, [tensor, kernel, opts])
@@ -534,8 +552,13 @@ if Code.ensure_loaded?(Nx) do
 
     for op <- [:indexed_add, :indexed_put] do
       @impl true
-      def unquote(op)(out, tensor, indices, updates, opts),
-        do: fallback(unquote(op), out, [tensor, indices, updates, opts])
+      def unquote(op)(out, tensor, indices, updates, opts) do
+        native_or(unquote(op), out, [tensor, indices, updates, opts], fn t, i, u, opts ->
+          Cascade.unquote(op)(cast(t, out.type), Cascade.as_type(i, :s64), cast(u, out.type),
+            axes: opts[:axes]
+          )
+        end)
+      end
     end
 
     @impl true

@@ -207,6 +207,41 @@ defmodule Cascade.BackendTest do
       assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
     end
 
+    test "indexed_add, indexed_put and take_along_axis run natively as on Nx.BinaryBackend" do
+      Cascade.put_fallback_policy(:error)
+
+      run = fn backend ->
+        Nx.with_default_backend(backend, fn ->
+          t = Nx.iota({2, 3}, type: :f32)
+          i = Nx.tensor([[1, 2], [0, 0], [1, 2]])
+          u = Nx.tensor([0.5, 1.25, 2.0])
+          cols = Nx.tensor([[2], [0]])
+          block = Nx.tensor([[1.0, 2.0], [3.0, 4.0]])
+          h = Nx.tensor([2048.0, 0.0], type: :f16)
+          along = Nx.tensor([[2, 0, 0], [1, 1, 2]])
+
+          [
+            Nx.indexed_add(t, i, u),
+            Nx.indexed_put(t, i, u),
+            Nx.indexed_add(t, cols, block, axes: [1]),
+            Nx.indexed_put(
+              Nx.tensor([1, 2, 3], type: :u8),
+              Nx.tensor([[0], [0]]),
+              Nx.tensor([7, 9], type: :u8)
+            ),
+            Nx.indexed_add(h, Nx.tensor([[0], [0]]), Nx.tensor([1.0, 1.0], type: :f16)),
+            Nx.indexed_add(Nx.tensor([1, 2], type: :s32), Nx.tensor([[1]]), Nx.tensor([0.5])),
+            Nx.take_along_axis(t, along, axis: 1),
+            Nx.take_along_axis(t, Nx.tensor([[1, 0, 1]]), axis: 0)
+          ]
+          |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_binary(&1)})
+        end)
+      end
+
+      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
+    end
+
     test "Nx.Random runs natively and gives Nx.BinaryBackend's bits" do
       Cascade.put_fallback_policy(:error)
 

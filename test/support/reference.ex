@@ -996,6 +996,49 @@ defmodule Cascade.Reference do
     {out, data}
   end
 
+  @doc """
+  indexed_add (`op: :add`) and indexed_put (`op: :put`): each index row of `indices` (last axis:
+  positions along `axes`) updates the block of the target's other axes from its slice of
+  `updates`. :add sums the updates at a position in order (from 0), then adds the target's
+  value; :put keeps the last. Values come back unrounded.
+  """
+  def indexed(op, {shape, data}, {ishape, idata}, {_ushape, udata}, axes \\ nil) do
+    rank = tuple_size(shape)
+    irank = tuple_size(ishape)
+    k = elem(ishape, irank - 1)
+    axes = if axes, do: normalize_axes(axes, rank), else: Enum.to_list(0..(k - 1)//1)
+    free = for a <- 0..(rank - 1)//1, a not in axes, do: a
+    rows = ishape |> Tuple.to_list() |> Enum.take(irank - 1) |> Enum.product()
+    block_shape = List.to_tuple(Enum.map(free, &elem(shape, &1)))
+    block = size(block_shape)
+    st = strides(shape)
+    itup = List.to_tuple(idata)
+    utup = List.to_tuple(udata)
+
+    updates =
+      for r <- 0..(rows - 1)//1, {rest, e} <- Enum.with_index(indices(block_shape)), block > 0 do
+        coords = Map.new(0..(k - 1)//1, fn j -> {Enum.at(axes, j), elem(itup, r * k + j)} end)
+        frees = Enum.zip(free, rest) |> Map.new()
+        pos = for a <- 0..(rank - 1)//1, do: Map.get(coords, a) || Map.fetch!(frees, a)
+        {offset(pos, st), elem(utup, r * block + e)}
+      end
+
+    grouped = Enum.group_by(updates, &elem(&1, 0), &elem(&1, 1))
+
+    out =
+      data
+      |> Enum.with_index()
+      |> Enum.map(fn {x, i} ->
+        case {op, Map.fetch(grouped, i)} do
+          {_, :error} -> x
+          {:put, {:ok, ups}} -> List.last(ups)
+          {:add, {:ok, ups}} -> add(x, Enum.reduce(ups, 0, &add(&2, &1)))
+        end
+      end)
+
+    {shape, out}
+  end
+
   ## Dot
 
   @doc "dot/2 as Nx.dot/2: contracts the last axis of `a` with the second to last (or only) of `b`."

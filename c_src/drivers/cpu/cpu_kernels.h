@@ -15,6 +15,8 @@ double cx_erf_inv(double y);
 /* cast.c: AS_TYPE */
 cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
                  cx_status *st);
+cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
+                    cx_status *st);
 cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st);
 /* reduce.c: REDUCE and ARGREDUCE kinds */
 cx_code cpu_reduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,

@@ -1,0 +1,121 @@
+/* The SCATTER kind: indexed_add and indexed_put, as Nx.BinaryBackend computes them. The result
+ * starts as a copy of the target; each index row names a position along `axes`, and the block of
+ * the axes not indexed is updated there from the row's slice of `updates`.
+ *
+ * indexed_put writes the rows in order, so the last row at a position wins. indexed_add on
+ * integers adds in place, wrapping (the order does not matter); on floats it sums the updates at
+ * each position in double, in row order starting from 0, then adds the target's value and rounds
+ * once: the steps Nx.BinaryBackend takes (it groups the updates by position first). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/half_array.h"
+#include "cpu_kernels.h"
+
+static double load_f(cx_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case CX_F16: return cx_f16_to_f32(((const uint16_t *)p)[i]);
+    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CX_F32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+static void store_f(cx_dtype t, void *p, int64_t i, double v) {
+    switch (t) {
+    case CX_F16: ((uint16_t *)p)[i] = cx_f16_from_f64(v); break;
+    case CX_BF16: ((uint16_t *)p)[i] = cx_bf16_from_f64(v); break;
+    case CX_F32: ((float *)p)[i] = (float)v; break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
+/* The low `es` bytes of an integer element (little-endian), and back. */
+static uint64_t load_bits(const void *p, int64_t i, size_t es) {
+    uint64_t v = 0;
+    memcpy(&v, (const char *)p + (size_t)i * es, es);
+    return v;
+}
+
+static void store_bits(void *p, int64_t i, size_t es, uint64_t v) {
+    memcpy((char *)p + (size_t)i * es, &v, es);
+}
+
+cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
+                    cx_status *st) {
+    const cx_tensor *t = in[0], *ix = in[1], *up = in[2];
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    cx_dtype ty = out->desc.dtype;
+    if (t->desc.dtype != ty || up->desc.dtype != ty || ix->desc.dtype != CX_S64)
+        return cx_fail(st, CX_EINVAL, "cpu: %s expected target and updates of type %s, s64 indices",
+                       cx_op_table[op].name, cx_dtype_name(ty));
+    const int64_t *idx = ix->data;
+    int64_t rows = 1, k = axes->n;
+    for (int j = 0; j < ix->desc.rank - 1; j++) rows *= ix->desc.shape[j];
+    if (cx_check_indices(op, &t->desc, idx, rows * k, axes->i, axes->n, st)) return st->code;
+    if (out->numel == 0) return CX_OK;
+    memcpy(out->data, t->data, out->nbytes);
+    if (rows == 0) return CX_OK;
+
+    /* target strides; the block of axes not indexed, with its strides in the target */
+    int64_t tstr[CX_MAX_RANK], bshape[CX_MAX_RANK], bstr[CX_MAX_RANK], block = 1, s = 1;
+    int brank = 0;
+    bool used[CX_MAX_RANK] = {false};
+    for (int a = t->desc.rank - 1; a >= 0; a--) {
+        tstr[a] = s;
+        s *= t->desc.shape[a];
+    }
+    for (int j = 0; j < k; j++) used[axes->i[j]] = true;
+    for (int a = 0; a < t->desc.rank; a++)
+        if (!used[a]) {
+            bshape[brank] = t->desc.shape[a];
+            bstr[brank++] = tstr[a];
+            block *= t->desc.shape[a];
+        }
+    if (block == 0) return CX_OK;
+
+    bool floats = cx_dtype_is_float(ty), add = op == CX_OP_INDEXED_ADD;
+    size_t es = cx_dtype_size(ty);
+    double *sum = NULL;
+    uint8_t *touched = NULL;
+    if (add && floats) {
+        sum = calloc((size_t)out->numel, sizeof(double));
+        touched = calloc((size_t)out->numel, 1);
+        if (!sum || !touched) {
+            free(sum);
+            free(touched);
+            return cx_fail(st, CX_ENOMEM, "cpu: no memory for %s's sums", cx_op_table[op].name);
+        }
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t base = 0, pos[CX_MAX_RANK] = {0}, off = 0;
+        for (int j = 0; j < k; j++) base += idx[r * k + j] * tstr[axes->i[j]];
+        for (int64_t e = 0; e < block; e++) {
+            int64_t at = base + off, from = r * block + e;
+            if (!add)
+                memcpy((char *)out->data + (size_t)at * es,
+                       (const char *)up->data + (size_t)from * es, es);
+            else if (floats) {
+                sum[at] += load_f(ty, up->data, from);
+                touched[at] = 1;
+            } else {
+                store_bits(out->data, at, es,
+                           load_bits(out->data, at, es) + load_bits(up->data, from, es));
+            }
+            /* the next position of the block, odometer-wise */
+            for (int d = brank - 1; d >= 0; d--) {
+                off += bstr[d];
+                if (++pos[d] < bshape[d]) break;
+                off -= bstr[d] * bshape[d];
+                pos[d] = 0;
+            }
+        }
+    }
+    if (sum) {
+        for (int64_t i = 0; i < out->numel; i++)
+            if (touched[i]) store_f(ty, out->data, i, load_f(ty, t->data, i) + sum[i]);
+        free(sum);
+        free(touched);
+    }
+    return CX_OK;
+}
