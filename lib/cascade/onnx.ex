@@ -149,20 +149,20 @@ defmodule Cascade.ONNX do
   @types %{
     1 => :f32,
     2 => :u8,
+    3 => :s8,
+    4 => :u16,
+    5 => :s16,
     6 => :s32,
     7 => :s64,
     9 => :u8,
     10 => :f16,
     11 => :f64,
+    12 => :u32,
+    13 => :u64,
     16 => :bf16
   }
   @type_names %{
-    3 => "int8",
-    4 => "uint16",
-    5 => "int16",
     8 => "string",
-    12 => "uint32",
-    13 => "uint64",
     14 => "complex64",
     15 => "complex128"
   }

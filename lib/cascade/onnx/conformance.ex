@@ -26,6 +26,22 @@ defmodule Cascade.ONNX.Conformance do
     end
   end
 
+  # Cases whose test data contradicts ONNX's own specification, checked by hand (2026-11-25,
+  # Debian's libonnx-testdata): they count as unsupported, with the reason.
+  @errata %{
+    "test_cast_FLOAT_to_BFLOAT16" =>
+      "the expected bfloat16 values are the floats truncated (their top 16 bits); ONNX " <>
+        "specifies rounding to nearest even, which Cascade does",
+    "test_castlike_BFLOAT16_to_FLOAT" =>
+      "the input \"like\" has shape {1}, the graph declares {3, 4}",
+    "test_castlike_BFLOAT16_to_FLOAT_expanded" =>
+      "the input \"like\" has shape {1}, the graph declares {3, 4}",
+    "test_castlike_FLOAT_to_BFLOAT16" =>
+      "the input \"like\" has shape {1}, the graph declares {3, 4}",
+    "test_castlike_FLOAT_to_BFLOAT16_expanded" =>
+      "the input \"like\" has shape {1}, the graph declares {3, 4}"
+  }
+
   @doc """
   Runs one case: `{:pass | :fail | :unsupported, operator, detail}`, where operator is the op
   the case is named after (its first node's op type when the name says nothing).
@@ -36,6 +52,9 @@ defmodule Cascade.ONNX.Conformance do
     op = operator(name, bin)
 
     case Cascade.ONNX.load(bin, opts) do
+      _ when is_map_key(@errata, name) ->
+        {:unsupported, op, "ONNX's test data: " <> @errata[name]}
+
       {:error, message} ->
         {:unsupported, op, message}
 
@@ -71,12 +90,19 @@ defmodule Cascade.ONNX.Conformance do
         {:error, "#{length(inputs)} inputs for #{length(model.inputs)}"}
       else
         try do
-          got = Cascade.ONNX.run(model, Map.new(Enum.zip(model.inputs, inputs)))
+          inputs =
+            Enum.zip_with(model.inputs, inputs, fn name, t ->
+              {name, bf16_bits(t, declared_type(model.graph.inputs, name))}
+            end)
+
+          got = Cascade.ONNX.run(model, Map.new(inputs))
 
           model.outputs
           |> Enum.zip(expected)
           |> Enum.find_value(:ok, fn {name, want} ->
-            compare(name, Map.fetch!(got, name), want)
+            got = Map.fetch!(got, name)
+            want = if Cascade.type(got) == {:bf, 16}, do: bf16_bits(want, 16), else: want
+            compare(name, got, want)
           end)
         rescue
           e -> {:error, Exception.message(e) |> String.slice(0, 300)}
@@ -84,6 +110,26 @@ defmodule Cascade.ONNX.Conformance do
       end
     end
   end
+
+  defp declared_type(values, name) do
+    case Enum.find(values, &(&1.name == name)) do
+      %{type: %{elem_type: et}} -> et
+      _ -> nil
+    end
+  end
+
+  # ONNX's test data writes bfloat16 tensors as uint16 (the same bits): read them as bf16 where
+  # the graph declares bfloat16 (element type 16)
+  defp bf16_bits(t, 16) do
+    if Cascade.type(t) == {:u, 16},
+      do:
+        Cascade.from_binary(Cascade.to_binary(t), :bf16, Cascade.shape(t),
+          device: Cascade.device(t)
+        ),
+      else: t
+  end
+
+  defp bf16_bits(t, _declared), do: t
 
   defp read_all(set, prefix, device) do
     set
