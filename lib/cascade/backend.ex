@@ -12,7 +12,8 @@ if Code.ensure_loaded?(Nx) do
     any Cascade call (native, decomposed on the device, or the C dispatcher's cpu fallback).
     Every real type of Nx is a Cascade type (u8/u16/u32/u64, s8/s16/s32/s64, f16/bf16/f32/f64),
     so `Nx.Random` (threefry on u32) runs natively, bit for bit as on `Nx.BinaryBackend`.
-    A callback or type Cascade cannot run at all — complex, fft, linear algebra, `map`/`reduce` with Elixir functions, windows,
+    `conv` of rank 3 and 4 runs on Cascade's conv2d in any layout. A callback or type Cascade
+    cannot run at all — complex, fft, linear algebra, `map`/`reduce` with Elixir functions, windows,
     indexed updates — runs on `Nx.BinaryBackend`: its inputs are copied to host
     binaries and the result copied back. Such a fallback obeys the `fallback:` policy
     (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
@@ -505,8 +506,61 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
+    # 2-D convolutions (and 1-D ones, as 2-D with a height of 1) on Cascade's conv2d, in any
+    # layout: the permutations become transposes around it. Input dilation, batch groups and
+    # other ranks fall back.
     @impl true
-    def conv(out, tensor, kernel, opts), do: fallback(:conv, out, [tensor, kernel, opts])
+    def conv(out, tensor, kernel, opts) do
+      rank = tuple_size(tensor.shape)
+
+      if rank in [3, 4] and Enum.all?(opts[:input_dilation], &(&1 == 1)) and
+           opts[:batch_group_size] == 1 do
+        native_or(:conv, out, [tensor, kernel, opts], &conv2d(&1, &2, &3, rank))
+      else
+        fallback(:conv, out, [tensor, kernel, opts])
+      end
+    end
+
+    defp conv2d(t, k, opts, rank) do
+      t = Cascade.transpose(t, axes: opts[:input_permutation])
+      k = Cascade.transpose(k, axes: opts[:kernel_permutation])
+      {strides, padding, dilation} = {opts[:strides], opts[:padding], opts[:kernel_dilation]}
+
+      {t, k, strides, padding, dilation} =
+        if rank == 3 do
+          {n, c, w} = Cascade.shape(t)
+          {o, i, kw} = Cascade.shape(k)
+
+          {Cascade.reshape(t, {n, c, 1, w}), Cascade.reshape(k, {o, i, 1, kw}), [1 | strides],
+           [{0, 0} | padding], [1 | dilation]}
+        else
+          {t, k, strides, padding, dilation}
+        end
+
+      y =
+        Cascade.conv2d(t, k,
+          strides: strides,
+          padding: padding,
+          kernel_dilation: dilation,
+          feature_group_size: opts[:feature_group_size]
+        )
+
+      y =
+        if rank == 3 do
+          {n, o, 1, w} = Cascade.shape(y)
+          Cascade.reshape(y, {n, o, w})
+        else
+          y
+        end
+
+      inverse =
+        opts[:output_permutation]
+        |> Enum.with_index()
+        |> Enum.sort()
+        |> Enum.map(&elem(&1, 1))
+
+      Cascade.transpose(y, axes: inverse)
+    end
 
     @impl true
     def reduce(out, tensor, acc, opts, fun), do: fallback(:reduce, out, [tensor, acc, opts, fun])

@@ -242,6 +242,49 @@ defmodule Cascade.BackendTest do
       assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
     end
 
+    test "conv runs on Cascade's conv2d for 1-D and 2-D convolutions in any layout" do
+      Cascade.put_fallback_policy(:error)
+
+      run = fn backend ->
+        Nx.with_default_backend(backend, fn ->
+          x = Nx.iota({2, 3, 6, 5}, type: :f32) |> Nx.divide(17) |> Nx.sin()
+          k = Nx.iota({4, 3, 3, 2}, type: :f32) |> Nx.divide(7) |> Nx.cos()
+          g = Nx.iota({4, 1, 2, 2}, type: :f32) |> Nx.subtract(5)
+          x1 = Nx.iota({2, 3, 9}, type: :f32) |> Nx.multiply(0.25)
+          k1 = Nx.iota({2, 3, 3}, type: :f32) |> Nx.subtract(4)
+          nhwc = Nx.transpose(x, axes: [0, 2, 3, 1])
+          hwio = Nx.transpose(k, axes: [2, 3, 1, 0])
+
+          [
+            Nx.conv(x, k),
+            Nx.conv(x, k, strides: [2, 1], padding: [{1, 0}, {2, 1}], kernel_dilation: [1, 2]),
+            Nx.conv(x, k, padding: :same),
+            Nx.conv(
+              Nx.slice_along_axis(x, 0, 2, axis: 1)
+              |> Nx.pad(0.0, [{0, 0, 0}, {0, 2, 0}, {0, 0, 0}, {0, 0, 0}]),
+              g,
+              feature_group_size: 4
+            ),
+            Nx.conv(x1, k1, strides: 2, padding: [{1, 1}]),
+            Nx.conv(nhwc, hwio,
+              input_permutation: [0, 3, 1, 2],
+              kernel_permutation: [3, 2, 0, 1],
+              output_permutation: [0, 3, 1, 2]
+            ),
+            Nx.conv(Nx.iota({1, 1, 4, 4}), Nx.iota({1, 1, 2, 2}))
+          ]
+          |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_flat_list(&1)})
+        end)
+      end
+
+      for {{ta, sa, a}, {tb, sb, b}} <- Enum.zip(run.(Cascade.Backend), run.(Nx.BinaryBackend)) do
+        assert {ta, sa} == {tb, sb}
+        for {x, y} <- Enum.zip(a, b), do: assert_in_delta(x, y, 1.0e-4 * (1 + abs(y)))
+      end
+
+      assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
+    end
+
     test "Nx.Random runs natively and gives Nx.BinaryBackend's bits" do
       Cascade.put_fallback_policy(:error)
 
