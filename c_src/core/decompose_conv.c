@@ -647,12 +647,9 @@ static bool reads_padding(const geom *gm) {
 
 /* The lowest value of a type: the padding of maxima. */
 static double lowest(cx_dtype t) {
-    switch (t) {
-    case CX_U8: return 0;
-    case CX_S32: return (double)INT32_MIN;
-    case CX_S64: return (double)INT64_MIN;
-    default: return -INFINITY;
-    }
+    if (cx_dtype_is_float(t)) return -INFINITY;
+    if (!cx_dtype_is_signed(t)) return 0;
+    return -ldexp(1, cx_dtype_bits(t) - 1); /* exact in double for every width up to 64 */
 }
 
 static bool tiled(const geom *gm) {

@@ -109,9 +109,23 @@ cx_val cx_g_select(cx_graph *g, cx_val pred, cx_val on_true, cx_val on_false) {
     return cx_g_op(g, CX_OP_SELECT, in, 3, NULL);
 }
 
+/* Whether v is an integer int64_t holds; the range is checked before converting, which C
+ * leaves undefined outside it (-inf reached here once, from a max-pool's padding of s8). */
+static bool int64_exact(double v) {
+    return v >= -0x1p63 && v < 0x1p63 && v == (double)(int64_t)v;
+}
+
+/* A double as int64_t, saturated, NaN as 0 (as_type's rule). */
+static int64_t to_int64(double v) {
+    if (v != v) return 0;
+    if (v <= -0x1p63) return INT64_MIN;
+    if (v >= 0x1p63) return INT64_MAX;
+    return (int64_t)v;
+}
+
 cx_val cx_g_full(cx_graph *g, double value, cx_dtype t, const int64_t *shape, int rank) {
     cx_params ps = {0};
-    if (cx_dtype_is_float(t) || value != (double)(int64_t)value)
+    if (cx_dtype_is_float(t) || !int64_exact(value))
         cx_param_put_float(&ps, CX_P_VALUE, value);
     else
         cx_param_put_int(&ps, CX_P_VALUE, (int64_t)value);
@@ -179,7 +193,7 @@ cx_val cx_g_pad(cx_graph *g, cx_val a, double value, const int64_t *pads) {
     if (cx_dtype_is_float(cx_g_type(g, a)))
         cx_param_put_float(&ps, CX_P_VALUE, value);
     else
-        cx_param_put_int(&ps, CX_P_VALUE, (int64_t)value);
+        cx_param_put_int(&ps, CX_P_VALUE, to_int64(value));
     cx_param_put_ints(&ps, CX_P_PADS, pads, 3 * cx_g_rank(g, a));
     return cx_g_op(g, CX_OP_PAD, &a, 1, &ps);
 }

@@ -833,7 +833,7 @@ static void test_narrow_and_unsigned_integer_ops(void **state) {
     cx_tensor *a = tu_vec(CX_S8, 4, TU_VALUES(-128, -128, 7, -7));
     cx_tensor *b = tu_vec(CX_S8, 4, TU_VALUES(-1, 0, -2, 2));
     cx_tensor *qt = op2(CX_OP_QUOTIENT, a, b), *rm = op2(CX_OP_REMAINDER, a, b);
-    cx_tensor *sh = op2(CX_OP_RIGHT_SHIFT, a, tu_vec(CX_S8, 1, TU_VALUES(9)));
+    cx_tensor *nine = tu_vec(CX_S8, 1, TU_VALUES(9)), *sh = op2(CX_OP_RIGHT_SHIFT, a, nine);
     cx_tensor *ng = op1(CX_OP_NEGATE, a), *ab = op1(CX_OP_ABS, a);
     cx_tensor *pc = op1(CX_OP_POPULATION_COUNT, a), *cz = op1(CX_OP_COUNT_LEADING_ZEROS, a);
     expect_vec(qt, CX_S8, 4, TU_VALUES(-128, 0, -3, -3), 0);
@@ -843,7 +843,7 @@ static void test_narrow_and_unsigned_integer_ops(void **state) {
     expect_vec(ab, CX_S8, 4, TU_VALUES(-128, -128, 7, 7), 0);
     expect_vec(pc, CX_S8, 4, TU_VALUES(1, 1, 3, 6), 0);
     expect_vec(cz, CX_S8, 4, TU_VALUES(0, 0, 5, 0), 0);
-    drop_all((cx_tensor *[]){a, b, qt, rm, sh, ng, ab, pc, cz}, 9);
+    drop_all((cx_tensor *[]){a, b, qt, rm, nine, sh, ng, ab, pc, cz}, 10);
 
     cx_tensor *h = tu_vec(CX_U16, 3, TU_VALUES(65535, 300, 2));
     cx_tensor *k = tu_vec(CX_U16, 3, TU_VALUES(2, 300, 16));
