@@ -330,6 +330,7 @@ defmodule CascadeCapabilityHonestyTest do
       driver == :test -> :bitwise
       type not in @float_types -> :exact
       kind in [:layout, :sort] or op == :indexed_put -> :bitwise
+      op in [:window_max, :window_min] -> :exact
       kind in [:compare, :logical, :select, :cast, :argreduce] -> :exact
       op in [:full, :iota, :eye, :reduce_max, :reduce_min, :all, :any, :relu] -> :exact
       op in [:negate, :abs, :sign, :floor, :ceil, :round, :max, :min] -> :exact
@@ -419,6 +420,9 @@ defmodule CascadeCapabilityHonestyTest do
 
   defp call(%{call: :dot6, args: args}), do: apply(Cascade, :dot, args)
 
+  defp call(%{call: :window, op: op, args: args, opts: opts}),
+    do: apply(Cascade, op, args ++ [opts])
+
   defp call(%{op: op, args: args, opts: opts}) do
     %{opts: specs, kind: kind} = @ops[op]
 
@@ -499,7 +503,8 @@ defmodule CascadeCapabilityHonestyTest do
 
   defp has_generator?(op) do
     case @ops[op] do
-      %{kind: kind} when kind in @elementwise or kind in [:reduce, :argreduce, :sort, :scatter] ->
+      %{kind: kind}
+      when kind in @elementwise or kind in [:reduce, :argreduce, :sort, :scatter, :window] ->
         true
 
       _ ->
@@ -528,6 +533,7 @@ defmodule CascadeCapabilityHonestyTest do
       %{kind: :argreduce} -> arg_reductions(op, type)
       %{kind: :sort} -> sorts(op, type)
       %{kind: :scatter} -> indexed(op, type)
+      %{kind: :window} -> windows(op, type)
       _ -> special(op, type)
     end
   end
@@ -581,6 +587,29 @@ defmodule CascadeCapabilityHonestyTest do
     for {{shape, axes}, k} <- Enum.with_index(@reduce_grid) do
       opts = if axes == nil, do: [], else: [axes: axes]
       new_case(op, [r(shape, type, domain)], opts ++ [keep_axes: rem(k, 2) == 1])
+    end
+  end
+
+  # windows, strides, dilations and padding on every axis, ranks 1 to 3
+  defp windows(op, type) do
+    grid = [
+      {{7}, {2}, [], :valid},
+      {{7}, {3}, [strides: [2]], [{1, 1}]},
+      {{3, 7}, {2, 2}, [strides: [1, 2]], [{0, 1}, {1, 0}]},
+      {{3, 7}, {1, 3}, [window_dilations: [1, 2]], :same},
+      {{2, 3, 5}, {2, 3, 2}, [strides: [1, 1, 3], window_dilations: [1, 1, 2]], :valid},
+      {{4}, {6}, [], :valid}
+    ]
+
+    domain = if type in @float_types, do: :any, else: :small
+
+    for {shape, window, opts, padding} <- grid do
+      %{
+        op: op,
+        call: :window,
+        args: [r(shape, type, domain), window],
+        opts: [padding: padding] ++ opts
+      }
     end
   end
 

@@ -43,6 +43,9 @@ defmodule CascadeErrorsTest do
       kind in [:reduce, :argreduce, :sort] ->
         {[m22()], fn [x] -> apply(Cascade, name, [x, []]) end}
 
+      kind == :window ->
+        {[m22()], fn [x] -> apply(Cascade, name, [x, {1, 2}]) end}
+
       true ->
         case name do
           :as_type ->
@@ -115,6 +118,9 @@ defmodule CascadeErrorsTest do
     case name do
       _ when kind in [:reduce, :argreduce, :sort] ->
         &apply(Cascade, name, [m22(), &1])
+
+      _ when kind == :window ->
+        &apply(Cascade, name, [m22(), {1, 2}, &1])
 
       n when n in [:transpose, :squeeze, :reverse] ->
         &apply(Cascade, name, [m22(), &1])
@@ -756,6 +762,7 @@ defmodule CascadeErrorsTest do
               :number -> {"x", "expected #{oname} to be .*number"}
               :type -> {:f8, "unknown type"}
               :padding -> {:middle, "expected #{oname} to be :valid, :same or "}
+              :window_padding -> {[{1}], "expected #{oname} to be :valid, :same or a list"}
               {:choice, atoms} -> {:middle, "expected #{oname} to be one of #{escape(atoms)}"}
               other -> flunk("option kind #{inspect(other)} is new: add it to this test")
             end

@@ -1228,6 +1228,40 @@ defmodule Cascade.PropertyTest.LayoutTest do
     end
   end
 
+  property [:window_sum, :window_product, :window_max, :window_min],
+           "window reductions with strides, dilations and padding" do
+    ops = [:window_sum, :window_product, :window_max, :window_min]
+
+    for op <- ops, type <- all_types(), _ <- 1..8 do
+      s = shape(min_rank: 1, max_rank: 3, min_dim: 1, max_dim: 5)
+      rank = tuple_size(s)
+      window = List.to_tuple(for _ <- 1..rank, do: int_between(1, 3))
+      strides = for _ <- 1..rank, do: int_between(1, 2)
+      dilations = for _ <- 1..rank, do: int_between(1, 2)
+      pairs = for _ <- 1..rank, do: {int_between(0, 2), int_between(0, 2)}
+      # products of floats stay finite and exact enough: small values
+      gen =
+        cond do
+          R.float?(type) and op == :window_product -> fn -> pick([-1.5, -1.0, 0.5, 1.0, 2.0]) end
+          R.float?(type) -> fn -> special_or(0.03, fn -> int_between(-20, 20) * 0.25 end) end
+          true -> fn -> int_value(type) end
+        end
+
+      x = gen_tensor(type, s, gen)
+      opts = [strides: strides, padding: pairs, window_dilations: dilations]
+
+      check!(
+        "Cascade.#{op}/3",
+        [tensor: x, window: window, options: opts],
+        fn -> apply(Cascade, op, [tensor!(x), window, opts]) end,
+        R.window(op, ref(x), type, window, strides, pairs, dilations) |> R.cast(type),
+        type,
+        # the same folds in the same order in double, rounded once: exact
+        :exact
+      )
+    end
+  end
+
   property [:indexed_add, :indexed_put], "indexed_add/indexed_put at colliding positions" do
     for op <- [:indexed_add, :indexed_put], type <- all_types(), _ <- 1..12 do
       s = shape(min_rank: 1, min_dim: 1, max_dim: 4)

@@ -667,6 +667,80 @@ CX_INFER(cx_infer_gather) {
     return CX_OK;
 }
 
+/* Window reductions: window, strides and window_dilations have one entry per axis (strides and
+ * dilations default to 1 and must be positive); padding arrives as [0] (:valid), [1] (:same) or
+ * a {low, high} pair per axis and leaves as the pairs. An axis too short for its window after
+ * padding gives no windows. The type is kept. */
+CX_INFER(cx_infer_window) {
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    if (cx_require_param(op, ps, CX_P_WINDOW, st)) return st->code;
+    int rank = in[0].rank;
+    const int64_t *shape = in[0].shape;
+    cx_param *w = &ps->p[CX_P_WINDOW];
+    if (w->n != rank)
+        return cx_fail(st, CX_EINVAL, "%s: expected a window of rank %d (the tensor's), got: %s",
+                       OPNAME, rank, cx_fmt_ints(w->i, w->n, (char[200]){0}, 200));
+    cx_param_id ids[2] = {CX_P_STRIDES, CX_P_WINDOW_DILATIONS};
+    const char *names[2] = {"strides", "window_dilations"};
+    for (int k = 0; k < 2; k++) {
+        const cx_param *p = cx_param_get(ps, ids[k]);
+        if (!p) {
+            int64_t ones[CX_MAX_RANK];
+            for (int a = 0; a < rank; a++) ones[a] = 1;
+            cx_param_put_ints(ps, ids[k], ones, rank);
+            continue;
+        }
+        if (p->n != rank)
+            return cx_fail(st, CX_EINVAL, "%s: expected %d %s (one per axis), got: %s", OPNAME,
+                           rank, names[k], cx_fmt_ints(p->i, p->n, (char[200]){0}, 200));
+        for (int a = 0; a < rank; a++)
+            if (p->i[a] < 1 || p->i[a] > CX_MAX_NUMEL)
+                return cx_fail(st, CX_EINVAL, "%s: expected positive %s, got: %s", OPNAME, names[k],
+                               cx_fmt_ints(p->i, p->n, (char[200]){0}, 200));
+    }
+    const int64_t *s = ps->p[CX_P_STRIDES].i, *d = ps->p[CX_P_WINDOW_DILATIONS].i;
+    int64_t eff[CX_MAX_RANK], pads[2 * CX_MAX_RANK];
+    for (int a = 0; a < rank; a++) {
+        if (w->i[a] < 1 || w->i[a] > CX_MAX_NUMEL)
+            return cx_fail(st, CX_EINVAL, "%s: expected a window of positive sizes, got: %s",
+                           OPNAME, cx_fmt_ints(w->i, w->n, (char[200]){0}, 200));
+        eff[a] = (w->i[a] - 1) * d[a] + 1;
+        if (eff[a] > CX_MAX_NUMEL)
+            return cx_fail(st, CX_EINVAL, "%s: the dilated window is too large", OPNAME);
+    }
+    const cx_param *p = cx_param_get(ps, CX_P_PADDING);
+    if (p && p->n == 2 * rank && rank > 0) {
+        for (int k = 0; k < 2 * rank; k++) {
+            if (p->i[k] < -CX_MAX_NUMEL || p->i[k] > CX_MAX_NUMEL)
+                return cx_fail(st, CX_EINVAL, "%s: expected padding within -2^48..2^48, got: %s",
+                               OPNAME, cx_fmt_ints(p->i, p->n, (char[200]){0}, 200));
+            pads[k] = p->i[k];
+        }
+    } else if (!p || (p->n == 1 && (p->i[0] == 0 || p->i[0] == 1))) {
+        bool same = p && p->i[0] == 1;
+        for (int a = 0; a < rank; a++) {
+            int64_t outs = (shape[a] + s[a] - 1) / s[a];
+            int64_t total = same ? (outs - 1) * s[a] + eff[a] - shape[a] : 0;
+            if (total < 0) total = 0;
+            pads[2 * a] = total / 2;
+            pads[2 * a + 1] = total - total / 2;
+        }
+    } else {
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected padding to be 0 (:valid), 1 (:same) or a {low, high} pair per "
+                       "axis (%d integers), got: %s",
+                       OPNAME, 2 * rank, cx_fmt_ints(p->i, p->n, (char[200]){0}, 200));
+    }
+    cx_param_put_ints(ps, CX_P_PADDING, pads, 2 * rank);
+    *out = in[0];
+    for (int a = 0; a < rank; a++) {
+        int64_t padded = shape[a] + pads[2 * a] + pads[2 * a + 1];
+        out->shape[a] = padded >= eff[a] ? (padded - eff[a]) / s[a] + 1 : 0;
+    }
+    compute[0] = in[0].dtype;
+    return CX_OK;
+}
+
 /* indexed_add and indexed_put: indices {..., k} with k positions along `axes` (the first k
  * axes when not given, increasing); updates of shape indices' leading dims ++ target's axes
  * not in `axes`. The result has target's shape and the merged type of target and updates. */

@@ -122,6 +122,7 @@ static const tol_rule tolerance_table[] = {
     {NULL, "@compare,@logical,@select,@cast,@argreduce", ANY_TYPE, EXACT},
     /* sorting moves elements: the same bits in the same places */
     {NULL, "@sort,indexed_put", ANY_TYPE, BITWISE},
+    {NULL, "window_max,window_min", ANY_TYPE, EXACT},
     {NULL, "full,iota,eye,random_uniform,reduce_max,reduce_min,all,any,relu", ANY_TYPE, EXACT},
     {NULL, "negate,abs,sign,floor,ceil,round,max,min", ANY_TYPE, EXACT},
     /* One IEEE operation, correctly rounded: exact in f32/f64. Half types computed in f32 and
@@ -856,6 +857,31 @@ static void gen_indexed(gen *g) {
     }
 }
 
+/* window reductions: windows, strides, dilations and padding on every axis, ranks 1 to 3 */
+static void gen_window(gen *g) {
+    struct {
+        shape s, w, str, dil;
+        int64_t pad[6]; /* low, high per axis; pad[0] == -9: not given (:valid) */
+    } grid[] = {
+        {SH(7), SH(2), SH(1), SH(1), {-9}},
+        {SH(7), SH(3), SH(2), SH(1), {1, 1}},
+        {SH(3, 7), SH(2, 2), SH(1, 2), SH(1, 1), {0, 1, 1, 0}},
+        {SH(3, 7), SH(1, 3), SH(1, 1), SH(1, 2), {-9}},
+        {SH(2, 3, 5), SH(1, 2, 2), SH(1, 2, 2), SH(1, 1, 1), {0, 0, 1, 1, 0, 1}},
+        {SH(2, 3, 5), SH(2, 3, 2), SH(1, 1, 3), SH(1, 1, 2), {0, 0, 0, 2, 2, 0}},
+        {SH(4), SH(6), SH(1), SH(1), {-9}},
+        {SH(0, 3), SH(1, 2), SH(1, 1), SH(1, 1), {-9}},
+    };
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
+        dcase *c = unary_case(g, grid[k].s, cx_dtype_is_float(g->t) ? D_ANY : D_SMALL);
+        put_shape(&c->ps, CX_P_WINDOW, grid[k].w);
+        put_shape(&c->ps, CX_P_STRIDES, grid[k].str);
+        put_shape(&c->ps, CX_P_WINDOW_DILATIONS, grid[k].dil);
+        if (grid[k].pad[0] != -9)
+            cx_param_put_ints(&c->ps, CX_P_PADDING, grid[k].pad, 2 * grid[k].s.rank);
+    }
+}
+
 /* ---- dot ---- */
 
 static void gen_dot(gen *g) {
@@ -1233,6 +1259,7 @@ static generator generator_for(cx_op_id op) {
     case CX_KIND_REDUCE: return gen_reduce;
     case CX_KIND_ARGREDUCE: return gen_argreduce;
     case CX_KIND_SORT: return gen_sort;
+    case CX_KIND_WINDOW: return gen_window;
     case CX_KIND_COMPOSITE:
         /* composites by the shape of their signature; any other one has its sample only */
         if (strcmp(info->args, "tensor:tensor") == 0 &&

@@ -13,8 +13,8 @@ if Code.ensure_loaded?(Nx) do
     Every real type of Nx is a Cascade type (u8/u16/u32/u64, s8/s16/s32/s64, f16/bf16/f32/f64),
     so `Nx.Random` (threefry on u32) runs natively, bit for bit as on `Nx.BinaryBackend`.
     `conv` of rank 3 and 4 runs on Cascade's conv2d in any layout. A callback or type Cascade
-    cannot run at all — complex, fft, linear algebra, `map`/`reduce` with Elixir functions, the
-    window ops — runs on `Nx.BinaryBackend`: its inputs are copied to host
+    cannot run at all — complex, fft, linear algebra, `map`/`reduce` with Elixir functions,
+    window_scatter_max/min — runs on `Nx.BinaryBackend`: its inputs are copied to host
     binaries and the result copied back. Such a fallback obeys the `fallback:` policy
     (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
     `:unsupported` before anything moves) and is counted in `Cascade.stats/0` as
@@ -571,8 +571,15 @@ if Code.ensure_loaded?(Nx) do
 
     for op <- [:window_sum, :window_product, :window_max, :window_min] do
       @impl true
-      def unquote(op)(out, tensor, shape, opts),
-        do: fallback(unquote(op), out, [tensor, shape, opts])
+      def unquote(op)(out, tensor, shape, opts) do
+        native_or(unquote(op), out, [tensor, shape, opts], fn t, shape, opts ->
+          Cascade.unquote(op)(cast(t, out.type), shape,
+            strides: opts[:strides],
+            padding: opts[:padding],
+            window_dilations: opts[:window_dilations]
+          )
+        end)
+      end
     end
 
     @impl true

@@ -331,6 +331,28 @@ defmodule Cascade.Op do
     end
   end
 
+  # window padding: :valid -> [0], :same -> [1], one {lo, hi} per axis -> [lo, hi, lo, hi, ...]
+  def convert!(fun, name, :window_padding, value) do
+    expected = ":valid, :same or a list of {low, high} integer tuples, one per axis"
+
+    case value do
+      :valid ->
+        [0]
+
+      :same ->
+        [1]
+
+      [_ | _] = pairs when length(pairs) <= 8 ->
+        Enum.flat_map(pairs, fn
+          {lo, hi} when is_integer(lo) and is_integer(hi) -> [lo, hi]
+          _ -> bad!(fun, name, expected, value)
+        end)
+
+      _ ->
+        bad!(fun, name, expected, value)
+    end
+  end
+
   def convert!(fun, name, {:choice, atoms}, value) do
     Enum.find_index(atoms, &(&1 == value)) || bad!(fun, name, "one of #{inspect(atoms)}", value)
   end

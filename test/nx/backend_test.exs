@@ -285,6 +285,33 @@ defmodule Cascade.BackendTest do
       assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
     end
 
+    test "window_sum, window_product, window_max and window_min run natively" do
+      Cascade.put_fallback_policy(:error)
+
+      run = fn backend ->
+        Nx.with_default_backend(backend, fn ->
+          x = Nx.iota({2, 3, 6, 5}, type: :f32) |> Nx.divide(7) |> Nx.sin()
+          i = Nx.tensor([[3, -1, 4, 1], [5, -9, 2, 6]], type: :s16)
+
+          [
+            Nx.window_max(x, {1, 1, 2, 2}, strides: [1, 1, 2, 2]),
+            Nx.window_sum(x, {1, 2, 3, 2}, padding: :same),
+            Nx.window_min(x, {1, 1, 2, 3},
+              padding: [{0, 0}, {0, 0}, {1, 1}, {2, 0}],
+              window_dilations: [1, 1, 2, 1]
+            ),
+            Nx.window_product(i, {1, 2}, strides: [1, 1]),
+            Nx.window_max(i, {2, 2}, padding: :same),
+            Nx.window_sum(Nx.tensor([2048.0, 1.0, 1.0], type: :f16), {3})
+          ]
+          |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_binary(&1)})
+        end)
+      end
+
+      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
+    end
+
     test "Nx.Random runs natively and gives Nx.BinaryBackend's bits" do
       Cascade.put_fallback_policy(:error)
 

@@ -997,6 +997,55 @@ defmodule Cascade.Reference do
   end
 
   @doc """
+  window_sum/product/max/min: each output element folds its window (positions
+  o * stride + j * dilation - low per axis) from the fold's identity, which is also what the
+  padding holds; `type` gives the identity of max and min for integers. Unrounded.
+  """
+  def window(op, {shape, data}, type, window, strides, padding, dilations) do
+    rank = tuple_size(shape)
+    tup = List.to_tuple(data)
+    st = strides(shape)
+
+    out_dims =
+      for a <- 0..(rank - 1)//1 do
+        {lo, hi} = Enum.at(padding, a)
+        eff = (elem(window, a) - 1) * Enum.at(dilations, a) + 1
+        padded = elem(shape, a) + lo + hi
+        if padded >= eff, do: div(padded - eff, Enum.at(strides, a)) + 1, else: 0
+      end
+
+    out_shape = List.to_tuple(out_dims)
+    {fold, start} = window_fold(op, type)
+
+    out =
+      for o <- indices(out_shape) do
+        for w <- indices(window), reduce: start do
+          acc ->
+            pos =
+              for a <- 0..(rank - 1)//1 do
+                {lo, _} = Enum.at(padding, a)
+                Enum.at(o, a) * Enum.at(strides, a) + Enum.at(w, a) * Enum.at(dilations, a) - lo
+              end
+
+            inside =
+              Enum.with_index(pos) |> Enum.all?(fn {p, a} -> p >= 0 and p < elem(shape, a) end)
+
+            if inside, do: fold.(acc, elem(tup, offset(pos, st))), else: acc
+        end
+      end
+
+    {out_shape, out}
+  end
+
+  defp window_fold(:window_sum, type), do: {&add/2, if(float?(type), do: 0.0, else: 0)}
+
+  defp window_fold(:window_product, type),
+    do: {&binary1(:multiply, &1, &2), if(float?(type), do: 1.0, else: 1)}
+
+  defp window_fold(:window_max, type), do: {&binary1(:max, &1, &2), identity(:reduce_max, type)}
+  defp window_fold(:window_min, type), do: {&binary1(:min, &1, &2), identity(:reduce_min, type)}
+
+  @doc """
   indexed_add (`op: :add`) and indexed_put (`op: :put`): each index row of `indices` (last axis:
   positions along `axes`) updates the block of the target's other axes from its slice of
   `updates`. :add sums the updates at a position in order (from 0), then adds the target's

@@ -1,0 +1,137 @@
+/* The WINDOW kind: window_sum, window_product, window_max and window_min of any rank, as
+ * Nx.BinaryBackend computes them: each output element folds the elements of its window (the
+ * positions o * stride + j * dilation - low along each axis) into an accumulator that starts at
+ * the fold's identity, which is also what padding contributes, so positions in the padding are
+ * skipped. Floats fold in double and round once (max and min let NaN through, like max/2);
+ * integers fold in int64, sums and products wrapping as uint64; u64 compares as unsigned. */
+#include <math.h>
+#include <string.h>
+
+#include "../../core/half_array.h"
+#include "cpu_kernels.h"
+
+static double load_f(cx_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case CX_F16: return cx_f16_to_f32(((const uint16_t *)p)[i]);
+    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CX_F32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+static void store_f(cx_dtype t, void *p, int64_t i, double v) {
+    switch (t) {
+    case CX_F16: ((uint16_t *)p)[i] = cx_f16_from_f64(v); break;
+    case CX_BF16: ((uint16_t *)p)[i] = cx_bf16_from_f64(v); break;
+    case CX_F32: ((float *)p)[i] = (float)v; break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
+/* An integer element widened to 64 bits: sign-extended for signed types, zero-extended for
+ * unsigned ones. */
+static uint64_t load_i(cx_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case CX_S8: return (uint64_t)(int64_t)((const int8_t *)p)[i];
+    case CX_S16: return (uint64_t)(int64_t)((const int16_t *)p)[i];
+    case CX_S32: return (uint64_t)(int64_t)((const int32_t *)p)[i];
+    case CX_U8: return ((const uint8_t *)p)[i];
+    case CX_U16: return ((const uint16_t *)p)[i];
+    case CX_U32: return ((const uint32_t *)p)[i];
+    default: return ((const uint64_t *)p)[i];
+    }
+}
+
+static double fold_f(cx_op_id op, double acc, double x) {
+    switch (op) {
+    case CX_OP_WINDOW_SUM: return acc + x;
+    case CX_OP_WINDOW_PRODUCT: return acc * x;
+    case CX_OP_WINDOW_MAX: return x > acc || x != x ? x : acc;
+    default: return x < acc || x != x ? x : acc;
+    }
+}
+
+/* max and min compare as signed, or as unsigned for unsigned types (their values are
+ * zero-extended, so unsigned comparison orders every unsigned width). */
+static uint64_t fold_i(cx_op_id op, bool is_signed, uint64_t acc, uint64_t x) {
+    switch (op) {
+    case CX_OP_WINDOW_SUM: return acc + x;
+    case CX_OP_WINDOW_PRODUCT: return acc * x;
+    case CX_OP_WINDOW_MAX: return (is_signed ? (int64_t)x > (int64_t)acc : x > acc) ? x : acc;
+    default: return (is_signed ? (int64_t)x < (int64_t)acc : x < acc) ? x : acc;
+    }
+}
+
+static double identity_f(cx_op_id op) {
+    switch (op) {
+    case CX_OP_WINDOW_SUM: return 0.0;
+    case CX_OP_WINDOW_PRODUCT: return 1.0;
+    case CX_OP_WINDOW_MAX: return -INFINITY;
+    default: return INFINITY;
+    }
+}
+
+static uint64_t identity_i(cx_op_id op, cx_dtype t) {
+    int bits = cx_dtype_bits(t);
+    bool sg = cx_dtype_is_signed(t);
+    uint64_t umax = bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+    switch (op) {
+    case CX_OP_WINDOW_SUM: return 0;
+    case CX_OP_WINDOW_PRODUCT: return 1;
+    case CX_OP_WINDOW_MAX: return sg ? (uint64_t)(-(int64_t)(umax / 2) - 1) : 0;
+    default: return sg ? umax / 2 : umax;
+    }
+}
+
+cx_code cpu_window(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                   cx_status *st) {
+    (void)st;
+    const cx_desc *d = &in->desc;
+    int rank = d->rank;
+    cx_dtype t = d->dtype;
+    if (out->numel == 0) return CX_OK;
+    const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
+    const int64_t *dil = ps->p[CX_P_WINDOW_DILATIONS].i, *pad = ps->p[CX_P_PADDING].i;
+    int64_t istr[CX_MAX_RANK], wn = 1, s = 1;
+    for (int a = rank - 1; a >= 0; a--) {
+        istr[a] = s;
+        s *= d->shape[a];
+        wn *= win[a];
+    }
+    bool fl = cx_dtype_is_float(t), sg = cx_dtype_is_signed(t);
+    size_t es = cx_dtype_size(t);
+    int64_t o_idx[CX_MAX_RANK] = {0};
+    for (int64_t o = 0; o < out->numel; o++) {
+        double af = identity_f(op);
+        uint64_t ai = identity_i(op, t);
+        int64_t w_idx[CX_MAX_RANK] = {0};
+        for (int64_t k = 0; k < wn; k++) {
+            int64_t at = 0;
+            bool inside = true;
+            for (int a = 0; a < rank && inside; a++) {
+                int64_t p = o_idx[a] * str[a] + w_idx[a] * dil[a] - pad[2 * a];
+                inside = p >= 0 && p < d->shape[a];
+                at += p * istr[a];
+            }
+            if (inside) {
+                if (fl)
+                    af = fold_f(op, af, load_f(t, in->data, at));
+                else
+                    ai = fold_i(op, sg, ai, load_i(t, in->data, at));
+            }
+            for (int a = rank - 1; a >= 0; a--) {
+                if (++w_idx[a] < win[a]) break;
+                w_idx[a] = 0;
+            }
+        }
+        if (fl)
+            store_f(t, out->data, o, af);
+        else
+            memcpy((char *)out->data + (size_t)o * es, &ai, es); /* the low bytes: wraps */
+        for (int a = rank - 1; a >= 0; a--) {
+            if (++o_idx[a] < out->desc.shape[a]) break;
+            o_idx[a] = 0;
+        }
+    }
+    return CX_OK;
+}
