@@ -590,6 +590,26 @@ defmodule CascadeCapabilityHonestyTest do
     end
   end
 
+  # window_scatter_max/min: a source of one element per window
+  defp windows(op, type) when op in [:window_scatter_max, :window_scatter_min] do
+    grid = [
+      {{7}, {2}, [strides: [2]], :valid, {3}},
+      {{7}, {3}, [], [{1, 1}], {7}},
+      {{3, 7}, {2, 2}, [strides: [1, 2]], [{0, 1}, {1, 0}], {3, 4}},
+      {{2, 4, 6}, {1, 2, 2}, [strides: [1, 2, 2]], :valid, {2, 2, 3}}
+    ]
+
+    value = if type in @float_types, do: 0.5, else: 1
+
+    for {shape, window, opts, padding, src} <- grid do
+      new_case(
+        op,
+        [r(shape, type, :small), r(src, type, :finite), value, window],
+        [padding: padding] ++ opts
+      )
+    end
+  end
+
   # windows, strides, dilations and padding on every axis, ranks 1 to 3
   defp windows(op, type) do
     grid = [

@@ -43,6 +43,10 @@ defmodule CascadeErrorsTest do
       kind in [:reduce, :argreduce, :sort] ->
         {[m22()], fn [x] -> apply(Cascade, name, [x, []]) end}
 
+      name in [:window_scatter_max, :window_scatter_min] ->
+        {[m22(), Cascade.tensor([[1.0], [2.0]])],
+         fn [x, s] -> apply(Cascade, name, [x, s, 0, {1, 2}]) end}
+
       kind == :window ->
         {[m22()], fn [x] -> apply(Cascade, name, [x, {1, 2}]) end}
 
@@ -118,6 +122,9 @@ defmodule CascadeErrorsTest do
     case name do
       _ when kind in [:reduce, :argreduce, :sort] ->
         &apply(Cascade, name, [m22(), &1])
+
+      n when n in [:window_scatter_max, :window_scatter_min] ->
+        &apply(Cascade, n, [m22(), Cascade.tensor([[1.0], [2.0]]), 0, {1, 2}, &1])
 
       _ when kind == :window ->
         &apply(Cascade, name, [m22(), {1, 2}, &1])

@@ -1262,6 +1262,48 @@ defmodule Cascade.PropertyTest.LayoutTest do
     end
   end
 
+  property [:window_scatter_max, :window_scatter_min],
+           "window_scatter_max/min: the last extreme of each window, overlapping and padded" do
+    for op <- [:window_scatter_max, :window_scatter_min], type <- all_types(), _ <- 1..8 do
+      s = shape(min_rank: 1, max_rank: 3, min_dim: 1, max_dim: 5)
+      rank = tuple_size(s)
+      window = List.to_tuple(for _ <- 1..rank, do: int_between(1, 3))
+      strides = for _ <- 1..rank, do: int_between(1, 2)
+      pairs = for _ <- 1..rank, do: {int_between(0, 1), int_between(0, 1)}
+
+      src_shape =
+        List.to_tuple(
+          for a <- 0..(rank - 1) do
+            {lo, hi} = Enum.at(pairs, a)
+            padded = elem(s, a) + lo + hi
+            w = elem(window, a)
+            if padded >= w, do: div(padded - w, Enum.at(strides, a)) + 1, else: 0
+          end
+        )
+
+      # few distinct values: ties; the value sometimes wins over the tensor in the padding
+      gen =
+        if R.float?(type),
+          do: fn -> pick([-1.0, 0.5, 2.0, 3.5]) end,
+          else: fn -> pick([0, 1, 5, 9]) end
+
+      x = gen_tensor(type, s, gen)
+      src = gen_tensor(type, src_shape, gen)
+      value = if R.float?(type), do: pick([0.5, 2.0]), else: pick([1, 5])
+      out_type = R.merge_number(type, value)
+      opts = [strides: strides, padding: pairs]
+
+      check!(
+        "Cascade.#{op}/5",
+        [tensor: x, source: src, value: value, window: window, options: opts],
+        fn -> apply(Cascade, op, [tensor!(x), tensor!(src), value, window, opts]) end,
+        R.window_scatter(op, ref(x), type, ref(src), value, out_type, window, strides, pairs),
+        out_type,
+        :exact
+      )
+    end
+  end
+
   property [:indexed_add, :indexed_put], "indexed_add/indexed_put at colliding positions" do
     for op <- [:indexed_add, :indexed_put], type <- all_types(), _ <- 1..12 do
       s = shape(min_rank: 1, min_dim: 1, max_dim: 4)

@@ -741,6 +741,32 @@ CX_INFER(cx_infer_window) {
     return CX_OK;
 }
 
+/* window_scatter_max/min: the windows of `tensor` as window_sum's (no dilations); `source` has
+ * the windows' shape; the result has `tensor`'s shape and `source`'s type merged with the
+ * value's. The tensor is compared in its own type. */
+CX_INFER(cx_infer_window_scatter) {
+    if (cx_check_arity(op, n_in, 2, st)) return st->code;
+    /* window_sum's inference fills in dilations of 1, which a second inference (explain/3
+     * plans, then runs) sees again: only dilations above 1 are refused */
+    const cx_param *dil = cx_param_get(ps, CX_P_WINDOW_DILATIONS);
+    for (int a = 0; dil && a < dil->n; a++)
+        if (dil->i[a] != 1) return cx_fail(st, CX_EINVAL, "%s: takes no window_dilations", OPNAME);
+    cx_desc windows;
+    cx_dtype c0[1];
+    if (cx_infer_window(op, &in[0], 1, ps, &windows, c0, st)) return st->code;
+    bool same = windows.rank == in[1].rank;
+    for (int a = 0; same && a < windows.rank; a++) same = windows.shape[a] == in[1].shape[a];
+    if (!same)
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected a source of shape %s (one element per window), got: %s",
+                       OPNAME, SHAPE_STR(&windows), SHAPE_STR(&in[1]));
+    if (cx_require_param(op, ps, CX_P_VALUE, st)) return st->code;
+    *out = in[0];
+    out->dtype = compute[1] = merge_number(in[1].dtype, &ps->p[CX_P_VALUE]);
+    compute[0] = in[0].dtype;
+    return CX_OK;
+}
+
 /* indexed_add and indexed_put: indices {..., k} with k positions along `axes` (the first k
  * axes when not given, increasing); updates of shape indices' leading dims ++ target's axes
  * not in `axes`. The result has target's shape and the merged type of target and updates. */

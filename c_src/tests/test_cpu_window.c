@@ -80,6 +80,66 @@ static void test_windows(void **state) {
     tu_drop(r);
 }
 
+static cx_tensor *scatter(cx_op_id op, cx_tensor *x, cx_tensor *src, int rank, const int64_t *w,
+                          const int64_t *str, const int64_t *pad, int n_pad, double value,
+                          bool is_int) {
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_WINDOW, w, rank);
+    if (str) cx_param_put_ints(&ps, CX_P_STRIDES, str, rank);
+    if (pad) cx_param_put_ints(&ps, CX_P_PADDING, pad, n_pad);
+    if (is_int)
+        cx_param_put_int(&ps, CX_P_VALUE, (int64_t)value);
+    else
+        cx_param_put_float(&ps, CX_P_VALUE, value);
+    return tu_run_ok(op, (cx_tensor *[]){x, src}, 2, &ps);
+}
+
+static void test_window_scatter(void **state) {
+    (void)state;
+    cx_tensor *x = tu_vec(CX_F32, 4, TU_VALUES(1, 7, 3, 3)),
+              *src = tu_vec(CX_F32, 2, TU_VALUES(10, 20));
+    cx_tensor *r =
+        scatter(CX_OP_WINDOW_SCATTER_MAX, x, src, 1, TU_SHAPE(2), TU_SHAPE(2), NULL, 0, 0, true);
+    tu_expect(r, CX_F32, 1, TU_SHAPE(4), TU_VALUES(0, 10, 0, 20), 0);
+    tu_drop(r);
+    cx_tensor *xi = tu_vec(CX_S64, 4, TU_VALUES(1, 7, 3, 3)),
+              *si = tu_vec(CX_S64, 2, TU_VALUES(10, 20));
+    /* min picks the last of equal elements; an integer source with 0.5 gives f32 */
+    r = scatter(CX_OP_WINDOW_SCATTER_MIN, xi, si, 1, TU_SHAPE(2), TU_SHAPE(2), NULL, 0, 0.5, false);
+    tu_expect(r, CX_F32, 1, TU_SHAPE(4), TU_VALUES(10.5, 0.5, 0.5, 20.5), 0);
+    cx_tensor *rs[] = {x, src, xi, si, r};
+    for (int k = 0; k < 5; k++) tu_drop(rs[k]);
+
+    /* overlapping windows add up at a shared maximum */
+    x = tu_vec(CX_S32, 3, TU_VALUES(1, 3, 2));
+    src = tu_vec(CX_S32, 2, TU_VALUES(5, 6));
+    r = scatter(CX_OP_WINDOW_SCATTER_MAX, x, src, 1, TU_SHAPE(2), NULL, NULL, 0, 0, true);
+    tu_expect(r, CX_S32, 1, TU_SHAPE(3), TU_VALUES(0, 11, 0), 0);
+    tu_drop(r);
+    /* padding holds the value: selected there, the source element is dropped */
+    cx_tensor *one = tu_vec(CX_S32, 1, TU_VALUES(5)), *s1 = tu_vec(CX_S32, 2, TU_VALUES(100, 200));
+    r = scatter(CX_OP_WINDOW_SCATTER_MAX, one, s1, 1, TU_SHAPE(2), NULL, TU_SHAPE(1, 1), 2, 9,
+                true);
+    tu_expect(r, CX_S32, 1, TU_SHAPE(1), TU_VALUES(9), 0);
+    cx_tensor *rs2[] = {x, src, one, s1, r};
+    for (int k = 0; k < 5; k++) tu_drop(rs2[k]);
+
+    /* a source of the wrong shape is refused */
+    x = tu_vec(CX_F32, 4, TU_VALUES(1, 2, 3, 4));
+    src = tu_vec(CX_F32, 3, TU_VALUES(1, 2, 3));
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_WINDOW, TU_SHAPE(2), 1);
+    cx_param_put_ints(&ps, CX_P_STRIDES, TU_SHAPE(2), 1);
+    cx_param_put_float(&ps, CX_P_VALUE, 0);
+    cx_code rc;
+    cx_status st = {0};
+    assert_null(tu_run(CX_OP_WINDOW_SCATTER_MAX, (cx_tensor *[]){x, src}, 2, &ps, &rc, &st));
+    assert_int_equal(rc, CX_EINVAL);
+    assert_non_null(strstr(st.message, "expected a source of shape {2}"));
+    tu_drop(x);
+    tu_drop(src);
+}
+
 static void test_window_errors(void **state) {
     (void)state;
     cx_tensor *x = tu_tensor(CX_F32, 2, TU_SHAPE(2, 3), TU_VALUES(1, 2, 3, 4, 5, 6));
@@ -118,6 +178,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_windows),
         cmocka_unit_test(test_window_errors),
+        cmocka_unit_test(test_window_scatter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

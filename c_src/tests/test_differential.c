@@ -858,7 +858,37 @@ static void gen_indexed(gen *g) {
 }
 
 /* window reductions: windows, strides, dilations and padding on every axis, ranks 1 to 3 */
+/* window_scatter_max/min: the source has one element per window (its shape given here) */
+static void gen_window_scatter(gen *g) {
+    struct {
+        shape s, w, str, src;
+        int64_t pad[6]; /* pad[0] == -9: not given */
+    } grid[] = {
+        {SH(7), SH(2), SH(2), SH(3), {-9}},
+        {SH(7), SH(3), SH(1), SH(7), {1, 1}},
+        {SH(3, 7), SH(2, 2), SH(1, 2), SH(3, 4), {0, 1, 1, 0}},
+        {SH(2, 4, 6), SH(1, 2, 2), SH(1, 2, 2), SH(2, 2, 3), {-9}},
+        {SH(4), SH(6), SH(1), SH(0), {-9}},
+    };
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
+        dcase *c = unary_case(g, grid[k].s, D_SMALL);
+        arg(c, tensor_of(g, g->t, grid[k].src, D_FINITE));
+        put_shape(&c->ps, CX_P_WINDOW, grid[k].w);
+        put_shape(&c->ps, CX_P_STRIDES, grid[k].str);
+        if (cx_dtype_is_float(g->t))
+            cx_param_put_float(&c->ps, CX_P_VALUE, 0.5);
+        else
+            cx_param_put_int(&c->ps, CX_P_VALUE, 1);
+        if (grid[k].pad[0] != -9)
+            cx_param_put_ints(&c->ps, CX_P_PADDING, grid[k].pad, 2 * grid[k].s.rank);
+    }
+}
+
 static void gen_window(gen *g) {
+    if (g->op == CX_OP_WINDOW_SCATTER_MAX || g->op == CX_OP_WINDOW_SCATTER_MIN) {
+        gen_window_scatter(g);
+        return;
+    }
     struct {
         shape s, w, str, dil;
         int64_t pad[6]; /* low, high per axis; pad[0] == -9: not given (:valid) */

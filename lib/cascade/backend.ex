@@ -13,8 +13,8 @@ if Code.ensure_loaded?(Nx) do
     Every real type of Nx is a Cascade type (u8/u16/u32/u64, s8/s16/s32/s64, f16/bf16/f32/f64),
     so `Nx.Random` (threefry on u32) runs natively, bit for bit as on `Nx.BinaryBackend`.
     `conv` of rank 3 and 4 runs on Cascade's conv2d in any layout. A callback or type Cascade
-    cannot run at all — complex, fft, linear algebra, `map`/`reduce` with Elixir functions,
-    window_scatter_max/min — runs on `Nx.BinaryBackend`: its inputs are copied to host
+    cannot run at all — complex, fft, linear algebra, `map`/`reduce` with Elixir functions —
+    runs on `Nx.BinaryBackend`: its inputs are copied to host
     binaries and the result copied back. Such a fallback obeys the `fallback:` policy
     (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
     `:unsupported` before anything moves) and is counted in `Cascade.stats/0` as
@@ -605,10 +605,24 @@ if Code.ensure_loaded?(Nx) do
       def unquote(op)(out, tensor, opts), do: fallback(unquote(op), out, [tensor, opts])
     end
 
+    # the source in the output type (Nx merges it with the initial value's type), the tensor
+    # compared in its own
     for op <- [:window_scatter_max, :window_scatter_min] do
       @impl true
-      def unquote(op)(out, tensor, source, init, shape, opts),
-        do: fallback(unquote(op), out, [tensor, source, init, shape, opts])
+      def unquote(op)(out, tensor, source, init, shape, opts) do
+        native_or(unquote(op), out, [tensor, source, init, shape, opts], fn t,
+                                                                            s,
+                                                                            init,
+                                                                            shape,
+                                                                            opts ->
+          value = init |> Cascade.to_list()
+
+          Cascade.unquote(op)(t, cast(s, out.type), value, shape,
+            strides: opts[:strides],
+            padding: opts[:padding]
+          )
+        end)
+      end
     end
 
     for op <- [:indexed_add, :indexed_put] do

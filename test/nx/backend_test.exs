@@ -312,6 +312,30 @@ defmodule Cascade.BackendTest do
       assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
     end
 
+    test "window_scatter_max and window_scatter_min run natively (valid padding as Nx.BinaryBackend)" do
+      Cascade.put_fallback_policy(:error)
+
+      run = fn backend ->
+        Nx.with_default_backend(backend, fn ->
+          x = Nx.tensor([[1.0, 7.0, 3.0, 3.0], [2.0, 2.0, 5.0, -1.0]])
+          src = Nx.tensor([[10.0, 20.0], [30.0, 40.0]])
+          i = Nx.tensor([[1, 3, 2], [3, 0, 3]], type: :s32)
+          si = Nx.tensor([[5, 6], [7, 8]], type: :s32)
+
+          [
+            Nx.window_scatter_max(x, src, 0.0, {1, 2}, strides: [1, 2]),
+            Nx.window_scatter_min(x, src, 0.5, {1, 2}, strides: [1, 2]),
+            Nx.window_scatter_max(i, si, 0, {1, 2}),
+            Nx.window_scatter_min(i, Nx.tensor([[1.5]]), 0, {2, 3}, strides: [1, 1])
+          ]
+          |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_binary(&1)})
+        end)
+      end
+
+      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == []
+    end
+
     test "Nx.Random runs natively and gives Nx.BinaryBackend's bits" do
       Cascade.put_fallback_policy(:error)
 

@@ -1037,6 +1037,84 @@ defmodule Cascade.Reference do
     {out_shape, out}
   end
 
+  @doc """
+  window_scatter_max/min: each window (in row-major order of `source`) selects the last position
+  whose value is >= (max) or <= (min) the one selected so far, from its first; padding holds
+  `value` rounded to `type`; the result starts as `value` and adds each source element at its
+  window's position (dropped in the padding), rounding to `out_type` at every addition.
+  """
+  def window_scatter(
+        op,
+        {shape, data},
+        type,
+        {_sshape, sdata},
+        value,
+        out_type,
+        window,
+        strides,
+        padding
+      ) do
+    rank = tuple_size(shape)
+    tup = List.to_tuple(data)
+    st = strides(shape)
+    pad_value = round_to(value, type)
+    better = if op == :window_scatter_max, do: &ge/2, else: &ge(&2, &1)
+
+    src_shape =
+      List.to_tuple(
+        for a <- 0..(rank - 1)//1 do
+          {lo, hi} = Enum.at(padding, a)
+          padded = elem(shape, a) + lo + hi
+          w = elem(window, a)
+          if padded >= w, do: div(padded - w, Enum.at(strides, a)) + 1, else: 0
+        end
+      )
+
+    picks =
+      for {o, v} <- Enum.zip(indices(src_shape), sdata) do
+        {pos, _} =
+          for {w, k} <- Enum.with_index(indices(window)), reduce: {nil, nil} do
+            {best, acc} ->
+              pos =
+                for a <- 0..(rank - 1)//1 do
+                  {lo, _} = Enum.at(padding, a)
+                  Enum.at(o, a) * Enum.at(strides, a) + Enum.at(w, a) - lo
+                end
+
+              inside =
+                Enum.with_index(pos) |> Enum.all?(fn {p, a} -> p >= 0 and p < elem(shape, a) end)
+
+              x = if inside, do: elem(tup, offset(pos, st)), else: pad_value
+
+              if k == 0 or better.(x, acc),
+                do: {if(inside, do: pos, else: nil), x},
+                else: {best, acc}
+          end
+
+        {pos, v}
+      end
+
+    start = round_to(value, out_type)
+
+    sums =
+      Enum.reduce(picks, %{}, fn
+        {nil, _}, m ->
+          m
+
+        {pos, v}, m ->
+          Map.update(
+            m,
+            offset(pos, st),
+            round_to(add(start, v), out_type),
+            &round_to(add(&1, v), out_type)
+          )
+      end)
+
+    {shape, for(i <- 0..(length(data) - 1)//1, do: Map.get(sums, i, start))}
+  end
+
+  defp ge(x, acc), do: not nan?(x) and not nan?(acc) and (gt(x, acc) or x == acc)
+
   defp window_fold(:window_sum, type), do: {&add/2, if(float?(type), do: 0.0, else: 0)}
 
   defp window_fold(:window_product, type),

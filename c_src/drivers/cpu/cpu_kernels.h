@@ -17,7 +17,7 @@ cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tenso
                  cx_status *st);
 cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                     cx_status *st);
-cx_code cpu_window(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+cx_code cpu_window(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                    cx_status *st);
 cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st);
 /* reduce.c: REDUCE and ARGREDUCE kinds */

@@ -83,9 +83,101 @@ static uint64_t identity_i(cx_op_id op, cx_dtype t) {
     }
 }
 
-cx_code cpu_window(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
-                   cx_status *st) {
+/* window_scatter_max/min, as Nx.BinaryBackend: each window (in order) selects the last position
+ * whose value is >= (max) or <= (min) the selected one so far, starting from its first; padding
+ * positions hold `value` and can be selected, but what is scattered there is dropped. The
+ * result starts as `value` everywhere; each source element is added at its selected position
+ * in window order, rounding to the result's type at every addition (Nx.add/2 step by step). */
+static cx_code window_scatter(cx_op_id op, const cx_tensor *t, const cx_tensor *src,
+                              const cx_params *ps, cx_tensor *out, cx_status *st) {
     (void)st;
+    const cx_desc *d = &t->desc;
+    int rank = d->rank;
+    cx_dtype tt = d->dtype, ot = out->desc.dtype;
+    const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
+    const int64_t *pad = ps->p[CX_P_PADDING].i;
+    const cx_param *v = &ps->p[CX_P_VALUE];
+    bool max = op == CX_OP_WINDOW_SCATTER_MAX, tf = cx_dtype_is_float(tt);
+    bool of = cx_dtype_is_float(ot), tsg = cx_dtype_is_signed(tt);
+    size_t oes = cx_dtype_size(ot);
+    /* the value in the tensor's type (for the padding) and in the output's */
+    double vf = v->is_int ? (double)v->i[0] : v->f;
+    bool vfits = vf > -0x1p63 && vf < 0x1p63;
+    uint64_t vi = v->is_int ? (uint64_t)v->i[0] : vfits ? (uint64_t)(int64_t)vf : 0;
+    double pf = vf; /* the padding: the value rounded to the tensor's type, as Nx.pad does */
+    if (tf) {
+        uint64_t cell = 0;
+        store_f(tt, &cell, 0, vf);
+        pf = load_f(tt, &cell, 0);
+    }
+    if (of) {
+        for (int64_t i = 0; i < out->numel; i++) store_f(ot, out->data, i, vf);
+    } else {
+        for (int64_t i = 0; i < out->numel; i++)
+            memcpy((char *)out->data + (size_t)i * oes, &vi, oes);
+    }
+    int64_t istr[CX_MAX_RANK], wn = 1, s = 1;
+    for (int a = rank - 1; a >= 0; a--) {
+        istr[a] = s;
+        s *= d->shape[a];
+        wn *= win[a];
+    }
+    int64_t o_idx[CX_MAX_RANK] = {0};
+    for (int64_t o = 0; o < src->numel; o++) {
+        int64_t w_idx[CX_MAX_RANK] = {0}, best_at = -1;
+        double bf = 0;
+        uint64_t bi = 0;
+        for (int64_t k = 0; k < wn; k++) {
+            int64_t at = 0;
+            bool inside = true;
+            for (int a = 0; a < rank; a++) {
+                int64_t p = o_idx[a] * str[a] + w_idx[a] - pad[2 * a];
+                inside = inside && p >= 0 && p < d->shape[a];
+                at += p * istr[a];
+            }
+            bool take;
+            if (tf) {
+                double x = inside ? load_f(tt, t->data, at) : pf;
+                take = k == 0 || (max ? x >= bf : x <= bf);
+                if (take) bf = x;
+            } else {
+                uint64_t x = inside ? load_i(tt, t->data, at) : vi;
+                take =
+                    k == 0 || (tsg ? (max ? (int64_t)x >= (int64_t)bi : (int64_t)x <= (int64_t)bi)
+                                   : (max ? x >= bi : x <= bi));
+                if (take) bi = x;
+            }
+            if (take) best_at = inside ? at : -1;
+            for (int a = rank - 1; a >= 0; a--) {
+                if (++w_idx[a] < win[a]) break;
+                w_idx[a] = 0;
+            }
+        }
+        if (best_at >= 0) {
+            if (of)
+                store_f(ot, out->data, best_at,
+                        load_f(ot, out->data, best_at) + load_f(ot, src->data, o));
+            else {
+                uint64_t acc = 0, add = 0;
+                memcpy(&acc, (char *)out->data + (size_t)best_at * oes, oes);
+                memcpy(&add, (const char *)src->data + (size_t)o * oes, oes);
+                acc += add;
+                memcpy((char *)out->data + (size_t)best_at * oes, &acc, oes);
+            }
+        }
+        for (int a = rank - 1; a >= 0; a--) {
+            if (++o_idx[a] < src->desc.shape[a]) break;
+            o_idx[a] = 0;
+        }
+    }
+    return CX_OK;
+}
+
+cx_code cpu_window(cx_op_id op, const cx_tensor *const *ins, const cx_params *ps, cx_tensor *out,
+                   cx_status *st) {
+    if (op == CX_OP_WINDOW_SCATTER_MAX || op == CX_OP_WINDOW_SCATTER_MIN)
+        return window_scatter(op, ins[0], ins[1], ps, out, st);
+    const cx_tensor *in = ins[0];
     const cx_desc *d = &in->desc;
     int rank = d->rank;
     cx_dtype t = d->dtype;
