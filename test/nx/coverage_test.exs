@@ -1,0 +1,154 @@
+defmodule Cascade.NxCoverageTest do
+  # Nx's functions over every real Nx type on Cascade.Backend: how many backend callbacks ran
+  # natively and how many fell back to Nx.BinaryBackend, per callback. The callbacks Cascade runs
+  # natively must never fall back (as_type from floats into integers, which Cascade.Backend leaves
+  # to Nx.BinaryBackend on purpose, and the callbacks still there -- complex numbers, fft, LinAlg,
+  # map/reduce with functions -- are not driven here). Needs Nx (tagged :nx).
+  use ExUnit.Case, async: false
+
+  @moduletag :nx
+
+  @types [
+    {:u, 8},
+    {:u, 16},
+    {:u, 32},
+    {:u, 64},
+    {:s, 8},
+    {:s, 16},
+    {:s, 32},
+    {:s, 64},
+    {:f, 16},
+    {:bf, 16},
+    {:f, 32},
+    {:f, 64}
+  ]
+
+  setup do
+    Cascade.reset_stats()
+    Nx.default_backend(Cascade.Backend)
+    Cascade.put_fallback_policy(:allow)
+    on_exit(fn -> Cascade.put_fallback_policy(:warn) end)
+    :ok
+  end
+
+  defp calls(type) do
+    float = elem(type, 0) in [:f, :bf]
+    x = Nx.iota({2, 3, 4}, type: type)
+    y = Nx.add(Nx.remainder(x, 5), 1)
+    m = Nx.iota({3, 3}, type: type)
+    idx = Nx.tensor([[0, 1, 2], [1, 0, 3]])
+
+    common = [
+      fn -> Nx.add(x, y) end,
+      fn -> Nx.subtract(x, y) end,
+      fn -> Nx.multiply(x, y) end,
+      fn -> Nx.divide(x, y) end,
+      fn -> Nx.pow(y, 2) end,
+      fn -> Nx.max(x, y) end,
+      fn -> Nx.min(x, y) end,
+      fn -> Nx.remainder(x, y) end,
+      fn -> Nx.atan2(x, y) end,
+      fn -> Nx.equal(x, y) end,
+      fn -> Nx.less(x, y) end,
+      fn -> Nx.greater_equal(x, y) end,
+      fn -> Nx.logical_and(x, y) end,
+      fn -> Nx.logical_not(x) end,
+      fn -> Nx.select(Nx.greater(x, 3), x, y) end,
+      fn -> Nx.clip(x, 1, 5) end,
+      fn -> Nx.negate(x) end,
+      fn -> Nx.abs(x) end,
+      fn -> Nx.sign(x) end,
+      fn -> Nx.exp(x) end,
+      fn -> Nx.log(y) end,
+      fn -> Nx.sqrt(y) end,
+      fn -> Nx.tanh(x) end,
+      fn -> Nx.sigmoid(x) end,
+      fn -> Nx.erf_inv(Nx.divide(x, 30)) end,
+      fn -> Nx.cbrt(x) end,
+      fn -> Nx.is_nan(x) end,
+      fn -> Nx.is_infinity(x) end,
+      fn -> Nx.sum(x, axes: [1]) end,
+      fn -> Nx.product(y, axes: [2]) end,
+      fn -> Nx.reduce_max(x) end,
+      fn -> Nx.reduce_min(x, axes: [0]) end,
+      fn -> Nx.all(x) end,
+      fn -> Nx.argmax(x, axis: 1) end,
+      fn -> Nx.argmin(x) end,
+      fn -> Nx.reshape(x, {6, 4}) end,
+      fn -> Nx.transpose(x) end,
+      fn -> Nx.slice(x, [0, 1, 1], [2, 2, 2]) end,
+      fn -> Nx.put_slice(x, [0, 0, 0], Nx.slice(x, [1, 1, 1], [1, 2, 2])) end,
+      fn -> Nx.pad(x, 0, [{1, 0, 0}, {0, 1, 1}, {0, 0, 0}]) end,
+      fn -> Nx.reverse(x, axes: [2]) end,
+      fn -> Nx.concatenate([x, y], axis: 1) end,
+      fn -> Nx.take(x, Nx.tensor([1, 0]), axis: 0) end,
+      fn -> Nx.gather(x, Nx.tensor([[0, 1, 2], [1, 2, 3]])) end,
+      fn -> Nx.take_along_axis(x, Nx.argsort(x, axis: 2), axis: 2) end,
+      fn -> Nx.sort(x, axis: 1, direction: :desc) end,
+      fn -> Nx.argsort(x, axis: 2) end,
+      fn -> Nx.indexed_add(x, idx, Nx.tensor([1, 2], type: type)) end,
+      fn -> Nx.indexed_put(x, idx, Nx.tensor([1, 2], type: type)) end,
+      fn -> Nx.dot(m, m) end,
+      fn -> Nx.window_sum(x, {1, 2, 2}) end,
+      fn -> Nx.window_max(x, {1, 2, 2}, padding: :same) end,
+      fn -> Nx.window_min(x, {2, 1, 2}, strides: [1, 1, 2]) end,
+      fn -> Nx.window_product(y, {1, 1, 2}) end,
+      fn ->
+        Nx.window_scatter_max(x, Nx.iota({2, 2, 2}, type: type), 0, {1, 2, 2}, strides: [1, 1, 2])
+      end,
+      fn -> Nx.conv(Nx.reshape(x, {2, 3, 2, 2}), Nx.iota({1, 3, 1, 1}, type: type)) end,
+      fn -> Nx.iota({3}, type: type) end,
+      fn -> Nx.eye(3, type: type) end,
+      fn -> Nx.broadcast(Nx.tensor(1, type: type), {2, 2}) end,
+      fn -> Nx.as_type(x, :f32) end
+    ]
+
+    integer =
+      if float,
+        do: [],
+        else: [
+          fn -> Nx.bitwise_and(x, y) end,
+          fn -> Nx.bitwise_xor(x, y) end,
+          fn -> Nx.bitwise_not(x) end,
+          fn -> Nx.left_shift(x, Nx.remainder(y, 3)) end,
+          fn -> Nx.right_shift(x, Nx.remainder(y, 3)) end,
+          fn -> Nx.population_count(x) end,
+          fn -> Nx.count_leading_zeros(x) end,
+          fn -> Nx.quotient(x, y) end
+        ]
+
+    common ++ integer
+  end
+
+  defp random do
+    key = Nx.Random.key(7)
+    {u, key} = Nx.Random.uniform(key, shape: {4})
+    {n, key} = Nx.Random.normal(key, shape: {4})
+    {i, _} = Nx.Random.randint(key, 0, 10, shape: {4})
+    [u, n, i, Nx.Random.split(key)]
+  end
+
+  test "every Nx function Cascade runs natively stays native over every real type" do
+    for type <- @types, call <- calls(type), do: Nx.to_binary(call.())
+    random()
+
+    by_route =
+      Cascade.stats()
+      |> Enum.group_by(fn {{_, callback, route}, _} -> {callback, route} end, fn {_, s} ->
+        s.calls
+      end)
+      |> Map.new(fn {k, calls} -> {k, Enum.sum(calls)} end)
+
+    fallbacks = for {{callback, :binary_fallback}, n} <- by_route, do: {callback, n}
+
+    native =
+      for {{_, route}, n} <- by_route, route != :binary_fallback, reduce: 0, do: (acc -> acc + n)
+
+    IO.puts(
+      "\n[nx coverage] #{length(@types)} types: #{native} Cascade calls, " <>
+        "#{Enum.sum(Enum.map(fallbacks, &elem(&1, 1)))} fallbacks #{inspect(Enum.sort(fallbacks))}"
+    )
+
+    assert fallbacks == []
+  end
+end
