@@ -708,6 +708,8 @@ CX_INFER(cx_infer_window) {
         if (eff[a] > CX_MAX_NUMEL)
             return cx_fail(st, CX_EINVAL, "%s: the dilated window is too large", OPNAME);
     }
+    /* the kernels walk every position of a window: their count must fit, as a tensor's does */
+    if (cx_check_shape(op, w->i, w->n, st)) return st->code;
     const cx_param *p = cx_param_get(ps, CX_P_PADDING);
     if (p && p->n == 2 * rank && rank > 0) {
         for (int k = 0; k < 2 * rank; k++) {
@@ -761,6 +763,13 @@ CX_INFER(cx_infer_window_scatter) {
                        "%s: expected a source of shape %s (one element per window), got: %s",
                        OPNAME, SHAPE_STR(&windows), SHAPE_STR(&in[1]));
     if (cx_require_param(op, ps, CX_P_VALUE, st)) return st->code;
+    /* every position of every window is compared (padding holds the value and can win) */
+    int64_t wn = 1;
+    for (int a = 0; a < ps->p[CX_P_WINDOW].n; a++) wn *= ps->p[CX_P_WINDOW].i[a];
+    if (wn > (INT64_C(1) << 24))
+        return cx_fail(st, CX_EINVAL,
+                       "%s: a window of %lld positions is more than the 2^24 it takes", OPNAME,
+                       (long long)wn);
     *out = in[0];
     out->dtype = compute[1] = merge_number(in[1].dtype, &ps->p[CX_P_VALUE]);
     compute[0] = in[0].dtype;

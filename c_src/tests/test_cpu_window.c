@@ -72,6 +72,13 @@ static void test_windows(void **state) {
     tu_expect(r, CX_F16, 1, TU_SHAPE(1), TU_VALUES(2050), 0);
     tu_drop(x);
     tu_drop(r);
+    /* a window and padding far larger than the tensor: only the positions inside are walked */
+    x = tu_vec(CX_F32, 2, TU_VALUES(1, 2));
+    r = window(CX_OP_WINDOW_SUM, x, 1, (const int64_t[]){INT64_C(1) << 47}, NULL, NULL,
+               (const int64_t[]){INT64_C(1) << 47, 0}, 2);
+    tu_expect(r, CX_F32, 1, TU_SHAPE(3), TU_VALUES(0, 1, 3), 0);
+    tu_drop(x);
+    tu_drop(r);
     /* NaN wins max and min */
     x = tu_vec(CX_F64, 3, TU_VALUES(1, NAN, 3));
     r = window(CX_OP_WINDOW_MIN, x, 1, TU_SHAPE(2), NULL, NULL, NULL, 0);

@@ -184,11 +184,10 @@ cx_code cpu_window(cx_op_id op, const cx_tensor *const *ins, const cx_params *ps
     if (out->numel == 0) return CX_OK;
     const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
     const int64_t *dil = ps->p[CX_P_WINDOW_DILATIONS].i, *pad = ps->p[CX_P_PADDING].i;
-    int64_t istr[CX_MAX_RANK], wn = 1, s = 1;
+    int64_t istr[CX_MAX_RANK], s = 1;
     for (int a = rank - 1; a >= 0; a--) {
         istr[a] = s;
         s *= d->shape[a];
-        wn *= win[a];
     }
     bool fl = cx_dtype_is_float(t), sg = cx_dtype_is_signed(t);
     size_t es = cx_dtype_size(t);
@@ -196,25 +195,34 @@ cx_code cpu_window(cx_op_id op, const cx_tensor *const *ins, const cx_params *ps
     for (int64_t o = 0; o < out->numel; o++) {
         double af = identity_f(op);
         uint64_t ai = identity_i(op, t);
-        int64_t w_idx[CX_MAX_RANK] = {0};
-        for (int64_t k = 0; k < wn; k++) {
+        /* the window positions j with o * stride + j * dilation - low inside the axis, lo[a] to
+         * hi[a] (exclusive): positions in the padding contribute the identity, so only these
+         * are walked, however large the window or the padding */
+        int64_t lo[CX_MAX_RANK], hi[CX_MAX_RANK], w_idx[CX_MAX_RANK];
+        bool empty = false;
+        for (int a = 0; a < rank; a++) {
+            int64_t base = o_idx[a] * str[a] - pad[2 * a];
+            int64_t first = base >= 0 ? 0 : (-base + dil[a] - 1) / dil[a];
+            int64_t last = d->shape[a] - 1 - base < 0 ? -1 : (d->shape[a] - 1 - base) / dil[a];
+            lo[a] = first;
+            hi[a] = (last + 1 < win[a] ? last + 1 : win[a]);
+            if (lo[a] >= hi[a]) empty = true;
+            w_idx[a] = lo[a];
+        }
+        while (!empty) {
             int64_t at = 0;
-            bool inside = true;
-            for (int a = 0; a < rank && inside; a++) {
-                int64_t p = o_idx[a] * str[a] + w_idx[a] * dil[a] - pad[2 * a];
-                inside = p >= 0 && p < d->shape[a];
-                at += p * istr[a];
+            for (int a = 0; a < rank; a++)
+                at += (o_idx[a] * str[a] + w_idx[a] * dil[a] - pad[2 * a]) * istr[a];
+            if (fl)
+                af = fold_f(op, af, load_f(t, in->data, at));
+            else
+                ai = fold_i(op, sg, ai, load_i(t, in->data, at));
+            int a = rank - 1;
+            for (; a >= 0; a--) {
+                if (++w_idx[a] < hi[a]) break;
+                w_idx[a] = lo[a];
             }
-            if (inside) {
-                if (fl)
-                    af = fold_f(op, af, load_f(t, in->data, at));
-                else
-                    ai = fold_i(op, sg, ai, load_i(t, in->data, at));
-            }
-            for (int a = rank - 1; a >= 0; a--) {
-                if (++w_idx[a] < win[a]) break;
-                w_idx[a] = 0;
-            }
+            if (a < 0) break;
         }
         if (fl)
             store_f(t, out->data, o, af);
