@@ -619,6 +619,31 @@ CX_INFER(cx_infer_take) {
     return CX_OK;
 }
 
+/* gather's and the indexed updates' `axes`: k of them (the first k when not given),
+ * normalised, in increasing order; `used` marks them. NULL (with st set) when they are not. */
+static cx_param *index_axes(cx_op_id op, cx_params *ps, int64_t k, int rank, bool used[CX_MAX_RANK],
+                            cx_status *st) {
+    cx_param *axes =
+        cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : cx_put_all_axes(ps, CX_P_AXES, (int)k);
+    if (axes->n != k) {
+        cx_fail(st, CX_EINVAL, "%s: expected %lld axes (the last indices dimension), got: %s",
+                OPNAME, (long long)k, cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+        return NULL;
+    }
+    for (int j = 0; j < axes->n; j++) {
+        int64_t a = 0;
+        if (cx_normalize_axis(op, axes->i[j], rank, &a, st)) return NULL;
+        if (j > 0 && a <= axes->i[j - 1]) {
+            cx_fail(st, CX_EINVAL, "%s: expected axes in increasing order, got: %s", OPNAME,
+                    cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
+            return NULL;
+        }
+        axes->i[j] = a;
+    }
+    for (int j = 0; j < axes->n; j++) used[axes->i[j]] = true;
+    return axes;
+}
+
 CX_INFER(cx_infer_gather) {
     if (cx_check_arity(op, n_in, 2, st)) return st->code;
     if (cx_require_integer(op, &in[1], "indices", st)) return st->code;
@@ -632,22 +657,9 @@ CX_INFER(cx_infer_gather) {
             st, CX_EINVAL,
             "%s: expected the last indices dimension (%lld) to be at most the tensor rank (%d)",
             OPNAME, (long long)k, rank);
-    cx_param *axes =
-        cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : cx_put_all_axes(ps, CX_P_AXES, (int)k);
-    if (axes->n != k)
-        return cx_fail(st, CX_EINVAL,
-                       "%s: expected %lld axes (the last indices dimension), got: %s", OPNAME,
-                       (long long)k, cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
-    for (int j = 0; j < axes->n; j++) {
-        int64_t a = 0;
-        if (cx_normalize_axis(op, axes->i[j], rank, &a, st)) return st->code;
-        if (j > 0 && a <= axes->i[j - 1])
-            return cx_fail(st, CX_EINVAL, "%s: expected axes in increasing order, got: %s", OPNAME,
-                           cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
-        axes->i[j] = a;
-    }
     bool used[CX_MAX_RANK] = {false};
-    for (int j = 0; j < axes->n; j++) used[axes->i[j]] = true;
+    cx_param *axes = index_axes(op, ps, k, rank, used, st);
+    if (!axes) return st->code;
     out->rank = 0;
     for (int j = 0; j < irank - 1; j++) out->shape[out->rank++] = in[1].shape[j];
     for (int a = 0; a < rank; a++)
@@ -793,22 +805,9 @@ CX_INFER(cx_infer_indexed) {
             st, CX_EINVAL,
             "%s: expected the last indices dimension (%lld) to be at most the target rank (%d)",
             OPNAME, (long long)k, rank);
-    cx_param *axes =
-        cx_param_get(ps, CX_P_AXES) ? &ps->p[CX_P_AXES] : cx_put_all_axes(ps, CX_P_AXES, (int)k);
-    if (axes->n != k)
-        return cx_fail(st, CX_EINVAL,
-                       "%s: expected %lld axes (the last indices dimension), got: %s", OPNAME,
-                       (long long)k, cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
-    for (int j = 0; j < axes->n; j++) {
-        int64_t a = 0;
-        if (cx_normalize_axis(op, axes->i[j], rank, &a, st)) return st->code;
-        if (j > 0 && a <= axes->i[j - 1])
-            return cx_fail(st, CX_EINVAL, "%s: expected axes in increasing order, got: %s", OPNAME,
-                           cx_fmt_ints(axes->i, axes->n, (char[200]){0}, 200));
-        axes->i[j] = a;
-    }
     bool used[CX_MAX_RANK] = {false};
-    for (int j = 0; j < axes->n; j++) used[axes->i[j]] = true;
+    cx_param *axes = index_axes(op, ps, k, rank, used, st);
+    if (!axes) return st->code;
     cx_desc want = {.dtype = up->dtype, .rank = 0};
     for (int j = 0; j < irank - 1; j++) want.shape[want.rank++] = ix->shape[j];
     for (int a = 0; a < rank; a++)

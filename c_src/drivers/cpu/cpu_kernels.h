@@ -7,6 +7,40 @@
 #include "../../core/half.h"
 #include "../../core/tensor.h"
 
+/* One element i of a buffer of type t, for the kernels that fold element by element (sort,
+ * scatter, window): a float as the double that holds it exactly, an integer widened to 64 bits
+ * (sign-extended for signed types, zero-extended for unsigned ones); and a double stored into a
+ * float type, rounded once. */
+static inline double cpu_load_f64(cx_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case CX_F16: return cx_f16_to_f32(((const uint16_t *)p)[i]);
+    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CX_F32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+static inline void cpu_store_f64(cx_dtype t, void *p, int64_t i, double v) {
+    switch (t) {
+    case CX_F16: ((uint16_t *)p)[i] = cx_f16_from_f64(v); break;
+    case CX_BF16: ((uint16_t *)p)[i] = cx_bf16_from_f64(v); break;
+    case CX_F32: ((float *)p)[i] = (float)v; break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
+static inline uint64_t cpu_load_bits64(cx_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case CX_S8: return (uint64_t)(int64_t)((const int8_t *)p)[i];
+    case CX_S16: return (uint64_t)(int64_t)((const int16_t *)p)[i];
+    case CX_S32: return (uint64_t)(int64_t)((const int32_t *)p)[i];
+    case CX_U8: return ((const uint8_t *)p)[i];
+    case CX_U16: return ((const uint16_t *)p)[i];
+    case CX_U32: return ((const uint32_t *)p)[i];
+    default: return ((const uint64_t *)p)[i];
+    }
+}
+
 /* elementwise.c: UNARY, UNARY_FLOAT, BINARY, BINARY_FLOAT, COMPARE, LOGICAL and SELECT kinds */
 cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out,
                         cx_status *st);

@@ -9,26 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/half_array.h"
 #include "cpu_kernels.h"
-
-static double load_f(cx_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case CX_F16: return cx_f16_to_f32(((const uint16_t *)p)[i]);
-    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)p)[i]);
-    case CX_F32: return ((const float *)p)[i];
-    default: return ((const double *)p)[i];
-    }
-}
-
-static void store_f(cx_dtype t, void *p, int64_t i, double v) {
-    switch (t) {
-    case CX_F16: ((uint16_t *)p)[i] = cx_f16_from_f64(v); break;
-    case CX_BF16: ((uint16_t *)p)[i] = cx_bf16_from_f64(v); break;
-    case CX_F32: ((float *)p)[i] = (float)v; break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
 
 /* The low `es` bytes of an integer element (little-endian), and back. */
 static uint64_t load_bits(const void *p, int64_t i, size_t es) {
@@ -96,7 +77,7 @@ cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps
                 memcpy((char *)out->data + (size_t)at * es,
                        (const char *)up->data + (size_t)from * es, es);
             else if (floats) {
-                sum[at] += load_f(ty, up->data, from);
+                sum[at] += cpu_load_f64(ty, up->data, from);
                 touched[at] = 1;
             } else {
                 store_bits(out->data, at, es,
@@ -113,7 +94,7 @@ cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps
     }
     if (sum) {
         for (int64_t i = 0; i < out->numel; i++)
-            if (touched[i]) store_f(ty, out->data, i, load_f(ty, t->data, i) + sum[i]);
+            if (touched[i]) cpu_store_f64(ty, out->data, i, cpu_load_f64(ty, t->data, i) + sum[i]);
         free(sum);
         free(touched);
     }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/half_array.h"
 #include "cpu_kernels.h"
 
 #define RUN 16
@@ -54,30 +53,6 @@ SORTER(sort_i_desc, int64_t, DESC_I)
 SORTER(sort_u_asc, uint64_t, ASC_I)
 SORTER(sort_u_desc, uint64_t, DESC_I)
 
-/* Element j of a line starting at `base` with stride `step`, as a double, int64 or uint64. */
-static double load_f(const cx_tensor *t, int64_t at) {
-    const void *p = t->data;
-    switch (t->desc.dtype) {
-    case CX_F16: return cx_f16_to_f32(((const uint16_t *)p)[at]);
-    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)p)[at]);
-    case CX_F32: return ((const float *)p)[at];
-    default: return ((const double *)p)[at];
-    }
-}
-
-static int64_t load_i(const cx_tensor *t, int64_t at) {
-    const void *p = t->data;
-    switch (t->desc.dtype) {
-    case CX_U8: return ((const uint8_t *)p)[at];
-    case CX_U16: return ((const uint16_t *)p)[at];
-    case CX_U32: return ((const uint32_t *)p)[at];
-    case CX_S8: return ((const int8_t *)p)[at];
-    case CX_S16: return ((const int16_t *)p)[at];
-    case CX_S32: return ((const int32_t *)p)[at];
-    default: return ((const int64_t *)p)[at];
-    }
-}
-
 cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
                  cx_status *st) {
     const cx_desc *d = &in->desc;
@@ -106,9 +81,9 @@ cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tenso
                 int64_t at = base + j * inner;
                 idx[j] = j;
                 if (kind == 0)
-                    ((double *)keys)[j] = load_f(in, at);
+                    ((double *)keys)[j] = cpu_load_f64(t, in->data, at);
                 else if (kind == 1)
-                    ((int64_t *)keys)[j] = load_i(in, at);
+                    ((int64_t *)keys)[j] = (int64_t)cpu_load_bits64(t, in->data, at);
                 else
                     ((uint64_t *)keys)[j] = ((const uint64_t *)in->data)[at];
             }

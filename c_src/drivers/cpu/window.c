@@ -7,40 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../core/half_array.h"
 #include "cpu_kernels.h"
-
-static double load_f(cx_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case CX_F16: return cx_f16_to_f32(((const uint16_t *)p)[i]);
-    case CX_BF16: return cx_bf16_to_f32(((const uint16_t *)p)[i]);
-    case CX_F32: return ((const float *)p)[i];
-    default: return ((const double *)p)[i];
-    }
-}
-
-static void store_f(cx_dtype t, void *p, int64_t i, double v) {
-    switch (t) {
-    case CX_F16: ((uint16_t *)p)[i] = cx_f16_from_f64(v); break;
-    case CX_BF16: ((uint16_t *)p)[i] = cx_bf16_from_f64(v); break;
-    case CX_F32: ((float *)p)[i] = (float)v; break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
-
-/* An integer element widened to 64 bits: sign-extended for signed types, zero-extended for
- * unsigned ones. */
-static uint64_t load_i(cx_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case CX_S8: return (uint64_t)(int64_t)((const int8_t *)p)[i];
-    case CX_S16: return (uint64_t)(int64_t)((const int16_t *)p)[i];
-    case CX_S32: return (uint64_t)(int64_t)((const int32_t *)p)[i];
-    case CX_U8: return ((const uint8_t *)p)[i];
-    case CX_U16: return ((const uint16_t *)p)[i];
-    case CX_U32: return ((const uint32_t *)p)[i];
-    default: return ((const uint64_t *)p)[i];
-    }
-}
 
 static double fold_f(cx_op_id op, double acc, double x) {
     switch (op) {
@@ -107,11 +74,11 @@ static cx_code window_scatter(cx_op_id op, const cx_tensor *t, const cx_tensor *
     double pf = vf; /* the padding: the value rounded to the tensor's type, as Nx.pad does */
     if (tf) {
         uint64_t cell = 0;
-        store_f(tt, &cell, 0, vf);
-        pf = load_f(tt, &cell, 0);
+        cpu_store_f64(tt, &cell, 0, vf);
+        pf = cpu_load_f64(tt, &cell, 0);
     }
     if (of) {
-        for (int64_t i = 0; i < out->numel; i++) store_f(ot, out->data, i, vf);
+        for (int64_t i = 0; i < out->numel; i++) cpu_store_f64(ot, out->data, i, vf);
     } else {
         for (int64_t i = 0; i < out->numel; i++)
             memcpy((char *)out->data + (size_t)i * oes, &vi, oes);
@@ -137,11 +104,11 @@ static cx_code window_scatter(cx_op_id op, const cx_tensor *t, const cx_tensor *
             }
             bool take;
             if (tf) {
-                double x = inside ? load_f(tt, t->data, at) : pf;
+                double x = inside ? cpu_load_f64(tt, t->data, at) : pf;
                 take = k == 0 || (max ? x >= bf : x <= bf);
                 if (take) bf = x;
             } else {
-                uint64_t x = inside ? load_i(tt, t->data, at) : vi;
+                uint64_t x = inside ? cpu_load_bits64(tt, t->data, at) : vi;
                 take =
                     k == 0 || (tsg ? (max ? (int64_t)x >= (int64_t)bi : (int64_t)x <= (int64_t)bi)
                                    : (max ? x >= bi : x <= bi));
@@ -155,8 +122,9 @@ static cx_code window_scatter(cx_op_id op, const cx_tensor *t, const cx_tensor *
         }
         if (best_at >= 0) {
             if (of)
-                store_f(ot, out->data, best_at,
-                        load_f(ot, out->data, best_at) + load_f(ot, src->data, o));
+                cpu_store_f64(ot, out->data, best_at,
+                              cpu_load_f64(ot, out->data, best_at) +
+                                  cpu_load_f64(ot, src->data, o));
             else {
                 uint64_t acc = 0, add = 0;
                 memcpy(&acc, (char *)out->data + (size_t)best_at * oes, oes);
@@ -214,9 +182,9 @@ cx_code cpu_window(cx_op_id op, const cx_tensor *const *ins, const cx_params *ps
             for (int a = 0; a < rank; a++)
                 at += (o_idx[a] * str[a] + w_idx[a] * dil[a] - pad[2 * a]) * istr[a];
             if (fl)
-                af = fold_f(op, af, load_f(t, in->data, at));
+                af = fold_f(op, af, cpu_load_f64(t, in->data, at));
             else
-                ai = fold_i(op, sg, ai, load_i(t, in->data, at));
+                ai = fold_i(op, sg, ai, cpu_load_bits64(t, in->data, at));
             int a = rank - 1;
             for (; a >= 0; a--) {
                 if (++w_idx[a] < hi[a]) break;
@@ -225,7 +193,7 @@ cx_code cpu_window(cx_op_id op, const cx_tensor *const *ins, const cx_params *ps
             if (a < 0) break;
         }
         if (fl)
-            store_f(t, out->data, o, af);
+            cpu_store_f64(t, out->data, o, af);
         else
             memcpy((char *)out->data + (size_t)o * es, &ai, es); /* the low bytes: wraps */
         for (int a = rank - 1; a >= 0; a--) {
