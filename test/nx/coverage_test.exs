@@ -8,20 +8,8 @@ defmodule Cascade.NxCoverageTest do
 
   @moduletag :nx
 
-  @types [
-    {:u, 8},
-    {:u, 16},
-    {:u, 32},
-    {:u, 64},
-    {:s, 8},
-    {:s, 16},
-    {:s, 32},
-    {:s, 64},
-    {:f, 16},
-    {:bf, 16},
-    {:f, 32},
-    {:f, 64}
-  ]
+  # every real Nx type: Cascade has them all
+  @types Enum.map(Cascade.Type.names(), &Cascade.Type.to_tuple/1)
 
   setup do
     Cascade.reset_stats()
