@@ -135,6 +135,57 @@ defmodule Cascade do
         do: {name, Op.convert!("Cascade.dot/6", name, :ints, value)}
   end
 
+  @doc """
+  The LU factorisation of each square matrix of `tensor` ({..., n, n}) with partial pivoting,
+  as `{p, l, u}` with `tensor = p · l · u`, like `Nx.LinAlg.lu/2`: `p` is a permutation matrix
+  of ones and zeros (in `p_type:`, default `:s64`), `l` is lower triangular with ones on its diagonal,
+  `u` upper triangular, both in the tensor's floating type (integers give f32). It runs
+  `lu_factor/1` and unpacks its result on the tensor's device.
+
+  ## Options
+
+    * `p_type:` the type of `p`, default `:s64`
+
+  ## Examples
+
+      iex> {p, l, u} = Cascade.lu(Cascade.tensor([[1.0, 2.0], [3.0, 4.0]]))
+      iex> Cascade.to_list(p)
+      [[0, 1], [1, 0]]
+      iex> Cascade.to_list(l)
+      [[1.0, 0.0], [0.3333333432674408, 1.0]]
+      iex> Cascade.to_list(u)
+      [[3.0, 4.0], [0.0, 0.6666666865348816]]
+
+      iex> Cascade.lu(Cascade.tensor([1.0, 2.0]))
+      ** (ArgumentError) lu_factor: expected the tensor to be a square matrix or a batch of square matrices, got shape: {2}
+  """
+  @spec lu(Tensor.t(), keyword) :: {Tensor.t(), Tensor.t(), Tensor.t()}
+  def lu(tensor, opts \\ [])
+
+  def lu(%Tensor{shape: shape, type: type, device: device} = tensor, opts) do
+    p_type = opts |> Keyword.validate!(p_type: :s64) |> Keyword.fetch!(:p_type)
+    packed = lu_factor(tensor)
+    rank = tuple_size(shape)
+    n = elem(shape, rank - 1)
+    start = List.duplicate(0, rank)
+    lengths = Tuple.to_list(shape)
+    factors = slice(packed, start, lengths)
+
+    perm =
+      slice(packed, List.replace_at(start, rank - 2, n), List.replace_at(lengths, rank - 2, 1))
+
+    row = iota(shape, axis: rank - 2, type: packed.type, device: device)
+    col = iota(shape, axis: rank - 1, type: packed.type, device: device)
+    float = if Type.float?(type), do: type, else: :f32
+    l = select(greater(row, col), factors, equal(row, col)) |> as_type(float)
+    u = select(less_equal(row, col), factors, 0) |> as_type(float)
+    # p[r][c] is 1 where row c of l · u is row r of the tensor
+    p = equal(perm, row) |> as_type(p_type)
+    {p, l, u}
+  end
+
+  def lu(other, _opts), do: not_a_tensor!("lu/2", other)
+
   defp to_tensor(%Tensor{} = t, _other), do: t
 
   defp to_tensor(n, %Tensor{type: type, device: device}) when is_number(n),

@@ -498,7 +498,9 @@ defmodule CascadeCapabilityHonestyTest do
                    :layer_norm,
                    :batch_norm,
                    :dense,
-                   :one_hot
+                   :one_hot,
+                   :triangular_solve,
+                   :lu_factor
                  ] ++ @composites_unary ++ @composites_reduce ++ @losses ++ @conv ++ @pool
 
   defp has_generator?(op) do
@@ -884,6 +886,44 @@ defmodule CascadeCapabilityHonestyTest do
         :gather,
         [r(s, type), gather_indices(s, n, axes)],
         if(given, do: [axes: axes], else: [])
+      )
+    end
+  end
+
+  # lu_factor of any finite matrix (ties and zero columns among the small values); triangular
+  # solves on both sides, with matrices and vectors, every option, of matrices whose diagonal
+  # (25) dominates the other values: well conditioned, so that another summation order stays
+  # close
+  defp special(:lu_factor, type) do
+    for {s, domain} <- [
+          {{1, 1}, :small},
+          {{3, 3}, :finite},
+          {{2, 5, 5}, :small},
+          {{0, 4, 4}, :finite},
+          {{9, 9}, :finite}
+        ],
+        do: new_case(:lu_factor, [r(s, type, domain)])
+  end
+
+  defp special(:triangular_solve, type) do
+    for {a, b, left} <- [
+          {{3, 3}, {3, 2}, true},
+          {{2, 4, 4}, {2, 4}, true},
+          {{2, 4, 4}, {2, 4, 3}, true},
+          {{5, 5}, {2, 5}, false},
+          {{2, 3, 3}, {2, 3}, false},
+          {{3, 3}, {3, 0}, true}
+        ],
+        lower <- [true, false],
+        transform <- [:none, :transpose] do
+      rank = tuple_size(a)
+      diagonal = Cascade.equal(Cascade.iota(a, axis: rank - 2), Cascade.iota(a, axis: rank - 1))
+      matrix = Cascade.select(diagonal, 25, r(a, type, :finite))
+
+      new_case(:triangular_solve, [matrix, r(b, type, :finite)],
+        lower: lower,
+        left_side: left,
+        transform_a: transform
       )
     end
   end

@@ -95,6 +95,12 @@ defmodule CascadeErrorsTest do
           :dot ->
             {[m22(), m22()], fn [x, y] -> Cascade.dot(x, y) end}
 
+          :triangular_solve ->
+            {[m22(), m22()], fn [a, b] -> Cascade.triangular_solve(a, b) end}
+
+          :lu_factor ->
+            {[m22()], fn [x] -> Cascade.lu_factor(x) end}
+
           :full ->
             {[], fn [] -> Cascade.full(1, {2}) end}
 
@@ -128,6 +134,9 @@ defmodule CascadeErrorsTest do
 
       _ when kind == :window ->
         &apply(Cascade, name, [m22(), {1, 2}, &1])
+
+      :triangular_solve ->
+        &Cascade.triangular_solve(m22(), m22(), &1)
 
       n when n in [:transpose, :squeeze, :reverse] ->
         &apply(Cascade, name, [m22(), &1])

@@ -1608,6 +1608,92 @@ defmodule Cascade.PropertyTest.DotCreateTest do
   end
 end
 
+defmodule Cascade.PropertyTest.LinAlgTest do
+  use Cascade.PropertyCase
+
+  # every combination of the options, batched, with vectors and mixed types; the diagonal
+  # (at least 4 in magnitude) dominates the other values of [-2, 2], so the solutions stay near
+  # the scale of b; the kernel and the reference substitute in the same order in f64: one
+  # rounding apart
+  property [:triangular_solve], "triangular_solve by substitution, on either side" do
+    for type <- all_types(), _ <- 1..12 do
+      batch = shape(max_rank: 2, max_dim: 3)
+      m = int_between(0, 6)
+      a_shape = batch |> Tuple.append(m) |> Tuple.append(m)
+      left = chance(0.5)
+      lower = chance(0.5)
+      transpose = chance(0.5)
+      n = int_between(0, 4)
+
+      b_shape =
+        cond do
+          chance(0.3) -> Tuple.append(batch, m)
+          left -> batch |> Tuple.append(m) |> Tuple.append(n)
+          true -> batch |> Tuple.append(n) |> Tuple.append(m)
+        end
+
+      btype = if chance(0.2), do: pick(all_types()), else: type
+      out = R.to_float(R.merge(type, btype))
+
+      small = fn t ->
+        if R.float?(t), do: fn -> int_between(-8, 8) * 0.25 end, else: fn -> int_between(0, 2) end
+      end
+
+      {_, _, a_values} = gen_tensor(type, a_shape, small.(type))
+      sign = if R.float?(type) or type in [:s8, :s16, :s32, :s64], do: [1, -1], else: [1]
+
+      a_values =
+        for {x, i} <- Enum.with_index(a_values) do
+          if rem(rem(i, m * m), m + 1) == 0,
+            do: R.round_to(int_between(4, 8) * pick(sign), type),
+            else: x
+        end
+
+      a = {type, a_shape, a_values}
+      b = gen_tensor(btype, b_shape, small.(btype))
+
+      opts = [
+        lower: lower,
+        left_side: left,
+        transform_a: if(transpose, do: :transpose, else: :none)
+      ]
+
+      check!(
+        "Cascade.triangular_solve/3",
+        [a: a, b: b, options: opts],
+        fn -> Cascade.triangular_solve(tensor!(a), tensor!(b), opts) end,
+        R.triangular_solve(ref(a, :f64), ref(b, :f64), lower, left, transpose),
+        out,
+        tol(:arith, out)
+      )
+    end
+  end
+
+  property [:lu_factor], "lu_factor with partial pivoting, packed with its permutation" do
+    for type <- all_types(), _ <- 1..12 do
+      n = int_between(0, 6)
+      s = shape(max_rank: 2, max_dim: 3) |> Tuple.append(n) |> Tuple.append(n)
+      # few distinct values: ties for the pivot, zero columns, singular matrices
+      gen =
+        if R.float?(type),
+          do: fn -> pick([0.0, 1.0, -2.0, 0.5, 3.0, int_between(-8, 8) * 0.125]) end,
+          else: fn -> int_between(0, 3) end
+
+      x = gen_tensor(type, s, gen)
+      out = if type == :f64, do: :f64, else: :f32
+
+      check!(
+        "Cascade.lu_factor/1",
+        [tensor: x],
+        fn -> Cascade.lu_factor(tensor!(x)) end,
+        R.lu_factor(ref(x, :f64)),
+        out,
+        tol(:arith, out)
+      )
+    end
+  end
+end
+
 defmodule Cascade.PropertyTest.LargeTest do
   use Cascade.PropertyCase
 

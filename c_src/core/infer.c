@@ -355,6 +355,70 @@ CX_INFER(cx_infer_sort) {
     return CX_OK;
 }
 
+/* The leading (batch) axes of a {..., m, m} matrix argument: a's rank is at least 2 and its last
+ * two axes are equal. */
+static cx_code square_matrices(cx_op_id op, const cx_desc *a, const char *what, cx_status *st) {
+    if (a->rank < 2 || a->shape[a->rank - 1] != a->shape[a->rank - 2])
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected %s to be a square matrix or a batch of square matrices, "
+                       "got shape: %s",
+                       OPNAME, what, SHAPE_STR(a));
+    return CX_OK;
+}
+
+/* triangular_solve: a {..., m, m}; b {..., m, n} (left side), {..., n, m} (right side) or
+ * {..., m} (one axis fewer than a: a vector per matrix), with a's leading axes. The result has
+ * b's shape and the merged floating type, which both inputs are computed in. */
+CX_INFER(cx_infer_triangular_solve) {
+    if (cx_check_arity(op, n_in, 2, st)) return st->code;
+    const cx_desc *a = &in[0], *b = &in[1];
+    if (square_matrices(op, a, "a", st)) return st->code;
+    bool lower = cx_param_bool(ps, CX_P_LOWER, true);
+    bool left = cx_param_bool(ps, CX_P_LEFT_SIDE, true);
+    int64_t tr = cx_param_has(ps, CX_P_TRANSFORM_A) ? ps->p[CX_P_TRANSFORM_A].i[0] : 0;
+    if (tr != 0 && tr != 1)
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected transform_a to be 0 (:none) or 1 (:transpose), got: %lld",
+                       OPNAME, (long long)tr);
+    cx_param_put_int(ps, CX_P_LOWER, lower);
+    cx_param_put_int(ps, CX_P_LEFT_SIDE, left);
+    cx_param_put_int(ps, CX_P_TRANSFORM_A, tr);
+    int64_t m = a->shape[a->rank - 1];
+    int batch = a->rank - 2;
+    bool vector = b->rank == a->rank - 1;
+    bool same_batch = vector || b->rank == a->rank;
+    for (int k = 0; same_batch && k < batch; k++) same_batch = b->shape[k] == a->shape[k];
+    int64_t along = vector ? b->shape[b->rank - 1]
+                    : left ? (same_batch ? b->shape[b->rank - 2] : -1)
+                           : (same_batch ? b->shape[b->rank - 1] : -1);
+    if (!same_batch || along != m)
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected b of shape {..., %lld, n}, {..., n, %lld} with left_side: "
+                       "false, or {..., %lld}, with the leading axes of a %s; got: %s",
+                       OPNAME, (long long)m, (long long)m, (long long)m, SHAPE_STR(a),
+                       SHAPE_STR(b));
+    *out = *b;
+    out->dtype = compute[0] = compute[1] = cx_dtype_to_float(cx_dtype_merge(a->dtype, b->dtype));
+    return CX_OK;
+}
+
+/* lu_factor: {..., n, n} gives {..., n + 1, n}: the packed factors and the permutation row, in
+ * f64 for f64 and f32 otherwise, so that every row number up to 2^24 is exact. */
+CX_INFER(cx_infer_lu_factor) {
+    (void)ps;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    if (square_matrices(op, &in[0], "the tensor", st)) return st->code;
+    int64_t n = in[0].shape[in[0].rank - 1];
+    if (n > (INT64_C(1) << 24))
+        return cx_fail(st, CX_EINVAL, "%s: matrices of %lld rows exceed the limit of 2^24", OPNAME,
+                       (long long)n);
+    *out = in[0];
+    out->shape[out->rank - 2] = n + 1;
+    if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
+    out->dtype = compute[0] = in[0].dtype == CX_F64 ? CX_F64 : CX_F32;
+    return CX_OK;
+}
+
 CX_INFER(cx_infer_reshape) {
     if (cx_check_arity(op, n_in, 1, st)) return st->code;
     if (cx_shape_param(op, ps, out, st)) return st->code;

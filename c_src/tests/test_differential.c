@@ -71,7 +71,8 @@
  *     {"mydriver", "@reduce", F16 | BF16, CLOSE(16, IN)},  any op of kind REDUCE, half types
  * ops: a comma-separated list of op names, "@kind" for every op of a kind (@unary,
  * @unary_float, @binary, @binary_float, @compare, @logical, @select, @cast, @reduce, @argreduce,
- * @layout, @dot, @create, @composite), or NULL for every op; types: a mask of result types. */
+ * @layout, @dot, @create, @linalg, @composite), or NULL for every op; types: a mask of result
+ * types. */
 
 typedef enum { TOL_BITWISE, TOL_EXACT, TOL_ULP, TOL_CLOSE } tol_kind;
 
@@ -147,21 +148,14 @@ static const tol_rule tolerance_table[] = {
 };
 
 static const char *const kind_names[] = {
-    [CX_KIND_UNARY] = "unary",
-    [CX_KIND_UNARY_FLOAT] = "unary_float",
-    [CX_KIND_BINARY] = "binary",
-    [CX_KIND_BINARY_FLOAT] = "binary_float",
-    [CX_KIND_COMPARE] = "compare",
-    [CX_KIND_LOGICAL] = "logical",
-    [CX_KIND_SELECT] = "select",
-    [CX_KIND_CAST] = "cast",
-    [CX_KIND_REDUCE] = "reduce",
-    [CX_KIND_ARGREDUCE] = "argreduce",
-    [CX_KIND_SORT] = "sort",
-    [CX_KIND_LAYOUT] = "layout",
-    [CX_KIND_DOT] = "dot",
-    [CX_KIND_CREATE] = "create",
-    [CX_KIND_COMPOSITE] = "composite",
+    [CX_KIND_UNARY] = "unary",     [CX_KIND_UNARY_FLOAT] = "unary_float",
+    [CX_KIND_BINARY] = "binary",   [CX_KIND_BINARY_FLOAT] = "binary_float",
+    [CX_KIND_COMPARE] = "compare", [CX_KIND_LOGICAL] = "logical",
+    [CX_KIND_SELECT] = "select",   [CX_KIND_CAST] = "cast",
+    [CX_KIND_REDUCE] = "reduce",   [CX_KIND_ARGREDUCE] = "argreduce",
+    [CX_KIND_SORT] = "sort",       [CX_KIND_LINALG] = "linalg",
+    [CX_KIND_LAYOUT] = "layout",   [CX_KIND_DOT] = "dot",
+    [CX_KIND_CREATE] = "create",   [CX_KIND_COMPOSITE] = "composite",
 };
 
 static bool name_in_list(const char *list, const char *name, cx_op_kind kind) {
@@ -857,6 +851,37 @@ static void gen_indexed(gen *g) {
     }
 }
 
+/* lu_factor of finite matrices (ties and zero columns among the small integers); triangular
+ * solves on both sides, with matrices and vectors, every option, of matrices whose diagonal
+ * (25) dominates the other triangle's [-10, 10): well conditioned, so that drivers that sum in
+ * another order stay close. Integer types run in f32. */
+static void gen_linalg(gen *g) {
+    if (g->op == CX_OP_LU_FACTOR) {
+        shape grid[] = {SH(1, 1), SH(3, 3), SH(2, 5, 5), SH(0, 4, 4), SH(9, 9), SH(2, 1, 3, 3)};
+        for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++)
+            unary_case(g, grid[k], k % 2 ? D_FINITE : D_SMALL);
+        return;
+    }
+    struct {
+        shape a, b;
+        bool left;
+    } grid[] = {{SH(3, 3), SH(3, 2), true},       {SH(2, 4, 4), SH(2, 4), true},
+                {SH(2, 4, 4), SH(2, 4, 3), true}, {SH(5, 5), SH(2, 5), false},
+                {SH(2, 3, 3), SH(2, 3), false},   {SH(1, 1), SH(1), true},
+                {SH(3, 3), SH(3, 0), true},       {SH(0, 2, 2), SH(0, 2, 2), false}};
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++)
+        for (int opt = 0; opt < 4; opt++) {
+            dcase *c = unary_case(g, grid[k].a, D_FINITE);
+            int64_t m = grid[k].a.d[grid[k].a.rank - 1];
+            for (int64_t i = 0; i < c->in[0]->numel; i++)
+                if ((i % (m * m)) % (m + 1) == 0) store_value(g->t, c->in[0]->data, i, 25, 25);
+            arg(c, tensor_of(g, g->t, grid[k].b, D_FINITE));
+            cx_param_put_int(&c->ps, CX_P_LOWER, opt & 1);
+            cx_param_put_int(&c->ps, CX_P_LEFT_SIDE, grid[k].left);
+            cx_param_put_int(&c->ps, CX_P_TRANSFORM_A, opt >> 1);
+        }
+}
+
 /* window reductions: windows, strides, dilations and padding on every axis, ranks 1 to 3 */
 /* window_scatter_max/min: the source has one element per window (its shape given here) */
 static void gen_window_scatter(gen *g) {
@@ -1290,6 +1315,7 @@ static generator generator_for(cx_op_id op) {
     case CX_KIND_ARGREDUCE: return gen_argreduce;
     case CX_KIND_SORT: return gen_sort;
     case CX_KIND_WINDOW: return gen_window;
+    case CX_KIND_LINALG: return gen_linalg;
     case CX_KIND_COMPOSITE:
         /* composites by the shape of their signature; any other one has its sample only */
         if (strcmp(info->args, "tensor:tensor") == 0 &&

@@ -636,11 +636,36 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    # Partial pivoting as LAPACK's getrf (Cascade.lu/2), where Nx.BinaryBackend pivots the
+    # columns of the input once before eliminating: on a singular or nearly singular matrix
+    # the two can choose other, equally valid, factors.
     @impl true
-    def lu(out, tensor, opts), do: fallback(:lu, out, [tensor, opts])
+    def lu({p_out, l_out, u_out} = out, tensor, opts) do
+      if native?([p_out, l_out, u_out, tensor]) do
+        {p, l, u} = Cascade.lu(cx(tensor), p_type: p_out.type)
+        {out(p_out, p), out(l_out, l), out(u_out, u)}
+      else
+        fallback(:lu, out, [tensor, opts])
+      end
+    end
 
     @impl true
-    def triangular_solve(out, a, b, opts), do: fallback(:triangular_solve, out, [a, b, opts])
+    def triangular_solve(out, a, b, opts) do
+      native_or(:triangular_solve, out, [a, b, opts], fn a, b, opts ->
+        Cascade.triangular_solve(a, b,
+          lower: opts[:lower],
+          left_side: opts[:left_side],
+          transform_a: opts[:transform_a]
+        )
+      end)
+    rescue
+      # Nx's own words for it (Cascade's message says which matrix and row)
+      e in ArgumentError ->
+        if e.message =~ "can't solve for singular matrix",
+          do:
+            reraise(ArgumentError, [message: "can't solve for singular matrix"], __STACKTRACE__),
+          else: reraise(e, __STACKTRACE__)
+    end
 
     # Optional callbacks that Nx.BinaryBackend implements itself; the others take Nx's
     # default implementations, written with Nx ops, which run here.

@@ -211,6 +211,63 @@ defmodule Cascade.BackendTest do
       assert_no_fallback()
     end
 
+    test "triangular_solve runs natively and gives Nx.BinaryBackend's bits" do
+      Cascade.put_fallback_policy(:error)
+
+      run = fn backend ->
+        Nx.with_default_backend(backend, fn ->
+          a = Nx.tensor([[3.0, 0.5, -1.0], [1.5, -2.0, 0.25], [0.75, 1.0, 4.0]])
+          batch = Nx.tensor([[[1, 0], [2, 3]], [[4, 0], [5, 6]]])
+
+          for left <- [true, false],
+              lower <- [true, false],
+              transform <- [:none, :transpose],
+              b <- [
+                Nx.tensor([[1.0, -2.0, 0.5], [3.0, 1.0, -1.0], [0.1, 0.2, 0.3]]),
+                Nx.tensor([1, 2, 3])
+              ] do
+            Nx.LinAlg.triangular_solve(a, b, left_side: left, lower: lower, transform_a: transform)
+            |> Nx.to_binary()
+          end ++
+            [
+              Nx.LinAlg.triangular_solve(batch, Nx.tensor([[2, -1], [3, 7]])) |> Nx.to_binary(),
+              Nx.LinAlg.triangular_solve(Nx.as_type(a, :f64), Nx.tensor([1, 2, 3], type: :f16))
+              |> Nx.to_binary()
+            ]
+        end)
+      end
+
+      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+
+      assert_raise ArgumentError, "can't solve for singular matrix", fn ->
+        Nx.LinAlg.triangular_solve(Nx.tensor([[1.0, 0.0], [1.0, 0.0]]), Nx.tensor([1.0, 2.0]))
+      end
+
+      assert_no_fallback()
+    end
+
+    # Partial pivoting (LAPACK's getrf): where Nx.BinaryBackend's pivoting picks the same rows,
+    # the same factors; elsewhere p · l · u is the matrix still
+    test "lu runs natively: p · l · u is the matrix, with LAPACK's pivots" do
+      Cascade.put_fallback_policy(:error)
+      t = Nx.tensor([[1, 2, 0], [3, 8, 1], [6, 4, 2]], type: :f64)
+      {p, l, u} = Nx.LinAlg.lu(t)
+      {bp, bl, bu} = Nx.LinAlg.lu(Nx.backend_transfer(t, Nx.BinaryBackend))
+      assert Nx.to_list(p) == Nx.to_list(bp)
+      assert Nx.all_close(l, Nx.backend_transfer(bl, Cascade.Backend)) |> Nx.to_number() == 1
+      assert Nx.all_close(u, Nx.backend_transfer(bu, Cascade.Backend)) |> Nx.to_number() == 1
+
+      # singular: Nx.BinaryBackend keeps the rows in place, getrf swaps the second and third
+      s = Nx.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+      {p, l, u} = Nx.LinAlg.lu(s)
+      assert Nx.to_list(p) == [[0, 1, 0], [0, 0, 1], [1, 0, 0]]
+      assert p.type == {:s, 64} and l.type == {:f, 32} and u.type == {:f, 32}
+      back = p |> Nx.dot(l) |> Nx.dot(u)
+      assert Nx.all_close(back, Nx.as_type(s, :f32)) |> Nx.to_number() == 1
+      assert Nx.LinAlg.determinant(Nx.tensor([[2.0, 1.0], [1.0, 3.0]])) |> Nx.to_number() == 5.0
+      assert_no_fallback()
+    end
+
     test "indexed_add, indexed_put and take_along_axis run natively as on Nx.BinaryBackend" do
       Cascade.put_fallback_policy(:error)
 

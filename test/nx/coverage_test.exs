@@ -2,7 +2,7 @@ defmodule Cascade.NxCoverageTest do
   # Nx's functions over every real Nx type on Cascade.Backend: how many backend callbacks ran
   # natively and how many fell back to Nx.BinaryBackend, per callback. The callbacks Cascade runs
   # natively must never fall back (as_type from floats into integers, which Cascade.Backend leaves
-  # to Nx.BinaryBackend on purpose, and the callbacks still there -- complex numbers, fft, LinAlg,
+  # to Nx.BinaryBackend on purpose, and the callbacks still there -- complex numbers, fft, eigh,
   # map/reduce with functions -- are not driven here). Needs Nx (tagged :nx).
   use ExUnit.Case, async: false
 
@@ -85,6 +85,22 @@ defmodule Cascade.NxCoverageTest do
         Nx.window_scatter_max(x, Nx.iota({2, 2, 2}, type: type), 0, {1, 2, 2}, strides: [1, 1, 2])
       end,
       fn -> Nx.conv(Nx.reshape(x, {2, 3, 2, 2}), Nx.iota({1, 3, 1, 1}, type: type)) end,
+      # a lower triangle with a non-zero diagonal; y's values are 1..5
+      fn ->
+        Nx.LinAlg.triangular_solve(
+          Nx.add(Nx.eye(3, type: type), Nx.tril(m)),
+          Nx.iota({3, 2}, type: type)
+        )
+      end,
+      fn ->
+        Nx.LinAlg.triangular_solve(
+          Nx.add(Nx.eye(3, type: type), Nx.triu(m)),
+          Nx.iota({3}, type: type),
+          lower: false,
+          left_side: false
+        )
+      end,
+      fn -> m |> Nx.LinAlg.lu() |> elem(2) end,
       fn -> Nx.iota({3}, type: type) end,
       fn -> Nx.eye(3, type: type) end,
       fn -> Nx.broadcast(Nx.tensor(1, type: type), {2, 2}) end,

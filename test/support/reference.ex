@@ -1166,6 +1166,117 @@ defmodule Cascade.Reference do
     {shape, out}
   end
 
+  ## Linear algebra
+
+  @doc """
+  triangular_solve in f64 by substitution, in the kernel's order (forward from the first
+  column, back from the last, as Nx.BinaryBackend): `a` {..., m, m}; `b` {..., m, n} on the
+  left side, {..., n, m} on the right, {..., m} for a vector per matrix. Only the triangle
+  `lower` names is read. Finite values only.
+  """
+  def triangular_solve({ashape, adata}, {bshape, bdata}, lower, left, transpose) do
+    ar = tuple_size(ashape)
+    br = tuple_size(bshape)
+    m = elem(ashape, ar - 1)
+    vector = br == ar - 1
+    k = if vector, do: 1, else: if(left, do: elem(bshape, br - 1), else: elem(bshape, br - 2))
+    b_transposed = not vector and not left
+    m_transposed = transpose != not left
+    forward = lower != m_transposed
+    batches = ashape |> Tuple.to_list() |> Enum.take(ar - 2) |> Enum.product()
+    a = List.to_tuple(adata)
+    b = List.to_tuple(bdata)
+
+    data =
+      for n <- 0..(batches - 1)//1, m > 0 and k > 0 do
+        mat = fn i, j ->
+          {r, c} = if m_transposed, do: {j, i}, else: {i, j}
+          elem(a, n * m * m + r * m + c) * 1.0
+        end
+
+        at = fn i, c -> n * m * k + if(b_transposed, do: c * m + i, else: i * k + c) end
+        rows = if forward, do: Enum.to_list(0..(m - 1)), else: Enum.to_list((m - 1)..0//-1)
+
+        x =
+          for c <- 0..(k - 1), reduce: %{} do
+            x ->
+              Enum.reduce(rows, x, fn i, x ->
+                known = if forward, do: 0..(i - 1)//1, else: (m - 1)..(i + 1)//-1
+                sum = Enum.reduce(known, 0.0, fn j, acc -> acc + mat.(i, j) * x[{j, c}] end)
+                Map.put(x, {i, c}, (elem(b, at.(i, c)) - sum) / mat.(i, i))
+              end)
+          end
+
+        for p <- 0..(m * k - 1) do
+          {i, c} = if b_transposed, do: {rem(p, m), div(p, m)}, else: {div(p, k), rem(p, k)}
+          x[{i, c}]
+        end
+      end
+
+    {bshape, List.flatten(data)}
+  end
+
+  @doc """
+  lu_factor in f64: LAPACK getf2's elimination with partial pivoting (the first largest
+  magnitude of the column; a zero pivot skips the column), packed as {..., n + 1, n}: L below
+  the diagonal, U on and above it, then the permutation row. Finite values only.
+  """
+  def lu_factor({shape, data}) do
+    rank = tuple_size(shape)
+    n = elem(shape, rank - 1)
+    batches = shape |> Tuple.to_list() |> Enum.take(rank - 2) |> Enum.product()
+    flat = List.to_tuple(data)
+
+    out =
+      for b <- 0..(batches - 1)//1, n > 0 do
+        w =
+          for i <- 0..(n - 1),
+              j <- 0..(n - 1),
+              into: %{},
+              do: {{i, j}, elem(flat, b * n * n + i * n + j) * 1.0}
+
+        {w, perm} =
+          Enum.reduce(0..(n - 1), {w, Enum.to_list(0..(n - 1))}, fn j, {w, perm} ->
+            p =
+              Enum.reduce((j + 1)..(n - 1)//1, j, fn i, p ->
+                if abs(w[{i, j}]) > abs(w[{p, j}]), do: i, else: p
+              end)
+
+            {w, perm} =
+              if p == j,
+                do: {w, perm},
+                else:
+                  {Enum.reduce(0..(n - 1), w, fn c, w ->
+                     w |> Map.put({j, c}, w[{p, c}]) |> Map.put({p, c}, w[{j, c}])
+                   end),
+                   perm
+                   |> List.replace_at(j, Enum.at(perm, p))
+                   |> List.replace_at(p, Enum.at(perm, j))}
+
+            pivot = w[{j, j}]
+
+            w =
+              if pivot == 0,
+                do: w,
+                else:
+                  Enum.reduce((j + 1)..(n - 1)//1, w, fn i, w ->
+                    l = w[{i, j}] / pivot
+                    w = Map.put(w, {i, j}, l)
+
+                    Enum.reduce((j + 1)..(n - 1)//1, w, fn c, w ->
+                      Map.put(w, {i, c}, w[{i, c}] - l * w[{j, c}])
+                    end)
+                  end)
+
+            {w, perm}
+          end)
+
+        for(i <- 0..(n - 1), j <- 0..(n - 1), do: w[{i, j}]) ++ Enum.map(perm, &(&1 * 1.0))
+      end
+
+    {put_elem(shape, rank - 2, n + 1), List.flatten(out)}
+  end
+
   ## Dot
 
   @doc "dot/2 as Nx.dot/2: contracts the last axis of `a` with the second to last (or only) of `b`."

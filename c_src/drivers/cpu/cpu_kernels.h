@@ -46,6 +46,9 @@ cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_te
                         cx_status *st);
 /* elementwise.c: the inverse error function in double (the cuda emulator's erfinvf too) */
 double cx_erf_inv(double y);
+/* linalg.c: LINALG kind (triangular_solve, lu_factor), in double */
+cx_code cpu_linalg(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
+                   cx_status *st);
 /* cast.c: AS_TYPE */
 cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
                  cx_status *st);
