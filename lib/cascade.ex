@@ -186,6 +186,35 @@ defmodule Cascade do
 
   def lu(other, _opts), do: not_a_tensor!("lu/2", other)
 
+  @doc """
+  The eigenvalues and eigenvectors of each symmetric matrix of `tensor` ({..., n, n}), as
+  `{eigenvalues, eigenvectors}` like `Nx.LinAlg.eigh/2`: the eigenvalues ({..., n}) in
+  ascending order, and the eigenvectors as the columns of {..., n, n}, in the same order, each
+  of unit length with its largest component positive. Only the lower triangle is read. It runs
+  `eigh_packed/1` and splits its result on the tensor's device.
+
+  ## Examples
+
+      iex> {values, vectors} = Cascade.eigh(Cascade.tensor([[2.0, 0.0], [0.0, 1.0]]))
+      iex> Cascade.to_list(values)
+      [1.0, 2.0]
+      iex> Cascade.to_list(vectors)
+      [[0.0, 1.0], [1.0, 0.0]]
+  """
+  @spec eigh(Tensor.t()) :: {Tensor.t(), Tensor.t()}
+  def eigh(%Tensor{shape: shape} = tensor) do
+    packed = eigh_packed(tensor)
+    rank = tuple_size(shape)
+    start = List.duplicate(0, rank)
+    lengths = Tuple.to_list(shape)
+    values = slice(packed, start, List.replace_at(lengths, rank - 2, 1))
+    values = reshape(values, Tuple.delete_at(shape, rank - 2))
+    vectors = slice(packed, List.replace_at(start, rank - 2, 1), lengths)
+    {values, vectors}
+  end
+
+  def eigh(other), do: not_a_tensor!("eigh/1", other)
+
   defp to_tensor(%Tensor{} = t, _other), do: t
 
   defp to_tensor(n, %Tensor{type: type, device: device}) when is_number(n),

@@ -98,8 +98,8 @@ defmodule CascadeErrorsTest do
           :triangular_solve ->
             {[m22(), m22()], fn [a, b] -> Cascade.triangular_solve(a, b) end}
 
-          :lu_factor ->
-            {[m22()], fn [x] -> Cascade.lu_factor(x) end}
+          n when n in [:lu_factor, :eigh_packed] ->
+            {[m22()], fn [x] -> apply(Cascade, n, [x]) end}
 
           :full ->
             {[], fn [] -> Cascade.full(1, {2}) end}

@@ -419,6 +419,19 @@ CX_INFER(cx_infer_lu_factor) {
     return CX_OK;
 }
 
+/* eigh_packed: {..., n, n} gives {..., n + 1, n}, the eigenvalues' row then the eigenvectors,
+ * in the tensor's floating type. */
+CX_INFER(cx_infer_eigh_packed) {
+    (void)ps;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    if (square_matrices(op, &in[0], "the tensor", st)) return st->code;
+    *out = in[0];
+    out->shape[out->rank - 2] += 1;
+    if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
+    out->dtype = compute[0] = cx_dtype_to_float(in[0].dtype);
+    return CX_OK;
+}
+
 CX_INFER(cx_infer_reshape) {
     if (cx_check_arity(op, n_in, 1, st)) return st->code;
     if (cx_shape_param(op, ps, out, st)) return st->code;

@@ -20,7 +20,7 @@ typedef enum {
     CX_KIND_SORT,    /* sort and argsort along one axis */
     CX_KIND_SCATTER, /* indexed_add and indexed_put */
     CX_KIND_WINDOW,  /* window_sum/product/max/min, window_scatter_max/min */
-    CX_KIND_LINALG,  /* on the last two axes, batched over the others: triangular_solve, lu */
+    CX_KIND_LINALG,  /* last two axes, batched over the others: triangular_solve, lu, eigh */
     CX_KIND_LAYOUT,  /* moves elements without arithmetic */
     CX_KIND_DOT,
     CX_KIND_CREATE,    /* no tensor inputs */
@@ -107,6 +107,7 @@ CX_INFER(cx_infer_sort);
 CX_INFER(cx_infer_indexed);
 CX_INFER(cx_infer_triangular_solve);
 CX_INFER(cx_infer_lu_factor);
+CX_INFER(cx_infer_eigh_packed);
 CX_INFER(cx_infer_window);
 CX_INFER(cx_infer_window_scatter);
 CX_INFER(cx_infer_reshape);

@@ -1,8 +1,9 @@
-/* triangular_solve and lu_factor on the cpu driver, through the full dispatcher. Solutions are
- * checked by multiplying back in double, with only the triangle the options name (the other one
- * holds garbage that must be ignored), for every combination of lower, left_side and
+/* triangular_solve, lu_factor and eigh_packed on the cpu driver, through the full dispatcher.
+ * Solutions are checked by multiplying back in double, with only the triangle the options name (the
+ * other one holds garbage that must be ignored), for every combination of lower, left_side and
  * transform_a, batched, with vectors and with integer inputs; factorisations by rebuilding
- * P L U, the pivots' bound |l| <= 1 and the permutation. Then the known results of Nx's
+ * P L U, the pivots' bound |l| <= 1 and the permutation; eigenpairs by A v = lambda v,
+ * orthonormality and the canonical order and signs. Then the known results of Nx's
  * examples, singular matrices, empty ones and the errors. */
 #include "test_util.h"
 
@@ -225,6 +226,85 @@ static void test_lu_known_singular_and_types(void **state) {
     for (int i = 0; i < 9; i++) tu_drop(r[i]);
 }
 
+static cx_tensor *eigen(cx_tensor *x) {
+    return tu_run_ok(CX_OP_EIGH_PACKED, (cx_tensor *[]){x}, 1, NULL);
+}
+
+/* A v = lambda v for every pair, V^T V = I, ascending eigenvalues, each vector's largest
+ * component positive; only the lower triangle is read (the upper one holds garbage) */
+static void test_eigh_pairs(void **state) {
+    (void)state;
+    const int64_t sizes[] = {1, 2, 5, 12};
+    for (int s = 0; s < 4; s++) {
+        int64_t n = sizes[s], batch = 2;
+        double *v = malloc(sizeof(double) * (size_t)(batch * n * n));
+        for (int64_t i = 0; i < batch * n * n; i++) v[i] = 5 * next_unit();
+        cx_tensor *a = tu_tensor(CX_F64, 3, TU_SHAPE(batch, n, n), v);
+        cx_tensor *e = eigen(a);
+        assert_int_equal(e->desc.dtype, CX_F64);
+        assert_int_equal(e->desc.shape[1], n + 1);
+        const double *p = e->data;
+        for (int64_t b = 0; b < batch; b++) {
+            const double *m = v + b * n * n, *vals = p + b * (n + 1) * n, *vecs = vals + n;
+            /* the symmetric matrix read: the lower triangle mirrored */
+#define SYM(i, j) ((i) >= (j) ? m[(i)*n + (j)] : m[(j)*n + (i)])
+            for (int64_t j = 0; j < n; j++) {
+                if (j > 0) assert_true(vals[j - 1] <= vals[j]);
+                int64_t big = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    double av = 0;
+                    for (int64_t k = 0; k < n; k++) av += SYM(i, k) * vecs[k * n + j];
+                    if (fabs(av - vals[j] * vecs[i * n + j]) > 1e-12)
+                        fail_msg("n %lld, matrix %lld, pair %lld, row %lld: %.17g vs %.17g",
+                                 (long long)n, (long long)b, (long long)j, (long long)i, av,
+                                 vals[j] * vecs[i * n + j]);
+                    if (fabs(vecs[i * n + j]) > fabs(vecs[big * n + j])) big = i;
+                }
+                assert_true(vecs[big * n + j] > 0);
+                for (int64_t q = 0; q < n; q++) {
+                    double dot = 0;
+                    for (int64_t i = 0; i < n; i++) dot += vecs[i * n + j] * vecs[i * n + q];
+                    assert_true(fabs(dot - (q == j)) < 1e-13);
+                }
+            }
+#undef SYM
+        }
+        free(v);
+        tu_drop(a);
+        tu_drop(e);
+    }
+}
+
+static void test_eigh_known_types_and_nan(void **state) {
+    (void)state;
+    /* a diagonal matrix comes back sorted; integers give f32 */
+    cx_tensor *d = tu_tensor(CX_S32, 2, TU_SHAPE(2, 2), TU_VALUES(2, 0, 0, 1));
+    cx_tensor *ed = eigen(d);
+    tu_expect(ed, CX_F32, 2, TU_SHAPE(3, 2), TU_VALUES(1, 2, 0, 1, 1, 0), 0);
+    /* [[2, 1], [1, 2]]: 1 and 3, with (1, -1) and (1, 1) over sqrt(2), largest component
+     * positive (the first of equal magnitudes) */
+    cx_tensor *a = tu_tensor(CX_F64, 2, TU_SHAPE(2, 2), TU_VALUES(2, 1, 1, 2));
+    cx_tensor *ea = eigen(a);
+    double r = sqrt(0.5);
+    tu_expect(ea, CX_F64, 2, TU_SHAPE(3, 2), TU_VALUES(1, 3, r, r, -r, r), 1e-15);
+    /* f16 keeps its type; a NaN gives NaN throughout (no hang) */
+    cx_tensor *h = tu_tensor(CX_F16, 2, TU_SHAPE(2, 2), TU_VALUES(1, NAN, NAN, 1));
+    cx_tensor *eh = eigen(h);
+    assert_int_equal(eh->desc.dtype, CX_F16);
+    for (int64_t i = 0; i < eh->numel; i++) assert_true(isnan(tu_load(CX_F16, eh->data, i)));
+    cx_tensor *e = tu_tensor(CX_F32, 3, TU_SHAPE(3, 0, 0), NULL), *ee = eigen(e);
+    assert_int_equal(ee->desc.shape[1], 1);
+    assert_int_equal(ee->numel, 0);
+    cx_code rc;
+    cx_status st = {0};
+    cx_tensor *bad = tu_tensor(CX_F32, 2, TU_SHAPE(2, 3), TU_VALUES(1, 2, 3, 4, 5, 6));
+    assert_null(tu_run(CX_OP_EIGH_PACKED, (cx_tensor *[]){bad}, 1, NULL, &rc, &st));
+    assert_int_equal(rc, CX_EINVAL);
+    assert_non_null(strstr(st.message, "square matrix"));
+    cx_tensor *all[] = {d, ed, a, ea, h, eh, e, ee, bad};
+    for (int i = 0; i < 9; i++) tu_drop(all[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_solutions_multiply_back),
@@ -232,6 +312,8 @@ int main(void) {
         cmocka_unit_test(test_solve_errors_and_empty),
         cmocka_unit_test(test_lu_rebuilds_the_matrix),
         cmocka_unit_test(test_lu_known_singular_and_types),
+        cmocka_unit_test(test_eigh_pairs),
+        cmocka_unit_test(test_eigh_known_types_and_nan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -668,9 +668,19 @@ if Code.ensure_loaded?(Nx) do
     end
 
     # Optional callbacks that Nx.BinaryBackend implements itself; the others take Nx's
-    # default implementations, written with Nx ops, which run here.
+    # default implementations, written with Nx ops, which run here. eigh is Cascade.eigh/1:
+    # the Jacobi method to full precision, eigenvalues in ascending order (LAPACK's and
+    # NumPy's), where Nx.BinaryBackend's QR iterations stop at `eps` and leave them in the
+    # order they converge in.
     @impl true
-    def eigh(out, tensor, opts), do: fallback(:eigh, out, [tensor, opts])
+    def eigh({vals_out, vecs_out} = out, tensor, opts) do
+      if native?([vals_out, vecs_out, tensor]) do
+        {values, vectors} = Cascade.eigh(cx(tensor))
+        {out(vals_out, values), out(vecs_out, vectors)}
+      else
+        fallback(:eigh, out, [tensor, opts])
+      end
+    end
 
     ## Helpers
 

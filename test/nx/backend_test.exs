@@ -268,6 +268,24 @@ defmodule Cascade.BackendTest do
       assert_no_fallback()
     end
 
+    # The Jacobi method to full precision, eigenvalues ascending; Nx.BinaryBackend's QR
+    # iterations stop at eps (1.0e-4) and leave the eigenvalues in the order they converge in
+    test "eigh runs natively: eigenpairs to full precision, eigenvalues ascending" do
+      Cascade.put_fallback_policy(:error)
+      t = Nx.tensor([[[2, 5], [5, 6]], [[1, 0], [0, 4]]])
+      {values, vectors} = Nx.LinAlg.eigh(t)
+      assert values.type == {:f, 32} and vectors.shape == {2, 2, 2}
+      assert Nx.to_list(values) == [[-1.3851648569107056, 9.385165214538574], [1.0, 4.0]]
+      {b_values, _} = Nx.LinAlg.eigh(Nx.backend_copy(t, Nx.BinaryBackend))
+      assert Nx.to_list(Nx.sort(b_values, axis: 1) |> Nx.round()) == Nx.to_list(Nx.round(values))
+
+      # A V = V diag(values)
+      av = Nx.dot(Nx.as_type(t, :f32), [2], [0], vectors, [1], [0])
+      vl = Nx.multiply(vectors, Nx.new_axis(values, 1))
+      assert Nx.all_close(av, vl, atol: 1.0e-5) |> Nx.to_number() == 1
+      assert_no_fallback()
+    end
+
     test "indexed_add, indexed_put and take_along_axis run natively as on Nx.BinaryBackend" do
       Cascade.put_fallback_policy(:error)
 

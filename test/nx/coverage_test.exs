@@ -2,7 +2,7 @@ defmodule Cascade.NxCoverageTest do
   # Nx's functions over every real Nx type on Cascade.Backend: how many backend callbacks ran
   # natively and how many fell back to Nx.BinaryBackend, per callback. The callbacks Cascade runs
   # natively must never fall back (as_type from floats into integers, which Cascade.Backend leaves
-  # to Nx.BinaryBackend on purpose, and the callbacks still there -- complex numbers, fft, eigh,
+  # to Nx.BinaryBackend on purpose, and the callbacks still there -- complex numbers, fft,
   # map/reduce with functions -- are not driven here). Needs Nx (tagged :nx).
   use ExUnit.Case, async: false
 
@@ -101,6 +101,7 @@ defmodule Cascade.NxCoverageTest do
         )
       end,
       fn -> m |> Nx.LinAlg.lu() |> elem(2) end,
+      fn -> m |> Nx.add(Nx.transpose(m)) |> Nx.LinAlg.eigh() |> elem(1) end,
       fn -> Nx.iota({3}, type: type) end,
       fn -> Nx.eye(3, type: type) end,
       fn -> Nx.broadcast(Nx.tensor(1, type: type), {2, 2}) end,

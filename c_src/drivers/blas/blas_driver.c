@@ -220,6 +220,7 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
     if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL)
         return blas_conv2d_grad(op, in[0], in[1], ps, out, st);
     if (op == CX_OP_MAX_POOL2D_GRAD) return blas_max_pool2d_grad(in[0], in[1], ps, out, st);
+    if (cx_op_table[op].kind == CX_KIND_LINALG) return blas_linalg(op, in, n_in, ps, out, st);
     if (op == CX_OP_LAYER_NORM)
         return blas_simd_layer_norm(in, ps, out)
                    ? CX_OK
@@ -243,6 +244,8 @@ static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n
     if (op == CX_OP_CONV2D)
         return n_in == 2 && ps ? blas_conv2d_library(&in[0], &in[1], ps) : "openblas";
     if (op == CX_OP_DOT) return n_in == 2 && is_float(in[0].dtype) ? "openblas" : "portable";
+    if (cx_op_table[op].kind == CX_KIND_LINALG)
+        return blas_linalg_fits(op, in, n_in < 2 ? n_in : 2) ? "openblas" : "portable";
     if (op == CX_OP_RELU && n_in == 1) { /* max(x, 0) */
         cx_desc two[2] = {in[0], in[0]};
         two[1].rank = 0;

@@ -11,6 +11,12 @@
  * dimensions do not fit OpenBLAS's int, go to the cpu kernel. */
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
                  cx_status *st);
+/* blas_linalg.c: the LINALG kind (triangular_solve, lu_factor, eigh_packed) with dtrsm, LAPACK's
+ * dgetrf and dsyevd; blas_linalg_fits: whether the matrices' sizes fit LAPACK's int (else the
+ * portable steps run). */
+bool blas_linalg_fits(cx_op_id op, const cx_desc *in, int n_in);
+cx_code blas_linalg(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                    cx_tensor *out, cx_status *st);
 /* blas_dense.c: an f16 or bf16 tensor widened into a new f32 buffer of the cpu driver's
  * allocator (cpu_buffer_put it), or NULL without memory. */
 float *blas_widen_f32(const cx_tensor *t);

@@ -46,9 +46,29 @@ cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_te
                         cx_status *st);
 /* elementwise.c: the inverse error function in double (the cuda emulator's erfinvf too) */
 double cx_erf_inv(double y);
-/* linalg.c: LINALG kind (triangular_solve, lu_factor), in double */
+/* linalg.c: LINALG kind (triangular_solve, lu_factor, eigh_packed), in double.
+ * cpu_eigh_order: n eigenpairs (vecs n x n row-major, one per column) in canonical form:
+ * ascending eigenvalues (NaN last), each vector's largest component positive; scratch holds
+ * n * n + n doubles, idx n. */
 cx_code cpu_linalg(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                    cx_status *st);
+void cpu_eigh_order(int64_t n, double *vals, double *vecs, double *scratch, int64_t *idx);
+/* The steps of the LINALG kernels, on double matrices (row-major), which another driver may
+ * replace with a library's (the blas driver: LAPACK); cpu_linalg_with does the rest (types,
+ * batches, checks, packing, the eigenpairs' order).
+ * trsm: solves M x = rhs in place (x: m rows of k), M lower triangular when `lower`.
+ * getrf: factors w in place (L below the diagonal, U on and above) with partial pivoting;
+ *   perm[i] is the input row at row i.
+ * syev: the eigenvalues and eigenvectors (one per column of vecs) of the symmetric a, which
+ *   it may overwrite; any order and signs. */
+typedef struct {
+    void (*trsm)(bool lower, int64_t m, int64_t k, const double *mat, double *x);
+    void (*getrf)(int64_t n, double *w, int64_t *perm);
+    void (*syev)(int64_t n, double *a, double *vals, double *vecs);
+} cpu_linalg_impl;
+extern const cpu_linalg_impl cpu_linalg_portable;
+cx_code cpu_linalg_with(const cpu_linalg_impl *impl, cx_op_id op, const cx_tensor *const *in,
+                        const cx_params *ps, cx_tensor *out, cx_status *st);
 /* cast.c: AS_TYPE */
 cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
                  cx_status *st);
