@@ -162,18 +162,23 @@ bool cx_warning_take(char *buf, size_t len) {
 /* A slot holds key << 2 | (cap + 1) in one word, so readers need no lock; 0 is empty. */
 static _Atomic uint64_t memo[MEMO_SLOTS];
 
-/* The key, or 0 when the call has too many inputs to be memoized. */
+/* The key, or 0 when the call has too many inputs to be memoized. Every field has a fixed
+ * place: the inputs' (type, rank) bytes in bits 0-31 (a creation op's result type in bits 0-3),
+ * the input count in 32-34, the op in 35-42, the device in 43-60, and bit 61 set so that no key
+ * is 0. (The fields were once shifted in one after another, so that keys of different input
+ * counts could coincide: one device's answer for a creation op could be read as another's for
+ * a unary op, depending on which was asked first.) */
 static uint64_t memo_key(const cx_device *dev, cx_op_id op, const cx_dtype *types,
                          const cx_desc *in, int n_in) {
     if (n_in > 4) return 0;
-    uint64_t key = (uint64_t)dev->id;
-    key = key << 8 | (uint64_t)op;
-    key = key << 3 | (uint64_t)n_in;
-    _Static_assert(CX_DTYPE_COUNT <= 16 && CX_MAX_RANK < 16 && CX_OP_COUNT <= 256,
-                   "memo keys hold a type and a rank in 4 bits each, an op in 8");
-    for (int k = 0; k < n_in; k++) key = key << 8 | (uint64_t)types[k] << 4 | (uint64_t)in[k].rank;
-    if (n_in == 0) key = key << 4 | (uint64_t)types[0]; /* creation: the result's type */
-    return key | UINT64_C(1) << 61;                     /* never 0 */
+    _Static_assert(CX_DTYPE_COUNT <= 16 && CX_MAX_RANK < 16 && CX_OP_COUNT <= 256 &&
+                       CX_MAX_DEVICES <= (1 << 18),
+                   "memo keys hold a type and a rank in 4 bits each, an op in 8, a device in 18");
+    uint64_t key = (uint64_t)dev->id << 43 | (uint64_t)op << 35 | (uint64_t)n_in << 32;
+    for (int k = 0; k < n_in; k++)
+        key |= ((uint64_t)types[k] << 4 | (uint64_t)in[k].rank) << (8 * k);
+    if (n_in == 0) key |= (uint64_t)types[0]; /* creation: the result's type */
+    return key | UINT64_C(1) << 61;
 }
 
 static uint32_t memo_slot(uint64_t key) {

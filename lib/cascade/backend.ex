@@ -511,47 +511,25 @@ if Code.ensure_loaded?(Nx) do
     # other ranks fall back.
     @impl true
     def conv(out, tensor, kernel, opts) do
-      rank = tuple_size(tensor.shape)
-
-      if rank in [3, 4] and Enum.all?(opts[:input_dilation], &(&1 == 1)) and
-           opts[:batch_group_size] == 1 do
-        native_or(:conv, out, [tensor, kernel, opts], &conv2d(&1, &2, &3, rank))
-      else
+      # an empty result has nothing to compute (and its spatial folding below no depth to fold)
+      if Nx.size(out) == 0 do
         fallback(:conv, out, [tensor, kernel, opts])
+      else
+        native_or(:conv, out, [tensor, kernel, opts], &conv_nd/3)
       end
     end
 
-    defp conv2d(t, k, opts, rank) do
+    # Every conv on Cascade's conv2d: input dilation as interior padding, batch groups as one
+    # conv per group concatenated along the output features, 1-D as 2-D with a unit axis, and
+    # 3-D and above by folding the first spatial axis into the batch, one conv of one rank less
+    # per position of the kernel along it, summed.
+    defp conv_nd(t, k, opts) do
       t = Cascade.transpose(t, axes: opts[:input_permutation])
       k = Cascade.transpose(k, axes: opts[:kernel_permutation])
-      {strides, padding, dilation} = {opts[:strides], opts[:padding], opts[:kernel_dilation]}
-
-      {t, k, strides, padding, dilation} =
-        if rank == 3 do
-          {n, c, w} = Cascade.shape(t)
-          {o, i, kw} = Cascade.shape(k)
-
-          {Cascade.reshape(t, {n, c, 1, w}), Cascade.reshape(k, {o, i, 1, kw}), [1 | strides],
-           [{0, 0} | padding], [1 | dilation]}
-        else
-          {t, k, strides, padding, dilation}
-        end
-
-      y =
-        Cascade.conv2d(t, k,
-          strides: strides,
-          padding: padding,
-          kernel_dilation: dilation,
-          feature_group_size: opts[:feature_group_size]
-        )
-
-      y =
-        if rank == 3 do
-          {n, o, 1, w} = Cascade.shape(y)
-          Cascade.reshape(y, {n, o, w})
-        else
-          y
-        end
+      t = dilate_input(t, opts[:input_dilation])
+      geometry = {opts[:strides], opts[:padding], opts[:kernel_dilation]}
+      groups = opts[:feature_group_size]
+      y = batch_groups(t, k, opts[:batch_group_size], &spatial_conv(&1, &2, geometry, groups))
 
       inverse =
         opts[:output_permutation]
@@ -560,6 +538,99 @@ if Code.ensure_loaded?(Nx) do
         |> Enum.map(&elem(&1, 1))
 
       Cascade.transpose(y, axes: inverse)
+    end
+
+    defp dilate_input(t, dilation) do
+      if Enum.all?(dilation, &(&1 == 1)),
+        do: t,
+        else: Cascade.pad(t, 0, [{0, 0, 0}, {0, 0, 0} | Enum.map(dilation, &{0, 0, &1 - 1})])
+    end
+
+    # batch group g (items g * n/b ...) meets output features g * o/b ...
+    defp batch_groups(t, k, 1, conv), do: conv.(t, k)
+
+    defp batch_groups(t, k, b, conv) do
+      [n | t_rest] = Tuple.to_list(Cascade.shape(t))
+      [o | k_rest] = Tuple.to_list(Cascade.shape(k))
+      {nb, ob} = {div(n, b), div(o, b)}
+
+      for g <- 0..(b - 1) do
+        tg = Cascade.slice(t, [g * nb | Enum.map(t_rest, fn _ -> 0 end)], [nb | t_rest])
+        kg = Cascade.slice(k, [g * ob | Enum.map(k_rest, fn _ -> 0 end)], [ob | k_rest])
+        conv.(tg, kg)
+      end
+      |> Cascade.concatenate(axis: 1)
+    end
+
+    defp spatial_conv(t, k, {strides, padding, dilation}, groups) do
+      case tuple_size(Cascade.shape(t)) do
+        4 ->
+          Cascade.conv2d(t, k,
+            strides: strides,
+            padding: padding,
+            kernel_dilation: dilation,
+            feature_group_size: groups
+          )
+
+        3 ->
+          {n, c, w} = Cascade.shape(t)
+          {o, i, kw} = Cascade.shape(k)
+          geometry = {[1 | strides], [{0, 0} | padding], [1 | dilation]}
+
+          y =
+            spatial_conv(
+              Cascade.reshape(t, {n, c, 1, w}),
+              Cascade.reshape(k, {o, i, 1, kw}),
+              geometry,
+              groups
+            )
+
+          {n, o, 1, w} = Cascade.shape(y)
+          Cascade.reshape(y, {n, o, w})
+
+        _ ->
+          fold_first_axis(t, k, {strides, padding, dilation}, groups)
+      end
+    end
+
+    # {n, c, d, ...}: pad d, then for each kernel position z along it the strided slice of the
+    # d positions it meets, as a batch of n * od convs of one rank less; the sum over z, with
+    # od moved back after the output features
+    defp fold_first_axis(t, k, {[sd | strides], [{lo, hi} | padding], [dd | dilation]}, groups) do
+      rank = tuple_size(Cascade.shape(t))
+      config = for a <- 0..(rank - 1), do: if(a == 2, do: {lo, hi, 0}, else: {0, 0, 0})
+      t = Cascade.pad(t, 0, config)
+      [n, c, d | rest] = Tuple.to_list(Cascade.shape(t))
+      [o, i, kd | k_rest] = Tuple.to_list(Cascade.shape(k))
+      od = div(d - (kd - 1) * dd - 1, sd) + 1
+      zeros = fn list -> Enum.map(list, fn _ -> 0 end) end
+      swap = [0, 2, 1 | Enum.to_list(3..(rank - 1))]
+
+      y =
+        0..(kd - 1)
+        |> Enum.map(fn z ->
+          tz =
+            t
+            |> Cascade.slice([0, 0, z * dd | zeros.(rest)], [n, c, (od - 1) * sd + 1 | rest],
+              strides: [1, 1, sd | Enum.map(rest, fn _ -> 1 end)]
+            )
+            |> Cascade.transpose(axes: swap)
+            |> Cascade.reshape(List.to_tuple([n * od, c | rest]))
+
+          kz =
+            k
+            |> Cascade.slice([0, 0, z | zeros.(k_rest)], [o, i, 1 | k_rest])
+            |> Cascade.reshape(List.to_tuple([o, i | k_rest]))
+
+          spatial_conv(tz, kz, {strides, padding, dilation}, groups)
+        end)
+        |> Enum.reduce(&Cascade.add(&2, &1))
+
+      [_, _ | out_rest] = Tuple.to_list(Cascade.shape(y))
+
+      y
+      |> Cascade.reshape(List.to_tuple([n, od, o | out_rest]))
+      |> Cascade.transpose(axes: swap)
     end
 
     @impl true

@@ -321,7 +321,7 @@ defmodule Cascade.BackendTest do
       assert_no_fallback()
     end
 
-    test "conv runs on Cascade's conv2d for 1-D and 2-D convolutions in any layout" do
+    test "conv runs on Cascade's conv2d for any rank, input dilation and batch groups" do
       Cascade.put_fallback_policy(:error)
 
       run = fn backend ->
@@ -333,6 +333,8 @@ defmodule Cascade.BackendTest do
           k1 = Nx.iota({2, 3, 3}, type: :f32) |> Nx.subtract(4)
           nhwc = Nx.transpose(x, axes: [0, 2, 3, 1])
           hwio = Nx.transpose(k, axes: [2, 3, 1, 0])
+          x3 = Nx.iota({2, 2, 3, 6, 5}, type: :f32) |> Nx.divide(13) |> Nx.cos()
+          k3 = Nx.iota({3, 2, 2, 3, 2}, type: :f32) |> Nx.divide(5) |> Nx.sin()
 
           [
             Nx.conv(x, k),
@@ -350,7 +352,20 @@ defmodule Cascade.BackendTest do
               kernel_permutation: [3, 2, 0, 1],
               output_permutation: [0, 3, 1, 2]
             ),
-            Nx.conv(Nx.iota({1, 1, 4, 4}), Nx.iota({1, 1, 2, 2}))
+            Nx.conv(Nx.iota({1, 1, 4, 4}), Nx.iota({1, 1, 2, 2})),
+            # input dilation, batch groups, negative padding
+            Nx.conv(x1, k1, input_dilation: [2], padding: [{2, 1}]),
+            Nx.conv(x, k, input_dilation: [2, 1], padding: :same),
+            Nx.conv(Nx.concatenate([x, x]), k, batch_group_size: 2),
+            Nx.conv(x, k, padding: [{-1, 1}, {2, -1}]),
+            # 3-D (and 4-D) by folding the first spatial axis into the batch
+            Nx.conv(x3, k3),
+            Nx.conv(x3, k3,
+              strides: [2, 1, 2],
+              padding: [{1, 0}, {0, 1}, {1, 1}],
+              kernel_dilation: [1, 2, 1]
+            ),
+            Nx.conv(Nx.reshape(x3, {1, 2, 2, 3, 6, 5}), Nx.iota({2, 2, 2, 2, 2, 2}, type: :f32))
           ]
           |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_flat_list(&1)})
         end)

@@ -85,6 +85,12 @@ defmodule Cascade.NxCoverageTest do
         Nx.window_scatter_max(x, Nx.iota({2, 2, 2}, type: type), 0, {1, 2, 2}, strides: [1, 1, 2])
       end,
       fn -> Nx.conv(Nx.reshape(x, {2, 3, 2, 2}), Nx.iota({1, 3, 1, 1}, type: type)) end,
+      fn ->
+        Nx.conv(Nx.reshape(x, {2, 2, 3, 2, 1}), Nx.iota({2, 2, 2, 1, 1}, type: type),
+          input_dilation: [1, 2, 1],
+          batch_group_size: 2
+        )
+      end,
       # a lower triangle with a non-zero diagonal; y's values are 1..5
       fn ->
         Nx.LinAlg.triangular_solve(
