@@ -294,7 +294,12 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def concatenate(out, tensors, axis) do
       if native?([out | tensors]) do
-        out(out, Cascade.concatenate(Enum.map(tensors, &cast(cx(&1), out.type)), axis: axis))
+        device = call_device(tensors)
+
+        out(
+          out,
+          Cascade.concatenate(Enum.map(tensors, &cast(cx(&1, device), out.type)), axis: axis)
+        )
       else
         fallback(:concatenate, out, [tensors, axis])
       end
@@ -756,10 +761,19 @@ if Code.ensure_loaded?(Nx) do
     ## Helpers
 
     # A tensor argument as a Cascade tensor (tensors of other backends are copied in).
-    defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}), do: t
+    # A tensor of another backend (a constant of a defn, say) goes to `device`: that of the
+    # call's Cascade tensors, so that an op never meets two devices; to the default one alone.
+    defp cx(tensor, device \\ nil)
+    defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}, _device), do: t
 
-    defp cx(%T{type: type, shape: shape} = t),
-      do: Cascade.from_binary(Nx.to_binary(t), type, shape)
+    defp cx(%T{type: type, shape: shape} = t, device),
+      do:
+        Cascade.from_binary(
+          Nx.to_binary(t),
+          type,
+          shape,
+          if(device, do: [device: device], else: [])
+        )
 
     defp cast(%Cascade.Tensor{type: type} = t, type), do: t
     defp cast(t, type), do: Cascade.as_type(t, type)
@@ -787,7 +801,8 @@ if Code.ensure_loaded?(Nx) do
     # reach `fun` as Cascade tensors, the others as given.
     defp native_or(op, out, args, fun) do
       if native?([out | args]) do
-        args = Enum.map(args, fn a -> if match?(%T{}, a), do: cx(a), else: a end)
+        device = call_device(args)
+        args = Enum.map(args, fn a -> if match?(%T{}, a), do: cx(a, device), else: a end)
         out(out, apply(fun, args))
       else
         fallback(op, out, args)
@@ -810,7 +825,7 @@ if Code.ensure_loaded?(Nx) do
     end
 
     defp fallback(op, out, args) do
-      device = Enum.find_value(List.flatten(args), &device_of/1) || Cascade.Device.default()
+      device = call_device(args) || Cascade.Device.default()
       in_bytes = args |> List.flatten() |> Enum.map(&tensor_bytes/1) |> Enum.sum()
       reason = reason(op, out, args)
       Cascade.Fallback.check!(device, op, types(out), reason, in_bytes + out_bytes(out))
@@ -839,6 +854,16 @@ if Code.ensure_loaded?(Nx) do
 
     defp device_of(%T{data: %B{device: device}}), do: device
     defp device_of(_), do: nil
+
+    # The device of a call: that of its first Cascade tensor (in lists too: slice's start
+    # indices), else the one Nx's default backend names, else nil (Cascade's default)
+    defp call_device(args) do
+      Enum.find_value(List.flatten(args), &device_of/1) ||
+        case Nx.default_backend() do
+          {B, opts} -> opts[:device]
+          _ -> nil
+        end
+    end
 
     defp tensor_bytes(%T{data: %B{}, type: {_, bits}} = t), do: Nx.size(t) * div(bits, 8)
     defp tensor_bytes(_), do: 0

@@ -430,6 +430,29 @@ defmodule Cascade.BackendTest do
       assert_no_fallback()
     end
 
+    # Nx.Random's threefry iterates over a constant of its defn (a Nx.BinaryBackend tensor),
+    # sliced with a Cascade index: the slice must land on the device of the default backend,
+    # not on Cascade's default device, or the next op meets two devices
+    test "foreign tensors join the device of the call or of Nx's default backend" do
+      Cascade.put_fallback_policy(:error)
+      previous = Cascade.Device.default()
+      other = if Enum.any?(Cascade.devices(), &(&1.device == :blas and &1.available)), do: :blas
+
+      try do
+        if other, do: Cascade.put_default_device(other)
+        Nx.default_backend({Cascade.Backend, device: :cpu})
+        {x, _key} = Nx.Random.normal(Nx.Random.key(7), shape: {4})
+        assert x.data.device == :cpu
+        binary = Nx.tensor([1.0, 2.0], backend: Nx.BinaryBackend)
+        assert Nx.add(Nx.tensor([1.0, 1.0]), binary).data.device == :cpu
+      after
+        Cascade.put_default_device(previous)
+        Nx.default_backend(Cascade.Backend)
+      end
+
+      assert_no_fallback()
+    end
+
     test "Nx.Random runs natively and gives Nx.BinaryBackend's bits" do
       Cascade.put_fallback_policy(:error)
 
