@@ -220,7 +220,7 @@ if Code.ensure_loaded?(Nx) do
         t = cx(tensor)
         # Nx turns NaN and infinities into integers its own way; keep its answer
         if Nx.Type.float?(tensor.type) and not Nx.Type.float?(type),
-          do: fallback(:as_type, out, [tensor]),
+          do: fallback(:as_type, out, [tensor], "Nx's own conversion of floats into integers"),
           else: out(out, Cascade.as_type(t, type))
       else
         fallback(:as_type, out, [tensor])
@@ -824,10 +824,10 @@ if Code.ensure_loaded?(Nx) do
       apply(Nx.BinaryBackend, op, [out | args]) |> from_host(device)
     end
 
-    defp fallback(op, out, args) do
+    defp fallback(op, out, args, reason \\ nil) do
       device = call_device(args) || Cascade.Device.default()
       in_bytes = args |> List.flatten() |> Enum.map(&tensor_bytes/1) |> Enum.sum()
-      reason = reason(op, out, args)
+      reason = reason || reason(op, out, args)
       Cascade.Fallback.check!(device, op, types(out), reason, in_bytes + out_bytes(out))
 
       host_args = Enum.map(args, &to_host/1)
