@@ -1616,7 +1616,7 @@ defmodule Cascade.PropertyTest.LinAlgTest do
   # units of 2^-52 of the largest value, which cancellation can leave where the reference has
   # an exact 0. So 1 ulp of the result type, plus 2^-40 of the result's largest magnitude.
   defp linalg_tol(type, {_shape, values}) do
-    {rel, _} = tol_pair(type)
+    rel = eps(type)
 
     scale =
       Enum.reduce(values, 1.0, fn v, acc -> if is_number(v), do: max(abs(v), acc), else: acc end)
@@ -1624,10 +1624,11 @@ defmodule Cascade.PropertyTest.LinAlgTest do
     fn e, _i -> rel * abs(e) + :math.pow(2, -40) * scale end
   end
 
-  defp tol_pair(:f16), do: {:math.pow(2, -10), 0}
-  defp tol_pair(:bf16), do: {:math.pow(2, -7), 0}
-  defp tol_pair(:f32), do: {:math.pow(2, -23), 0}
-  defp tol_pair(:f64), do: {:math.pow(2, -52), 0}
+  # the spacing of a type's numbers relative to a value (one ulp)
+  defp eps(:f16), do: :math.pow(2, -10)
+  defp eps(:bf16), do: :math.pow(2, -7)
+  defp eps(:f32), do: :math.pow(2, -23)
+  defp eps(:f64), do: :math.pow(2, -52)
 
   # every combination of the options, batched, with vectors and mixed types; the diagonal
   # (at least 4 in magnitude) dominates the other values of [-2, 2], so the solutions stay near
@@ -1739,14 +1740,6 @@ defmodule Cascade.PropertyTest.LinAlgTest do
       assert Cascade.Type.normalize!(Cascade.type(result)) == out
       got = Cascade.Type.decode(Cascade.to_binary(result), out)
 
-      eps =
-        %{
-          f16: :math.pow(2, -10),
-          bf16: :math.pow(2, -7),
-          f32: :math.pow(2, -23),
-          f64: :math.pow(2, -52)
-        }[out]
-
       batches = div(length(values), max(n * n, 1))
 
       for b <- 0..(batches - 1)//1, n > 0 do
@@ -1756,7 +1749,7 @@ defmodule Cascade.PropertyTest.LinAlgTest do
         packed = got |> Enum.drop(b * (n + 1) * n) |> Enum.take((n + 1) * n) |> List.to_tuple()
         val = fn j -> elem(packed, j) end
         vec = fn i, j -> elem(packed, n + i * n + j) end
-        tol = 8 * n * eps
+        tol = 8 * n * eps(out)
 
         for j <- 0..(n - 1) do
           if j > 0,
