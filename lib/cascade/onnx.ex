@@ -14,10 +14,11 @@ defmodule Cascade.ONNX do
   malformed, truncated or hostile file gives `{:error, message}`, never a crash. An operator
   Cascade cannot run is an error naming the operator and the node, at load, before anything
   runs. `supported_operators/0` lists the operators it runs (from the default domain, opsets 7
-  to 17); `mix cascade.onnx` runs ONNX's own backend node tests against them.
+  to 17, and Adagrad, Adam and Momentum from `ai.onnx.preview.training`); `mix cascade.onnx`
+  runs ONNX's own backend node tests against them.
 
-  Element types: float, float16, bfloat16, double, uint8, bool (as u8, 0 or 1), int32 and int64
-  — Cascade's types. A tensor of another type (int8, int16, uint16, uint32, uint64, string,
+  Element types: float, float16, bfloat16, double, int8, int16, int32, int64, uint8, uint16,
+  uint32, uint64 and bool (as u8, 0 or 1) — Cascade's types. A tensor of another type (string,
   complex) is an error naming it.
   """
 
@@ -116,7 +117,9 @@ defmodule Cascade.ONNX do
     |> Enum.with_index()
     |> Enum.find_value(:ok, fn {node, i} ->
       cond do
-        node.domain not in ["", "ai.onnx"] ->
+        node.domain not in ["", "ai.onnx"] and
+            not (node.domain == "ai.onnx.preview.training" and
+                     node.op_type in ["Adagrad", "Adam", "Momentum"]) ->
           {:error,
            "#{describe(node, i)}: operator #{node.op_type} of domain #{node.domain} " <>
              "is not supported"}
