@@ -372,6 +372,44 @@ static void test_capabilities(void **state) {
     }
 }
 
+/* The dispatcher keeps each driver's answers in a memo keyed by (device, op, types, ranks). Its
+ * keys once shifted their fields in one after another, so that a creation op's key on one
+ * device could equal a unary op's on another, and an answer was read for the wrong question,
+ * depending on which was asked first. Every (device, op, type) the capability tables ask is
+ * checked here against the driver's own answer, in two orders, the devices interleaved. */
+static void check_against_driver(cx_device *dev, cx_op_id op, cx_dtype t) {
+    cx_route r;
+    cx_explain ex = {0};
+    cx_status st = {0};
+    cx_code rc = cx_capability(dev, op, t, &r, &ex, &st);
+    cx_explain_free(&ex);
+    if (rc != CX_OK) return; /* a type the op does not take */
+    cx_dtype types[3] = {t, t, t};
+    int n = cx_op_tensor_arity(op);
+    if (n < 0) n = 2;
+    if (n > 3) n = 3;
+    if (strstr(cx_op_table[op].args, ":indices")) types[n - 1] = CX_S64;
+    if (strstr(cx_op_table[op].args, ":pred")) types[0] = CX_U8;
+    cx_cap direct = dev->driver->capability(dev->ctx, op, types, n);
+    cx_route want = direct != CX_CAP_NO || dev == cpu ? CX_ROUTE_NATIVE : CX_ROUTE_FALLBACK;
+    if (r != want)
+        fail_msg("%s %s %s: the memo says %s, the driver %d", dev->name, cx_op_table[op].name,
+                 cx_dtype_name(t), cx_route_name(r), (int)direct);
+}
+
+static void test_memo_answers_each_question(void **state) {
+    (void)state;
+    cx_device *devs[] = {test_dev, cpu, test_dev1};
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < CX_OP_COUNT; i++) {
+            int op = pass ? CX_OP_COUNT - 1 - i : i;
+            if (cx_op_table[op].kind == CX_KIND_COMPOSITE) continue;
+            for (int t = 0; t < CX_DTYPE_COUNT; t++)
+                for (int d = 0; d < 3; d++)
+                    check_against_driver(devs[d], (cx_op_id)op, (cx_dtype)t);
+        }
+}
+
 static void test_transfer(void **state) {
     (void)state;
     cx_tensor *x = tu_tensor(CX_S32, 2, TU_SHAPE(2, 2), TU_VALUES(1, -2, 3, 4));
@@ -424,6 +462,7 @@ int main(void) {
         cmocka_unit_test(test_shape_refinement),
         cmocka_unit_test(test_native_composite),
         cmocka_unit_test(test_capabilities),
+        cmocka_unit_test(test_memo_answers_each_question),
         cmocka_unit_test(test_transfer),
         cmocka_unit_test(test_stats_reset),
     };
