@@ -762,18 +762,16 @@ if Code.ensure_loaded?(Nx) do
 
     # A tensor argument as a Cascade tensor (tensors of other backends are copied in).
     # A tensor of another backend (a constant of a defn, say) goes to `device`: that of the
-    # call's Cascade tensors, so that an op never meets two devices; to the default one alone.
+    # call's Cascade tensors, so that an op never meets two devices; without one, the device of
+    # Nx's default backend (call_device/1), else Cascade's default.
     defp cx(tensor, device \\ nil)
     defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}, _device), do: t
 
-    defp cx(%T{type: type, shape: shape} = t, device),
-      do:
-        Cascade.from_binary(
-          Nx.to_binary(t),
-          type,
-          shape,
-          if(device, do: [device: device], else: [])
-        )
+    defp cx(%T{type: type, shape: shape} = t, device) do
+      device = device || call_device([])
+      opts = if device, do: [device: device], else: []
+      Cascade.from_binary(Nx.to_binary(t), type, shape, opts)
+    end
 
     defp cast(%Cascade.Tensor{type: type} = t, type), do: t
     defp cast(t, type), do: Cascade.as_type(t, type)
