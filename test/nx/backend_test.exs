@@ -18,6 +18,12 @@ defmodule Cascade.BackendTest do
 
   defp cx(tensor), do: tensor.data.tensor
 
+  # `fun`'s results with Cascade.Backend as the default backend, then with Nx.BinaryBackend
+  defp on_both(fun),
+    do:
+      {Nx.with_default_backend(Cascade.Backend, fun),
+       Nx.with_default_backend(Nx.BinaryBackend, fun)}
+
   # no callback since the last Cascade.reset_stats/0 ran on Nx.BinaryBackend
   defp assert_no_fallback,
     do: assert(Cascade.stats() |> Enum.filter(&match?({{_, _, :binary_fallback}, _}, &1)) == [])
@@ -194,8 +200,8 @@ defmodule Cascade.BackendTest do
     test "sort and argsort run natively and give Nx.BinaryBackend's order" do
       Cascade.put_fallback_policy(:error)
 
-      run = fn backend ->
-        Nx.with_default_backend(backend, fn ->
+      {cascade, binary} =
+        on_both(fn ->
           x = Nx.tensor([[3.0, :nan, -1.0, 3.0], [0.0, -0.0, :infinity, 2.0]])
           i = Nx.tensor([[5, 1, 5], [-2, 7, 7]], type: :s8)
 
@@ -205,17 +211,16 @@ defmodule Cascade.BackendTest do
              Nx.argsort(t, axis: axis, direction: direction, type: :u8) |> Nx.to_binary()}
           end
         end)
-      end
 
-      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert cascade == binary
       assert_no_fallback()
     end
 
     test "triangular_solve runs natively and gives Nx.BinaryBackend's bits" do
       Cascade.put_fallback_policy(:error)
 
-      run = fn backend ->
-        Nx.with_default_backend(backend, fn ->
+      {cascade, binary} =
+        on_both(fn ->
           a = Nx.tensor([[3.0, 0.5, -1.0], [1.5, -2.0, 0.25], [0.75, 1.0, 4.0]])
           batch = Nx.tensor([[[1, 0], [2, 3]], [[4, 0], [5, 6]]])
 
@@ -235,9 +240,8 @@ defmodule Cascade.BackendTest do
               |> Nx.to_binary()
             ]
         end)
-      end
 
-      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert cascade == binary
 
       assert_raise ArgumentError, "can't solve for singular matrix", fn ->
         Nx.LinAlg.triangular_solve(Nx.tensor([[1.0, 0.0], [1.0, 0.0]]), Nx.tensor([1.0, 2.0]))
@@ -289,8 +293,8 @@ defmodule Cascade.BackendTest do
     test "indexed_add, indexed_put and take_along_axis run natively as on Nx.BinaryBackend" do
       Cascade.put_fallback_policy(:error)
 
-      run = fn backend ->
-        Nx.with_default_backend(backend, fn ->
+      {cascade, binary} =
+        on_both(fn ->
           t = Nx.iota({2, 3}, type: :f32)
           i = Nx.tensor([[1, 2], [0, 0], [1, 2]])
           u = Nx.tensor([0.5, 1.25, 2.0])
@@ -315,17 +319,16 @@ defmodule Cascade.BackendTest do
           ]
           |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_binary(&1)})
         end)
-      end
 
-      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert cascade == binary
       assert_no_fallback()
     end
 
     test "conv runs on Cascade's conv2d for any rank, input dilation and batch groups" do
       Cascade.put_fallback_policy(:error)
 
-      run = fn backend ->
-        Nx.with_default_backend(backend, fn ->
+      {cascade, binary} =
+        on_both(fn ->
           x = Nx.iota({2, 3, 6, 5}, type: :f32) |> Nx.divide(17) |> Nx.sin()
           k = Nx.iota({4, 3, 3, 2}, type: :f32) |> Nx.divide(7) |> Nx.cos()
           g = Nx.iota({4, 1, 2, 2}, type: :f32) |> Nx.subtract(5)
@@ -369,9 +372,8 @@ defmodule Cascade.BackendTest do
           ]
           |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_flat_list(&1)})
         end)
-      end
 
-      for {{ta, sa, a}, {tb, sb, b}} <- Enum.zip(run.(Cascade.Backend), run.(Nx.BinaryBackend)) do
+      for {{ta, sa, a}, {tb, sb, b}} <- Enum.zip(cascade, binary) do
         assert {ta, sa} == {tb, sb}
         for {x, y} <- Enum.zip(a, b), do: assert_in_delta(x, y, 1.0e-4 * (1 + abs(y)))
       end
@@ -382,8 +384,8 @@ defmodule Cascade.BackendTest do
     test "window_sum, window_product, window_max and window_min run natively" do
       Cascade.put_fallback_policy(:error)
 
-      run = fn backend ->
-        Nx.with_default_backend(backend, fn ->
+      {cascade, binary} =
+        on_both(fn ->
           x = Nx.iota({2, 3, 6, 5}, type: :f32) |> Nx.divide(7) |> Nx.sin()
           i = Nx.tensor([[3, -1, 4, 1], [5, -9, 2, 6]], type: :s16)
 
@@ -400,17 +402,16 @@ defmodule Cascade.BackendTest do
           ]
           |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_binary(&1)})
         end)
-      end
 
-      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert cascade == binary
       assert_no_fallback()
     end
 
     test "window_scatter_max and window_scatter_min run natively (valid padding as Nx.BinaryBackend)" do
       Cascade.put_fallback_policy(:error)
 
-      run = fn backend ->
-        Nx.with_default_backend(backend, fn ->
+      {cascade, binary} =
+        on_both(fn ->
           x = Nx.tensor([[1.0, 7.0, 3.0, 3.0], [2.0, 2.0, 5.0, -1.0]])
           src = Nx.tensor([[10.0, 20.0], [30.0, 40.0]])
           i = Nx.tensor([[1, 3, 2], [3, 0, 3]], type: :s32)
@@ -424,9 +425,8 @@ defmodule Cascade.BackendTest do
           ]
           |> Enum.map(&{Nx.type(&1), Nx.shape(&1), Nx.to_binary(&1)})
         end)
-      end
 
-      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert cascade == binary
       assert_no_fallback()
     end
 
@@ -456,8 +456,8 @@ defmodule Cascade.BackendTest do
     test "Nx.Random runs natively and gives Nx.BinaryBackend's bits" do
       Cascade.put_fallback_policy(:error)
 
-      run = fn backend ->
-        Nx.with_default_backend(backend, fn ->
+      {cascade, binary} =
+        on_both(fn ->
           key = Nx.Random.key(1701)
           [k1, k2] = key |> Nx.Random.split() |> Nx.to_batched(1) |> Enum.map(&Nx.squeeze/1)
 
@@ -472,9 +472,8 @@ defmodule Cascade.BackendTest do
             {Nx.type(t), Nx.to_binary(t)}
           end)
         end)
-      end
 
-      assert run.(Cascade.Backend) == run.(Nx.BinaryBackend)
+      assert cascade == binary
       assert_no_fallback()
     end
 
