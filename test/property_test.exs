@@ -1271,15 +1271,7 @@ defmodule Cascade.PropertyTest.LayoutTest do
       strides = for _ <- 1..rank, do: int_between(1, 2)
       pairs = for _ <- 1..rank, do: {int_between(0, 1), int_between(0, 1)}
 
-      src_shape =
-        List.to_tuple(
-          for a <- 0..(rank - 1) do
-            {lo, hi} = Enum.at(pairs, a)
-            padded = elem(s, a) + lo + hi
-            w = elem(window, a)
-            if padded >= w, do: div(padded - w, Enum.at(strides, a)) + 1, else: 0
-          end
-        )
+      src_shape = R.window_shape(s, window, strides, pairs)
 
       # few distinct values: ties; the value sometimes wins over the tensor in the padding
       gen =

@@ -997,6 +997,20 @@ defmodule Cascade.Reference do
   end
 
   @doc """
+  The number of windows along each axis (a shape): positions o * stride - low whose window,
+  `dilations` apart (1 when not given), lies inside the padded axis.
+  """
+  def window_shape(shape, window, strides, padding, dilations \\ nil) do
+    for a <- 0..(tuple_size(shape) - 1)//1 do
+      {lo, hi} = Enum.at(padding, a)
+      eff = (elem(window, a) - 1) * if(dilations, do: Enum.at(dilations, a), else: 1) + 1
+      padded = elem(shape, a) + lo + hi
+      if padded >= eff, do: div(padded - eff, Enum.at(strides, a)) + 1, else: 0
+    end
+    |> List.to_tuple()
+  end
+
+  @doc """
   window_sum/product/max/min: each output element folds its window (positions
   o * stride + j * dilation - low per axis) from the fold's identity, which is also what the
   padding holds; `type` gives the identity of max and min for integers. Unrounded.
@@ -1006,15 +1020,7 @@ defmodule Cascade.Reference do
     tup = List.to_tuple(data)
     st = strides(shape)
 
-    out_dims =
-      for a <- 0..(rank - 1)//1 do
-        {lo, hi} = Enum.at(padding, a)
-        eff = (elem(window, a) - 1) * Enum.at(dilations, a) + 1
-        padded = elem(shape, a) + lo + hi
-        if padded >= eff, do: div(padded - eff, Enum.at(strides, a)) + 1, else: 0
-      end
-
-    out_shape = List.to_tuple(out_dims)
+    out_shape = window_shape(shape, window, strides, padding, dilations)
     {fold, start} = window_fold(op, type)
 
     out =
@@ -1060,15 +1066,7 @@ defmodule Cascade.Reference do
     pad_value = round_to(value, type)
     better = if op == :window_scatter_max, do: &ge/2, else: &ge(&2, &1)
 
-    src_shape =
-      List.to_tuple(
-        for a <- 0..(rank - 1)//1 do
-          {lo, hi} = Enum.at(padding, a)
-          padded = elem(shape, a) + lo + hi
-          w = elem(window, a)
-          if padded >= w, do: div(padded - w, Enum.at(strides, a)) + 1, else: 0
-        end
-      )
+    src_shape = window_shape(shape, window, strides, padding)
 
     picks =
       for {o, v} <- Enum.zip(indices(src_shape), sdata) do
