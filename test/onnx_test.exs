@@ -83,6 +83,53 @@ defmodule Cascade.ONNXTest do
       assert message =~ "operator NonMaxSuppression is not supported"
     end
 
+    test "If, Loop and Scan run their bodies, which see the enclosing graph's values" do
+      {:ok, m} = ONNX.load(model("test_if"))
+      then_out = ONNX.run(m, %{"cond" => {:u8, {}, <<1>>}})["res"] |> Cascade.to_list()
+      else_out = ONNX.run(m, %{"cond" => {:u8, {}, <<0>>}})["res"] |> Cascade.to_list()
+      assert then_out == [1.0, 2.0, 3.0, 4.0, 5.0]
+      assert else_out == [5.0, 4.0, 3.0, 2.0, 1.0]
+
+      # y += x[i] for i < trip_count while cond: the carried value and the stacked scan
+      {:ok, m} = ONNX.load(model("test_loop11"))
+
+      run = fn trips, c ->
+        ONNX.run(m, %{
+          "trip_count" => Cascade.tensor(trips, type: :s64),
+          "cond" => {:u8, {}, <<c>>},
+          "y" => Cascade.tensor([-2.0])
+        })
+      end
+
+      %{"res_y" => y, "res_scan" => scan} = run.(3, 1)
+      assert Cascade.to_list(y) == [4.0]
+      assert Cascade.to_list(scan) == [[-1.0], [1.0], [4.0]]
+      # a false condition runs no iteration: the scan output would have no shape
+      assert_raise ONNX.Error, ~r/node 0 \(Loop\): Loop: no iteration ran/, fn -> run.(3, 0) end
+
+      # Range's function body: a Loop whose body reads `delta` from the enclosing graph
+      name = "test_range_float_type_positive_delta_expanded"
+      {:ok, m} = ONNX.load(model(name))
+      scalar = &Cascade.tensor(&1, type: :f32)
+
+      %{"output" => r} =
+        ONNX.run(m, %{"start" => scalar.(1.0), "limit" => scalar.(2.0), "delta" => scalar.(0.25)})
+
+      assert Cascade.to_list(r) == [1.0, 1.25, 1.5, 1.75]
+
+      # running sums of the rows: the final state and every step's
+      {:ok, m} = ONNX.load(model("test_scan9_sum"))
+      x = Cascade.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+      %{"y" => y, "z" => z} = ONNX.run(m, %{"initial" => Cascade.tensor([0.0, 10.0]), "x" => x})
+      assert Cascade.to_list(y) == [9.0, 22.0]
+      assert Cascade.to_list(z) == [[1.0, 12.0], [4.0, 16.0], [9.0, 22.0]]
+    end
+
+    test "a body with an operator Cascade cannot run is refused at load, naming both nodes" do
+      assert {:error, message} = ONNX.load(model("test_loop13_seq"))
+      assert message == "node 0 (Loop) body, node 8: operator SequenceInsert is not supported"
+    end
+
     test "an input of another type or shape than the graph declares raises Cascade.ONNX.Error" do
       {:ok, m} = ONNX.load(model("test_add"))
       %{"x" => x, "y" => y} = inputs("test_add", m)

@@ -15,14 +15,15 @@ defmodule Cascade.ONNX do
   Cascade cannot run is an error naming the operator and the node, at load, before anything
   runs. `supported_operators/0` lists the operators it runs (from the default domain, opsets 7
   to 17, and Adagrad, Adam and Momentum from `ai.onnx.preview.training`); `mix cascade.onnx`
-  runs ONNX's own backend node tests against them.
+  runs ONNX's own backend node tests against them. If, Loop and Scan run their body graphs node
+  by node the same way; a body sees the values of the graphs around it.
 
   Element types: float, float16, bfloat16, double, int8, int16, int32, int64, uint8, uint16,
   uint32, uint64 and bool (as u8, 0 or 1) — Cascade's types. A tensor of another type (string,
   complex) is an error naming it.
   """
 
-  alias Cascade.ONNX.{Ops, Proto}
+  alias Cascade.ONNX.{Control, Ops, Proto}
 
   defstruct [:graph, :opset, :device, :initializers, :ir_version, :producer, :inputs, :outputs]
 
@@ -101,17 +102,19 @@ defmodule Cascade.ONNX do
     e -> {:error, "the model is malformed: " <> Exception.message(e)}
   end
 
-  defp check_nodes(graph) do
+  # A body graph (If, Loop, Scan) is checked with the ranks its enclosing graphs know.
+  defp check_nodes(graph, outer \\ %{}) do
     # the ranks known before running: the graph's declared inputs and its initializers
     ranks =
-      Map.merge(
+      outer
+      |> Map.merge(
         for(
           %{name: n, type: %{shape: s}} when is_list(s) <- graph.inputs,
           into: %{},
           do: {n, length(s)}
-        ),
-        for(t <- graph.initializers, into: %{}, do: {t.name, length(t.dims)})
+        )
       )
+      |> Map.merge(for(t <- graph.initializers, into: %{}, do: {t.name, length(t.dims)}))
 
     graph.nodes
     |> Enum.with_index()
@@ -123,6 +126,14 @@ defmodule Cascade.ONNX do
           {:error,
            "#{describe(node, i)}: operator #{node.op_type} of domain #{node.domain} " <>
              "is not supported"}
+
+        node.op_type in Control.names() ->
+          Enum.find_value(Control.bodies(node), fn {name, body} ->
+            case check_nodes(body, ranks) do
+              :ok -> nil
+              {:error, why} -> {:error, "#{describe(node, i)} (#{node.op_type}) #{name}, #{why}"}
+            end
+          end)
 
         not Ops.supported?(node.op_type) ->
           {:error, "#{describe(node, i)}: operator #{node.op_type} is not supported"}
@@ -208,7 +219,7 @@ defmodule Cascade.ONNX do
       true
   """
   @spec supported_operators() :: [String.t()]
-  def supported_operators, do: Ops.names()
+  def supported_operators, do: Enum.sort(Ops.names() ++ Control.names())
 
   @doc """
   Runs the model on `inputs`, a map from the graph's input names to Cascade tensors or plain
@@ -328,9 +339,20 @@ defmodule Cascade.ONNX do
       end)
 
     ctx = %{opset: model.opset, device: model.device}
+    {values, steps} = run_nodes(model.graph.nodes, values, ctx, around)
 
+    outputs =
+      for name <- model.outputs, into: %{} do
+        {name,
+         Map.get(values, name) || raise(Error, message: "the graph computes no #{inspect(name)}")}
+      end
+
+    {outputs, steps}
+  end
+
+  defp run_nodes(nodes, values, ctx, around) do
     {values, steps} =
-      model.graph.nodes
+      nodes
       |> Enum.with_index()
       |> Enum.reduce({values, []}, fn {node, i}, {values, steps} ->
         args =
@@ -343,7 +365,11 @@ defmodule Cascade.ONNX do
                 raise(Error, message: "#{describe(node, i)}: no value #{inspect(name)}")
           end)
 
-        node_ctx = Map.put(ctx, :outputs, length(node.outputs))
+        node_ctx =
+          if node.op_type in Control.names(),
+            do: Map.put(ctx, :run_body, &run_body(&1, &2, values, ctx)),
+            else: Map.put(ctx, :outputs, length(node.outputs))
+
         {results, step} = around.(node, i, fn -> run_node(node, i, args, node_ctx) end)
 
         values =
@@ -357,17 +383,45 @@ defmodule Cascade.ONNX do
         {values, [step | steps]}
       end)
 
-    outputs =
-      for name <- model.outputs, into: %{} do
-        {name,
-         Map.get(values, name) || raise(Error, message: "the graph computes no #{inspect(name)}")}
-      end
+    {values, Enum.reverse(steps)}
+  end
 
-    {outputs, Enum.reverse(steps)}
+  # A control-flow body: a graph that sees the enclosing graph's values (`scope`), its own
+  # initializers and its inputs bound to `bound`; returns its outputs in order
+  defp run_body(graph, bound, scope, ctx) do
+    if length(bound) != length(graph.inputs),
+      do:
+        raise(Error,
+          message:
+            "a body graph takes #{length(graph.inputs)} inputs, #{length(bound)} were given"
+        )
+
+    values =
+      Enum.reduce(graph.initializers, scope, fn t, acc ->
+        case to_tensor(t, ctx.device) do
+          {:ok, tensor} -> Map.put(acc, t.name, tensor)
+          {:error, message} -> raise Error, message: "initializer #{inspect(t.name)}: #{message}"
+        end
+      end)
+
+    values =
+      graph.inputs
+      |> Enum.map(& &1.name)
+      |> Enum.zip(bound)
+      |> Map.new()
+      |> then(&Map.merge(values, &1))
+
+    {values, _} = run_nodes(graph.nodes, values, ctx, fn _node, _i, fun -> {fun.(), nil} end)
+
+    for %{name: name} <- graph.outputs do
+      Map.get(values, name) || raise(Error, message: "a body graph computes no #{inspect(name)}")
+    end
   end
 
   defp run_node(node, i, args, ctx) do
-    Ops.run(node.op_type, args, node.attributes, ctx)
+    if node.op_type in Control.names(),
+      do: Control.run(node.op_type, args, node.attributes, ctx),
+      else: Ops.run(node.op_type, args, node.attributes, ctx)
   rescue
     e in [ArgumentError, Cascade.Error, Error] ->
       reraise Error,

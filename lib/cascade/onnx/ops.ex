@@ -96,9 +96,6 @@ defmodule Cascade.ONNX.Ops do
       spatial and length(attr(attrs, "kernel_shape", [1, 1])) not in [1, 2, 3] ->
         "#{length(attr(attrs, "kernel_shape", []))}-D kernels (1-D, 2-D and 3-D only)"
 
-      op == "ConvTranspose" and input_rank == 5 ->
-        "3-D input (1-D and 2-D only)"
-
       op == "AveragePool" and attr(attrs, "ceil_mode", 0) != 0 and
           attr(attrs, "count_include_pad", 0) != 0 ->
         "ceil_mode and count_include_pad together"
@@ -169,14 +166,79 @@ defmodule Cascade.ONNX.Ops do
 
   def run(op, [x | _] = args, attrs, ctx)
       when op in ["Conv", "ConvTranspose", "MaxPool", "AveragePool"] do
-    if x != nil and rank(x) == 5 and op != "ConvTranspose" do
-      run_3d(op, args, attrs, ctx)
-    else
-      run_1d_or_2d(op, args, attrs, ctx)
+    cond do
+      x != nil and rank(x) == 5 and op == "ConvTranspose" ->
+        run_3d_transpose(args, attrs, ctx)
+
+      x != nil and rank(x) == 5 ->
+        run_3d(op, args, attrs, ctx)
+
+      true ->
+        run_1d_or_2d(op, args, attrs, ctx)
     end
   end
 
   def run(op, args, attrs, ctx), do: run_any(op, args, attrs, ctx)
+
+  # 3-D ConvTranspose: input depth i and kernel depth k add the 2-D ConvTranspose of their
+  # slices to the output depth i * stride + k * dilation - pad_begin, when that is in range
+  defp run_3d_transpose([x, w | b], attrs, ctx) do
+    [_n, _c, d, h, wd] = dims(x)
+    [_, m_per_group, kd, kh, kw] = dims(w)
+    {[od | out2], [{bd, _} | pads2]} = conv_transpose_geometry([d, h, wd], [kd, kh, kw], attrs)
+    [sd | s2] = attr(attrs, "strides", [1, 1, 1])
+    [dd | d2] = attr(attrs, "dilations", [1, 1, 1])
+    [_ | op2] = attr(attrs, "output_padding", [0, 0, 0])
+    g = attr(attrs, "group", 1)
+
+    attrs2 = %{
+      "strides" => {:ints, s2},
+      "dilations" => {:ints, d2},
+      "output_padding" => {:ints, op2},
+      "kernel_shape" => {:ints, [kh, kw]},
+      "pads" => {:ints, Enum.map(pads2, &elem(&1, 0)) ++ Enum.map(pads2, &elem(&1, 1))},
+      "group" => {:int, g}
+    }
+
+    slice_at = fn t, i ->
+      {a, bb, _, hh, ww} = Cascade.shape(t)
+      t |> Cascade.slice([0, 0, i, 0, 0], [a, bb, 1, hh, ww]) |> Cascade.reshape({a, bb, hh, ww})
+    end
+
+    {n, _, _, _, _} = Cascade.shape(x)
+    [oh, ow] = out2
+
+    planes =
+      for o <- 0..(od - 1)//1 do
+        taps = for i <- 0..(d - 1), k <- 0..(kd - 1), i * sd + k * dd - bd == o, do: {i, k}
+
+        plane =
+          case taps do
+            [] ->
+              Cascade.full(0, {n, m_per_group * g, oh, ow},
+                type: Cascade.type(x),
+                device: Cascade.device(x)
+              )
+
+            _ ->
+              taps
+              |> Enum.map(fn {i, k} ->
+                [y] = run_any("ConvTranspose", [slice_at.(x, i), slice_at.(w, k)], attrs2, ctx)
+                y
+              end)
+              |> Enum.reduce(&Cascade.add(&2, &1))
+          end
+
+        Cascade.reshape(plane, {n, m_per_group * g, 1, oh, ow})
+      end
+
+    y = Cascade.concatenate(planes, axis: 2)
+
+    case b do
+      [b] when b != nil -> [Cascade.add(y, Cascade.reshape(b, {1, Cascade.size(b), 1, 1, 1}))]
+      _ -> [y]
+    end
+  end
 
   defp run_1d_or_2d(op, [x | rest] = args, attrs, ctx) do
     if x != nil and rank(x) == 3 do
@@ -1244,58 +1306,13 @@ defmodule Cascade.ONNX.Ops do
     [n, _c, h, wd] = dims(x)
     [_, m_per_group, kh, kw] = dims(w)
     g = attr(attrs, "group", 1)
-    strides = attr(attrs, "strides", [1, 1])
-    dil = attr(attrs, "dilations", [1, 1])
-    out_pad = attr(attrs, "output_padding", [0, 0])
-    kernel = attr(attrs, "kernel_shape", [kh, kw])
-    full = fn i, s, k, d, op -> s * (i - 1) + op + (k - 1) * d + 1 end
-    auto = attr(attrs, "auto_pad", "NOTSET")
-
-    {out, padding} =
-      cond do
-        attr(attrs, "output_shape", nil) != nil or auto in ["SAME_UPPER", "SAME_LOWER"] ->
-          out =
-            attr(attrs, "output_shape", nil) ||
-              Enum.zip_with([h, wd], strides, fn i, s -> i * s end)
-
-          out = Enum.take(out, -2)
-
-          pads =
-            Enum.zip_with([[h, wd], strides, kernel, dil, out_pad, out], fn [i, s, k, d, op, o] ->
-              total = max(full.(i, s, k, d, op) - o, 0)
-
-              if auto == "SAME_LOWER",
-                do: {total - div(total, 2), div(total, 2)},
-                else: {div(total, 2), total - div(total, 2)}
-            end)
-
-          {out, pads}
-
-        true ->
-          pads = attr(attrs, "pads", [0, 0, 0, 0])
-          {begins, ends} = Enum.split(pads, 2)
-
-          out =
-            Enum.zip_with([[h, wd], strides, kernel, dil, out_pad, begins, ends], fn [
-                                                                                       i,
-                                                                                       s,
-                                                                                       k,
-                                                                                       d,
-                                                                                       op,
-                                                                                       pb,
-                                                                                       pe
-                                                                                     ] ->
-              full.(i, s, k, d, op) - pb - pe
-            end)
-
-          {out, Enum.zip(begins, ends)}
-      end
+    {out, padding} = conv_transpose_geometry([h, wd], [kh, kw], attrs)
 
     y =
       Cascade.conv2d_grad_input(x, w, List.to_tuple([n, m_per_group * g | out]),
-        strides: strides,
+        strides: attr(attrs, "strides", [1, 1]),
         padding: padding,
-        kernel_dilation: dil,
+        kernel_dilation: attr(attrs, "dilations", [1, 1]),
         feature_group_size: g
       )
 
@@ -2595,6 +2612,46 @@ defmodule Cascade.ONNX.Ops do
   end
 
   # Padding {lo, hi} per spatial axis from pads ([b0, b1, e0, e1]) or auto_pad.
+  # ConvTranspose's output sizes and {begin, end} paddings per spatial axis, from the input's
+  # sizes, the kernel's and the attributes (pads, or output_shape / auto_pad SAME_*)
+  defp conv_transpose_geometry(sizes, kernel_dims, attrs) do
+    n = length(sizes)
+    ones = List.duplicate(1, n)
+    strides = attr(attrs, "strides", ones)
+    dil = attr(attrs, "dilations", ones)
+    out_pad = attr(attrs, "output_padding", List.duplicate(0, n))
+    kernel = attr(attrs, "kernel_shape", kernel_dims)
+    auto = attr(attrs, "auto_pad", "NOTSET")
+
+    full =
+      Enum.zip_with([sizes, strides, kernel, dil, out_pad], fn [i, s, k, d, op] ->
+        s * (i - 1) + op + (k - 1) * d + 1
+      end)
+
+    if attr(attrs, "output_shape", nil) != nil or auto in ["SAME_UPPER", "SAME_LOWER"] do
+      out =
+        attrs
+        |> attr("output_shape", nil)
+        |> Kernel.||(Enum.zip_with(sizes, strides, &(&1 * &2)))
+        |> Enum.take(-n)
+
+      pads =
+        Enum.zip_with(full, out, fn f, o ->
+          total = max(f - o, 0)
+
+          if auto == "SAME_LOWER",
+            do: {total - div(total, 2), div(total, 2)},
+            else: {div(total, 2), total - div(total, 2)}
+        end)
+
+      {out, pads}
+    else
+      {begins, ends} = attrs |> attr("pads", List.duplicate(0, 2 * n)) |> Enum.split(n)
+      out = Enum.zip_with([full, begins, ends], fn [f, pb, pe] -> f - pb - pe end)
+      {out, Enum.zip(begins, ends)}
+    end
+  end
+
   defp conv_padding(attrs, spatial, kernel, strides, dil) do
     case attr(attrs, "auto_pad", "NOTSET") do
       p when p in ["NOTSET", ""] ->
