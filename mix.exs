@@ -121,7 +121,7 @@ defmodule Cascade.MixProject do
         default_device: :host,
         fallback: :warn,
         drivers: [:cuda, :opencl, :blas, :cpu],
-        gc_interval: 64 * 1024 * 1024,
+        gc_interval: 4 * 1024 * 1024,
         # milliseconds Cascade.to_binary/2 waits for an asynchronous download (cuda)
         download_timeout: 60_000
       ]

@@ -9,11 +9,24 @@
 static cx_device devices[CX_MAX_DEVICES];
 static int n_devices;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static _Atomic int64_t gc_interval = INT64_C(64) << 20;
+static _Atomic int64_t gc_interval = INT64_C(4) << 20;
 
 /* a + b for b > 0, saturating: a huge interval (collection turned off) must not overflow. */
 static int64_t add_sat(int64_t a, int64_t b) {
     return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* How far above the live set a full collection is asked for. */
+static int64_t major_step(void) {
+    int64_t i = atomic_load(&gc_interval);
+    return i > INT64_MAX / CX_GC_MAJOR_INTERVALS ? INT64_MAX : i * CX_GC_MAJOR_INTERVALS;
+}
+
+/* Lowers *mark to want if it is above. */
+static void lower_to(_Atomic int64_t *mark, int64_t want) {
+    int64_t m = atomic_load(mark);
+    while (want < m && !atomic_compare_exchange_weak(mark, &m, want)) {
+    }
 }
 
 static const cx_driver *builtins[4];
@@ -32,6 +45,7 @@ static cx_device *new_device(const char *driver_name, int index) {
     else
         snprintf(dev->name, sizeof dev->name, "%.20s:%d", driver_name, index);
     atomic_store(&dev->gc_mark, atomic_load(&gc_interval));
+    atomic_store(&dev->major_mark, major_step());
     return dev;
 }
 
@@ -151,8 +165,11 @@ cx_device *cx_device_find(const char *name) {
 void cx_set_gc_interval(int64_t bytes) {
     if (bytes < 1) bytes = 1;
     atomic_store(&gc_interval, bytes);
-    for (int k = 0; k < n_devices; k++)
-        atomic_store(&devices[k].gc_mark, add_sat(atomic_load(&devices[k].live_bytes), bytes));
+    for (int k = 0; k < n_devices; k++) {
+        int64_t live = atomic_load(&devices[k].live_bytes);
+        atomic_store(&devices[k].gc_mark, add_sat(live, bytes));
+        atomic_store(&devices[k].major_mark, add_sat(live, major_step()));
+    }
 }
 
 int64_t cx_gc_interval(void) {
@@ -171,16 +188,20 @@ void cx_device_count_release(cx_device *dev, int64_t bytes) {
     int64_t live = atomic_fetch_sub(&dev->live_bytes, bytes) - bytes;
     atomic_fetch_sub(&dev->live_tensors, 1);
     /* Follow the live set down so that the next request comes one interval above it. */
-    int64_t want = add_sat(live, atomic_load(&gc_interval));
-    int64_t mark = atomic_load(&dev->gc_mark);
-    while (want < mark && !atomic_compare_exchange_weak(&dev->gc_mark, &mark, want)) {
-    }
+    lower_to(&dev->gc_mark, add_sat(live, atomic_load(&gc_interval)));
+    lower_to(&dev->major_mark, add_sat(live, major_step()));
 }
 
-bool cx_device_wants_gc(cx_device *dev) {
+cx_gc_request cx_device_wants_gc(cx_device *dev) {
     int64_t live = atomic_load(&dev->live_bytes);
     int64_t mark = atomic_load(&dev->gc_mark);
-    if (live < mark) return false;
-    return atomic_compare_exchange_strong(&dev->gc_mark, &mark,
-                                          add_sat(live, atomic_load(&gc_interval)));
+    if (live < mark) return CX_GC_NONE;
+    if (!atomic_compare_exchange_strong(&dev->gc_mark, &mark,
+                                        add_sat(live, atomic_load(&gc_interval))))
+        return CX_GC_NONE;
+    int64_t major = atomic_load(&dev->major_mark);
+    if (live >= major &&
+        atomic_compare_exchange_strong(&dev->major_mark, &major, add_sat(live, major_step())))
+        return CX_GC_MAJOR;
+    return CX_GC_MINOR;
 }

@@ -24,7 +24,8 @@ typedef struct cx_device {
     _Atomic int64_t live_bytes;
     _Atomic int64_t peak_bytes;
     _Atomic int64_t live_tensors;
-    _Atomic int64_t gc_mark; /* live bytes above which a collection is asked for */
+    _Atomic int64_t gc_mark;    /* live bytes above which a collection is asked for */
+    _Atomic int64_t major_mark; /* ... a full one (CX_GC_MAJOR_INTERVALS intervals) */
 } cx_device;
 
 /* A driver to load: its name and the path of its shared object. */
@@ -46,14 +47,22 @@ cx_device *cx_device_cpu(void);
 /* The device with this name ("cpu", "test:1"), or NULL. */
 cx_device *cx_device_find(const char *name);
 
-/* Bytes of new allocation after which the caller is asked to collect garbage (default 64 MiB). */
+/* Bytes of new allocation after which the caller is asked to collect garbage (default 4 MiB):
+ * a minor collection, which releases the tensors it dropped since the last one. After
+ * CX_GC_MAJOR_INTERVALS intervals of growth above the live set's low point (tensors a minor
+ * collection cannot reach: they outlived one before they were dropped, as the parameters of a
+ * training step do), a full one. */
 void cx_set_gc_interval(int64_t bytes);
 int64_t cx_gc_interval(void);
+#define CX_GC_MAJOR_INTERVALS 16
+
+typedef enum { CX_GC_NONE = 0, CX_GC_MINOR = 1, CX_GC_MAJOR = 2 } cx_gc_request;
 
 void cx_device_count_alloc(cx_device *dev, int64_t bytes);
 void cx_device_count_release(cx_device *dev, int64_t bytes);
-/* True once live bytes have grown by the gc interval since the last time it returned true:
- * dropped tensors are NIF resources that only a garbage collection of their owner releases. */
-bool cx_device_wants_gc(cx_device *dev);
+/* A collection request once live bytes have grown by the gc interval since the last request
+ * (a major one past the major mark), else CX_GC_NONE: dropped tensors are NIF resources that
+ * only a garbage collection of their owner releases. */
+cx_gc_request cx_device_wants_gc(cx_device *dev);
 
 #endif

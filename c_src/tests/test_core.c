@@ -1896,9 +1896,41 @@ static void test_device_gc(void **state) {
     for (int k = 0; k < 5; k++) tu_drop(t[k]);
     assert_false(cx_device_wants_gc(d));
     assert_int_equal(live(), start);
-    cx_set_gc_interval(INT64_C(64) << 20);
-    assert_int_equal(cx_gc_interval(), INT64_C(64) << 20);
+    cx_set_gc_interval(INT64_C(4) << 20);
+    assert_int_equal(cx_gc_interval(), INT64_C(4) << 20);
     assert_false(cx_device_wants_gc(d));
+}
+
+/* Requests are minor until the live set has grown CX_GC_MAJOR_INTERVALS intervals above its low
+ * point (what minor collections could not release); releases lower both marks. */
+static void test_device_gc_major(void **state) {
+    (void)state;
+    cx_device *d = tu_cpu();
+    const int64_t start = live();
+    cx_set_gc_interval(1000);
+    cx_tensor *t[CX_GC_MAJOR_INTERVALS + 4];
+    /* growth that no collection releases: minor requests, then one major */
+    for (int k = 0; k < CX_GC_MAJOR_INTERVALS - 1; k++) {
+        t[k] = alloc_bytes(1000);
+        assert_int_equal(cx_device_wants_gc(d), CX_GC_MINOR);
+    }
+    t[CX_GC_MAJOR_INTERVALS - 1] = alloc_bytes(1000);
+    assert_int_equal(cx_device_wants_gc(d), CX_GC_MAJOR);
+    assert_int_equal(cx_device_wants_gc(d), CX_GC_NONE);
+    /* the next major one counts from there */
+    t[CX_GC_MAJOR_INTERVALS] = alloc_bytes(1000);
+    assert_int_equal(cx_device_wants_gc(d), CX_GC_MINOR);
+    /* a collection that releases (a loop dropping its results) keeps the requests minor */
+    for (int k = 0; k <= CX_GC_MAJOR_INTERVALS; k++) tu_drop(t[k]);
+    assert_int_equal(live(), start);
+    for (int round = 0; round < 4 * CX_GC_MAJOR_INTERVALS; round++) {
+        cx_tensor *x = alloc_bytes(1000);
+        assert_int_equal(cx_device_wants_gc(d), CX_GC_MINOR);
+        tu_drop(x);
+    }
+    assert_int_equal(live(), start);
+    cx_set_gc_interval(INT64_C(4) << 20);
+    assert_int_equal(cx_device_wants_gc(d), CX_GC_NONE);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2039,6 +2071,7 @@ int main(void) {
         cmocka_unit_test(test_tensor_threads),
         cmocka_unit_test(test_devices),
         cmocka_unit_test(test_device_gc),
+        cmocka_unit_test(test_device_gc_major),
         cmocka_unit_test(test_params_table),
         cmocka_unit_test(test_ops_table),
     };

@@ -8,8 +8,8 @@ defmodule Cascade.Op do
   require Logger
 
   @doc false
-  # The one call into C for an op. A tensor is the usual answer; {:cascade_gc, tensor} asks
-  # the caller to collect garbage (dropped tensors are only released by a collection of the
+  # The one call into C for an op. A tensor is the usual answer; {:cascade_gc, tensor} (or
+  # :cascade_gc_major) asks the caller to collect garbage (dropped tensors are only released by a collection of the
   # process that held them); {:cascade_oom, driver, message} means the device is full: collect
   # and retry once before raising.
   def run(id, refs, params, device_id) do
@@ -30,8 +30,19 @@ defmodule Cascade.Op do
     end
   end
 
-  def after_run({:cascade_gc, {ref, shape, type, device}}, _retry) do
-    :erlang.garbage_collect()
+  # The device asks for a collection once its tensors have grown by the gc interval: a minor
+  # one releases the tensors dropped since the last; a full one (:cascade_gc_major) also those
+  # that outlived a collection first. The BEAM runs the destructors of the released tensors as
+  # its scheduler's aux work, between processes: yielding lets it run them now, so that their
+  # buffers are back before the next op asks for one (a loop of 1M-element adds: 84 us a call
+  # against 290 us without, whose results' pages were faulted in again).
+  def after_run({tag, {ref, shape, type, device}}, _retry)
+      when tag in [:cascade_gc, :cascade_gc_major] do
+    if tag == :cascade_gc,
+      do: :erlang.garbage_collect(self(), type: :minor),
+      else: :erlang.garbage_collect()
+
+    :erlang.yield()
     %Tensor{ref: ref, shape: shape, type: type, device: device}
   end
 
@@ -45,7 +56,7 @@ defmodule Cascade.Op do
       bin when is_binary(bin) ->
         bin
 
-      {tag, _} = other when tag == :cascade_gc ->
+      {tag, _} = other when tag in [:cascade_gc, :cascade_gc_major] ->
         after_run(other, retry)
 
       {:cascade_warn, _, _} = other ->

@@ -87,16 +87,21 @@ static size_t rounded_size(size_t bytes) {
     return bytes >= CACHED_MIN ? (bytes + 4095) & ~(size_t)4095 : (bytes + 63) & ~(size_t)63;
 }
 
+/* The block of this size put last: the one most likely still in the CPU's caches (a loop's
+ * results are written to the same few megabytes again instead of walking the whole cache). */
 static void *from_cache(size_t size) {
     void *found = NULL;
     pthread_mutex_lock(&cache.lock);
+    int newest = -1;
     for (int k = 0; k < CACHE_SLOTS; k++)
-        if (cache.block[k] && cache.size[k] == size) {
-            found = cache.block[k];
-            cache.block[k] = NULL;
-            cache.total -= size;
-            break;
-        }
+        if (cache.block[k] && cache.size[k] == size &&
+            (newest < 0 || cache.stamp[k] > cache.stamp[newest]))
+            newest = k;
+    if (newest >= 0) {
+        found = cache.block[newest];
+        cache.block[newest] = NULL;
+        cache.total -= size;
+    }
     pthread_mutex_unlock(&cache.lock);
     return found;
 }
