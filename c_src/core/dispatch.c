@@ -335,7 +335,8 @@ static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int 
 /* Relative cost of one element of an op, so that the NIF layer's threshold for moving a call
  * to a dirty scheduler holds for slow functions too. Measured with libm on this project's
  * machine: most elementwise ops take about 1 ns per element, transcendental functions 4-11 ns
- * (sin of huge arguments 45 ns), fmod up to 1.5 us when the exponents are far apart (so remainder counts as the worst). */
+ * (sin of huge arguments 45 ns), fmod up to 1.5 us when the exponents are far apart (so remainder
+ * counts as the worst). */
 static double work_per_element(cx_op_id op) {
     if (op == CX_OP_REMAINDER) return 1536;
     /* Philox: ~6-10 ns per uniform, 25-35 ns per normal (log, sqrt, sin/cos) */

@@ -8,9 +8,9 @@
 
 static ErlNifResourceType *tensor_type;
 
-static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_gc, am_gc_major, am_oom, am_nan, am_infinity,
-    am_neg_infinity, am_exception, am_message, am_argument_error, am_cascade_error, am_code,
-    am_driver;
+static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_gc, am_gc_major, am_oom, am_nan,
+    am_infinity, am_neg_infinity, am_exception, am_message, am_argument_error, am_cascade_error,
+    am_code, am_driver;
 static ERL_NIF_TERM am_dtype_kind[CX_DTYPE_COUNT];
 static int dtype_bits[CX_DTYPE_COUNT] = {
 #define CX_DTYPE_BITS(id, name, kind, bits, ctype) bits,
