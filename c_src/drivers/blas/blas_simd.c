@@ -28,12 +28,24 @@
 
 static const simd_table *chosen;
 
+#if defined(CX_HAVE_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+/* CPUID.1:ECX bit 29 (F16C: the half kernels convert f16 in hardware); every processor with
+ * AVX2 has it, but it is checked rather than assumed. clang 14's __builtin_cpu_supports does
+ * not know "f16c". */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 static const simd_table *choose(void) {
 #if defined(CX_HAVE_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+    avx512 = avx512 && avx2;
     const char *want = getenv("CASCADE_SIMD");
     if (want && strcmp(want, "none") == 0) return NULL;
     if (want && strcmp(want, "avx2") == 0) return avx2 ? &simd_avx2 : NULL;
@@ -179,6 +191,13 @@ static void ew_segment(const ew_job *j, void *o, const void *const *p, const int
         else
             t->binary_f64[j->op](o, p[0], p[1], s[0], s[1], len);
         return;
+    }
+    if (!j->unary) {
+        simd_binary_h h = j->type == CX_F16 ? t->binary_f16[j->op] : t->binary_bf16[j->op];
+        if (h) {
+            h(o, p[0], p[1], s[0], s[1], len);
+            return;
+        }
     }
     float a[CHUNK], b[CHUNK], r[CHUNK];
     for (int64_t i = 0; i < len; i += CHUNK) {

@@ -41,12 +41,25 @@ DRIVER_SO += $(BUILD)/cascade_driver_blas.so
 
 $(BUILD)/blas/simd_avx2.o: c_src/drivers/blas/simd/simd_kernels.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -mavx2 -mfma -DSIMD_TABLE=simd_avx2 -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -mavx2 -mfma -mf16c -DSIMD_TABLE=simd_avx2 -c $< -o $@
 
 $(BUILD)/blas/simd_avx512.o: c_src/drivers/blas/simd/simd_kernels.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -mavx2 -mfma -mavx512f -mavx512dq -mavx512bw \
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -mavx2 -mfma -mf16c -mavx512f -mavx512dq -mavx512bw \
 	  -mavx512vl -DSIMD_TABLE=simd_avx512 -c $< -o $@
+
+# The differential suite runs the vector kernels the processor gets; on one with AVX-512 it runs
+# the blas driver again on the AVX2 table (CASCADE_SIMD=avx2), so that both tables are checked
+# against the cpu wherever the tests run on AVX-512.
+ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
+.PHONY: test-blas-avx2
+DRIVER_TEST_TARGETS += test-blas-avx2
+test-blas-avx2: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential
+	@if grep -q avx512f /proc/cpuinfo 2>/dev/null; then \
+	  echo "== test_differential, blas on its AVX2 table"; \
+	  CASCADE_SIMD=avx2 CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential; \
+	fi
+endif
 
 # Like the test driver, it carries its own copy of the core and cpu kernels (hidden symbols) and
 # exports only cx_driver_entry.

@@ -324,12 +324,12 @@ VEC_BINARY(atan2_f64, double, vd, DW, vd_load, vd_set, vd_store, SLD(atan2)(x, y
  * and makes a NaN quiet, exactly as half.h's cx_bf16_from_f32. */
 typedef uint32_t __attribute__((may_alias)) u32_alias;
 
-static void bf16_to_f32(const uint16_t *restrict h, float *restrict f, int64_t n) {
+static void bf16_to_f32_tail(const uint16_t *restrict h, float *restrict f, int64_t n) {
     u32_alias *u = (u32_alias *)f;
     for (int64_t i = 0; i < n; i++) u[i] = (uint32_t)h[i] << 16;
 }
 
-static void f32_to_bf16(const float *restrict f, uint16_t *restrict h, int64_t n) {
+static void f32_to_bf16_tail(const float *restrict f, uint16_t *restrict h, int64_t n) {
     const u32_alias *u = (const u32_alias *)f;
     for (int64_t i = 0; i < n; i++) {
         uint32_t x = u[i];
@@ -338,6 +338,185 @@ static void f32_to_bf16(const float *restrict f, uint16_t *restrict h, int64_t n
         h[i] = (uint16_t)(nan ? (x >> 16) | 0x40 : r);
     }
 }
+
+/* The same on whole vectors, written out: the compiler left the narrowing loop's select scalar
+ * (159 us for 1M values against 25 us here, AVX2, one thread). */
+#if VW == 16
+static void bf16_to_f32(const uint16_t *restrict h, float *restrict f, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + i)));
+        _mm512_storeu_si512((void *)(f + i), _mm512_slli_epi32(w, 16));
+    }
+    bf16_to_f32_tail(h + i, f + i, n - i);
+}
+
+static void f32_to_bf16(const float *restrict f, uint16_t *restrict h, int64_t n) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    const __m512i quiet = _mm512_set1_epi32(0x40);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i x = _mm512_loadu_si512((const void *)(f + i));
+        __m512i hi = _mm512_srli_epi32(x, 16);
+        __m512i r = _mm512_srli_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(x, bias), _mm512_and_si512(hi, one)), 16);
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs), inf);
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, quiet));
+        _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtepi32_epi16(r));
+    }
+    f32_to_bf16_tail(f + i, h + i, n - i);
+}
+#else
+static void bf16_to_f32(const uint16_t *restrict h, float *restrict f, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + i)));
+        _mm256_storeu_si256((__m256i *)(f + i), _mm256_slli_epi32(w, 16));
+    }
+    bf16_to_f32_tail(h + i, f + i, n - i);
+}
+
+/* 8 values rounded to bf16, in the low 16 bits of each 32-bit lane */
+static inline __m256i bf16_round8(__m256i x) {
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i quiet = _mm256_set1_epi32(0x40);
+    __m256i hi = _mm256_srli_epi32(x, 16);
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(x, bias), _mm256_and_si256(hi, one)), 16);
+    /* signed compare: |x| and the infinity's bits are both below 2^31 */
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
+    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+}
+
+static void f32_to_bf16(const float *restrict f, uint16_t *restrict h, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i a = bf16_round8(_mm256_loadu_si256((const __m256i *)(f + i)));
+        __m256i b = bf16_round8(_mm256_loadu_si256((const __m256i *)(f + i + 8)));
+        /* lanes hold 0..0xffff: the signed-to-unsigned pack keeps them; it interleaves the
+         * halves by 128-bit lane, which the permute puts back in order */
+        __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+        _mm256_storeu_si256((__m256i *)(h + i), packed);
+    }
+    f32_to_bf16_tail(f + i, h + i, n - i);
+}
+#endif
+
+/* ==== f16 and bf16 binary ops in registers ======================================================
+ * Each vector of halves is widened, computed in f32 and rounded back without leaving the
+ * registers: the same one rounding per result as widening a chunk, running the f32 kernel and
+ * narrowing it (blas_simd.c), in one pass over memory instead of four through L1 (a bf16 add of
+ * 1M values: 290 us on one AVX2 thread through the chunks). f16 NaN results are made the
+ * canonical quiet NaN of half.h, as the chunked path's narrowing does. */
+#include "../../../core/half.h"
+
+#if VW == 16
+static inline vf ld_bf16(const uint16_t *h) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)h));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+static inline void st_bf16(uint16_t *o, vf v) {
+    __m512i x = _mm512_castps_si512(v);
+    __m512i hi = _mm512_srli_epi32(x, 16);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)),
+                                                   _mm512_and_si512(hi, _mm512_set1_epi32(1))),
+                                  16);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    _mm256_storeu_si256((__m256i *)o, _mm512_cvtepi32_epi16(r));
+}
+static inline vf ld_f16(const uint16_t *h) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+}
+static inline void st_f16(uint16_t *o, vf v) {
+    _mm256_storeu_si256((__m256i *)o, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if (nan) {
+        float f[16];
+        _mm512_storeu_ps(f, v);
+        for (int k = 0; k < 16; k++)
+            if (nan & (1u << k)) o[k] = cx_f16_from_f32(f[k]);
+    }
+}
+#else
+static inline vf ld_bf16(const uint16_t *h) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+static inline void st_bf16(uint16_t *o, vf v) {
+    __m256i r = bf16_round8(_mm256_castps_si256(v));
+    _mm_storeu_si128((__m128i *)o,
+                     _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+}
+static inline vf ld_f16(const uint16_t *h) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+static inline void st_f16(uint16_t *o, vf v) {
+    _mm_storeu_si128((__m128i *)o, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    int nan = _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    if (nan) {
+        float f[8];
+        _mm256_storeu_ps(f, v);
+        for (int k = 0; k < 8; k++)
+            if (nan & (1 << k)) o[k] = cx_f16_from_f32(f[k]);
+    }
+}
+#endif
+
+static inline vf vf_nan_or(vf x, vf y, vf pick_x) { /* x where pick_x or x is NaN, else y */
+#if VW == 16
+    __mmask16 m = _mm512_cmp_ps_mask(pick_x, _mm512_setzero_ps(), _CMP_NEQ_UQ) |
+                  _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(m, y, x);
+#else
+    __m256 m = _mm256_or_ps(pick_x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(y, x, m);
+#endif
+}
+#if VW == 16
+#define vf_gt(x, y) _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(x, y, _CMP_GT_OQ)))
+#define vf_lt(x, y) _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(x, y, _CMP_LT_OQ)))
+#else
+#define vf_gt(x, y) _mm256_cmp_ps(x, y, _CMP_GT_OQ)
+#define vf_lt(x, y) _mm256_cmp_ps(x, y, _CMP_LT_OQ)
+#endif
+
+/* name_f16 and name_bf16: out = F(x, y) with x, y the widened operands (sa, sb as the f32
+ * kernels: 1 for an array, 0 for one value); the last partial vector goes through a copy */
+#define HALF_BINARY(name, LD, ST, F)                                                               \
+    static void name(uint16_t *restrict o, const uint16_t *restrict a, const uint16_t *restrict b, \
+                     int sa, int sb, int64_t n) {                                                  \
+        uint16_t one_a[VW], one_b[VW];                                                             \
+        for (int k = 0; k < VW; k++) one_a[k] = a[0], one_b[k] = b[0];                             \
+        vf xs = LD(one_a), ys = LD(one_b);                                                         \
+        int64_t i = 0;                                                                             \
+        for (; i + VW <= n; i += VW) {                                                             \
+            vf x = sa ? LD(a + i) : xs, y = sb ? LD(b + i) : ys;                                   \
+            ST(o + i, F);                                                                          \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            uint16_t ta[VW], tb[VW], to[VW];                                                       \
+            for (int k = 0; k < VW; k++) {                                                         \
+                ta[k] = i + k < n ? a[sa ? i + k : 0] : a[0];                                      \
+                tb[k] = i + k < n ? b[sb ? i + k : 0] : b[0];                                      \
+            }                                                                                      \
+            vf x = LD(ta), y = LD(tb);                                                             \
+            ST(to, F);                                                                             \
+            memcpy(o + i, to, sizeof(uint16_t) * (size_t)(n - i));                                 \
+        }                                                                                          \
+    }
+#define BOTH_HALF(name, F)                                                                         \
+    HALF_BINARY(name##_f16, ld_f16, st_f16, F)                                                     \
+    HALF_BINARY(name##_bf16, ld_bf16, st_bf16, F)
+BOTH_HALF(add, vf_add(x, y))
+BOTH_HALF(subtract, vf_sub(x, y))
+BOTH_HALF(multiply, vf_mul(x, y))
+BOTH_HALF(divide, vf_div(x, y))
+BOTH_HALF(max, vf_nan_or(x, y, vf_gt(x, y)))
+BOTH_HALF(min, vf_nan_or(x, y, vf_lt(x, y)))
 
 /* ==== sums ======================================================================================
  * f32: blocks of SUM_BLOCK values summed in four f32 vector accumulators (each lane adds
@@ -597,6 +776,13 @@ const simd_table SIMD_TABLE = {
     C(LESS_EQUAL, less_equal),
     C(GREATER, greater),
     C(GREATER_EQUAL, greater_equal),
+#define H(OP, fn) .binary_f16[CX_OP_##OP] = fn##_f16, .binary_bf16[CX_OP_##OP] = fn##_bf16
+    H(ADD, add),
+    H(SUBTRACT, subtract),
+    H(MULTIPLY, multiply),
+    H(DIVIDE, divide),
+    H(MAX, max),
+    H(MIN, min),
     .select_f32 = select_f32,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
