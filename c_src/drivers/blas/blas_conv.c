@@ -143,13 +143,7 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
                     (int)o, NULL,         NULL};
             blas_gemm(&a);
         }
-        if (half) {
-            uint16_t *h = (uint16_t *)out->data + n * p * o;
-            if (t == CX_F16)
-                cx_f32_to_f16_array(y32, h, p * o);
-            else
-                cx_f32_to_bf16_array(y32, h, p * o);
-        }
+        if (half) blas_narrow(t, y32, (uint16_t *)out->data + n * p * o, p * o);
     }
     cpu_buffer_put(cols);
     cpu_buffer_put(w32);

@@ -29,10 +29,7 @@ static double bias_at(const cx_tensor *b, int64_t j) {
 float *blas_widen_f32(const cx_tensor *t) {
     float *f = cpu_buffer_get(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
     if (!f) return NULL;
-    if (t->desc.dtype == CX_F16)
-        cx_f16_to_f32_array(t->data, f, t->numel);
-    else
-        cx_bf16_to_f32_array(t->data, f, t->numel);
+    blas_widen(t->desc.dtype, t->data, f, t->numel);
     return f;
 }
 
@@ -129,10 +126,7 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
           *yf = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     if (xf && wf && yf) {
         dense_gemm(false, xf, wf, bias, m, n, k, yf, act);
-        if (t == CX_F16)
-            cx_f32_to_f16_array(yf, out->data, out->numel);
-        else
-            cx_f32_to_bf16_array(yf, out->data, out->numel);
+        blas_narrow(t, yf, out->data, out->numel);
     }
     bool ok = xf && wf && yf;
     cpu_buffer_put(xf);

@@ -408,12 +408,7 @@ static cx_code run_class(conv_class *c, const cx_tensor *a, const cx_tensor *b, 
     float *a32 = as_f32(a, &own_a), *b32 = as_f32(b, &own_b);
     float *y32 = own_y ? cpu_buffer_get(sizeof(float) * (size_t)out->numel) : out->data;
     bool ok = a32 && b32 && y32 && dn_run(c, a32, b32, y32);
-    if (ok && own_y) {
-        if (out->desc.dtype == CX_F16)
-            cx_f32_to_f16_array(y32, out->data, out->numel);
-        else
-            cx_f32_to_bf16_array(y32, out->data, out->numel);
-    }
+    if (ok && own_y) blas_narrow(out->desc.dtype, y32, out->data, out->numel);
     if (own_a) cpu_buffer_put(a32);
     if (own_b) cpu_buffer_put(b32);
     if (own_y) cpu_buffer_put(y32);

@@ -30,8 +30,9 @@ typedef struct {
     cpu_axes_view batch, rows, cols;
     int64_t nrows, ncols;
     bool direct;           /* read in place by OpenBLAS */
-    CBLAS_TRANSPOSE trans; /* when direct */
-    int64_t ld;            /* when direct */
+    bool widen;            /* a half whose matrix is one contiguous block: widened as a block */
+    CBLAS_TRANSPOSE trans; /* when direct or widen */
+    int64_t ld;            /* when direct or widen */
     int64_t *roff, *coff;  /* when packed: offsets of its rows and columns */
     void *packed;          /* when packed: nrows x ncols, row-major, in the GEMM's type */
 } operand;
@@ -63,6 +64,20 @@ static bool operand_prepare(operand *x, cx_dtype gemm_type) {
     x->direct = false;
     x->trans = CblasNoTrans;
     x->ld = x->ncols > 1 ? x->ncols : 1;
+    /* an f16/bf16 matrix stored as one block, row- or column-major: widened whole with the
+     * vector conversions (the gather below goes element by element through offset tables) */
+    x->widen = false;
+    if (gemm_type == CX_F32 && (x->t->desc.dtype == CX_F16 || x->t->desc.dtype == CX_BF16) &&
+        cpu_view_stride(&x->rows, 0, &rs) && cpu_view_stride(&x->cols, 0, &cs) && x->nrows > 1 &&
+        x->ncols > 1 && x->nrows <= INT_MAX && x->ncols <= INT_MAX) {
+        if (cs == 1 && rs == x->ncols) {
+            x->widen = true;
+        } else if (rs == 1 && cs == x->nrows) {
+            x->widen = true;
+            x->trans = CblasTrans;
+            x->ld = x->nrows;
+        }
+    }
     x->roff = cpu_view_offsets(&x->rows);
     x->coff = cpu_view_offsets(&x->cols);
     x->packed = cpu_buffer_get(es * elems); /* cached: no page faults in a loop */
@@ -77,7 +92,11 @@ static void operand_release(operand *x) {
 
 /* Packs the operand's matrix at element offset base into x->packed, converting to f32. */
 static void pack_f32(const operand *x, int64_t base) {
-    cpu_gather_f32(x->t, x->roff, x->coff, base, x->nrows, x->ncols, x->packed);
+    if (x->widen)
+        blas_widen(x->t->desc.dtype, (const uint16_t *)x->t->data + base, x->packed,
+                   x->nrows * x->ncols);
+    else
+        cpu_gather_f32(x->t, x->roff, x->coff, base, x->nrows, x->ncols, x->packed);
 }
 
 static void pack_f64(const operand *x, int64_t base) {
@@ -128,11 +147,7 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
         float *c = half ? c32 : (float *)out->data + bi * m * n;
         blas_gemm(&(blas_gemm_args){false, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, a,
                                     (int)j->a.ld, b, (int)j->b.ld, 0.0, c, (int)n, NULL, NULL});
-        uint16_t *h = (uint16_t *)out->data + bi * m * n;
-        if (out->desc.dtype == CX_F16)
-            cx_f32_to_f16_array(c32, h, m * n);
-        else if (out->desc.dtype == CX_BF16)
-            cx_f32_to_bf16_array(c32, h, m * n);
+        if (half) blas_narrow(out->desc.dtype, c32, (uint16_t *)out->data + bi * m * n, m * n);
     }
     cpu_buffer_put(c32);
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");

@@ -82,6 +82,11 @@ int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx);
 /* blas_simd.c: the vector kernels (blas_simd.h) on tensors. Each returns false, having done
  * nothing, when it does not take the op, its types or its layout; the cpu kernel runs then. */
 bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out);
+/* n f16 or bf16 values to f32 and back (rounding to nearest even, NaN made quiet as half.h
+ * does), on the vector kernels across the pool's threads where they are, else the core's
+ * conversions. */
+void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n);
+void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n);
 bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out);
 /* softmax and log_softmax along the last axis that is not 1, gelu, silu: in f32, f16 or bf16
  * when the processor has a table; false also when a buffer could not be allocated */

@@ -728,11 +728,53 @@ static void widen_part(void *ctx, int index, int parts) {
     widen(w->type, w->t, (const uint16_t *)w->src + lo, w->dst + lo, hi - lo);
 }
 
+typedef struct {
+    const simd_table *t;
+    cx_dtype type;
+    const float *src;
+    void *dst;
+    int64_t n;
+} narrow_job;
+
+static void narrow_part(void *ctx, int index, int parts) {
+    const narrow_job *w = ctx;
+    int64_t lo = w->n * index / parts, hi = w->n * (index + 1) / parts;
+    narrow(w->type, w->t, w->src + lo, (uint16_t *)w->dst + lo, hi - lo);
+}
+
+void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n) {
+    const simd_table *t = blas_simd();
+    if (!t) {
+        if (type == CX_F16)
+            cx_f16_to_f32_array(src, dst, n);
+        else
+            cx_bf16_to_f32_array(src, dst, n);
+        return;
+    }
+    widen_job w = {t, type, src, dst, n};
+    blas_parallel(parts_for(n, GRAIN_CHEAP), false, widen_part, &w);
+}
+
+void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n) {
+    const simd_table *t = blas_simd();
+    if (!t) {
+        if (type == CX_F16)
+            cx_f32_to_f16_array(src, dst, n);
+        else
+            cx_f32_to_bf16_array(src, dst, n);
+        return;
+    }
+    narrow_job w = {t, type, src, dst, n};
+    blas_parallel(parts_for(n, GRAIN_CHEAP), false, narrow_part, &w);
+}
+
 /* x as f32: in place, or widened into a new buffer (*owned, to free) */
 static const float *f32_view(const simd_table *t, const cx_tensor *x, float **owned) {
     *owned = NULL;
     if (x->desc.dtype == CX_F32) return x->data;
-    float *f = malloc(sizeof(float) * (size_t)(x->numel ? x->numel : 1));
+    /* from the buffer cache: a fresh 4 MB from malloc page-faulted in on every call (a 1000 x
+     * 1000 bf16 cross-entropy took 3.3 ms against 0.26 in f32) */
+    float *f = cpu_buffer_get(sizeof(float) * (size_t)(x->numel ? x->numel : 1));
     if (!f) return NULL;
     widen_job w = {t, x->desc.dtype, x->data, f, x->numel};
     blas_parallel(parts_for(x->numel, GRAIN_CHEAP), false, widen_part, &w);
@@ -825,8 +867,8 @@ bool blas_simd_rowred(cx_op_id op, const cx_tensor *const *in, const cx_params *
             narrow(out->desc.dtype, t, res, out->data, out->numel);
     }
     free(res);
-    free(own_x);
-    free(own_y);
+    cpu_buffer_put(own_x);
+    cpu_buffer_put(own_y);
     return ok;
 }
 
