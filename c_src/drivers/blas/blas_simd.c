@@ -341,6 +341,8 @@ static double sum_values(const sum_job *j, int64_t off, int64_t n) {
     switch (x->desc.dtype) {
     case CX_F32: return j->t->sum_f32((const float *)x->data + off, n);
     case CX_F64: return j->t->sum_f64((const double *)x->data + off, n);
+    case CX_F16: return j->t->sum_f16((const uint16_t *)x->data + off, n);
+    case CX_BF16: return j->t->sum_bf16((const uint16_t *)x->data + off, n);
     default: {
         float buf[CHUNK];
         double s = -0.0;

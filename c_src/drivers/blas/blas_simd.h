@@ -53,6 +53,9 @@ typedef struct {
      * elementwise into a row of double accumulators */
     double (*sum_f32)(const float *a, int64_t n);
     double (*sum_f64)(const double *a, int64_t n);
+    /* f16, bf16 in place: the same as widening blocks of 1024 and summing each with sum_f32 */
+    double (*sum_f16)(const uint16_t *a, int64_t n);
+    double (*sum_bf16)(const uint16_t *a, int64_t n);
     void (*sum_row_f32)(double *acc, const float *a, int64_t n);
     void (*sum_row_f64)(double *acc, const double *a, int64_t n);
     /* fused rows of n: softmax (or log_softmax when `log`) of one row; o may be a */

@@ -566,6 +566,32 @@ static double sum_f64(const double *a, int64_t n) {
     return s;
 }
 
+/* f16 and bf16 sums read in place: blocks of 1024 values (blas_simd.c's CHUNK), each summed as
+ * sum_f32 sums a block, so the result is the one widening each block and calling sum_f32 gives,
+ * without the copy (a bf16 sum of 1M: 47 us against 24 for f32) */
+#define HALF_SUM(name, LD, SCALAR)                                                                 \
+    static double name(const uint16_t *a, int64_t n) {                                             \
+        double s = -0.0;                                                                           \
+        for (int64_t i = 0; i < n; i += 1024) {                                                    \
+            int64_t m = n - i < 1024 ? n - i : 1024;                                               \
+            const uint16_t *p = a + i;                                                             \
+            vf s0 = vf_set(0), s1 = vf_set(0), s2 = vf_set(0), s3 = vf_set(0);                     \
+            int64_t k = 0;                                                                         \
+            for (; k + 4 * VW <= m; k += 4 * VW) {                                                 \
+                s0 = vf_add(s0, LD(p + k));                                                        \
+                s1 = vf_add(s1, LD(p + k + VW));                                                   \
+                s2 = vf_add(s2, LD(p + k + 2 * VW));                                               \
+                s3 = vf_add(s3, LD(p + k + 3 * VW));                                               \
+            }                                                                                      \
+            for (; k + VW <= m; k += VW) s0 = vf_add(s0, LD(p + k));                               \
+            s += vf_reduce_add_d(vf_add(vf_add(s0, s1), vf_add(s2, s3)));                          \
+            for (k = m - m % VW; k < m; k++) s += SCALAR(p[k]);                                    \
+        }                                                                                          \
+        return s;                                                                                  \
+    }
+HALF_SUM(sum_f16, ld_f16, cx_f16_to_f32)
+HALF_SUM(sum_bf16, ld_bf16, cx_bf16_to_f32)
+
 static void sum_row_f32(double *restrict acc, const float *restrict a, int64_t n) {
     for (int64_t i = 0; i < n; i++) acc[i] += a[i];
 }
@@ -788,6 +814,8 @@ const simd_table SIMD_TABLE = {
     .f32_to_bf16 = f32_to_bf16,
     .sum_f32 = sum_f32,
     .sum_f64 = sum_f64,
+    .sum_f16 = sum_f16,
+    .sum_bf16 = sum_bf16,
     .sum_row_f32 = sum_row_f32,
     .sum_row_f64 = sum_row_f64,
     .softmax_f32 = softmax_f32,
