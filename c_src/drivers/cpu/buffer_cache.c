@@ -26,9 +26,13 @@
 #define CACHE_CAP   CPU_BUFFER_CACHE_CAP
 /* Small buffers (a scalar, a short vector: the tensors of a loop of small ops) are kept on free
  * lists of 64, 128 and 256 bytes: aligned_alloc and free took ~15% of a one-element add (perf);
- * a list under an uncontended mutex costs a fraction of that. At most SMALL_KEEP per size. */
+ * a list under an uncontended mutex costs a fraction of that. At most SMALL_KEEP per size: the BEAM
+ * releases a loop's small tensors thousands at a time (they are too small for the gc interval
+ * to ask for collections; its own minor collections find them), and with 256 a list most of
+ * each batch went back to libc and came out again (one-element add 610 -> 533 ns with 4096; the
+ * lists hold at most 1.8 MB). */
 #define SMALL_CLASSES 3
-#define SMALL_KEEP    256
+#define SMALL_KEEP    4096
 /* Under AddressSanitizer every small buffer goes back to libc, so that a use after free is
  * still caught. */
 #if defined(__SANITIZE_ADDRESS__)
