@@ -27,6 +27,7 @@
 #include "../cpu/cpu_kernels.h"
 #include "blas_kernels.h"
 #include "blas_simd.h"
+#include "blas_simd.h"
 
 #ifdef CX_HAVE_DNNL
 #include <dnnl.h>
@@ -322,9 +323,14 @@ typedef struct {
 static void transpose_part(void *ctx, int index, int parts) {
     const transpose_job *j = ctx;
     enum { TILE = 32 };
+    const simd_table *vt = blas_simd();
     for (int64_t n = j->n * index / parts; n < j->n * (index + 1) / parts; n++) {
         const float *t = j->t + n * j->hw * j->ch;
         float *y = j->y + n * j->hw * j->ch;
+        if (vt) { /* the vector kernels' 8 x 8 blocks */
+            vt->transpose_f32(y, t, j->hw, j->ch);
+            continue;
+        }
         for (int64_t p0 = 0; p0 < j->hw; p0 += TILE)
             for (int64_t c0 = 0; c0 < j->ch; c0 += TILE) {
                 int64_t p1 = p0 + TILE < j->hw ? p0 + TILE : j->hw;

@@ -45,6 +45,8 @@ typedef struct {
     /* select with a u8 predicate; sm, sa, sb as for the binary kernels */
     void (*select_f32)(float *o, const uint8_t *m, const float *a, const float *b, int sm, int sa,
                        int sb, int64_t n);
+    /* y (cols x rows) = t (rows x cols) transposed, both row-major */
+    void (*transpose_f32)(float *y, const float *t, int64_t rows, int64_t cols);
     /* bf16 to and from f32; narrowing rounds to nearest even and makes NaN quiet, as half.h
      * does (f16 has its own hardware path in the core: half_array.c) */
     void (*bf16_to_f32)(const uint16_t *h, float *f, int64_t n);

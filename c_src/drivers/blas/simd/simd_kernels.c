@@ -404,6 +404,49 @@ static void f32_to_bf16(const float *restrict f, uint16_t *restrict h, int64_t n
 }
 #endif
 
+/* ==== transpose ================================================================================
+ * y (cols x rows) = t (rows x cols) transposed, both row-major: 8 x 8 blocks through 256-bit
+ * registers (unpack, shuffle, swap of 128-bit lanes), inside 32 x 32 tiles that stay in L1;
+ * the edges element by element. The channels-first result of a oneDNN convolution spent 2.3 of
+ * its 12 ms in the scalar tiled loop this replaces. */
+static inline void transpose8(const float *src, int64_t ss, float *dst, int64_t ds) {
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ss);
+    __m256 r2 = _mm256_loadu_ps(src + 2 * ss), r3 = _mm256_loadu_ps(src + 3 * ss);
+    __m256 r4 = _mm256_loadu_ps(src + 4 * ss), r5 = _mm256_loadu_ps(src + 5 * ss);
+    __m256 r6 = _mm256_loadu_ps(src + 6 * ss), r7 = _mm256_loadu_ps(src + 7 * ss);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + ds, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+static void transpose_f32(float *restrict y, const float *restrict t, int64_t rows, int64_t cols) {
+    enum { TILE = 32 };
+    for (int64_t p0 = 0; p0 < rows; p0 += TILE)
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE) {
+            int64_t p1 = p0 + TILE < rows ? p0 + TILE : rows;
+            int64_t c1 = c0 + TILE < cols ? c0 + TILE : cols;
+            int64_t p8 = p0 + (p1 - p0) / 8 * 8, c8 = c0 + (c1 - c0) / 8 * 8;
+            for (int64_t p = p0; p < p8; p += 8)
+                for (int64_t c = c0; c < c8; c += 8)
+                    transpose8(t + p * cols + c, cols, y + c * rows + p, rows);
+            for (int64_t c = c0; c < c1; c++)
+                for (int64_t p = c < c8 ? p8 : p0; p < p1; p++) y[c * rows + p] = t[p * cols + c];
+        }
+}
+
 /* ==== f16 and bf16 binary ops in registers ======================================================
  * Each vector of halves is widened, computed in f32 and rounded back without leaving the
  * registers: the same one rounding per result as widening a chunk, running the f32 kernel and
@@ -810,6 +853,7 @@ const simd_table SIMD_TABLE = {
     H(MAX, max),
     H(MIN, min),
     .select_f32 = select_f32,
+    .transpose_f32 = transpose_f32,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
     .sum_f32 = sum_f32,
