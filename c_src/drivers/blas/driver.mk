@@ -48,6 +48,15 @@ $(BUILD)/blas/simd_avx512.o: c_src/drivers/blas/simd/simd_kernels.c $(HEADERS)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -mavx2 -mfma -mf16c -mavx512f -mavx512dq -mavx512bw \
 	  -mavx512vl -DSIMD_TABLE=simd_avx512 -c $< -o $@
 
+# The vector kernels' tables called directly (c_src/drivers/blas/simd/test_simd_kernels.c).
+ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
+DRIVER_TESTS += $(BUILD)/tests/test_simd_kernels
+$(BUILD)/tests/test_simd_kernels: c_src/drivers/blas/simd/test_simd_kernels.c $(BLAS_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -o $@ $< $(BLAS_OBJ) $(LDFLAGS) -lcmocka \
+	  $(SLEEF_LIBS) $(LDLIBS) -lm
+endif
+
 # The differential suite runs the vector kernels the processor gets; on one with AVX-512 it runs
 # the blas driver again on the AVX2 table (CASCADE_SIMD=avx2), so that both tables are checked
 # against the cpu wherever the tests run on AVX-512.

@@ -1,0 +1,153 @@
+/* The vector kernels' tables (simd_kernels.c, built once per instruction set) called directly,
+ * for what the differential suite reaches only through some shapes: the transpose, at every
+ * size around its 8 x 8 blocks and 32 x 32 tiles, and the f16/bf16 binary kernels and sums
+ * against the scalar conversions of half.h, tails and broadcasts included. Each table runs
+ * where the processor has its instruction set. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../../core/half.h"
+#include "../blas_simd.h"
+
+static const simd_table *tables[2];
+static int n_tables;
+
+static void find_tables(void) {
+    __builtin_cpu_init();
+    n_tables = 0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        tables[n_tables++] = &simd_avx2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        tables[n_tables++] = &simd_avx512;
+    if (n_tables == 0)
+        printf("simd: this processor has neither AVX2 nor AVX-512: nothing to run\n");
+}
+
+static void test_transpose(void **state) {
+    (void)state;
+    const int64_t sizes[] = {1, 2, 7, 8, 9, 15, 16, 31, 32, 33, 40, 64, 65, 676};
+    const int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
+    float *t = malloc(sizeof(float) * 676 * 676), *y = malloc(sizeof(float) * 676 * 676);
+    assert_non_null(t);
+    assert_non_null(y);
+    for (int k = 0; k < n_tables; k++)
+        for (int a = 0; a < n_sizes; a++)
+            for (int b = 0; b < n_sizes; b++) {
+                int64_t rows = sizes[a], cols = sizes[b];
+                for (int64_t i = 0; i < rows * cols; i++) t[i] = (float)i + 0.5f;
+                memset(y, 0xff, sizeof(float) * (size_t)(rows * cols));
+                tables[k]->transpose_f32(y, t, rows, cols);
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t c = 0; c < cols; c++)
+                        if (y[c * rows + r] != t[r * cols + c])
+                            fail_msg("%s: %lld x %lld: y[%lld][%lld] = %g, expected %g",
+                                     tables[k]->name, (long long)rows, (long long)cols,
+                                     (long long)c, (long long)r, (double)y[c * rows + r],
+                                     (double)t[r * cols + c]);
+            }
+    free(t);
+    free(y);
+}
+
+/* the values the half kernels see: ordinary, tiny, huge, signed zeros, infinities, NaN */
+static float sample(int64_t i) {
+    static const float special[] = {0.0f,  -0.0f, 1.0f,     -1.5f,  65504.0f, 1e30f, -1e30f,
+                                    3e-8f, 0.1f,  123.456f, -7e-5f, 1e-3f,    2.5f,  -3.25f};
+    if (i % 29 == 5) return NAN;
+    if (i % 31 == 7) return i % 2 ? INFINITY : -INFINITY;
+    return special[i % 14] * (float)(1 + i % 5);
+}
+
+static uint16_t to_half(int bf, float f) {
+    return bf ? cx_bf16_from_f32(f) : cx_f16_from_f32(f);
+}
+static float from_half(int bf, uint16_t h) {
+    return bf ? cx_bf16_to_f32(h) : cx_f16_to_f32(h);
+}
+
+static float reference(cx_op_id op, float x, float y) {
+    switch (op) {
+    case CX_OP_ADD: return x + y;
+    case CX_OP_SUBTRACT: return x - y;
+    case CX_OP_MULTIPLY: return x * y;
+    case CX_OP_DIVIDE: return x / y;
+    case CX_OP_MAX: return x > y || x != x ? x : y;
+    default: return x < y || x != x ? x : y; /* min */
+    }
+}
+
+static void test_half_binary(void **state) {
+    (void)state;
+    const cx_op_id ops[] = {CX_OP_ADD,    CX_OP_SUBTRACT, CX_OP_MULTIPLY,
+                            CX_OP_DIVIDE, CX_OP_MAX,      CX_OP_MIN};
+    enum { N = 133 };
+    uint16_t a[N], b[N], o[N];
+    for (int k = 0; k < n_tables; k++)
+        for (int bf = 0; bf < 2; bf++)
+            for (int q = 0; q < 6; q++)
+                for (int form = 0; form < 4; form++) /* both arrays, a one value, b one, both */
+                    for (int64_t n = 1; n <= N; n += n < 40 ? 1 : 31) {
+                        int sa = !(form & 1), sb = !(form & 2);
+                        for (int64_t i = 0; i < N; i++) {
+                            a[i] = to_half(bf, sample(i));
+                            b[i] = to_half(bf, sample(3 * i + 1));
+                        }
+                        simd_binary_h fn =
+                            bf ? tables[k]->binary_bf16[ops[q]] : tables[k]->binary_f16[ops[q]];
+                        assert_non_null(fn);
+                        fn(o, a, b, sa, sb, n);
+                        for (int64_t i = 0; i < n; i++) {
+                            float x = from_half(bf, a[sa ? i : 0]),
+                                  y = from_half(bf, b[sb ? i : 0]);
+                            uint16_t want = to_half(bf, reference(ops[q], x, y));
+                            if (o[i] != want)
+                                fail_msg("%s %s op %d form %d n %lld at %lld: %04x, expected %04x",
+                                         tables[k]->name, bf ? "bf16" : "f16", (int)ops[q], form,
+                                         (long long)n, (long long)i, o[i], want);
+                        }
+                    }
+}
+
+static void test_half_sum(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    static uint16_t h[N];
+    static float f[1024];
+    for (int k = 0; k < n_tables; k++)
+        for (int bf = 0; bf < 2; bf++) {
+            for (int64_t i = 0; i < N; i++)
+                h[i] = to_half(bf, (float)((i * 7919) % 201) / 16.0f - 6.0f);
+            for (int64_t n = 1; n <= N; n += n < 70 ? 1 : 97) {
+                /* what widening blocks of 1024 and summing each with sum_f32 gives */
+                double want = -0.0;
+                for (int64_t i = 0; i < n; i += 1024) {
+                    int64_t m = n - i < 1024 ? n - i : 1024;
+                    for (int64_t j = 0; j < m; j++) f[j] = from_half(bf, h[i + j]);
+                    want += tables[k]->sum_f32(f, m);
+                }
+                double got = bf ? tables[k]->sum_bf16(h, n) : tables[k]->sum_f16(h, n);
+                if (got != want)
+                    fail_msg("%s %s sum of %lld: %.17g, expected %.17g", tables[k]->name,
+                             bf ? "bf16" : "f16", (long long)n, got, want);
+            }
+        }
+}
+
+int main(void) {
+    find_tables();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_half_binary),
+        cmocka_unit_test(test_half_sum),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
