@@ -12,9 +12,10 @@ defmodule Cascade do
       [[19.0], [39.0]]
 
   Numbers may stand wherever a tensor is expected and are typed as Nx would type them.
-  Inputs of different types are promoted (`Cascade.Type`). Calls on large tensors run on
-  dirty CPU schedulers, so they never block the BEAM's schedulers; small ones stay on the
-  calling scheduler, where a call costs well under a microsecond.
+  Inputs of different types are promoted (`Cascade.Type`). Calls estimated to take more than
+  half a millisecond run on dirty CPU schedulers, so they never block the BEAM's schedulers;
+  smaller ones stay on the calling scheduler (a one-element add costs about half a
+  microsecond) and count their share of its time slice.
 
   Every op of the table in `c_src/core/ops.def` is a function of this module: the functions,
   their options and their documentation are generated from that table at compile time.
