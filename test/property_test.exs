@@ -1296,6 +1296,71 @@ defmodule Cascade.PropertyTest.LayoutTest do
     end
   end
 
+  # The pooling shape (windows over the last two axes only), which the cpu driver runs through
+  # hoisted loops: the same results as the general ones, exactly
+  property [:window_max, :window_sum, :window_scatter_max],
+           "window ops over the last two axes of f32, as pooling and its gradient use them" do
+    for _ <- 1..24 do
+      outer = for _ <- 1..int_between(1, 2), do: int_between(1, 3)
+      h = int_between(1, 7)
+      w = int_between(1, 7)
+      s = List.to_tuple(outer ++ [h, w])
+      ones = Enum.map(outer, fn _ -> 1 end)
+      zeros = Enum.map(outer, fn _ -> {0, 0} end)
+      window = List.to_tuple(ones ++ [int_between(1, 3), int_between(1, 3)])
+      strides = ones ++ [int_between(1, 2), int_between(1, 2)]
+      dilations = ones ++ [int_between(1, 2), int_between(1, 2)]
+
+      pairs =
+        zeros ++ [{int_between(0, 2), int_between(0, 2)}, {int_between(0, 2), int_between(0, 2)}]
+
+      ties = fn -> pick([-1.0, 0.5, 2.0, 3.5]) end
+      x = gen_tensor(:f32, s, fn -> special_or(0.05, ties) end)
+
+      for op <- [:window_max, :window_sum] do
+        opts = [strides: strides, padding: pairs, window_dilations: dilations]
+
+        check!(
+          "Cascade.#{op}/3",
+          [tensor: x, window: window, options: opts],
+          fn -> apply(Cascade, op, [tensor!(x), window, opts]) end,
+          R.window(op, ref(x), :f32, window, strides, pairs, dilations) |> R.cast(:f32),
+          :f32,
+          :exact
+        )
+      end
+
+      # no NaN here: the reference compares as the kernel does, but a NaN source sums alike
+      xs = gen_tensor(:f32, s, ties)
+
+      scatter_pairs =
+        zeros ++ [{int_between(0, 1), int_between(0, 1)}, {int_between(0, 1), int_between(0, 1)}]
+
+      src = gen_tensor(:f32, R.window_shape(s, window, strides, scatter_pairs), ties)
+      value = pick([0.0, 0.5, 2.0])
+      opts = [strides: strides, padding: scatter_pairs]
+
+      check!(
+        "Cascade.window_scatter_max/5",
+        [tensor: xs, source: src, value: value, window: window, options: opts],
+        fn -> Cascade.window_scatter_max(tensor!(xs), tensor!(src), value, window, opts) end,
+        R.window_scatter(
+          :window_scatter_max,
+          ref(xs),
+          :f32,
+          ref(src),
+          value,
+          :f32,
+          window,
+          strides,
+          scatter_pairs
+        ),
+        :f32,
+        :exact
+      )
+    end
+  end
+
   property [:indexed_add, :indexed_put], "indexed_add/indexed_put at colliding positions" do
     for op <- [:indexed_add, :indexed_put], type <- all_types(), _ <- 1..12 do
       s = shape(min_rank: 1, min_dim: 1, max_dim: 4)

@@ -55,6 +55,126 @@ static uint64_t identity_i(cx_op_id op, cx_dtype t) {
  * positions hold `value` and can be selected, but what is scattered there is dropped. The
  * result starts as `value` everywhere; each source element is added at its selected position
  * in window order, rounding to the result's type at every addition (Nx.add/2 step by step). */
+/* ---- f32 windows over the last two axes ---------------------------------------------------
+ * The pooling shape (every axis but the last two: window 1, stride 1, no padding, no dilation)
+ * on f32, with the index arithmetic hoisted out of the loops: the same folds in the same order,
+ * in double, rounded once, so the results are those of the general loops bit for bit. A CNN
+ * step through Cascade.Backend spent a quarter of its time in the general loops' per-element
+ * rank walk. */
+static bool inner_2d(const cx_desc *d, const cx_params *ps, bool dilations) {
+    const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
+    const int64_t *pad = ps->p[CX_P_PADDING].i, *dil = ps->p[CX_P_WINDOW_DILATIONS].i;
+    if (d->rank < 2) return false;
+    for (int a = 0; a + 2 < d->rank; a++)
+        if (win[a] != 1 || str[a] != 1 || pad[2 * a] != 0 || pad[2 * a + 1] != 0 ||
+            (dilations && dil[a] != 1))
+            return false;
+    return true;
+}
+
+/* The window positions 0 <= j < w with o * s + j * dl - low inside [0, n): lo .. hi. */
+static void window_span(int64_t o, int64_t s, int64_t dl, int64_t low, int64_t n, int64_t w,
+                        int64_t *lo, int64_t *hi) {
+    int64_t base = o * s - low;
+    int64_t first = base >= 0 ? 0 : (-base + dl - 1) / dl;
+    int64_t last = n - 1 - base < 0 ? -1 : (n - 1 - base) / dl;
+    *lo = first;
+    *hi = last + 1 < w ? last + 1 : w;
+}
+
+#define WIN2D_FOLD(EXPR)                                                                           \
+    for (int64_t i = lh; i < hh; i++) {                                                            \
+        const float *row = x + (bh + i * dh) * W + bw;                                             \
+        for (int64_t j = lw; j < hw; j++) {                                                        \
+            double v = row[j * dw];                                                                \
+            acc = (EXPR);                                                                          \
+        }                                                                                          \
+    }
+
+static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
+    const cx_desc *d = &in->desc;
+    if (d->dtype != CX_F32 || out->desc.dtype != CX_F32 || !inner_2d(d, ps, true)) return false;
+    int r = d->rank;
+    const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
+    const int64_t *pad = ps->p[CX_P_PADDING].i, *dil = ps->p[CX_P_WINDOW_DILATIONS].i;
+    int64_t H = d->shape[r - 2], W = d->shape[r - 1];
+    int64_t OH = out->desc.shape[r - 2], OW = out->desc.shape[r - 1];
+    int64_t planes = H > 0 && W > 0 ? in->numel / (H * W) : 0;
+    int64_t kh = win[r - 2], kw = win[r - 1], sh = str[r - 2], sw = str[r - 1];
+    int64_t dh = dil[r - 2], dw = dil[r - 1], ph = pad[2 * (r - 2)], pw = pad[2 * (r - 1)];
+    for (int64_t p = 0; p < planes; p++) {
+        const float *x = (const float *)in->data + p * H * W;
+        float *y = (float *)out->data + p * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t lh, hh, bh = oh * sh - ph;
+            window_span(oh, sh, dh, ph, H, kh, &lh, &hh);
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t lw, hw, bw = ow * sw - pw;
+                window_span(ow, sw, dw, pw, W, kw, &lw, &hw);
+                double acc = identity_f(op);
+                switch (op) {
+                case CX_OP_WINDOW_SUM: WIN2D_FOLD(acc + v) break;
+                case CX_OP_WINDOW_PRODUCT: WIN2D_FOLD(acc * v) break;
+                case CX_OP_WINDOW_MAX: WIN2D_FOLD(v > acc || v != v ? v : acc) break;
+                default: WIN2D_FOLD(v < acc || v != v ? v : acc) break;
+                }
+                y[oh * OW + ow] = (float)acc;
+            }
+        }
+    }
+    return true;
+}
+
+/* window_scatter_max/min of an f32 tensor and source into an f32 output, windows over the last
+ * two axes: as window_scatter below, every window position in row-major order, padding taking
+ * part with the value, the last of equal extremes winning. */
+static bool window_scatter_f32_2d(cx_op_id op, const cx_tensor *t, const cx_tensor *src,
+                                  const cx_params *ps, cx_tensor *out) {
+    const cx_desc *d = &t->desc;
+    if (d->dtype != CX_F32 || src->desc.dtype != CX_F32 || out->desc.dtype != CX_F32 ||
+        !inner_2d(d, ps, false))
+        return false;
+    int r = d->rank;
+    const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
+    const int64_t *pad = ps->p[CX_P_PADDING].i;
+    const cx_param *v = &ps->p[CX_P_VALUE];
+    bool max = op == CX_OP_WINDOW_SCATTER_MAX;
+    double vf = v->is_int ? (double)v->i[0] : v->f;
+    float pf = (float)vf; /* the padding, the value rounded to f32 */
+    float init = (float)vf;
+    for (int64_t i = 0; i < out->numel; i++) ((float *)out->data)[i] = init;
+    int64_t H = d->shape[r - 2], W = d->shape[r - 1];
+    int64_t OH = src->desc.shape[r - 2], OW = src->desc.shape[r - 1];
+    int64_t planes = H > 0 && W > 0 ? t->numel / (H * W) : 0;
+    int64_t kh = win[r - 2], kw = win[r - 1], sh = str[r - 2], sw = str[r - 1];
+    int64_t ph = pad[2 * (r - 2)], pw = pad[2 * (r - 1)];
+    for (int64_t p = 0; p < planes; p++) {
+        const float *x = (const float *)t->data + p * H * W;
+        const float *g = (const float *)src->data + p * OH * OW;
+        float *y = (float *)out->data + p * H * W;
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t best = -1;
+                float bf = 0;
+                for (int64_t i = 0; i < kh; i++) {
+                    int64_t hh = oh * sh + i - ph;
+                    bool in_h = hh >= 0 && hh < H;
+                    for (int64_t j = 0; j < kw; j++) {
+                        int64_t ww = ow * sw + j - pw;
+                        bool inside = in_h && ww >= 0 && ww < W;
+                        float e = inside ? x[hh * W + ww] : pf;
+                        if ((i == 0 && j == 0) || (max ? e >= bf : e <= bf)) {
+                            bf = e;
+                            best = inside ? hh * W + ww : -1;
+                        }
+                    }
+                }
+                if (best >= 0) y[best] = (float)((double)y[best] + (double)g[oh * OW + ow]);
+            }
+    }
+    return true;
+}
+
 static cx_code window_scatter(cx_op_id op, const cx_tensor *t, const cx_tensor *src,
                               const cx_params *ps, cx_tensor *out, cx_status *st) {
     (void)st;
@@ -143,13 +263,16 @@ static cx_code window_scatter(cx_op_id op, const cx_tensor *t, const cx_tensor *
 
 cx_code cpu_window(cx_op_id op, const cx_tensor *const *ins, const cx_params *ps, cx_tensor *out,
                    cx_status *st) {
-    if (op == CX_OP_WINDOW_SCATTER_MAX || op == CX_OP_WINDOW_SCATTER_MIN)
+    if (op == CX_OP_WINDOW_SCATTER_MAX || op == CX_OP_WINDOW_SCATTER_MIN) {
+        if (window_scatter_f32_2d(op, ins[0], ins[1], ps, out)) return CX_OK;
         return window_scatter(op, ins[0], ins[1], ps, out, st);
+    }
     const cx_tensor *in = ins[0];
     const cx_desc *d = &in->desc;
     int rank = d->rank;
     cx_dtype t = d->dtype;
     if (out->numel == 0) return CX_OK;
+    if (window_f32_2d(op, in, ps, out)) return CX_OK;
     const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
     const int64_t *dil = ps->p[CX_P_WINDOW_DILATIONS].i, *pad = ps->p[CX_P_PADDING].i;
     int64_t istr[CX_MAX_RANK], s = 1;
