@@ -5,6 +5,7 @@
  * skipped. Floats fold in double and round once (max and min let NaN through, like max/2);
  * integers fold in int64, sums and products wrapping as uint64; u64 compares as unsigned. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -102,6 +103,11 @@ static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps,
     int64_t planes = H > 0 && W > 0 ? in->numel / (H * W) : 0;
     int64_t kh = win[r - 2], kw = win[r - 1], sh = str[r - 2], sw = str[r - 1];
     int64_t dh = dil[r - 2], dw = dil[r - 1], ph = pad[2 * (r - 2)], pw = pad[2 * (r - 1)];
+    /* each column's span of window positions, once (two divisions each) */
+    int64_t *span = malloc(sizeof(int64_t) * 2 * (size_t)(OW > 0 ? OW : 1));
+    if (!span) return false;
+    for (int64_t ow = 0; ow < OW; ow++)
+        window_span(ow, sw, dw, pw, W, kw, &span[2 * ow], &span[2 * ow + 1]);
     for (int64_t p = 0; p < planes; p++) {
         const float *x = (const float *)in->data + p * H * W;
         float *y = (float *)out->data + p * OH * OW;
@@ -109,8 +115,7 @@ static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps,
             int64_t lh, hh, bh = oh * sh - ph;
             window_span(oh, sh, dh, ph, H, kh, &lh, &hh);
             for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t lw, hw, bw = ow * sw - pw;
-                window_span(ow, sw, dw, pw, W, kw, &lw, &hw);
+                int64_t lw = span[2 * ow], hw = span[2 * ow + 1], bw = ow * sw - pw;
                 double acc = identity_f(op);
                 switch (op) {
                 case CX_OP_WINDOW_SUM: WIN2D_FOLD(acc + v) break;
@@ -122,6 +127,7 @@ static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps,
             }
         }
     }
+    free(span);
     return true;
 }
 

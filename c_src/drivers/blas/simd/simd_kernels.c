@@ -289,6 +289,12 @@ static void select_f32(float *restrict o, const uint8_t *restrict m, const float
         for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : y;
     } else if (sm && sa && sb) {
         for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];
+    } else if (sm && !sa && sb) { /* select(pred, 0, g): a gradient through max or relu */
+        float x = a[0];
+        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : b[i];
+    } else if (sm) {
+        float x = a[0], y = b[0];
+        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : y;
     } else {
         for (int64_t i = 0; i < n; i++) o[i] = m[sm ? i : 0] ? a[sa ? i : 0] : b[sb ? i : 0];
     }
