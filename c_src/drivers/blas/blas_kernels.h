@@ -82,6 +82,10 @@ int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx);
 /* blas_simd.c: the vector kernels (blas_simd.h) on tensors. Each returns false, having done
  * nothing, when it does not take the op, its types or its layout; the cpu kernel runs then. */
 bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out);
+/* blas_pool2d.c: a window op of the pooling shape split by planes across the pool (false: not
+ * that shape, or too small to split; the caller runs the cpu's kernel) */
+bool blas_window(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                 cx_tensor *out);
 /* n f16 or bf16 values to f32 and back (rounding to nearest even, NaN made quiet as half.h
  * does), on the vector kernels across the pool's threads where they are, else the core's
  * conversions. */

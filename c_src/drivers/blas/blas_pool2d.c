@@ -393,3 +393,92 @@ cx_code blas_avg_pool2d_grad(const cx_tensor *gy, const cx_params *ps, cx_tensor
     cpu_buffer_put(acc);
     return CX_OK;
 }
+
+/* ==== window ops of the pooling shape, split by planes ========================================
+ * window_sum/product/max/min and window_scatter_max/min whose windows span the last two axes
+ * only (cpu_window_inner_2d) see every leading axis as one axis of planes, each independent:
+ * the planes are split across the pool's threads, each part running the cpu's kernel on its
+ * planes (its loops for f32, the general ones for the rest), so the results are the cpu's. */
+typedef struct {
+    cx_op_id op;
+    const cx_tensor *const *in;
+    const cx_params *ps;
+    cx_tensor *out;
+    int64_t planes;
+    bool scatter;
+    bool ok;
+} window_job;
+
+/* t's planes lo .. hi as a rank-3 tensor {hi - lo, A, B} over the same buffer */
+static cx_tensor planes_of(const cx_tensor *t, int64_t lo, int64_t hi) {
+    cx_tensor v;
+    memset(&v, 0, sizeof v);
+    int r = t->desc.rank;
+    int64_t a = t->desc.shape[r - 2], b = t->desc.shape[r - 1];
+    v.desc = t->desc;
+    v.desc.rank = 3;
+    v.desc.shape[0] = hi - lo;
+    v.desc.shape[1] = a;
+    v.desc.shape[2] = b;
+    v.numel = (hi - lo) * a * b;
+    size_t es = cx_dtype_size(t->desc.dtype);
+    v.nbytes = es * (size_t)v.numel;
+    v.device = t->device;
+    v.data = (char *)t->data + es * (size_t)(lo * a * b);
+    return v;
+}
+
+static void window_part(void *ctx, int index, int parts) {
+    window_job *j = ctx;
+    int64_t lo = j->planes * index / parts, hi = j->planes * (index + 1) / parts;
+    if (lo >= hi) return;
+    int r = j->in[0]->desc.rank;
+    /* the parameters of the last two axes, for a rank-3 view */
+    cx_params ps = *j->ps;
+    const cx_param_id ids[] = {CX_P_WINDOW, CX_P_STRIDES, CX_P_WINDOW_DILATIONS};
+    for (int k = 0; k < 3; k++) {
+        cx_param *p = &ps.p[ids[k]];
+        if (p->n != r) continue;
+        int64_t last2[2] = {p->i[r - 2], p->i[r - 1]};
+        p->i[0] = 1;
+        p->i[1] = last2[0];
+        p->i[2] = last2[1];
+        p->n = 3;
+    }
+    cx_param *pad = &ps.p[CX_P_PADDING];
+    if (pad->n == 2 * r) {
+        int64_t last4[4] = {pad->i[2 * r - 4], pad->i[2 * r - 3], pad->i[2 * r - 2],
+                            pad->i[2 * r - 1]};
+        pad->i[0] = pad->i[1] = 0;
+        for (int k = 0; k < 4; k++) pad->i[2 + k] = last4[k];
+        pad->n = 6;
+    }
+    cx_tensor x = planes_of(j->in[0], lo, hi), o = planes_of(j->out, lo, hi);
+    cx_tensor src;
+    const cx_tensor *ins[2] = {&x, NULL};
+    if (j->scatter) {
+        src = planes_of(j->in[1], lo, hi);
+        ins[1] = &src;
+    }
+    cx_status st = {CX_OK, ""};
+    if (cpu_window(j->op, ins, &ps, &o, &st) != CX_OK) j->ok = false;
+}
+
+bool blas_window(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                 cx_tensor *out) {
+    const cx_desc *d = &in[0]->desc;
+    bool scatter = op == CX_OP_WINDOW_SCATTER_MAX || op == CX_OP_WINDOW_SCATTER_MIN;
+    if (n_in != (scatter ? 2 : 1) || d->rank < 3 || out->desc.rank != d->rank ||
+        !cpu_window_inner_2d(d, ps, !scatter))
+        return false;
+    int r = d->rank;
+    int64_t planes = 1;
+    for (int a = 0; a + 2 < r; a++) planes *= d->shape[a];
+    int64_t per_plane = d->shape[r - 2] * d->shape[r - 1];
+    int parts = (int)(planes < blas_pool_threads() ? planes : blas_pool_threads());
+    /* small tensors: one part (a wake-up costs more than the work) */
+    if (planes * per_plane < 16384 || parts < 2) return false;
+    window_job j = {op, in, ps, out, planes, scatter, true};
+    blas_parallel(parts, false, window_part, &j);
+    return j.ok;
+}

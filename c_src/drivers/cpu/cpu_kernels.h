@@ -74,6 +74,10 @@ cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tenso
                  cx_status *st);
 cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                     cx_status *st);
+/* Whether a window op's windows span the last two axes only (every other axis: window 1,
+ * stride 1, no padding, and no dilation when `dilations`): the pooling shape, which cpu_window
+ * runs on f32 through loops of its own, and which splits by planes. */
+bool cpu_window_inner_2d(const cx_desc *d, const cx_params *ps, bool dilations);
 cx_code cpu_window(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                    cx_status *st);
 cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st);

@@ -62,7 +62,7 @@ static uint64_t identity_i(cx_op_id op, cx_dtype t) {
  * in double, rounded once, so the results are those of the general loops bit for bit. A CNN
  * step through Cascade.Backend spent a quarter of its time in the general loops' per-element
  * rank walk. */
-static bool inner_2d(const cx_desc *d, const cx_params *ps, bool dilations) {
+bool cpu_window_inner_2d(const cx_desc *d, const cx_params *ps, bool dilations) {
     const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
     const int64_t *pad = ps->p[CX_P_PADDING].i, *dil = ps->p[CX_P_WINDOW_DILATIONS].i;
     if (d->rank < 2) return false;
@@ -92,9 +92,24 @@ static void window_span(int64_t o, int64_t s, int64_t dl, int64_t low, int64_t n
         }                                                                                          \
     }
 
+/* max and min compare the floats themselves: exact, as in double */
+#define WIN2D_FOLD_F(EXPR)                                                                         \
+    {                                                                                              \
+        float m = (float)acc;                                                                      \
+        for (int64_t i = lh; i < hh; i++) {                                                        \
+            const float *row = x + (bh + i * dh) * W + bw;                                         \
+            for (int64_t j = lw; j < hw; j++) {                                                    \
+                float v = row[j * dw];                                                             \
+                m = (EXPR);                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+        acc = m;                                                                                   \
+    }
+
 static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const cx_desc *d = &in->desc;
-    if (d->dtype != CX_F32 || out->desc.dtype != CX_F32 || !inner_2d(d, ps, true)) return false;
+    if (d->dtype != CX_F32 || out->desc.dtype != CX_F32 || !cpu_window_inner_2d(d, ps, true))
+        return false;
     int r = d->rank;
     const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
     const int64_t *pad = ps->p[CX_P_PADDING].i, *dil = ps->p[CX_P_WINDOW_DILATIONS].i;
@@ -120,8 +135,8 @@ static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps,
                 switch (op) {
                 case CX_OP_WINDOW_SUM: WIN2D_FOLD(acc + v) break;
                 case CX_OP_WINDOW_PRODUCT: WIN2D_FOLD(acc * v) break;
-                case CX_OP_WINDOW_MAX: WIN2D_FOLD(v > acc || v != v ? v : acc) break;
-                default: WIN2D_FOLD(v < acc || v != v ? v : acc) break;
+                case CX_OP_WINDOW_MAX: WIN2D_FOLD_F(v > m || v != v ? v : m) break;
+                default: WIN2D_FOLD_F(v < m || v != v ? v : m) break;
                 }
                 y[oh * OW + ow] = (float)acc;
             }
@@ -138,7 +153,7 @@ static bool window_scatter_f32_2d(cx_op_id op, const cx_tensor *t, const cx_tens
                                   const cx_params *ps, cx_tensor *out) {
     const cx_desc *d = &t->desc;
     if (d->dtype != CX_F32 || src->desc.dtype != CX_F32 || out->desc.dtype != CX_F32 ||
-        !inner_2d(d, ps, false))
+        !cpu_window_inner_2d(d, ps, false))
         return false;
     int r = d->rank;
     const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
