@@ -118,6 +118,27 @@ static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps,
     int64_t planes = H > 0 && W > 0 ? in->numel / (H * W) : 0;
     int64_t kh = win[r - 2], kw = win[r - 1], sh = str[r - 2], sw = str[r - 1];
     int64_t dh = dil[r - 2], dw = dil[r - 1], ph = pad[2 * (r - 2)], pw = pad[2 * (r - 1)];
+    if ((op == CX_OP_WINDOW_MAX || op == CX_OP_WINDOW_MIN) && kh == 2 && kw == 2 && dh == 1 &&
+        dw == 1 && ph == 0 && pw == 0 && pad[2 * r - 3] == 0 && pad[2 * r - 1] == 0 &&
+        (OH - 1) * sh + 2 <= H && (OW - 1) * sw + 2 <= W) {
+        /* 2 x 2 windows inside the plane (max_pool 2): the four folds written out, in order */
+        bool mx = op == CX_OP_WINDOW_MAX;
+        for (int64_t p = 0; p < planes; p++) {
+            const float *x = (const float *)in->data + p * H * W;
+            float *y = (float *)out->data + p * OH * OW;
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *r0 = x + oh * sh * W, *r1 = r0 + W;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const float *a = r0 + ow * sw, *b = r1 + ow * sw;
+                    float v[4] = {a[0], a[1], b[0], b[1]}, m = mx ? -INFINITY : INFINITY;
+                    for (int k = 0; k < 4; k++)
+                        m = (mx ? v[k] > m : v[k] < m) || v[k] != v[k] ? v[k] : m;
+                    y[oh * OW + ow] = m;
+                }
+            }
+        }
+        return true;
+    }
     /* each column's span of window positions, once (two divisions each) */
     int64_t *span = malloc(sizeof(int64_t) * 2 * (size_t)(OW > 0 ? OW : 1));
     if (!span) return false;
