@@ -190,6 +190,28 @@ static bool window_scatter_f32_2d(cx_op_id op, const cx_tensor *t, const cx_tens
     int64_t planes = H > 0 && W > 0 ? t->numel / (H * W) : 0;
     int64_t kh = win[r - 2], kw = win[r - 1], sh = str[r - 2], sw = str[r - 1];
     int64_t ph = pad[2 * (r - 2)], pw = pad[2 * (r - 1)];
+    if (kh == 2 && kw == 2 && ph == 0 && pw == 0 && (OH - 1) * sh + 2 <= H &&
+        (OW - 1) * sw + 2 <= W) {
+        /* 2 x 2 windows inside the plane (max_pool 2's gradient): the four candidates in order */
+        for (int64_t p = 0; p < planes; p++) {
+            const float *x = (const float *)t->data + p * H * W;
+            const float *g = (const float *)src->data + p * OH * OW;
+            float *y = (float *)out->data + p * H * W;
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    int64_t at[4], base = oh * sh * W + ow * sw;
+                    at[0] = base, at[1] = base + 1, at[2] = base + W, at[3] = base + W + 1;
+                    int64_t best = at[0];
+                    float bf = x[at[0]];
+                    for (int k = 1; k < 4; k++) {
+                        float e = x[at[k]];
+                        if (max ? e >= bf : e <= bf) bf = e, best = at[k];
+                    }
+                    y[best] = (float)((double)y[best] + (double)g[oh * OW + ow]);
+                }
+        }
+        return true;
+    }
     for (int64_t p = 0; p < planes; p++) {
         const float *x = (const float *)t->data + p * H * W;
         const float *g = (const float *)src->data + p * OH * OW;
