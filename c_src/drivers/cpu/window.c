@@ -83,23 +83,15 @@ static void window_span(int64_t o, int64_t s, int64_t dl, int64_t low, int64_t n
     *hi = last + 1 < w ? last + 1 : w;
 }
 
-#define WIN2D_FOLD(EXPR)                                                                           \
-    for (int64_t i = lh; i < hh; i++) {                                                            \
-        const float *row = x + (bh + i * dh) * W + bw;                                             \
-        for (int64_t j = lw; j < hw; j++) {                                                        \
-            double v = row[j * dw];                                                                \
-            acc = (EXPR);                                                                          \
-        }                                                                                          \
-    }
-
-/* max and min compare the floats themselves: exact, as in double */
-#define WIN2D_FOLD_F(EXPR)                                                                         \
+/* folds the window into acc through an accumulator m of type T (double for sums and products;
+ * float for max and min, which compare the floats themselves: exact, as in double) */
+#define WIN2D_FOLD(T, EXPR)                                                                        \
     {                                                                                              \
-        float m = (float)acc;                                                                      \
+        T m = (T)acc;                                                                              \
         for (int64_t i = lh; i < hh; i++) {                                                        \
             const float *row = x + (bh + i * dh) * W + bw;                                         \
             for (int64_t j = lw; j < hw; j++) {                                                    \
-                float v = row[j * dw];                                                             \
+                T v = row[j * dw];                                                                 \
                 m = (EXPR);                                                                        \
             }                                                                                      \
         }                                                                                          \
@@ -154,10 +146,10 @@ static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps,
                 int64_t lw = span[2 * ow], hw = span[2 * ow + 1], bw = ow * sw - pw;
                 double acc = identity_f(op);
                 switch (op) {
-                case CX_OP_WINDOW_SUM: WIN2D_FOLD(acc + v) break;
-                case CX_OP_WINDOW_PRODUCT: WIN2D_FOLD(acc * v) break;
-                case CX_OP_WINDOW_MAX: WIN2D_FOLD_F(v > m || v != v ? v : m) break;
-                default: WIN2D_FOLD_F(v < m || v != v ? v : m) break;
+                case CX_OP_WINDOW_SUM: WIN2D_FOLD(double, m + v) break;
+                case CX_OP_WINDOW_PRODUCT: WIN2D_FOLD(double, m *v) break;
+                case CX_OP_WINDOW_MAX: WIN2D_FOLD(float, v > m || v != v ? v : m) break;
+                default: WIN2D_FOLD(float, v < m || v != v ? v : m) break;
                 }
                 y[oh * OW + ow] = (float)acc;
             }

@@ -5,7 +5,7 @@ defmodule Cascade.ONNX.Control do
   # context by `Cascade.ONNX`, so its nodes go through the same negotiation as the graph's own.
   # The loop counter and the condition are read back to the BEAM once per iteration.
 
-  alias Cascade.ONNX.Error
+  alias Cascade.ONNX.Ops
 
   @names ~w(If Loop Scan)
 
@@ -164,12 +164,6 @@ defmodule Cascade.ONNX.Control do
     end
   end
 
-  defp attr(attrs, name, default) do
-    case Map.get(attrs, name) do
-      nil -> default
-      {_kind, value} -> value
-    end
-  end
-
-  defp fail(message), do: raise(Error, message: message)
+  defp attr(attrs, name, default), do: Ops.attr(attrs, name, default)
+  defp fail(message), do: Ops.fail(message)
 end

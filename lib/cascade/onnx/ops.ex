@@ -139,14 +139,17 @@ defmodule Cascade.ONNX.Ops do
 
   defp scalar_value(t), do: t |> Cascade.reshape({}) |> Cascade.to_list()
 
-  defp attr(attrs, name, default) do
+  @doc false
+  # An attribute's value, or the default when the node does not set it (also for Control).
+  def attr(attrs, name, default) do
     case Map.get(attrs, name) do
       nil -> default
       {_kind, value} -> value
     end
   end
 
-  defp fail(message), do: raise(Error, message: message)
+  @doc false
+  def fail(message), do: raise(Error, message: message)
 
   # The values of a small tensor (a shape, axes, a scalar bound) as a list.
   defp values(nil), do: nil
