@@ -396,20 +396,18 @@ defmodule Cascade.ONNX do
             "a body graph takes #{length(graph.inputs)} inputs, #{length(bound)} were given"
         )
 
-    values =
-      Enum.reduce(graph.initializers, scope, fn t, acc ->
-        case to_tensor(t, ctx.device) do
-          {:ok, tensor} -> Map.put(acc, t.name, tensor)
-          {:error, message} -> raise Error, message: "initializer #{inspect(t.name)}: #{message}"
-        end
-      end)
+    inits =
+      case initializers(graph.initializers, ctx.device) do
+        {:ok, inits} -> inits
+        {:error, message} -> raise Error, message: message
+      end
 
     values =
       graph.inputs
-      |> Enum.map(& &1.name)
       |> Enum.zip(bound)
-      |> Map.new()
-      |> then(&Map.merge(values, &1))
+      |> Enum.reduce(Map.merge(scope, inits), fn {%{name: name}, t}, acc ->
+        Map.put(acc, name, t)
+      end)
 
     {values, _} = run_nodes(graph.nodes, values, ctx, fn _node, _i, fun -> {fun.(), nil} end)
 

@@ -27,7 +27,6 @@
 #include "../cpu/cpu_kernels.h"
 #include "blas_kernels.h"
 #include "blas_simd.h"
-#include "blas_simd.h"
 
 #ifdef CX_HAVE_DNNL
 #include <dnnl.h>

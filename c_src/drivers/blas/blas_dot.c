@@ -78,9 +78,10 @@ static bool operand_prepare(operand *x, cx_dtype gemm_type) {
             x->ld = x->nrows;
         }
     }
+    x->packed = cpu_buffer_get(es * elems); /* cached: no page faults in a loop */
+    if (x->widen) return x->packed != NULL; /* no offset tables: the block is read whole */
     x->roff = cpu_view_offsets(&x->rows);
     x->coff = cpu_view_offsets(&x->cols);
-    x->packed = cpu_buffer_get(es * elems); /* cached: no page faults in a loop */
     return x->roff && x->coff && x->packed;
 }
 

@@ -716,32 +716,23 @@ static void rowred_part(void *ctx, int index, int parts) {
     }
 }
 
+/* n halves to f32 (widening) or back (narrowing), split across the pool's threads */
 typedef struct {
     const simd_table *t;
     cx_dtype type;
+    bool widening;
     const void *src;
-    float *dst;
-    int64_t n;
-} widen_job;
-
-static void widen_part(void *ctx, int index, int parts) {
-    const widen_job *w = ctx;
-    int64_t lo = w->n * index / parts, hi = w->n * (index + 1) / parts;
-    widen(w->type, w->t, (const uint16_t *)w->src + lo, w->dst + lo, hi - lo);
-}
-
-typedef struct {
-    const simd_table *t;
-    cx_dtype type;
-    const float *src;
     void *dst;
     int64_t n;
-} narrow_job;
+} convert_job;
 
-static void narrow_part(void *ctx, int index, int parts) {
-    const narrow_job *w = ctx;
-    int64_t lo = w->n * index / parts, hi = w->n * (index + 1) / parts;
-    narrow(w->type, w->t, w->src + lo, (uint16_t *)w->dst + lo, hi - lo);
+static void convert_part(void *ctx, int index, int parts) {
+    const convert_job *c = ctx;
+    int64_t lo = c->n * index / parts, hi = c->n * (index + 1) / parts;
+    if (c->widening)
+        widen(c->type, c->t, (const uint16_t *)c->src + lo, (float *)c->dst + lo, hi - lo);
+    else
+        narrow(c->type, c->t, (const float *)c->src + lo, (uint16_t *)c->dst + lo, hi - lo);
 }
 
 void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n) {
@@ -753,8 +744,8 @@ void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n) {
             cx_bf16_to_f32_array(src, dst, n);
         return;
     }
-    widen_job w = {t, type, src, dst, n};
-    blas_parallel(parts_for(n, GRAIN_CHEAP), false, widen_part, &w);
+    convert_job c = {t, type, true, src, dst, n};
+    blas_parallel(parts_for(n, GRAIN_CHEAP), false, convert_part, &c);
 }
 
 void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n) {
@@ -766,22 +757,17 @@ void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n) {
             cx_f32_to_bf16_array(src, dst, n);
         return;
     }
-    narrow_job w = {t, type, src, dst, n};
-    blas_parallel(parts_for(n, GRAIN_CHEAP), false, narrow_part, &w);
+    convert_job c = {t, type, false, src, dst, n};
+    blas_parallel(parts_for(n, GRAIN_CHEAP), false, convert_part, &c);
 }
 
-/* x as f32: in place, or widened into a new buffer (*owned, to free) */
-static const float *f32_view(const simd_table *t, const cx_tensor *x, float **owned) {
+/* x as f32: in place, or widened into a buffer of the cpu's cache (*owned, to put back; a fresh
+ * 4 MB from malloc page-faulted in on every call: a 1000 x 1000 bf16 cross-entropy took 3.3 ms
+ * against 0.26 in f32) */
+static const float *f32_view(const cx_tensor *x, float **owned) {
     *owned = NULL;
     if (x->desc.dtype == CX_F32) return x->data;
-    /* from the buffer cache: a fresh 4 MB from malloc page-faulted in on every call (a 1000 x
-     * 1000 bf16 cross-entropy took 3.3 ms against 0.26 in f32) */
-    float *f = cpu_buffer_get(sizeof(float) * (size_t)(x->numel ? x->numel : 1));
-    if (!f) return NULL;
-    widen_job w = {t, x->desc.dtype, x->data, f, x->numel};
-    blas_parallel(parts_for(x->numel, GRAIN_CHEAP), false, widen_part, &w);
-    *owned = f;
-    return f;
+    return *owned = blas_widen_f32(x);
 }
 
 static bool is_f32ish(cx_dtype t) {
@@ -828,8 +814,8 @@ bool blas_simd_rowred(cx_op_id op, const cx_tensor *const *in, const cx_params *
     }
     float *own_x = NULL, *own_y = NULL;
     float *res = malloc(sizeof(float) * (size_t)(rows ? rows : 1));
-    const float *xf = res ? f32_view(t, x, &own_x) : NULL;
-    const float *yf = xf && xent ? f32_view(t, in[0], &own_y) : NULL;
+    const float *xf = res ? f32_view(x, &own_x) : NULL;
+    const float *yf = xf && xent ? f32_view(in[0], &own_y) : NULL;
     bool ok = res && xf && (!xent || yf);
     if (ok) {
         rowred_job j = {t, xent, xf, yf, rows, cols, 0, res, 0, 0, NULL, 0, NULL};

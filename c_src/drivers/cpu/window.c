@@ -51,11 +51,6 @@ static uint64_t identity_i(cx_op_id op, cx_dtype t) {
     }
 }
 
-/* window_scatter_max/min, as Nx.BinaryBackend: each window (in order) selects the last position
- * whose value is >= (max) or <= (min) the selected one so far, starting from its first; padding
- * positions hold `value` and can be selected, but what is scattered there is dropped. The
- * result starts as `value` everywhere; each source element is added at its selected position
- * in window order, rounding to the result's type at every addition (Nx.add/2 step by step). */
 /* ---- f32 windows over the last two axes ---------------------------------------------------
  * The pooling shape (every axis but the last two: window 1, stride 1, no padding, no dilation)
  * on f32, with the index arithmetic hoisted out of the loops: the same folds in the same order,
@@ -174,9 +169,8 @@ static bool window_scatter_f32_2d(cx_op_id op, const cx_tensor *t, const cx_tens
     const cx_param *v = &ps->p[CX_P_VALUE];
     bool max = op == CX_OP_WINDOW_SCATTER_MAX;
     double vf = v->is_int ? (double)v->i[0] : v->f;
-    float pf = (float)vf; /* the padding, the value rounded to f32 */
-    float init = (float)vf;
-    for (int64_t i = 0; i < out->numel; i++) ((float *)out->data)[i] = init;
+    float pf = (float)vf; /* the value rounded to f32: the padding, and where the result starts */
+    for (int64_t i = 0; i < out->numel; i++) ((float *)out->data)[i] = pf;
     int64_t H = d->shape[r - 2], W = d->shape[r - 1];
     int64_t OH = src->desc.shape[r - 2], OW = src->desc.shape[r - 1];
     int64_t planes = H > 0 && W > 0 ? t->numel / (H * W) : 0;
@@ -231,6 +225,11 @@ static bool window_scatter_f32_2d(cx_op_id op, const cx_tensor *t, const cx_tens
     return true;
 }
 
+/* window_scatter_max/min, as Nx.BinaryBackend: each window (in order) selects the last position
+ * whose value is >= (max) or <= (min) the selected one so far, starting from its first; padding
+ * positions hold `value` and can be selected, but what is scattered there is dropped. The
+ * result starts as `value` everywhere; each source element is added at its selected position
+ * in window order, rounding to the result's type at every addition (Nx.add/2 step by step). */
 static cx_code window_scatter(cx_op_id op, const cx_tensor *t, const cx_tensor *src,
                               const cx_params *ps, cx_tensor *out, cx_status *st) {
     (void)st;
@@ -348,11 +347,7 @@ cx_code cpu_window(cx_op_id op, const cx_tensor *const *ins, const cx_params *ps
         int64_t lo[CX_MAX_RANK], hi[CX_MAX_RANK], w_idx[CX_MAX_RANK];
         bool empty = false;
         for (int a = 0; a < rank; a++) {
-            int64_t base = o_idx[a] * str[a] - pad[2 * a];
-            int64_t first = base >= 0 ? 0 : (-base + dil[a] - 1) / dil[a];
-            int64_t last = d->shape[a] - 1 - base < 0 ? -1 : (d->shape[a] - 1 - base) / dil[a];
-            lo[a] = first;
-            hi[a] = (last + 1 < win[a] ? last + 1 : win[a]);
+            window_span(o_idx[a], str[a], dil[a], pad[2 * a], d->shape[a], win[a], &lo[a], &hi[a]);
             if (lo[a] >= hi[a]) empty = true;
             w_idx[a] = lo[a];
         }
