@@ -482,6 +482,7 @@ defmodule Cascade do
                 "Cascade.to_binary/2: expected timeout to be a non-negative integer or :infinity, got: #{inspect(other)}"
       end
 
+    Op.taint("reads a tensor's data into Elixir")
     download(t, limit, timeout)
   end
 
@@ -690,7 +691,9 @@ defmodule Cascade do
   def transfer(%Tensor{device: from} = t, device) do
     id = Device.id!(device)
 
-    if Device.id!(from) == id, do: t, else: transfer_to(t, id)
+    if Device.id!(from) == id,
+      do: t,
+      else: Op.taint("moves a tensor to another device") && transfer_to(t, id)
   end
 
   def transfer(other, _device), do: not_a_tensor!("transfer/2", other)

@@ -380,18 +380,24 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
                    cx_params *ps, cx_plan *plan, cx_status *st) {
     if (check_op(op, n_in, st) != CX_OK) return st->code;
     cx_desc descs[CX_MAX_INPUTS];
-    double cost = 0;
     for (int k = 0; k < n_in; k++) {
         descs[k] = in[k]->desc;
-        cost += (double)in[k]->numel;
         if (in[k]->device != in[0]->device)
             return cx_fail(st, CX_EINVAL,
                            "%s: expected all tensors on one device, got %s and %s (use "
                            "Cascade.transfer/2)",
                            cx_op_table[op].name, in[0]->device->name, in[k]->device->name);
     }
+    return cx_plan_descs(op, n_in > 0 ? in[0]->device : device, descs, n_in, ps, plan, st);
+}
+
+cx_code cx_plan_descs(cx_op_id op, cx_device *device, const cx_desc *descs, int n_in, cx_params *ps,
+                      cx_plan *plan, cx_status *st) {
+    if (check_op(op, n_in, st) != CX_OK) return st->code;
+    double cost = 0;
+    for (int k = 0; k < n_in; k++) cost += (double)cx_desc_numel(&descs[k]);
     plan->op = op;
-    plan->device = n_in > 0 ? in[0]->device : device;
+    plan->device = device;
     if (!plan->device) return cx_fail(st, CX_EINVAL, "%s: no device given", cx_op_table[op].name);
     if (cx_op_table[op].infer(op, descs, n_in, ps, &plan->out, plan->compute, st) != CX_OK)
         return st->code;
@@ -406,7 +412,7 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
         /* every output element sums over the contracted size */
         const cx_param *ca = &ps->p[CX_P_CONTRACT_A];
         double k = 1;
-        for (int j = 0; j < ca->n; j++) k *= (double)in[0]->desc.shape[ca->i[j]];
+        for (int j = 0; j < ca->n; j++) k *= (double)descs[0].shape[ca->i[j]];
         cost += out_n * k;
     }
     plan->cost = cost * work_per_element(op) * library_speed(plan->library, op);

@@ -42,6 +42,11 @@ typedef struct {
 cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, int n_in,
                    cx_params *ps, cx_plan *plan, cx_status *st);
 
+/* cx_plan_op on descriptions of the inputs, all on `device` (Cascade.Compiler's programs plan
+ * each step once, before any tensor exists). */
+cx_code cx_plan_descs(cx_op_id op, cx_device *device, const cx_desc *in, int n_in, cx_params *ps,
+                      cx_plan *plan, cx_status *st);
+
 /* Runs a plan: pins the inputs and runs the route. On failure `out` holds no buffer. */
 cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
                     cx_tensor *out, cx_status *st);

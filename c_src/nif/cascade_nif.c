@@ -4,9 +4,10 @@
 #include <string.h>
 
 #include "../core/dispatch.h"
+#include "../core/program.h"
 #include "normal_watch.h"
 
-static ErlNifResourceType *tensor_type;
+static ErlNifResourceType *tensor_type, *program_type;
 
 static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_gc, am_gc_major, am_oom, am_nan,
     am_infinity, am_neg_infinity, am_exception, am_message, am_argument_error, am_cascade_error,
@@ -878,6 +879,234 @@ static ERL_NIF_TERM set_gc_interval_nif(ErlNifEnv *env, int argc, const ERL_NIF_
  * exists: it must be taken over, and a failure must not clear tensor_type, which the old code
  * still uses for every tensor. */
 /* load_info: %{drivers: [{name_atom, path_binary}], fallback: policy} */
+/* ---- programs (Cascade.Compiler) ------------------------------------------------------- */
+
+/* A program with the constants it reads: their resources are kept until the program goes. */
+typedef struct {
+    cx_program prog;
+    int n_consts;
+    cx_tensor **consts;
+} program_res;
+
+static void program_dtor(ErlNifEnv *env, void *obj) {
+    (void)env;
+    program_res *r = obj;
+    cx_program_free(&r->prog);
+    for (int k = 0; k < r->n_consts; k++) enif_release_resource(r->consts[k]);
+    enif_free(r->consts);
+}
+
+static bool get_desc(ErlNifEnv *env, ERL_NIF_TERM term, cx_desc *d) {
+    const ERL_NIF_TERM *el;
+    int arity;
+    cx_param shape;
+    if (!enif_get_tuple(env, term, &arity, &el) || arity != 2 ||
+        !get_dtype(env, el[0], &d->dtype) || !get_ints(env, el[1], &shape) || shape.n > CX_MAX_RANK)
+        return false;
+    d->rank = shape.n;
+    for (int k = 0; k < d->rank; k++) {
+        if (shape.i[k] < 0 || shape.i[k] > (INT64_C(1) << 48)) return false;
+        d->shape[k] = shape.i[k];
+    }
+    return true;
+}
+
+/* Reads a list of at most `max` small non-negative integers. */
+static int get_slots(ErlNifEnv *env, ERL_NIF_TERM list, int *out, int max) {
+    unsigned len;
+    if (!enif_get_list_length(env, list, &len) || (int)len > max) return -1;
+    ERL_NIF_TERM head;
+    int n = 0;
+    while (enif_get_list_cell(env, list, &head, &list))
+        if (!enif_get_int(env, head, &out[n++]) || out[n - 1] < 0) return -1;
+    return n;
+}
+
+/* program_new(device_id, [{type, shape}], [const_ref], [{op_id, [slot], params}], [slot]):
+ * plans every step once; raises naming the step that cannot run. */
+static ERL_NIF_TERM program_new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    int dev_id;
+    cx_device *dev;
+    unsigned n_in, n_consts, n_steps, n_out;
+    char msg[320];
+    if (!enif_get_int(env, argv[0], &dev_id) || !(dev = cx_device_get(dev_id)))
+        return raise_arg(env, "Cascade.Native.program_new/5: unknown device id");
+    if (!enif_get_list_length(env, argv[1], &n_in) ||
+        !enif_get_list_length(env, argv[2], &n_consts) ||
+        !enif_get_list_length(env, argv[3], &n_steps) ||
+        !enif_get_list_length(env, argv[4], &n_out) || n_in > (1u << 20) || n_consts > (1u << 20) ||
+        n_steps > (1u << 24) || n_out > n_steps)
+        return raise_arg(env, "Cascade.Native.program_new/5: expected four lists");
+    program_res *r = enif_alloc_resource(program_type, sizeof(program_res));
+    if (!r) return raise_arg(env, "out of memory");
+    memset(r, 0, sizeof *r);
+    cx_desc *descs = enif_alloc(sizeof(cx_desc) * (n_in + n_consts + 1));
+    int *slots = enif_alloc(sizeof(int) * (n_out + 1));
+    r->consts = enif_alloc(sizeof(cx_tensor *) * (n_consts + 1));
+    ERL_NIF_TERM res = 0, head, list = argv[1];
+    bool ok = descs && slots && r->consts;
+    if (!ok) res = raise_arg(env, "out of memory");
+    for (unsigned k = 0; ok && enif_get_list_cell(env, list, &head, &list); k++)
+        if (!get_desc(env, head, &descs[k])) {
+            enif_snprintf(msg, sizeof msg, "program: input %u: expected {type, shape}, got: %T", k,
+                          head);
+            res = raise_arg(env, msg), ok = false;
+        }
+    list = argv[2];
+    for (unsigned k = 0; ok && enif_get_list_cell(env, list, &head, &list); k++) {
+        cx_tensor *t;
+        if (!get_tensor(env, head, &t)) {
+            res = raise_arg(env, "program: a constant is not a Cascade tensor reference"),
+            ok = false;
+            break;
+        }
+        if (t->device != dev) {
+            snprintf(msg, sizeof msg, "program: constant %u lives on %s, the program runs on %s", k,
+                     t->device->name, dev->name);
+            res = raise_arg(env, msg), ok = false;
+            break;
+        }
+        enif_keep_resource(t);
+        r->consts[r->n_consts++] = t;
+        descs[n_in + k] = t->desc;
+    }
+    cx_status st = {CX_OK, ""};
+    if (ok &&
+        cx_program_init(&r->prog, dev, descs, (int)n_in, descs + n_in, (int)n_consts, &st) != CX_OK)
+        res = raise_status(env, &st, NULL), ok = false;
+    list = argv[3];
+    for (unsigned k = 0; ok && enif_get_list_cell(env, list, &head, &list); k++) {
+        const ERL_NIF_TERM *el;
+        int arity, op, in[CX_MAX_INPUTS], n;
+        cx_params ps;
+        char why[160];
+        if (!enif_get_tuple(env, head, &arity, &el) || arity != 3 ||
+            !enif_get_int(env, el[0], &op) || op < 0 || op >= CX_OP_COUNT ||
+            (n = get_slots(env, el[1], in, CX_MAX_INPUTS)) < 0) {
+            enif_snprintf(msg, sizeof msg, "program: step %u: expected {op_id, [slot], params}", k);
+            res = raise_arg(env, msg), ok = false;
+        } else if (!get_params(env, el[2], &ps, why, sizeof why)) {
+            snprintf(msg, sizeof msg, "program: step %u (%s): %s", k, cx_op_table[op].name, why);
+            res = raise_arg(env, msg), ok = false;
+        } else if (cx_program_add(&r->prog, (cx_op_id)op, in, n, &ps, &st) < 0) {
+            res = raise_status(env, &st, NULL), ok = false;
+        }
+    }
+    int n = ok ? get_slots(env, argv[4], slots, (int)n_out) : 0;
+    if (ok && n < 0) res = raise_arg(env, "program: expected a list of result slots"), ok = false;
+    if (ok && cx_program_finish(&r->prog, slots, n, &st) != CX_OK)
+        res = raise_status(env, &st, NULL), ok = false;
+    if (ok) res = enif_make_resource(env, r);
+    enif_release_resource(r); /* the destructor frees what was built on failure */
+    enif_free(descs);
+    enif_free(slots);
+    return res;
+}
+
+/* program_run(program, [ref]): the results as make_tensor's tuples, in a list (itself wrapped
+ * in {:cascade_gc, list} when the device asks for a collection). */
+static ERL_NIF_TERM program_run_call(ErlNifEnv *env, program_res *r, const ERL_NIF_TERM argv[]) {
+    const cx_program *p = &r->prog;
+    cx_tensor **in = enif_alloc(sizeof(cx_tensor *) * ((size_t)p->n_inputs + 1));
+    cx_tensor *out = enif_alloc(sizeof(cx_tensor) * ((size_t)p->n_out + 1));
+    ERL_NIF_TERM res, head, list = argv[1];
+    if (!in || !out) {
+        enif_free(in);
+        enif_free(out);
+        return raise_arg(env, "out of memory");
+    }
+    int n = 0;
+    while (n < p->n_inputs && enif_get_list_cell(env, list, &head, &list))
+        if (!get_tensor(env, head, &in[n++])) {
+            enif_free(in);
+            enif_free(out);
+            return raise_arg(env, "program: an input is not a Cascade tensor reference");
+        }
+    if (n != p->n_inputs || !enif_is_empty_list(env, list)) {
+        enif_free(in);
+        enif_free(out);
+        return raise_arg(env, "program: wrong number of inputs");
+    }
+    cx_status st = {CX_OK, ""};
+    if (cx_program_run(p, in, r->consts, out, &st) != CX_OK) {
+        res = raise_status(env, &st, p->dev->driver_name);
+    } else {
+        res = enif_make_list(env, 0);
+        bool oom = false;
+        for (int k = p->n_out - 1; k >= 0; k--) {
+            cx_tensor *t = oom ? NULL : enif_alloc_resource(tensor_type, sizeof(cx_tensor));
+            if (!t) {
+                oom = true;
+                cx_tensor_free(&out[k]);
+                continue;
+            }
+            memcpy(t, &out[k], sizeof(cx_tensor));
+            ERL_NIF_TERM row =
+                enif_make_tuple4(env, enif_make_resource(env, t), make_shape(env, &t->desc),
+                                 make_type(env, t->desc.dtype), make_device(env, t->device));
+            enif_release_resource(t);
+            res = enif_make_list_cell(env, row, res);
+        }
+        if (oom)
+            res = enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
+        else
+            switch (cx_device_wants_gc(p->dev)) {
+            case CX_GC_MINOR: res = enif_make_tuple2(env, am_gc, res); break;
+            case CX_GC_MAJOR: res = enif_make_tuple2(env, am_gc_major, res); break;
+            default: break;
+            }
+        res = with_warnings(env, res);
+    }
+    enif_free(in);
+    enif_free(out);
+    return res;
+}
+
+static ERL_NIF_TERM program_run_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    program_res *r;
+    if (!enif_get_resource(env, argv[0], program_type, (void **)&r))
+        return raise_arg(env, "program: not a program");
+    return program_run_call(env, r, argv);
+}
+
+static ERL_NIF_TERM program_run_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    program_res *r;
+    if (!enif_get_resource(env, argv[0], program_type, (void **)&r))
+        return raise_arg(env, "Cascade.Native.program_run/2: not a program");
+    if (r->prog.cost > nw_dirty_cost())
+        return enif_schedule_nif(env, "program_run_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                 program_run_dirty, argc, argv);
+    ERL_NIF_TERM res = program_run_call(env, r, argv);
+    consume_slice(env, r->prog.cost);
+    return res;
+}
+
+/* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot]}] per step */
+static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    program_res *r;
+    if (!enif_get_resource(env, argv[0], program_type, (void **)&r))
+        return raise_arg(env, "Cascade.Native.program_steps/1: not a program");
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (int k = r->prog.n_steps - 1; k >= 0; k--) {
+        const cx_prog_step *s = &r->prog.steps[k];
+        ERL_NIF_TERM in = enif_make_list(env, 0);
+        for (int j = s->n_in - 1; j >= 0; j--)
+            in = enif_make_list_cell(env, enif_make_int(env, s->in[j]), in);
+        ERL_NIF_TERM row[7] = {am_op_name[s->plan.op],
+                               am_route[s->plan.route],
+                               s->plan.library ? make_string(env, s->plan.library) : am_nil,
+                               make_type(env, s->plan.out.dtype),
+                               make_shape(env, &s->plan.out),
+                               make_string(env, s->plan.reason),
+                               in};
+        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 7), list);
+    }
+    return list;
+}
+
 static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
     cx_status st = {CX_OK, ""};
     cx_driver_spec specs[CX_MAX_DEVICES];
@@ -905,6 +1134,8 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
         enif_open_resource_type(env, NULL, "cascade_tensor", tensor_dtor, flags, NULL);
     if (!type) return 1;
     tensor_type = type;
+    program_type = enif_open_resource_type(env, NULL, "cascade_program", program_dtor, flags, NULL);
+    if (!program_type) return 1;
     am_ok = enif_make_atom(env, "ok");
     am_true = enif_make_atom(env, "true");
     am_false = enif_make_atom(env, "false");
@@ -990,6 +1221,9 @@ WATCHED(stats_nif, "stats", NULL)
 WATCHED(reset_stats_nif, "reset_stats", NULL)
 WATCHED(set_policy_nif, "set_policy", NULL)
 WATCHED(transfer_nif, "transfer", NULL)
+WATCHED(program_new_nif, "program_new", NULL)
+WATCHED(program_run_nif, "program_run", NULL)
+WATCHED(program_steps_nif, "program_steps", NULL)
 #undef WATCHED
 
 static ErlNifFunc nif_funcs[] = {
@@ -1009,6 +1243,9 @@ static ErlNifFunc nif_funcs[] = {
     {"reset_stats", 0, reset_stats_nif_watched, 0},
     {"set_policy", 1, set_policy_nif_watched, 0},
     {"transfer", 3, transfer_nif_watched, 0},
+    {"program_new", 5, program_new_nif_watched, 0},
+    {"program_run", 2, program_run_nif_watched, 0},
+    {"program_steps", 1, program_steps_nif_watched, 0},
     {"watch_normal", 1, nw_watch_nif, 0},
     {"normal_records", 0, nw_records_nif, 0},
     {"set_dirty_thresholds", 2, nw_set_thresholds_nif, 0},

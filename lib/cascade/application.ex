@@ -8,6 +8,8 @@ defmodule Cascade.Application do
     Cascade.Native.set_gc_interval(Application.fetch_env!(:cascade, :gc_interval))
     Cascade.Native.set_policy(fallback_policy!())
     Cascade.Fallback.init()
+    # Cascade.Compiler's programs, by function, input signature, device and hooks
+    :ets.new(:cascade_compiled, [:set, :public, :named_table, read_concurrency: true])
     Supervisor.start_link([], strategy: :one_for_one, name: Cascade.Supervisor)
   end
 

@@ -25,6 +25,8 @@ defmodule Cascade.Fallback do
   # Before any data moves: raises under `:error`, logs once per (device, op, type, reason)
   # under `:warn`. Then counts the call and the bytes.
   def check!(device, op, type, reason, bytes) do
+    Cascade.Op.taint("#{op} runs on Nx.BinaryBackend (#{reason})")
+
     case Cascade.fallback_policy() do
       :error ->
         raise Cascade.Error,

@@ -45,6 +45,9 @@ defmodule Cascade.Native do
   def reset_stats, do: nif!()
   def set_policy(_policy), do: nif!()
   def transfer(_ref, _device_id, _tag), do: nif!()
+  def program_new(_device_id, _inputs, _consts, _steps, _outputs), do: nif!()
+  def program_run(_program, _refs), do: nif!()
+  def program_steps(_program), do: nif!()
 
   # Watching the normal schedulers (c_src/nif/normal_watch.h), for the scheduling tests:
   # watch_normal(limit_us | false) records every call into this library that ran on a normal

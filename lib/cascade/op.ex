@@ -13,10 +13,50 @@ defmodule Cascade.Op do
   # by a collection of the process that held them); {:cascade_oom, driver, message} means the
   # device is full: collect and retry once before raising.
   def run(id, refs, params, device_id) do
-    case Native.op(id, refs, params, device_id) do
-      {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
-      other -> after_run(other, fn -> Native.op(id, refs, params, device_id) end)
+    t =
+      case Native.op(id, refs, params, device_id) do
+        {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
+        other -> after_run(other, fn -> Native.op(id, refs, params, device_id) end)
+      end
+
+    case Process.get(:cascade_record) do
+      nil -> t
+      calls -> Process.put(:cascade_record, [{id, refs, params, t.ref} | calls]) && t
     end
+  end
+
+  @doc false
+  # Cascade.Compiler records the ops that evaluating an expression runs (a list, newest first,
+  # of {op_id, refs, params, result_ref}) to build a program from them; fun's result comes
+  # with the calls, or with {:tainted, reason} when the evaluation did something a program
+  # cannot repeat (read a tensor's data into Elixir, move it, fall back to Nx.BinaryBackend).
+  def record(fun) do
+    previous = {Process.put(:cascade_record, []), Process.delete(:cascade_record_taint)}
+
+    try do
+      result = fun.()
+
+      case Process.get(:cascade_record_taint) do
+        nil -> {:ok, result, Process.get(:cascade_record)}
+        reason -> {:tainted, reason}
+      end
+    after
+      {calls, taint} = previous
+      restore(:cascade_record, calls)
+      restore(:cascade_record_taint, taint)
+    end
+  end
+
+  defp restore(key, nil), do: Process.delete(key)
+  defp restore(key, value), do: Process.put(key, value)
+
+  @doc false
+  # Marks the recording under way, if any, as one a program cannot repeat.
+  def taint(reason) do
+    if Process.get(:cascade_record) && !Process.get(:cascade_record_taint),
+      do: Process.put(:cascade_record_taint, reason)
+
+    :ok
   end
 
   @doc false

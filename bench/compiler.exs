@@ -1,0 +1,119 @@
+# Cascade.Compiler against Nx.Defn.Evaluator, both on Cascade.Backend, in one run:
+#
+#   * an MLP training step: 784-256-10, relu, softmax cross-entropy, batch 64,
+#     value_and_grad and an SGD update (bench/torch_mlp_step.py runs it in PyTorch);
+#   * gelu (erf form, eight primitives) on 1M f32, beside one add over the same tensor.
+#
+#   CASCADE_NX_PATH=/path/to/nx mix run bench/compiler.exs [steps] [device]
+#
+# bench/compiler.sh runs this and the PyTorch step one after the other. Prints ms per step
+# (after warm-up calls, which compile) and the loss after the steps, which must agree between
+# the two compilers.
+
+unless Code.ensure_loaded?(Nx) do
+  IO.puts(:stderr, "bench/compiler.exs needs Nx: set CASCADE_NX_PATH (see mix.exs)")
+  System.halt(2)
+end
+
+defmodule Bench.MLP do
+  import Nx.Defn
+
+  defn predict({w1, b1, w2, b2}, x) do
+    x |> Nx.dot(w1) |> Nx.add(b1) |> Nx.max(0) |> Nx.dot(w2) |> Nx.add(b2)
+  end
+
+  defn loss(params, x, y) do
+    logits = predict(params, x)
+    shifted = logits - Nx.reduce_max(logits, axes: [1], keep_axes: true)
+    log_probs = shifted - Nx.log(Nx.sum(Nx.exp(shifted), axes: [1], keep_axes: true))
+    -Nx.mean(Nx.sum(y * log_probs, axes: [1]))
+  end
+
+  defn step(params, x, y) do
+    {loss, {g1, gb1, g2, gb2}} = value_and_grad(params, &loss(&1, x, y))
+    {w1, b1, w2, b2} = params
+    lr = 0.01
+    {loss, {w1 - lr * g1, b1 - lr * gb1, w2 - lr * g2, b2 - lr * gb2}}
+  end
+
+  defn(gelu(x), do: 0.5 * x * (1 + Nx.erf(x * 0.7071067811865476)))
+  defn(add(x, y), do: x + y)
+end
+
+{steps, device} =
+  case System.argv() do
+    [] -> {200, Cascade.Device.default()}
+    [s] -> {String.to_integer(s), Cascade.Device.default()}
+    [s, d | _] -> {String.to_integer(s), String.to_atom(d)}
+  end
+
+Cascade.put_fallback_policy(:error)
+Nx.default_backend({Cascade.Backend, device: device})
+
+key = Nx.Random.key(42)
+{x, key} = Nx.Random.normal(key, shape: {64, 784})
+{w1, key} = Nx.Random.normal(key, 0.0, 0.05, shape: {784, 256})
+{w2, _key} = Nx.Random.normal(key, 0.0, 0.05, shape: {256, 10})
+labels = Nx.remainder(Nx.iota({64}), 10)
+y = Nx.equal(Nx.new_axis(labels, 1), Nx.iota({1, 10})) |> Nx.as_type(:f32)
+params0 = {w1, Nx.broadcast(0.0, {256}), w2, Nx.broadcast(0.0, {10})}
+
+time_steps = fn step ->
+  # warm-up: compiles (Cascade.Compiler), loads code, first allocations
+  {_, params} = step.(params0, x, y)
+  {_, params} = step.(params, x, y)
+
+  {usec, {loss, _}} =
+    :timer.tc(fn ->
+      Enum.reduce(1..steps, {nil, params}, fn _, {_, params} -> step.(params, x, y) end)
+    end)
+
+  {usec / 1000 / steps, Nx.to_number(loss)}
+end
+
+IO.puts(
+  "MLP 784-256-10, batch 64, value_and_grad + SGD, device #{inspect(device)}, #{steps} steps"
+)
+
+evaluator = Nx.Defn.jit(&Bench.MLP.step/3, compiler: Nx.Defn.Evaluator)
+compiled = Nx.Defn.jit(&Bench.MLP.step/3, compiler: Cascade.Compiler, device: device)
+
+for {name, fun} <- [{"Nx.Defn.Evaluator", evaluator}, {"Cascade.Compiler", compiled}] do
+  {ms, loss} = time_steps.(fun)
+
+  IO.puts(
+    "  #{String.pad_trailing(name, 18)} #{:erlang.float_to_binary(ms, decimals: 3)} ms/step, loss #{Float.round(loss, 5)}"
+  )
+end
+
+info = Cascade.Compiler.explain(&Bench.MLP.step/3, [params0, x, y], device: device)
+routes = Enum.frequencies_by(info.steps, & &1.route)
+IO.puts("  program: #{length(info.steps)} steps #{inspect(routes)}, #{info.constants} constants")
+
+# gelu against one add, 1M f32
+{v, _} = Nx.Random.normal(Nx.Random.key(1), shape: {1_000_000})
+
+time_calls = fn fun, n ->
+  fun.()
+  fun.()
+  {usec, _} = :timer.tc(fn -> Enum.each(1..n, fn _ -> fun.() end) end)
+  usec / n
+end
+
+n = max(div(steps, 2), 20)
+add_c = Nx.Defn.jit(&Bench.MLP.add/2, compiler: Cascade.Compiler, device: device)
+gelu_c = Nx.Defn.jit(&Bench.MLP.gelu/1, compiler: Cascade.Compiler, device: device)
+gelu_e = Nx.Defn.jit(&Bench.MLP.gelu/1, compiler: Nx.Defn.Evaluator)
+add_us = time_calls.(fn -> add_c.(v, v) end, n)
+gelu_c_us = time_calls.(fn -> gelu_c.(v) end, n)
+gelu_e_us = time_calls.(fn -> gelu_e.(v) end, n)
+gelu_steps = length(Cascade.Compiler.explain(&Bench.MLP.gelu/1, [v], device: device).steps)
+
+IO.puts("1M f32, #{n} calls each, device #{inspect(device)}")
+IO.puts("  add (compiled)              #{Float.round(add_us, 1)} us")
+
+IO.puts(
+  "  gelu (compiled, #{gelu_steps} steps)    #{Float.round(gelu_c_us, 1)} us = #{Float.round(gelu_c_us / add_us, 2)}x the add"
+)
+
+IO.puts("  gelu (Nx.Defn.Evaluator)    #{Float.round(gelu_e_us, 1)} us")

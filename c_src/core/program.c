@@ -1,0 +1,180 @@
+/* Programs: straight-line sequences of planned ops (program.h). */
+#include "program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cx_code cx_program_init(cx_program *p, cx_device *dev, const cx_desc *inputs, int n_inputs,
+                        const cx_desc *consts, int n_consts, cx_status *st) {
+    memset(p, 0, sizeof *p);
+    p->dev = dev;
+    if (!dev) return cx_fail(st, CX_EINVAL, "program: no device given");
+    if (n_inputs < 0 || n_consts < 0) return cx_fail(st, CX_EINVAL, "program: bad slot counts");
+    int n = n_inputs + n_consts;
+    p->desc = malloc(sizeof(cx_desc) * (size_t)(n > 0 ? n : 1));
+    if (!p->desc) return cx_fail(st, CX_ENOMEM, "program: out of host memory");
+    for (int k = 0; k < n_inputs; k++) p->desc[k] = inputs[k];
+    for (int k = 0; k < n_consts; k++) p->desc[n_inputs + k] = consts[k];
+    p->n_inputs = n_inputs;
+    p->n_consts = n_consts;
+    p->n_slots = n;
+    return CX_OK;
+}
+
+int cx_program_add(cx_program *p, cx_op_id op, const int *in, int n_in, const cx_params *ps,
+                   cx_status *st) {
+    if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished"), -1;
+    if (n_in < 0 || n_in > CX_MAX_INPUTS)
+        return cx_fail(st, CX_EINVAL, "program: a step takes at most %d values", CX_MAX_INPUTS), -1;
+    if ((int)op < 0 || (int)op >= CX_OP_COUNT)
+        return cx_fail(st, CX_EINVAL, "program: unknown op"), -1;
+    if (p->n_steps == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        cx_prog_step *steps = realloc(p->steps, sizeof *steps * (size_t)cap);
+        if (!steps) return cx_fail(st, CX_ENOMEM, "program: out of host memory"), -1;
+        p->steps = steps;
+        cx_desc *desc = realloc(p->desc, sizeof *desc * (size_t)(p->n_inputs + p->n_consts + cap));
+        if (!desc) return cx_fail(st, CX_ENOMEM, "program: out of host memory"), -1;
+        p->desc = desc;
+        p->cap = cap;
+    }
+    cx_prog_step *s = &p->steps[p->n_steps];
+    memset(s, 0, sizeof *s);
+    cx_desc descs[CX_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++) {
+        if (in[k] < 0 || in[k] >= p->n_slots)
+            return cx_fail(st, CX_EINVAL, "program: %s reads slot %d, which is not yet written",
+                           cx_op_table[op].name, in[k]),
+                   -1;
+        descs[k] = p->desc[in[k]];
+    }
+    s->ps = *ps;
+    if (cx_plan_descs(op, p->dev, descs, n_in, &s->ps, &s->plan, st) != CX_OK) return -1;
+    s->in = malloc(sizeof(int) * (size_t)(n_in > 0 ? n_in : 1));
+    if (!s->in) return cx_fail(st, CX_ENOMEM, "program: out of host memory"), -1;
+    memcpy(s->in, in, sizeof(int) * (size_t)n_in);
+    s->n_in = n_in;
+    p->cost += s->plan.cost;
+    p->desc[p->n_slots] = s->plan.out;
+    p->n_steps++;
+    return p->n_slots++;
+}
+
+cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st) {
+    int first = p->n_inputs + p->n_consts;
+    if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished");
+    /* the last step reading each step slot; -1 when none (a result only, or unused) */
+    int *last = malloc(sizeof(int) * (size_t)(p->n_steps > 0 ? p->n_steps : 1));
+    p->out = malloc(sizeof(int) * (size_t)(n_out > 0 ? n_out : 1));
+    if (!last || !p->out) {
+        free(last);
+        return cx_fail(st, CX_ENOMEM, "program: out of host memory");
+    }
+    for (int k = 0; k < p->n_steps; k++) last[k] = -1;
+    for (int k = 0; k < n_out; k++) {
+        if (out[k] < first || out[k] >= p->n_slots) {
+            free(last);
+            return cx_fail(st, CX_EINVAL, "program: result %d is slot %d, not a step's", k, out[k]);
+        }
+        for (int j = 0; j < k; j++)
+            if (out[j] == out[k]) {
+                free(last);
+                return cx_fail(st, CX_EINVAL, "program: slot %d returned twice", out[k]);
+            }
+        p->out[k] = out[k];
+    }
+    p->n_out = n_out;
+    for (int k = 0; k < p->n_steps; k++)
+        for (int j = 0; j < p->steps[k].n_in; j++)
+            if (p->steps[k].in[j] >= first) last[p->steps[k].in[j] - first] = k;
+    /* results live on; an unread intermediate dies right after the step that wrote it */
+    for (int k = 0; k < n_out; k++) last[out[k] - first] = -2;
+    for (int k = 0; k < p->n_steps; k++)
+        if (last[k] == -1) last[k] = k;
+    for (int k = 0; k < p->n_steps; k++) {
+        if (last[k] < 0) continue;
+        cx_prog_step *s = &p->steps[last[k]];
+        int *drop = realloc(s->drop, sizeof(int) * (size_t)(s->n_drop + 1));
+        if (!drop) {
+            free(last);
+            return cx_fail(st, CX_ENOMEM, "program: out of host memory");
+        }
+        s->drop = drop;
+        s->drop[s->n_drop++] = first + k;
+    }
+    free(last);
+    p->done = true;
+    return CX_OK;
+}
+
+static bool same_desc(const cx_desc *a, const cx_desc *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank) return false;
+    for (int k = 0; k < a->rank; k++)
+        if (a->shape[k] != b->shape[k]) return false;
+    return true;
+}
+
+static cx_code check_value(const cx_program *p, const char *what, int k, const cx_tensor *t,
+                           const cx_desc *want, cx_status *st) {
+    if (t->device != p->dev)
+        return cx_fail(st, CX_EINVAL, "program: %s %d lives on %s, the program runs on %s", what, k,
+                       t->device->name, p->dev->name);
+    if (!same_desc(&t->desc, want))
+        return cx_fail(st, CX_EINVAL,
+                       "program: %s %d is not of the type and shape the program was built for",
+                       what, k);
+    return CX_OK;
+}
+
+cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor *const *consts,
+                       cx_tensor *out, cx_status *st) {
+    for (int k = 0; k < p->n_out; k++) cx_tensor_clear(&out[k]);
+    if (!p->done) return cx_fail(st, CX_EINVAL, "program: not finished");
+    for (int k = 0; k < p->n_inputs; k++)
+        if (check_value(p, "input", k, inputs[k], &p->desc[k], st) != CX_OK) return st->code;
+    for (int k = 0; k < p->n_consts; k++)
+        if (check_value(p, "constant", k, consts[k], &p->desc[p->n_inputs + k], st) != CX_OK)
+            return st->code;
+    int first = p->n_inputs + p->n_consts;
+    cx_tensor *vals = malloc(sizeof(cx_tensor) * (size_t)(p->n_steps > 0 ? p->n_steps : 1));
+    if (!vals) return cx_fail(st, CX_ENOMEM, "program: out of host memory");
+    for (int k = 0; k < p->n_steps; k++) cx_tensor_clear(&vals[k]);
+    cx_code rc = CX_OK;
+    for (int k = 0; k < p->n_steps && rc == CX_OK; k++) {
+        const cx_prog_step *s = &p->steps[k];
+        cx_tensor *in_small[8], **in = in_small;
+        if (s->n_in > 8 && !(in = malloc(sizeof(cx_tensor *) * (size_t)s->n_in))) {
+            rc = cx_fail(st, CX_ENOMEM, "program: out of host memory");
+            break;
+        }
+        for (int j = 0; j < s->n_in; j++) {
+            int v = s->in[j];
+            in[j] = v < p->n_inputs ? inputs[v]
+                    : v < first     ? consts[v - p->n_inputs]
+                                    : &vals[v - first];
+        }
+        rc = cx_run_plan(&s->plan, in, s->n_in, &s->ps, &vals[k], st);
+        if (in != in_small) free(in);
+        for (int j = 0; j < s->n_drop; j++) cx_tensor_free(&vals[s->drop[j] - first]);
+    }
+    if (rc == CX_OK)
+        for (int k = 0; k < p->n_out; k++) {
+            memcpy(&out[k], &vals[p->out[k] - first], sizeof(cx_tensor));
+            cx_tensor_clear(&vals[p->out[k] - first]);
+        }
+    /* on failure: everything written so far, results included */
+    for (int k = 0; k < p->n_steps; k++) cx_tensor_free(&vals[k]);
+    free(vals);
+    return rc;
+}
+
+void cx_program_free(cx_program *p) {
+    for (int k = 0; k < p->n_steps; k++) {
+        free(p->steps[k].in);
+        free(p->steps[k].drop);
+    }
+    free(p->steps);
+    free(p->desc);
+    free(p->out);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,52 @@
+/* A program: a straight-line sequence of ops on one device, negotiated once and then run as a
+ * whole in one call (Cascade.Compiler lowers an Nx.Defn expression into one).
+ *
+ * Values live in slots. The first `n_inputs` slots are the program's inputs, given on each run;
+ * the next `n_consts` are constants, tensors the caller keeps alive and passes on each run; step
+ * k writes slot n_inputs + n_consts + k. Every step is planned when it is added (its route, its
+ * result's type and shape), so a run only checks its inputs against the descriptions the
+ * program was built for, then runs the plans. A step's result is freed right after the last
+ * step that reads it, unless the program returns it. */
+#ifndef CX_PROGRAM_H
+#define CX_PROGRAM_H
+
+#include "dispatch.h"
+
+typedef struct {
+    int n_in;
+    int *in; /* slots */
+    cx_params ps;
+    cx_plan plan;
+    int n_drop;
+    int *drop; /* step slots whose last reader this step is */
+} cx_prog_step;
+
+typedef struct {
+    cx_device *dev;
+    int n_inputs, n_consts, n_slots;
+    cx_desc *desc; /* of every slot */
+    int n_steps, cap;
+    cx_prog_step *steps;
+    int n_out;
+    int *out;    /* step slots returned, distinct */
+    double cost; /* the sum of the steps' estimates (dispatch.h) */
+    bool done;   /* cx_program_finish succeeded */
+} cx_program;
+
+/* An empty program on `dev` with inputs and constants of these descriptions. */
+cx_code cx_program_init(cx_program *p, cx_device *dev, const cx_desc *inputs, int n_inputs,
+                        const cx_desc *consts, int n_consts, cx_status *st);
+/* Appends op on the slots `in` and plans it; its result's slot is the return value (-1 on
+ * failure, with st set). `ps` is normalised into the step's own copy. */
+int cx_program_add(cx_program *p, cx_op_id op, const int *in, int n_in, const cx_params *ps,
+                   cx_status *st);
+/* Names the step slots the program returns (distinct) and computes when each result dies. */
+cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st);
+/* Runs the program on `inputs` (matching the inputs' descriptions, on the program's device)
+ * and the constants; the results go to out[0 .. n_out-1], which the caller provides. On
+ * failure no result holds a buffer and every intermediate has been freed. */
+cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor *const *consts,
+                       cx_tensor *out, cx_status *st);
+void cx_program_free(cx_program *p);
+
+#endif

@@ -1,0 +1,178 @@
+/* Programs (core/program.h): planned once, run whole; results against the same ops run one by
+ * one; intermediates freed at their last reader; bad programs and bad inputs refused. */
+#include "test_util.h"
+
+#include "../core/program.h"
+
+static cx_desc vec_desc(cx_dtype t, int64_t n) {
+    int64_t shape[1] = {n};
+    return tu_desc(t, 1, shape);
+}
+
+/* (exp(a) * b + c) summed, with c a constant: the program against cx_run op by op. */
+static void test_program_matches_ops(void **state) {
+    (void)state;
+    cx_device *cpu = tu_cpu();
+    const double av[4] = {0, 1, -2, 0.5}, bv[4] = {2, 3, 4, 5}, cv[1] = {1};
+    int64_t n4[1] = {4};
+    cx_tensor *a = tu_tensor(CX_F32, 1, n4, av), *b = tu_tensor(CX_F32, 1, n4, bv);
+    cx_tensor *c = tu_tensor(CX_F32, 0, NULL, cv);
+    cx_desc in[2] = {vec_desc(CX_F32, 4), vec_desc(CX_F32, 4)};
+    cx_program p;
+    cx_status st = {0};
+    cx_params none = {0};
+    assert_int_equal(cx_program_init(&p, cpu, in, 2, &c->desc, 1, &st), CX_OK);
+    int s0[1] = {0};
+    int e = cx_program_add(&p, CX_OP_EXP, s0, 1, &none, &st);
+    assert_int_equal(e, 3);
+    int s1[2] = {e, 1};
+    int m = cx_program_add(&p, CX_OP_MULTIPLY, s1, 2, &none, &st);
+    int s2[2] = {m, 2};
+    int sum_in = cx_program_add(&p, CX_OP_ADD, s2, 2, &none, &st);
+    int s3[1] = {sum_in};
+    int total = cx_program_add(&p, CX_OP_SUM, s3, 1, &none, &st);
+    assert_int_equal(total, 6);
+    int outs[2] = {total, m};
+    assert_int_equal(cx_program_finish(&p, outs, 2, &st), CX_OK);
+    /* exp's result dies after the multiply; the add's after the sum; the multiply's is returned */
+    assert_int_equal(p.steps[1].n_drop, 1);
+    assert_int_equal(p.steps[1].drop[0], e);
+    assert_int_equal(p.steps[3].n_drop, 1);
+    assert_int_equal(p.steps[3].drop[0], sum_in);
+    assert_int_equal(p.steps[2].n_drop, 0);
+
+    cx_tensor out[2];
+    cx_tensor *inputs[2] = {a, b}, *consts[1] = {c};
+    int64_t live = atomic_load(&cpu->live_bytes);
+    assert_int_equal(cx_program_run(&p, inputs, consts, out, &st), CX_OK);
+    /* only the two results are left */
+    assert_int_equal(atomic_load(&cpu->live_bytes) - live, 4 + 16);
+
+    cx_tensor *ea = tu_run_ok(CX_OP_EXP, &a, 1, NULL);
+    cx_tensor *mb[2] = {ea, b};
+    cx_tensor *mm = tu_run_ok(CX_OP_MULTIPLY, mb, 2, NULL);
+    cx_tensor *ac[2] = {mm, c};
+    cx_tensor *ad = tu_run_ok(CX_OP_ADD, ac, 2, NULL);
+    cx_tensor *su = tu_run_ok(CX_OP_SUM, &ad, 1, NULL);
+    double want_sum = tu_load(CX_F32, su->data, 0), want_m[4];
+    for (int i = 0; i < 4; i++) want_m[i] = tu_load(CX_F32, mm->data, i);
+    tu_expect(&out[0], CX_F32, 0, NULL, &want_sum, 0);
+    tu_expect(&out[1], CX_F32, 1, n4, want_m, 0);
+
+    /* a second run gives the same */
+    cx_tensor again[2];
+    assert_int_equal(cx_program_run(&p, inputs, consts, again, &st), CX_OK);
+    tu_expect(&again[0], CX_F32, 0, NULL, &want_sum, 0);
+    for (int k = 0; k < 2; k++) {
+        cx_tensor_free(&out[k]);
+        cx_tensor_free(&again[k]);
+    }
+    cx_program_free(&p);
+    tu_drop(ea);
+    tu_drop(mm);
+    tu_drop(ad);
+    tu_drop(su);
+    tu_drop(a);
+    tu_drop(b);
+    tu_drop(c);
+}
+
+static void test_program_refuses_bad_steps(void **state) {
+    (void)state;
+    cx_device *cpu = tu_cpu();
+    cx_desc in[2] = {vec_desc(CX_F32, 4), vec_desc(CX_F32, 3)};
+    cx_program p;
+    cx_status st = {0};
+    cx_params none = {0};
+    assert_int_equal(cx_program_init(&p, cpu, in, 2, NULL, 0, &st), CX_OK);
+    /* a slot not yet written */
+    int future[1] = {2};
+    assert_int_equal(cx_program_add(&p, CX_OP_EXP, future, 1, &none, &st), -1);
+    assert_non_null(strstr(st.message, "not yet written"));
+    /* shapes that do not broadcast: the op's own message */
+    int both[2] = {0, 1};
+    assert_int_equal(cx_program_add(&p, CX_OP_ADD, both, 2, &none, &st), -1);
+    assert_int_equal(st.code, CX_EINVAL);
+    int ok = cx_program_add(&p, CX_OP_EXP, both, 1, &none, &st);
+    assert_int_equal(ok, 2);
+    /* results must be step slots, each once */
+    int bad_out[1] = {0};
+    assert_int_equal(cx_program_finish(&p, bad_out, 1, &st), CX_EINVAL);
+    int twice[2] = {2, 2};
+    assert_int_equal(cx_program_finish(&p, twice, 2, &st), CX_EINVAL);
+    int good[1] = {2};
+    assert_int_equal(cx_program_finish(&p, good, 1, &st), CX_OK);
+    assert_int_equal(cx_program_add(&p, CX_OP_EXP, good, 1, &none, &st), -1);
+    cx_program_free(&p);
+}
+
+static void test_program_checks_inputs(void **state) {
+    (void)state;
+    cx_device *cpu = tu_cpu();
+    cx_desc in[1] = {vec_desc(CX_F32, 4)};
+    cx_program p;
+    cx_status st = {0};
+    cx_params none = {0};
+    assert_int_equal(cx_program_init(&p, cpu, in, 1, NULL, 0, &st), CX_OK);
+    int s0[1] = {0};
+    int r = cx_program_add(&p, CX_OP_NEGATE, s0, 1, &none, &st);
+    assert_int_equal(cx_program_finish(&p, &r, 1, &st), CX_OK);
+    const double v3[3] = {1, 2, 3}, v4[4] = {1, 2, 3, 4};
+    int64_t n3[1] = {3}, n4[1] = {4};
+    cx_tensor *x3 = tu_tensor(CX_F32, 1, n3, v3), *x4d = tu_tensor(CX_F64, 1, n4, v4);
+    cx_tensor *x4 = tu_tensor(CX_F32, 1, n4, v4);
+    cx_tensor out;
+    assert_int_equal(cx_program_run(&p, &x3, NULL, &out, &st), CX_EINVAL);
+    assert_non_null(strstr(st.message, "input 0"));
+    assert_int_equal(cx_program_run(&p, &x4d, NULL, &out, &st), CX_EINVAL);
+    /* a freed input fails the step that reads it, and leaves nothing behind */
+    cx_tensor_free(x4);
+    int64_t live = atomic_load(&cpu->live_bytes);
+    assert_int_equal(cx_program_run(&p, &x4, NULL, &out, &st), CX_EFREED);
+    assert_int_equal(atomic_load(&cpu->live_bytes), live);
+    free(x4);
+    tu_drop(x3);
+    tu_drop(x4d);
+    cx_program_free(&p);
+}
+
+/* A step that fails in the middle of a run frees what the earlier steps made. */
+static void test_program_failure_frees(void **state) {
+    (void)state;
+    cx_device *cpu = tu_cpu();
+    cx_desc in[2] = {vec_desc(CX_S64, 3), vec_desc(CX_F32, 4)};
+    cx_program p;
+    cx_status st = {0};
+    cx_params none = {0}, take = {0};
+    cx_param_put_int(&take, CX_P_AXIS, 0);
+    assert_int_equal(cx_program_init(&p, cpu, in, 2, NULL, 0, &st), CX_OK);
+    int s1[1] = {1};
+    int neg = cx_program_add(&p, CX_OP_NEGATE, s1, 1, &none, &st);
+    assert_true(neg >= 0);
+    int tk[2] = {neg, 0};
+    int r = cx_program_add(&p, CX_OP_TAKE, tk, 2, &take, &st);
+    assert_true(r >= 0);
+    int outs[2] = {neg, r};
+    assert_int_equal(cx_program_finish(&p, outs, 2, &st), CX_OK);
+    const double idx[3] = {0, 7, 1}, v[4] = {1, 2, 3, 4};
+    int64_t n3[1] = {3}, n4[1] = {4};
+    cx_tensor *i = tu_tensor(CX_S64, 1, n3, idx), *x = tu_tensor(CX_F32, 1, n4, v);
+    cx_tensor *inputs[2] = {i, x}, out[2];
+    int64_t live = atomic_load(&cpu->live_bytes);
+    assert_int_equal(cx_program_run(&p, inputs, NULL, out, &st), CX_EINVAL);
+    assert_int_equal(atomic_load(&cpu->live_bytes), live);
+    assert_null(out[0].data);
+    tu_drop(i);
+    tu_drop(x);
+    cx_program_free(&p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_program_matches_ops),
+        cmocka_unit_test(test_program_refuses_bad_steps),
+        cmocka_unit_test(test_program_checks_inputs),
+        cmocka_unit_test(test_program_failure_frees),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,266 @@
+if Code.ensure_loaded?(Nx) do
+  defmodule Cascade.CompilerTest.Fns do
+    import Nx.Defn
+
+    defn(elementwise(a, b), do: Nx.exp(a) * b + 1 - Nx.tanh(a) / 2)
+
+    defn(reductions(a), do: {Nx.sum(a, axes: [1]), Nx.reduce_max(a), Nx.argmax(a, axis: 0)})
+
+    defn predict({w1, b1, w2, b2}, x) do
+      x |> Nx.dot(w1) |> Nx.add(b1) |> Nx.max(0) |> Nx.dot(w2) |> Nx.add(b2)
+    end
+
+    defn loss(params, x, y) do
+      logits = predict(params, x)
+      shifted = logits - Nx.reduce_max(logits, axes: [1], keep_axes: true)
+      log_probs = shifted - Nx.log(Nx.sum(Nx.exp(shifted), axes: [1], keep_axes: true))
+      -Nx.mean(Nx.sum(y * log_probs, axes: [1]))
+    end
+
+    defn step(params, x, y) do
+      {loss, {g1, gb1, g2, gb2}} = value_and_grad(params, &loss(&1, x, y))
+      {w1, b1, w2, b2} = params
+      {loss, {w1 - 0.1 * g1, b1 - 0.1 * gb1, w2 - 0.1 * g2, b2 - 0.1 * gb2}}
+    end
+
+    defn(containers(a, b), do: %{sum: a + b, pair: {a, b * 2}, const: 7})
+
+    defn count_up(a) do
+      {a, _} =
+        while {a, i = 0}, i < 3 do
+          {a + 1, i + 1}
+        end
+
+      a
+    end
+
+    defn choose(a) do
+      if Nx.sum(a) > 0, do: a * 2, else: a - 2
+    end
+
+    defn(hooked(a), do: hook(a * 2, :doubled) + 1)
+
+    defn(half(a, b), do: Nx.sum(a * b + Nx.sin(a), axes: [0]))
+
+    defn(with_complex(a), do: Nx.real(Nx.multiply(Nx.complex(a, a), Nx.complex(a, a))))
+  end
+
+  defmodule Cascade.CompilerTest do
+    # Cascade.Compiler against Nx.Defn.Evaluator, both on Cascade.Backend: the same results
+    # within the per-type tolerances, one program per signature, the evaluator where a program
+    # cannot capture the function (and explain/3 says why). Stats and the default backend are
+    # global: not async.
+    use ExUnit.Case, async: false
+
+    alias Cascade.CompilerTest.Fns
+
+    @moduletag :nx
+
+    doctest Cascade.Compiler
+
+    setup do
+      Nx.default_backend(Cascade.Backend)
+      :ok
+    end
+
+    defp both(fun, args, opts \\ []) do
+      compiled = Nx.Defn.jit_apply(fun, args, Keyword.put(opts, :compiler, Cascade.Compiler))
+      evaluated = Nx.Defn.jit_apply(fun, args, compiler: Nx.Defn.Evaluator)
+      {compiled, evaluated}
+    end
+
+    defp assert_close(%Nx.Tensor{} = a, %Nx.Tensor{} = b, tol) do
+      assert a.type == b.type
+      assert a.shape == b.shape
+      assert a.names == b.names
+
+      [a, b] = Enum.map([a, b], &(&1 |> Nx.backend_copy(Nx.BinaryBackend) |> Nx.as_type(:f64)))
+
+      assert Nx.all_close(a, b, atol: tol, rtol: tol)
+             |> Nx.to_number() == 1,
+             "#{inspect(a)}\nis not within #{tol} of\n#{inspect(b)}"
+    end
+
+    defp assert_close(a, b, tol) when is_tuple(a),
+      do:
+        Enum.zip(Tuple.to_list(a), Tuple.to_list(b))
+        |> Enum.each(fn {x, y} -> assert_close(x, y, tol) end)
+
+    defp assert_close(%{} = a, %{} = b, tol) do
+      assert Map.keys(a) == Map.keys(b)
+      for k <- Map.keys(a), do: assert_close(a[k], b[k], tol)
+    end
+
+    defp random(shape, type \\ :f32, seed \\ 1) do
+      {t, _} = Nx.Random.normal(Nx.Random.key(seed), shape: shape, type: type)
+      t
+    end
+
+    defp cx(%Nx.Tensor{data: %Cascade.Backend{tensor: t}}), do: t
+
+    test "elementwise, reductions and containers agree with the evaluator" do
+      a = random({3, 4})
+      b = random({3, 4}, :f32, 2)
+      {c, e} = both(&Fns.elementwise/2, [a, b])
+      assert_close(c, e, 1.0e-6)
+      {c, e} = both(&Fns.reductions/1, [a])
+      assert_close(c, e, 1.0e-6)
+      {c, e} = both(&Fns.containers/2, [a, b])
+      assert_close(c, e, 0)
+      assert c.const |> Nx.to_number() == 7
+    end
+
+    test "a training step with value_and_grad agrees with the evaluator" do
+      x = random({8, 12})
+
+      y =
+        Nx.equal(Nx.new_axis(Nx.remainder(Nx.iota({8}), 3), 1), Nx.iota({1, 3}))
+        |> Nx.as_type(:f32)
+
+      params =
+        {Nx.multiply(random({12, 5}, :f32, 3), 0.3), Nx.broadcast(0.0, {5}),
+         Nx.multiply(random({5, 3}, :f32, 4), 0.3), Nx.broadcast(0.0, {3})}
+
+      info = Cascade.Compiler.explain(&Fns.step/3, [params, x, y])
+      assert info.mode == :program
+      assert Enum.all?(info.steps, &(&1.route == :native))
+
+      step = Nx.Defn.jit(&Fns.step/3, compiler: Cascade.Compiler)
+      eval = Nx.Defn.jit(&Fns.step/3, compiler: Nx.Defn.Evaluator)
+
+      Enum.reduce(1..5, {params, params}, fn _, {pc, pe} ->
+        {lc, pc} = step.(pc, x, y)
+        {le, pe} = eval.(pe, x, y)
+        assert_close(lc, le, 1.0e-5)
+        assert_close(pc, pe, 1.0e-5)
+        {pc, pe}
+      end)
+    end
+
+    test "halves agree with the evaluator within their tolerance" do
+      for type <- [:f16, :bf16] do
+        a = random({16, 8}, type)
+        b = random({16, 8}, type, 5)
+        {c, e} = both(&Fns.half/2, [a, b])
+        assert c.type == Nx.Type.normalize!(type)
+        assert_close(c, e, if(type == :f16, do: 1.0e-3, else: 1.0e-2))
+      end
+    end
+
+    test "every result is a tensor of its own, even one that is a constant" do
+      a = random({4})
+      fun = Nx.Defn.jit(&Fns.containers/2, compiler: Cascade.Compiler)
+      first = fun.(a, a)
+      Nx.backend_deallocate(first.const)
+      second = fun.(a, a)
+      assert Nx.to_number(second.const) == 7
+      refute cx(first.sum).ref == cx(second.sum).ref
+    end
+
+    test "a result that is an input is that input" do
+      a = random({4})
+      {pair_a, _} = Nx.Defn.jit_apply(&Fns.containers/2, [a, a], compiler: Cascade.Compiler).pair
+      assert cx(pair_a).ref == cx(a).ref
+    end
+
+    test "one program per signature; a call runs its steps once each" do
+      fun = Nx.Defn.jit(&Fns.elementwise/2, compiler: Cascade.Compiler)
+      a = random({5})
+      fun.(a, a)
+      steps = length(Cascade.Compiler.explain(&Fns.elementwise/2, [a, a]).steps)
+      Cascade.reset_stats()
+      fun.(a, a)
+
+      calls =
+        Cascade.stats()
+        |> Enum.map(fn {_, %{calls: n}} -> n end)
+        |> Enum.sum()
+
+      assert calls == steps
+
+      # another shape compiles another program, with the shapes it was built for
+      b = random({2, 3})
+      assert fun.(b, b).shape == {2, 3}
+      assert fun.(a, a).shape == {5}
+    end
+
+    test "inputs on another backend or device are copied to the program's device" do
+      a = Nx.tensor([1.0, 2.0], backend: Nx.BinaryBackend)
+      b = Nx.tensor([3.0, 4.0], backend: {Cascade.Backend, device: :cpu})
+      {c, e} = both(&Fns.elementwise/2, [a, b], device: :blas)
+      assert_close(c, e, 1.0e-6)
+      assert c.data.device == :blas
+    end
+
+    test "cpu and blas programs agree" do
+      a = random({6, 7})
+      b = random({6, 7}, :f32, 9)
+
+      on_cpu =
+        Nx.Defn.jit_apply(&Fns.elementwise/2, [a, b], compiler: Cascade.Compiler, device: :cpu)
+
+      on_blas =
+        Nx.Defn.jit_apply(&Fns.elementwise/2, [a, b], compiler: Cascade.Compiler, device: :blas)
+
+      assert on_cpu.data.device == :cpu
+      assert_close(on_cpu, on_blas, 1.0e-6)
+    end
+
+    test "while and cond run through the evaluator, as explain/3 says" do
+      a = Nx.tensor([1.0, -5.0])
+      {c, e} = both(&Fns.count_up/1, [a])
+      assert_close(c, e, 0)
+      assert Nx.to_flat_list(c) == [4.0, -2.0]
+      assert {:evaluator, reason} = Cascade.Compiler.explain(&Fns.count_up/1, [a]).mode
+      assert reason =~ "while"
+
+      {c, e} = both(&Fns.choose/1, [a])
+      assert_close(c, e, 0)
+      assert {:evaluator, reason} = Cascade.Compiler.explain(&Fns.choose/1, [a]).mode
+      assert reason =~ "cond"
+    end
+
+    test "hooks run, through the evaluator" do
+      a = Nx.tensor([1.0, 2.0])
+      me = self()
+
+      fun =
+        Nx.Defn.jit(&Fns.hooked/1,
+          compiler: Cascade.Compiler,
+          hooks: %{doubled: &send(me, {:hook, &1})}
+        )
+
+      assert Nx.to_flat_list(fun.(a)) == [3.0, 5.0]
+      assert_received {:hook, t}
+      assert Nx.to_flat_list(t) == [2.0, 4.0]
+
+      assert {:evaluator, reason} =
+               Cascade.Compiler.explain(&Fns.hooked/1, [a], hooks: %{doubled: &IO.inspect/1}).mode
+
+      assert reason =~ "hooks"
+      # without a hook to run, the function compiles to a program
+      assert Cascade.Compiler.explain(&Fns.hooked/1, [a]).mode == :program
+    end
+
+    test "a function that falls back to Nx.BinaryBackend runs through the evaluator" do
+      a = Nx.tensor([1.0, 2.0])
+      {c, e} = ExUnit.CaptureLog.with_log(fn -> both(&Fns.with_complex/1, [a]) end) |> elem(0)
+      assert_close(c, e, 1.0e-6)
+      assert {:evaluator, reason} = Cascade.Compiler.explain(&Fns.with_complex/1, [a]).mode
+      assert reason =~ "BinaryBackend"
+    end
+
+    test "an unknown device is refused" do
+      assert_raise ArgumentError, ~r/device/, fn ->
+        Nx.Defn.jit_apply(&Fns.elementwise/2, [1.0, 2.0],
+          compiler: Cascade.Compiler,
+          device: :nope
+        )
+      end
+    end
+
+    test "__to_backend__ names the program's device" do
+      assert Cascade.Compiler.__to_backend__(device: :cpu) == {Cascade.Backend, device: :cpu}
+    end
+  end
+end
