@@ -60,6 +60,71 @@ int cx_program_add(cx_program *p, cx_op_id op, const int *in, int n_in, const cx
     return p->n_slots++;
 }
 
+/* How many live steps read `slot`. */
+static int readers(const cx_program *p, int slot) {
+    int n = 0;
+    for (int k = 0; k < p->n_steps; k++)
+        if (!p->steps[k].dead)
+            for (int j = 0; j < p->steps[k].n_in; j++) n += p->steps[k].in[j] == slot;
+    return n;
+}
+
+static bool returned(const int *out, int n_out, int slot) {
+    for (int k = 0; k < n_out; k++)
+        if (out[k] == slot) return true;
+    return false;
+}
+
+/* transpose(dot(a, b)) with no batch axes, where the permutation puts b's free axes before a's,
+ * is dot(b, a): one GEMM writing the result in the order wanted instead of a GEMM and a copy
+ * (Nx's gradient of a dot ends in such a transpose). Only when nothing else reads the dot. */
+static void fold_transposed_dots(cx_program *p, const int *out, int n_out) {
+    int first = p->n_inputs + p->n_consts;
+    for (int k = 0; k < p->n_steps; k++) {
+        cx_prog_step *t = &p->steps[k];
+        if (t->dead || t->plan.op != CX_OP_TRANSPOSE || t->plan.route != CX_ROUTE_NATIVE ||
+            t->in[0] < first)
+            continue;
+        cx_prog_step *d = &p->steps[t->in[0] - first];
+        if (d->dead || d->plan.op != CX_OP_DOT || readers(p, t->in[0]) != 1 ||
+            returned(out, n_out, t->in[0]))
+            continue;
+        const cx_param *ca = &d->ps.p[CX_P_CONTRACT_A], *cb = &d->ps.p[CX_P_CONTRACT_B];
+        if (d->ps.p[CX_P_BATCH_A].n != 0 || d->ps.p[CX_P_BATCH_B].n != 0) continue;
+        int ra = p->desc[d->in[0]].rank - ca->n, rb = p->desc[d->in[1]].rank - cb->n;
+        const cx_param *perm = &t->ps.p[CX_P_AXES];
+        bool swap = perm->n == ra + rb;
+        for (int j = 0; swap && j < rb; j++) swap = perm->i[j] == ra + j;
+        for (int j = 0; swap && j < ra; j++) swap = perm->i[rb + j] == j;
+        if (!swap || ra + rb == 0) continue;
+        cx_params ps = {0};
+        cx_param_put_ints(&ps, CX_P_CONTRACT_A, cb->i, cb->n);
+        cx_param_put_ints(&ps, CX_P_CONTRACT_B, ca->i, ca->n);
+        cx_param_put_ints(&ps, CX_P_BATCH_A, NULL, 0);
+        cx_param_put_ints(&ps, CX_P_BATCH_B, NULL, 0);
+        cx_desc in[2] = {p->desc[d->in[1]], p->desc[d->in[0]]};
+        cx_plan plan;
+        cx_status st = {CX_OK, ""};
+        if (cx_plan_descs(CX_OP_DOT, p->dev, in, 2, &ps, &plan, &st) != CX_OK ||
+            plan.route != CX_ROUTE_NATIVE || plan.out.rank != t->plan.out.rank ||
+            plan.out.dtype != t->plan.out.dtype)
+            continue;
+        bool same = true;
+        for (int j = 0; j < plan.out.rank; j++) same &= plan.out.shape[j] == t->plan.out.shape[j];
+        if (!same) continue;
+        int *reads = realloc(t->in, sizeof(int) * 2);
+        if (!reads) continue;
+        reads[0] = d->in[1];
+        reads[1] = d->in[0];
+        t->in = reads;
+        t->n_in = 2;
+        t->ps = ps;
+        p->cost += plan.cost - t->plan.cost - d->plan.cost;
+        t->plan = plan;
+        d->dead = true;
+    }
+}
+
 cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st) {
     int first = p->n_inputs + p->n_consts;
     if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished");
@@ -84,15 +149,16 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
         p->out[k] = out[k];
     }
     p->n_out = n_out;
+    fold_transposed_dots(p, out, n_out);
     for (int k = 0; k < p->n_steps; k++)
-        for (int j = 0; j < p->steps[k].n_in; j++)
+        for (int j = 0; j < p->steps[k].n_in && !p->steps[k].dead; j++)
             if (p->steps[k].in[j] >= first) last[p->steps[k].in[j] - first] = k;
     /* results live on; an unread intermediate dies right after the step that wrote it */
     for (int k = 0; k < n_out; k++) last[out[k] - first] = -2;
     for (int k = 0; k < p->n_steps; k++)
         if (last[k] == -1) last[k] = k;
     for (int k = 0; k < p->n_steps; k++) {
-        if (last[k] < 0) continue;
+        if (last[k] < 0 || p->steps[k].dead) continue;
         cx_prog_step *s = &p->steps[last[k]];
         int *drop = realloc(s->drop, sizeof(int) * (size_t)(s->n_drop + 1));
         if (!drop) {
@@ -142,6 +208,7 @@ cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor 
     cx_code rc = CX_OK;
     for (int k = 0; k < p->n_steps && rc == CX_OK; k++) {
         const cx_prog_step *s = &p->steps[k];
+        if (s->dead) continue;
         cx_tensor *in_small[8], **in = in_small;
         if (s->n_in > 8 && !(in = malloc(sizeof(cx_tensor *) * (size_t)s->n_in))) {
             rc = cx_fail(st, CX_ENOMEM, "program: out of host memory");

@@ -19,6 +19,7 @@ typedef struct {
     cx_plan plan;
     int n_drop;
     int *drop; /* step slots whose last reader this step is */
+    bool dead; /* folded into a later step: not run */
 } cx_prog_step;
 
 typedef struct {
@@ -40,7 +41,9 @@ cx_code cx_program_init(cx_program *p, cx_device *dev, const cx_desc *inputs, in
  * failure, with st set). `ps` is normalised into the step's own copy. */
 int cx_program_add(cx_program *p, cx_op_id op, const int *in, int n_in, const cx_params *ps,
                    cx_status *st);
-/* Names the step slots the program returns (distinct) and computes when each result dies. */
+/* Names the step slots the program returns (distinct), folds steps into their readers where one
+ * op does the work of two (a transpose of a dot's result becomes the dot with its operands
+ * swapped), and computes when each result dies. */
 cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st);
 /* Runs the program on `inputs` (matching the inputs' descriptions, on the program's device)
  * and the constants; the results go to out[0 .. n_out-1], which the caller provides. On

@@ -1083,7 +1083,8 @@ static ERL_NIF_TERM program_run_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return res;
 }
 
-/* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot]}] per step */
+/* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot]}] per step
+ * that runs (steps folded into others are left out) */
 static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     program_res *r;
@@ -1092,6 +1093,7 @@ static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TE
     ERL_NIF_TERM list = enif_make_list(env, 0);
     for (int k = r->prog.n_steps - 1; k >= 0; k--) {
         const cx_prog_step *s = &r->prog.steps[k];
+        if (s->dead) continue;
         ERL_NIF_TERM in = enif_make_list(env, 0);
         for (int j = s->n_in - 1; j >= 0; j--)
             in = enif_make_list_cell(env, enif_make_int(env, s->in[j]), in);

@@ -167,12 +167,58 @@ static void test_program_failure_frees(void **state) {
     cx_program_free(&p);
 }
 
+/* transpose(dot(a, b)) runs as dot(b, a): the same numbers, one step fewer */
+static void test_program_folds_transposed_dot(void **state) {
+    (void)state;
+    cx_device *cpu = tu_cpu();
+    int64_t sa[2] = {3, 2}, sb[2] = {3, 4};
+    double av[6], bv[12];
+    for (int i = 0; i < 6; i++) av[i] = i * 0.5 - 1;
+    for (int i = 0; i < 12; i++) bv[i] = 2 - i * 0.25;
+    cx_tensor *a = tu_tensor(CX_F32, 2, sa, av), *b = tu_tensor(CX_F32, 2, sb, bv);
+    cx_desc in[2] = {a->desc, b->desc};
+    cx_params dot = {0}, tr = {0}, none = {0};
+    cx_param_put_ints(&dot, CX_P_CONTRACT_A, (int64_t[]){0}, 1);
+    cx_param_put_ints(&dot, CX_P_CONTRACT_B, (int64_t[]){0}, 1);
+    cx_param_put_ints(&tr, CX_P_AXES, (int64_t[]){1, 0}, 2);
+    for (int returned = 0; returned < 2; returned++) {
+        cx_program p;
+        cx_status st = {0};
+        assert_int_equal(cx_program_init(&p, cpu, in, 2, NULL, 0, &st), CX_OK);
+        int ab[2] = {0, 1};
+        int d = cx_program_add(&p, CX_OP_DOT, ab, 2, &dot, &st);      /* {2, 4} */
+        int t = cx_program_add(&p, CX_OP_TRANSPOSE, &d, 1, &tr, &st); /* {4, 2} */
+        int n = cx_program_add(&p, CX_OP_NEGATE, &t, 1, &none, &st);
+        int outs[2] = {n, d};
+        assert_int_equal(cx_program_finish(&p, outs, returned ? 2 : 1, &st), CX_OK);
+        /* folded only when nothing else needs the dot's own result */
+        assert_int_equal(p.steps[0].dead, !returned);
+        assert_int_equal(p.steps[1].plan.op, returned ? CX_OP_TRANSPOSE : CX_OP_DOT);
+        cx_tensor *inputs[2] = {a, b}, res[2];
+        assert_int_equal(cx_program_run(&p, inputs, NULL, res, &st), CX_OK);
+        double want[8];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 2; j++) {
+                double acc = 0;
+                for (int r = 0; r < 3; r++) acc += av[r * 2 + j] * bv[r * 4 + i];
+                want[i * 2 + j] = -acc;
+            }
+        int64_t shape[2] = {4, 2};
+        tu_expect(&res[0], CX_F32, 2, shape, want, 1e-6);
+        for (int k = 0; k < (returned ? 2 : 1); k++) cx_tensor_free(&res[k]);
+        cx_program_free(&p);
+    }
+    tu_drop(a);
+    tu_drop(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_program_matches_ops),
         cmocka_unit_test(test_program_refuses_bad_steps),
         cmocka_unit_test(test_program_checks_inputs),
         cmocka_unit_test(test_program_failure_frees),
+        cmocka_unit_test(test_program_folds_transposed_dot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
