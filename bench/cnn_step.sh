@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CNN training step (conv -> relu -> max_pool -> dense, value_and_grad, Adam) through
-# Cascade.Backend and in PyTorch, one after the other in one run:
+# Cascade.Backend (under Nx.Defn.Evaluator, then compiled by Cascade.Compiler) and in PyTorch,
+# one after the other in one run:
 #
 #   CASCADE_NX_PATH=/path/to/nx bench/cnn_step.sh [steps] [device]
 #
@@ -11,5 +12,6 @@ steps=${1:-20}
 device=${2:-cpu}
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3)
-mix run bench/nx_cnn_step.exs "$steps" "$device"
+mix run bench/nx_cnn_step.exs "$steps" "$device" evaluator
+mix run bench/nx_cnn_step.exs "$steps" "$device" compiler
 "$python" bench/torch_cnn_step.py "$steps"

@@ -36,8 +36,26 @@ defmodule Bench.MLP do
     {loss, {w1 - lr * g1, b1 - lr * gb1, w2 - lr * g2, b2 - lr * gb2}}
   end
 
-  defn(gelu(x), do: 0.5 * x * (1 + Nx.erf(x * 0.7071067811865476)))
-  defn(add(x, y), do: x + y)
+  defn gelu(x) do
+    0.5 * x * (1 + Nx.erf(x * 0.7071067811865476))
+  end
+
+  # the tanh form, as Axon's gelu(approximate: :tanh): eight primitives
+  defn gelu_tanh(x) do
+    0.5 * x * (1 + Nx.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+  end
+
+  defn add(x, y) do
+    x + y
+  end
+
+  defn erf(x) do
+    Nx.erf(x)
+  end
+
+  defn tanh(x) do
+    Nx.tanh(x)
+  end
 end
 
 {steps, device} =
@@ -100,19 +118,33 @@ time_calls = fn fun, n ->
 end
 
 n = max(div(steps, 2), 20)
-add_c = Nx.Defn.jit(&Bench.MLP.add/2, compiler: Cascade.Compiler, device: device)
-gelu_c = Nx.Defn.jit(&Bench.MLP.gelu/1, compiler: Cascade.Compiler, device: device)
-gelu_e = Nx.Defn.jit(&Bench.MLP.gelu/1, compiler: Nx.Defn.Evaluator)
-add_us = time_calls.(fn -> add_c.(v, v) end, n)
-gelu_c_us = time_calls.(fn -> gelu_c.(v) end, n)
-gelu_e_us = time_calls.(fn -> gelu_e.(v) end, n)
-gelu_steps = length(Cascade.Compiler.explain(&Bench.MLP.gelu/1, [v], device: device).steps)
-
+jit = fn f, compiler -> Nx.Defn.jit(f, compiler: compiler, device: device) end
+add_us = time_calls.(fn -> jit.(&Bench.MLP.add/2, Cascade.Compiler).(v, v) end, n)
 IO.puts("1M f32, #{n} calls each, device #{inspect(device)}")
-IO.puts("  add (compiled)              #{Float.round(add_us, 1)} us")
+IO.puts("  add (compiled)                        #{Float.round(add_us, 1)} us")
 
-IO.puts(
-  "  gelu (compiled, #{gelu_steps} steps)    #{Float.round(gelu_c_us, 1)} us = #{Float.round(gelu_c_us / add_us, 2)}x the add"
-)
+for {name, f, alone} <- [
+      {"gelu, erf form", &Bench.MLP.gelu/1, &Bench.MLP.erf/1},
+      {"gelu, tanh form", &Bench.MLP.gelu_tanh/1, &Bench.MLP.tanh/1}
+    ] do
+  compiled = jit.(f, Cascade.Compiler)
+  evaluated = Nx.Defn.jit(f, compiler: Nx.Defn.Evaluator)
+  c_us = time_calls.(fn -> compiled.(v) end, n)
+  e_us = time_calls.(fn -> evaluated.(v) end, n)
+  a_us = time_calls.(fn -> jit.(alone, Cascade.Compiler).(v) end, n)
+  steps = Cascade.Compiler.explain(f, [v], device: device).steps
 
-IO.puts("  gelu (Nx.Defn.Evaluator)    #{Float.round(gelu_e_us, 1)} us")
+  shape =
+    Enum.map_join(
+      steps,
+      ", ",
+      &if(&1.op == :fused, do: "fused #{inspect(&1.fused)}", else: "#{&1.op}")
+    )
+
+  IO.puts("  #{name}: #{length(steps)} step(s): #{shape}")
+
+  IO.puts(
+    "    compiled #{Float.round(c_us, 1)} us = #{Float.round(c_us / add_us, 2)}x the add; " <>
+      "its transcendental op alone #{Float.round(a_us, 1)} us; Nx.Defn.Evaluator #{Float.round(e_us, 1)} us"
+  )
+end

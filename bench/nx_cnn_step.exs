@@ -2,7 +2,10 @@
 # conv (8 filters 3x3) -> relu -> max_pool 2x2 (Nx.window_max) -> dense 10 -> softmax
 # cross-entropy, value_and_grad, then an Adam update, on a batch of 32 28x28 images.
 #
-#   CASCADE_NX_PATH=/path/to/nx mix run bench/nx_cnn_step.exs [steps] [device]
+#   CASCADE_NX_PATH=/path/to/nx mix run bench/nx_cnn_step.exs [steps] [device] [evaluator|compiler]
+#
+# The third argument picks the defn compiler: Nx.Defn.Evaluator (the default) or
+# Cascade.Compiler (the step compiled once into a program).
 #
 # The fallback policy is :error: the run stops if any callback would leave Cascade. Prints the
 # loss of each step (it must fall on a fixed batch) and the time per step after one warm-up
@@ -64,11 +67,13 @@ defmodule Bench.CNN do
   end
 end
 
-{steps, device} =
+{steps, device, compiler} =
   case System.argv() do
-    [] -> {20, :cpu}
-    [s] -> {String.to_integer(s), :cpu}
-    [s, d | _] -> {String.to_integer(s), String.to_atom(d)}
+    [] -> {20, :cpu, Nx.Defn.Evaluator}
+    [s] -> {String.to_integer(s), :cpu, Nx.Defn.Evaluator}
+    [s, d] -> {String.to_integer(s), String.to_atom(d), Nx.Defn.Evaluator}
+    [s, d, "compiler" | _] -> {String.to_integer(s), String.to_atom(d), Cascade.Compiler}
+    [s, d, "evaluator" | _] -> {String.to_integer(s), String.to_atom(d), Nx.Defn.Evaluator}
   end
 
 Cascade.put_fallback_policy(:error)
@@ -82,7 +87,7 @@ labels = Nx.remainder(Nx.iota({32}), 10)
 y = Nx.equal(Nx.new_axis(labels, 1), Nx.iota({1, 10})) |> Nx.as_type(:f32)
 params = {k, Nx.broadcast(0.0, {8}), w, Nx.broadcast(0.0, {10})}
 zeros = params |> Tuple.to_list() |> Enum.map(&Nx.multiply(&1, 0.0)) |> List.to_tuple()
-step = Nx.Defn.jit(&Bench.CNN.step/5)
+step = Nx.Defn.jit(&Bench.CNN.step/5, compiler: compiler, device: device)
 
 run = fn params, state, from, count ->
   Enum.reduce(from..(from + count - 1), {params, state, []}, fn t, {params, state, losses} ->
@@ -98,11 +103,15 @@ Cascade.reset_stats()
 
 IO.puts(
   "CNN conv(8, 3x3)-relu-maxpool(2)-dense(10), batch 32, 28x28, value_and_grad + Adam, " <>
-    "Nx.Defn.Evaluator on Cascade.Backend, device #{inspect(device)}"
+    "#{inspect(compiler)} on Cascade.Backend, device #{inspect(device)}"
 )
 
 IO.puts("loss: step 1 #{Float.round(first, 5)}, step #{steps + 1} #{Float.round(hd(losses), 5)}")
-IO.puts("Cascade.Backend: #{:erlang.float_to_binary(usec / 1000 / steps, decimals: 2)} ms/step")
+
+IO.puts(
+  "Cascade.Backend, #{inspect(compiler)}: " <>
+    "#{:erlang.float_to_binary(usec / 1000 / steps, decimals: 2)} ms/step"
+)
 
 by_route =
   Enum.reduce(Cascade.stats(), %{}, fn {{_, _, route}, %{calls: n}}, acc ->

@@ -482,7 +482,7 @@ defmodule Cascade do
                 "Cascade.to_binary/2: expected timeout to be a non-negative integer or :infinity, got: #{inspect(other)}"
       end
 
-    Op.taint("reads a tensor's data into Elixir")
+    Op.taint("reads a tensor's data into Elixir", t.ref)
     download(t, limit, timeout)
   end
 
@@ -693,7 +693,7 @@ defmodule Cascade do
 
     if Device.id!(from) == id,
       do: t,
-      else: Op.taint("moves a tensor to another device") && transfer_to(t, id)
+      else: Op.taint("moves a tensor to another device", t.ref) && transfer_to(t, id)
   end
 
   def transfer(other, _device), do: not_a_tensor!("transfer/2", other)

@@ -485,6 +485,7 @@ defmodule CascadeCapabilityHonestyTest do
                    :pad,
                    :reverse,
                    :concatenate,
+                   :fused,
                    :take,
                    :gather,
                    :dot,
@@ -858,6 +859,22 @@ defmodule CascadeCapabilityHonestyTest do
           {[{2, 3, 5}, {2, 1, 5}, {2, 4, 5}], -2}
         ],
         do: new_case(:concatenate, [Enum.map(shapes, &r(&1, type))], axis: axis)
+  end
+
+  # chains over tensors of one shape and numbers (rank 0), every value read
+  defp special(:fused, type) do
+    for {shape, code} <- [
+          {{7}, [{:add, 0, 1}, {:exp, 2}, {:multiply, 3, 0}]},
+          {{3, 7}, [{:tanh, 0}, {:subtract, 2, 1}]},
+          {{2, 3, 5}, [{:max, 0, 1}, {:negate, 2}, {:divide, 3, 1}, {:abs, 4}]},
+          {{0, 3}, [{:add, 0, 1}]},
+          {{17}, [{:exp, 1}, {:multiply, 0, 2}]}
+        ],
+        do:
+          new_case(:fused, [
+            [r(shape, type), r(if(shape == {17}, do: {}, else: shape), type)],
+            code
+          ])
   end
 
   defp special(:take, type) do

@@ -82,6 +82,9 @@ defmodule CascadeErrorsTest do
           :concatenate ->
             {[m22(), m22()], fn ts -> Cascade.concatenate(ts) end}
 
+          :fused ->
+            {[m22(), m22()], fn ts -> Cascade.fused(ts, [{:add, 0, 1}, {:exp, 2}]) end}
+
           :take ->
             {[m22(), Cascade.tensor([1, 0])], fn [x, i] -> Cascade.take(x, i) end}
 

@@ -1922,6 +1922,91 @@ defmodule Cascade.PropertyTest.LargeTest do
   end
 end
 
+defmodule Cascade.PropertyTest.Fused do
+  # fused runs a chain of elementwise ops as one op: on every host device its result is the
+  # result of the same ops run one by one there, bit for bit (the blas driver's fused kernel
+  # runs the same vector kernels on blocks; the cpu driver runs the decomposition). Random
+  # chains over tensors of one shape and numbers, with sizes around the kernel's blocks and
+  # its split across threads.
+  use ExUnit.Case, async: true
+  use Cascade.PropertyCase
+
+  @unary [:exp, :tanh, :negate, :abs, :sigmoid, :log, :sqrt, :erf, :sin, :floor]
+  @binary [:add, :subtract, :multiply, :divide, :max, :min, :pow]
+
+  defp chain(n_in) do
+    len = int_between(1, 8)
+
+    Enum.map(0..(len - 1), fn k ->
+      regs = n_in + k
+      # read the newest value most of the time, so that chains are deep
+      a = if chance(0.6), do: regs - 1, else: int_between(0, regs - 1)
+
+      if chance(0.5),
+        do: {pick(@unary), a},
+        else: {pick(@binary), a, int_between(0, regs - 1)}
+    end)
+  end
+
+  defp one_by_one(inputs, code) do
+    Enum.reduce(code, inputs, fn
+      {op, a}, regs -> regs ++ [apply(Cascade, op, [Enum.at(regs, a)])]
+      {op, a, b}, regs -> regs ++ [apply(Cascade, op, [Enum.at(regs, a), Enum.at(regs, b)])]
+    end)
+    |> List.last()
+  end
+
+  property [:fused], "fused equals its ops run one by one" do
+    for _ <- 1..40, device <- host_devices() do
+      shape = pick([{7}, {3, 5}, {1023}, {1025}, {2, 2050}, {20_000}, {140_001}])
+      n_in = int_between(1, 4)
+
+      inputs =
+        Enum.map(1..n_in, fn k ->
+          s = if k > 1 and chance(0.3), do: {}, else: shape
+          gen_tensor(:f32, s, fn -> float_between(-3.0, 3.0) end)
+        end)
+
+      code = chain(n_in)
+
+      Cascade.with_device(device, fn ->
+        ts = Enum.map(inputs, &tensor!/1)
+        got = Cascade.fused(ts, code)
+        want = one_by_one(ts, code)
+
+        assert {Cascade.shape(got), Cascade.to_binary(got)} ==
+                 {Cascade.shape(want), Cascade.to_binary(want)},
+               "fused on #{inspect(device)} differs from its ops one by one: code " <>
+                 inspect(code) <> ", input shapes " <> inspect(Enum.map(ts, &Cascade.shape/1))
+      end)
+    end
+  end
+
+  test "fused refuses what it cannot run, naming the instruction" do
+    x = Cascade.tensor([1.0, 2.0])
+
+    assert_raise ArgumentError, ~r/instruction 0 reads a value not yet computed/, fn ->
+      Cascade.fused([x], [{:exp, 1}])
+    end
+
+    assert_raise ArgumentError, ~r/not an elementwise float op/, fn ->
+      Cascade.fused([x], [{:sum, 0}])
+    end
+
+    assert_raise ArgumentError, ~r/expected f32 tensors/, fn ->
+      Cascade.fused([Cascade.tensor([1, 2])], [{:exp, 0}])
+    end
+
+    assert_raise ArgumentError, ~r/one shape or numbers/, fn ->
+      Cascade.fused([x, Cascade.tensor([1.0, 2.0, 3.0])], [{:add, 0, 1}])
+    end
+
+    assert_raise ArgumentError, ~r/at most 8 instructions/, fn ->
+      Cascade.fused([x], List.duplicate({:exp, 0}, 9))
+    end
+  end
+end
+
 defmodule Cascade.PropertyTest do
   # Not async: sync modules run after every test file has loaded, so the property modules of
   # test/composites_*_test.exs are all there to be counted.

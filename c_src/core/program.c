@@ -1,6 +1,8 @@
 /* Programs: straight-line sequences of planned ops (program.h). */
 #include "program.h"
 
+#include "fused.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +127,128 @@ static void fold_transposed_dots(cx_program *p, const int *out, int n_out) {
     }
 }
 
+/* Whether step k can be an instruction of a fused chain: an elementwise f32 op whose inputs
+ * have its result's shape or are numbers. */
+static bool fusible(const cx_program *p, int k) {
+    const cx_prog_step *s = &p->steps[k];
+    const cx_desc *o = &s->plan.out;
+    if (s->dead || o->dtype != CX_F32 || o->rank == 0 || !cx_fused_op_ok(s->plan.op, s->n_in))
+        return false;
+    for (int j = 0; j < s->n_in; j++) {
+        const cx_desc *d = &p->desc[s->in[j]];
+        if (d->dtype != CX_F32) return false;
+        if (d->rank == 0) continue;
+        if (d->rank != o->rank) return false;
+        for (int a = 0; a < o->rank; a++)
+            if (d->shape[a] != o->shape[a]) return false;
+    }
+    return true;
+}
+
+/* A tree of fusible steps whose root is its last step: every other member's result is read
+ * only by a member, once. */
+typedef struct {
+    int n;
+    int step[CX_FUSED_MAX_CODE]; /* in program order */
+} fuse_group;
+
+/* The external inputs of group g (distinct slots) and its code; false when there are too many. */
+static bool group_code(const cx_program *p, const fuse_group *g, int *ext, int *n_ext,
+                       int64_t *code) {
+    enum { MEMBER = 1 << 20 }; /* member q's result, until the inputs are counted */
+    int first = p->n_inputs + p->n_consts;
+    *n_ext = 0;
+    for (int m = 0; m < g->n; m++) {
+        const cx_prog_step *s = &p->steps[g->step[m]];
+        int64_t reg[2] = {-1, -1};
+        for (int j = 0; j < s->n_in; j++) {
+            int slot = s->in[j], found = -1;
+            for (int q = 0; q < m; q++)
+                if (first + g->step[q] == slot) found = MEMBER + q;
+            for (int e = 0; found < 0 && e < *n_ext; e++)
+                if (ext[e] == slot) found = e;
+            if (found < 0) {
+                if (*n_ext == CX_FUSED_MAX_INPUTS) return false;
+                found = (*n_ext)++;
+                ext[found] = slot;
+            }
+            reg[j] = found;
+        }
+        code[3 * m] = s->plan.op;
+        code[3 * m + 1] = reg[0];
+        code[3 * m + 2] = reg[1];
+    }
+    for (int m = 0; m < g->n; m++)
+        for (int j = 1; j < 3; j++)
+            if (code[3 * m + j] >= MEMBER) code[3 * m + j] = *n_ext + (code[3 * m + j] - MEMBER);
+    return true;
+}
+
+/* Chains of elementwise f32 ops whose intermediates nothing else reads become one fused step,
+ * where the device runs fused natively (one pass over memory instead of one per op). */
+static void fuse_elementwise(cx_program *p, const int *out, int n_out) {
+    int first = p->n_inputs + p->n_consts;
+    fuse_group *groups = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *groups);
+    if (!groups) return;
+    for (int k = 0; k < p->n_steps; k++) {
+        if (!fusible(p, k)) continue;
+        fuse_group *g = &groups[k];
+        /* the members of each operand's group come first, in program order */
+        fuse_group merged = {0};
+        const cx_prog_step *s = &p->steps[k];
+        for (int j = 0; j < s->n_in; j++) {
+            int slot = s->in[j];
+            if (slot < first) continue;
+            int d = slot - first;
+            fuse_group *h = &groups[d];
+            if (h->n <= 0 || readers(p, slot) != 1 || returned(out, n_out, slot) ||
+                merged.n + h->n + 1 > CX_FUSED_MAX_CODE)
+                continue;
+            for (int q = 0; q < h->n; q++) merged.step[merged.n++] = h->step[q];
+            h->n = -1; /* taken */
+        }
+        /* program order keeps every member after what it reads */
+        for (int a = 1; a < merged.n; a++)
+            for (int b = a; b > 0 && merged.step[b - 1] > merged.step[b]; b--) {
+                int t = merged.step[b];
+                merged.step[b] = merged.step[b - 1];
+                merged.step[b - 1] = t;
+            }
+        merged.step[merged.n++] = k;
+        *g = merged;
+    }
+    for (int k = 0; k < p->n_steps; k++) {
+        fuse_group *g = &groups[k];
+        if (g->n < 2) continue;
+        int ext[CX_FUSED_MAX_INPUTS], n_ext;
+        int64_t code[3 * CX_FUSED_MAX_CODE];
+        if (!group_code(p, g, ext, &n_ext, code)) continue;
+        cx_params ps = {0};
+        cx_param_put_ints(&ps, CX_P_CODE, code, 3 * g->n);
+        cx_desc in[CX_FUSED_MAX_INPUTS];
+        for (int e = 0; e < n_ext; e++) in[e] = p->desc[ext[e]];
+        cx_plan plan;
+        cx_status st = {CX_OK, ""};
+        if (cx_plan_descs(CX_OP_FUSED, p->dev, in, n_ext, &ps, &plan, &st) != CX_OK ||
+            plan.route != CX_ROUTE_NATIVE)
+            continue;
+        cx_prog_step *root = &p->steps[k];
+        int *reads = realloc(root->in, sizeof(int) * (size_t)n_ext);
+        if (!reads) continue;
+        memcpy(reads, ext, sizeof(int) * (size_t)n_ext);
+        root->in = reads;
+        root->n_in = n_ext;
+        for (int m = 0; m + 1 < g->n; m++) {
+            p->cost -= p->steps[g->step[m]].plan.cost;
+            p->steps[g->step[m]].dead = true;
+        }
+        p->cost += plan.cost - root->plan.cost;
+        root->ps = ps;
+        root->plan = plan;
+    }
+    free(groups);
+}
+
 cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st) {
     int first = p->n_inputs + p->n_consts;
     if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished");
@@ -150,6 +274,7 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
     }
     p->n_out = n_out;
     fold_transposed_dots(p, out, n_out);
+    fuse_elementwise(p, out, n_out);
     for (int k = 0; k < p->n_steps; k++)
         for (int j = 0; j < p->steps[k].n_in && !p->steps[k].dead; j++)
             if (p->steps[k].in[j] >= first) last[p->steps[k].in[j] - first] = k;

@@ -1083,8 +1083,9 @@ static ERL_NIF_TERM program_run_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return res;
 }
 
-/* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot]}] per step
- * that runs (steps folded into others are left out) */
+/* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot], [fused op]}]
+ * per step that runs (steps folded into others are left out); the last list names the ops of a
+ * fused step's chain, in order */
 static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     program_res *r;
@@ -1097,14 +1098,19 @@ static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TE
         ERL_NIF_TERM in = enif_make_list(env, 0);
         for (int j = s->n_in - 1; j >= 0; j--)
             in = enif_make_list_cell(env, enif_make_int(env, s->in[j]), in);
-        ERL_NIF_TERM row[7] = {am_op_name[s->plan.op],
+        ERL_NIF_TERM fused = enif_make_list(env, 0);
+        if (s->plan.op == CX_OP_FUSED)
+            for (int j = s->ps.p[CX_P_CODE].n / 3 - 1; j >= 0; j--)
+                fused = enif_make_list_cell(env, am_op_name[s->ps.p[CX_P_CODE].i[3 * j]], fused);
+        ERL_NIF_TERM row[8] = {am_op_name[s->plan.op],
                                am_route[s->plan.route],
                                s->plan.library ? make_string(env, s->plan.library) : am_nil,
                                make_type(env, s->plan.out.dtype),
                                make_shape(env, &s->plan.out),
                                make_string(env, s->plan.reason),
-                               in};
-        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 7), list);
+                               in,
+                               fused};
+        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 8), list);
     }
     return list;
 }

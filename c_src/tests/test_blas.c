@@ -12,6 +12,8 @@
 
 #include "test_util.h"
 
+#include "../core/program.h"
+
 #define BLAS_SO CX_BUILD_DIR "/cascade_driver_blas.so"
 
 static cx_device *blas, *cpu;
@@ -603,6 +605,63 @@ static void test_concurrent_callers(void **state) {
     }
 }
 
+/* A program on blas turns a chain of elementwise f32 ops into one fused step, leaving out an
+ * intermediate the program returns and an op whose operand broadcasts by rows; the results are
+ * those of the ops run one by one there, bit for bit. */
+static void test_program_fuses_chains(void **state) {
+    (void)state;
+    int64_t shape[2] = {40, 3000}, row[1] = {3000};
+    cx_tensor *xc = filled(CX_F32, 2, shape, 1), *bc = filled(CX_F32, 1, row, 2);
+    cx_tensor *x = moved(xc, blas), *b = moved(bc, blas);
+    const double half[1] = {0.5};
+    cx_tensor *hc = tu_tensor(CX_F32, 0, NULL, half), *h = moved(hc, blas);
+    cx_desc in[2] = {x->desc, b->desc};
+    cx_program p;
+    cx_status st = {0};
+    cx_params none = {0};
+    assert_int_equal(cx_program_init(&p, blas, in, 2, &h->desc, 1, &st), CX_OK);
+    /* e = exp(x * 0.5); r = tanh(e) - x; s = r * e (returned, with e); t = s + b (rows) */
+    int xs[2] = {0, 2};
+    int m = cx_program_add(&p, CX_OP_MULTIPLY, xs, 2, &none, &st);
+    int e = cx_program_add(&p, CX_OP_EXP, &m, 1, &none, &st);
+    int th = cx_program_add(&p, CX_OP_TANH, &e, 1, &none, &st);
+    int rx[2] = {th, 0};
+    int r = cx_program_add(&p, CX_OP_SUBTRACT, rx, 2, &none, &st);
+    int re[2] = {r, e};
+    int sv = cx_program_add(&p, CX_OP_MULTIPLY, re, 2, &none, &st);
+    int sb[2] = {sv, 1};
+    int t = cx_program_add(&p, CX_OP_ADD, sb, 2, &none, &st);
+    int outs[2] = {t, e};
+    assert_int_equal(cx_program_finish(&p, outs, 2, &st), CX_OK);
+    /* the multiply and exp make one step (e is returned), tanh .. multiply another */
+    int live = 0;
+    for (int k = 0; k < p.n_steps; k++) live += !p.steps[k].dead;
+    assert_int_equal(live, 3);
+    assert_int_equal(p.steps[1].plan.op, CX_OP_FUSED);
+    assert_int_equal(p.steps[4].plan.op, CX_OP_FUSED);
+    assert_int_equal(p.steps[4].ps.p[CX_P_CODE].n, 9);
+    assert_int_equal(p.steps[5].plan.op, CX_OP_ADD);
+
+    cx_tensor *inputs[2] = {x, b}, *consts[1] = {h}, res[2];
+    assert_int_equal(cx_program_run(&p, inputs, consts, res, &st), CX_OK);
+    cx_tensor *xm[2] = {x, h};
+    cx_tensor *mm = run_on(blas, CX_OP_MULTIPLY, xm, 2, NULL);
+    cx_tensor *ee = run_on(blas, CX_OP_EXP, &mm, 1, NULL);
+    cx_tensor *tt = run_on(blas, CX_OP_TANH, &ee, 1, NULL);
+    cx_tensor *tx[2] = {tt, x};
+    cx_tensor *rr = run_on(blas, CX_OP_SUBTRACT, tx, 2, NULL);
+    cx_tensor *rre[2] = {rr, ee};
+    cx_tensor *ss = run_on(blas, CX_OP_MULTIPLY, rre, 2, NULL);
+    cx_tensor *ssb[2] = {ss, b};
+    cx_tensor *want = run_on(blas, CX_OP_ADD, ssb, 2, NULL);
+    assert_int_equal(memcmp(res[0].data, want->data, want->nbytes), 0);
+    assert_int_equal(memcmp(res[1].data, ee->data, ee->nbytes), 0);
+    for (int k = 0; k < 2; k++) cx_tensor_free(&res[k]);
+    cx_program_free(&p);
+    cx_tensor *drop[] = {xc, bc, x, b, hc, h, mm, ee, tt, rr, ss, want};
+    for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) tu_drop(drop[k]);
+}
+
 int main(void) {
     if (access(BLAS_SO, F_OK) != 0) {
         printf("test_blas: skipped: %s was not built (no OpenBLAS found at build time)\n", BLAS_SO);
@@ -622,6 +681,7 @@ int main(void) {
         cmocka_unit_test(test_max_pool_2x2),
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_concurrent_callers),
+        cmocka_unit_test(test_program_fuses_chains),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

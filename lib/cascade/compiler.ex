@@ -21,6 +21,13 @@ if Code.ensure_loaded?(Nx) do
       3. The recorded ops become a program (`c_src/core/program.h`): every step is
          negotiated once (native, decomposed or moved to the cpu, as `Cascade.explain/3`
          would say) and each intermediate is freed after its last reader.
+      4. The program is rewritten where one op does the work of several:
+         * a transpose of a product's result becomes the product with its operands swapped
+           (Nx's gradient of `Nx.dot/2` ends in such a transpose);
+         * chains of elementwise f32 ops whose intermediates nothing else reads become one
+           `Cascade.fused/2` step, where the device runs `fused` natively (`:blas`: one pass
+           over memory in blocks that stay in cache; up to eight ops a step). On other
+           devices the ops stay steps of their own.
 
     Every later call with that signature is one NIF call: the inputs are checked against the
     program's types, shapes and device, the steps run in order in C (on a dirty scheduler
@@ -90,7 +97,9 @@ if Code.ensure_loaded?(Nx) do
 
     @doc """
     How `fun` compiles for `args`: the mode (`:program`, or `{:evaluator, reason}`) and the
-    program's steps, each with the route and library the negotiation chose.
+    program's steps, each with the route and library the negotiation chose, the values it
+    reads (`reads`: slots, the inputs first, then the constants, then each step's result) and,
+    for a fused step, the ops it runs (`fused`). Takes the options of `Nx.Defn.jit/2`.
 
         iex> info = Cascade.Compiler.explain(fn x -> Nx.sum(Nx.exp(x)) end, [Nx.iota({4}, type: :f32)])
         iex> info.mode
@@ -198,7 +207,7 @@ if Code.ensure_loaded?(Nx) do
         end)
       end
 
-      case Op.record(run) do
+      case Op.record(run, Enum.map(placeholders, & &1.data.tensor.ref)) do
         {:tainted, reason} ->
           Map.put(base, :mode, {:evaluator, "evaluating it " <> reason})
 
@@ -411,10 +420,11 @@ if Code.ensure_loaded?(Nx) do
 
     defp describe(%{mode: :program} = compiled) do
       steps =
-        for {op, route, library, type, shape, reason, slots} <-
+        for {op, route, library, type, shape, reason, slots, fused} <-
               Native.program_steps(compiled.program) do
           %{
             op: op,
+            fused: fused,
             route: route,
             library: library,
             type: type,

@@ -20,8 +20,17 @@ defmodule Cascade.Op do
       end
 
     case Process.get(:cascade_record) do
-      nil -> t
-      calls -> Process.put(:cascade_record, [{id, refs, params, t.ref} | calls]) && t
+      nil ->
+        t
+
+      calls ->
+        Process.put(:cascade_record, [{id, refs, params, t.ref} | calls])
+        deps = Process.get(:cascade_record_deps)
+
+        if Enum.any?(refs, &MapSet.member?(deps, &1)),
+          do: Process.put(:cascade_record_deps, MapSet.put(deps, t.ref))
+
+        t
     end
   end
 
@@ -29,9 +38,15 @@ defmodule Cascade.Op do
   # Cascade.Compiler records the ops that evaluating an expression runs (a list, newest first,
   # of {op_id, refs, params, result_ref}) to build a program from them; fun's result comes
   # with the calls, or with {:tainted, reason} when the evaluation did something a program
-  # cannot repeat (read a tensor's data into Elixir, move it, fall back to Nx.BinaryBackend).
-  def record(fun) do
-    previous = {Process.put(:cascade_record, []), Process.delete(:cascade_record_taint)}
+  # cannot repeat: read into Elixir or move to another device a tensor that depends on the
+  # `inputs` (refs), or fall back to Nx.BinaryBackend. Reading a constant is fine: its value
+  # is the same on every call, and the ops recorded after carry it as a parameter.
+  def record(fun, inputs) do
+    keys = [:cascade_record, :cascade_record_taint, :cascade_record_deps]
+    previous = Enum.map(keys, &Process.get/1)
+    Process.put(:cascade_record, [])
+    Process.delete(:cascade_record_taint)
+    Process.put(:cascade_record_deps, MapSet.new(inputs))
 
     try do
       result = fun.()
@@ -41,9 +56,7 @@ defmodule Cascade.Op do
         reason -> {:tainted, reason}
       end
     after
-      {calls, taint} = previous
-      restore(:cascade_record, calls)
-      restore(:cascade_record_taint, taint)
+      Enum.zip(keys, previous) |> Enum.each(fn {k, v} -> restore(k, v) end)
     end
   end
 
@@ -51,10 +64,12 @@ defmodule Cascade.Op do
   defp restore(key, value), do: Process.put(key, value)
 
   @doc false
-  # Marks the recording under way, if any, as one a program cannot repeat.
-  def taint(reason) do
-    if Process.get(:cascade_record) && !Process.get(:cascade_record_taint),
-      do: Process.put(:cascade_record_taint, reason)
+  # Marks the recording under way, if any, as one a program cannot repeat: always, or when
+  # `ref` is given, if the tensor depends on the recording's inputs.
+  def taint(reason, ref \\ nil) do
+    if Process.get(:cascade_record) && !Process.get(:cascade_record_taint) &&
+         (ref == nil or MapSet.member?(Process.get(:cascade_record_deps), ref)),
+       do: Process.put(:cascade_record_taint, reason)
 
     :ok
   end
@@ -345,6 +360,22 @@ defmodule Cascade.Op do
     if proper_list?(value) and length(value) <= 24 and ints?(value),
       do: value,
       else: bad!(fun, name, "a list of at most 24 integers in -2^63..2^63-1", value)
+  end
+
+  # fused's instructions, {op, a} or {op, a, b} with op an op's name, as [op_id, a, b] triples
+  # (b = -1 for a unary op)
+  def convert!(fun, name, :code, value) do
+    expected = "a list of at most 8 instructions {op, a} or {op, a, b}"
+    ids = Map.new(Cascade.__ops__(), &{&1.name, &1.id})
+
+    unless proper_list?(value) and length(value) in 1..8, do: bad!(fun, name, expected, value)
+
+    Enum.flat_map(value, fn
+      {op, a} when is_map_key(ids, op) and is_integer(a) -> [ids[op], a, -1]
+      {op, a, b} when is_map_key(ids, op) and is_integer(a) and is_integer(b) -> [ids[op], a, b]
+      _ -> bad!(fun, name, expected, value)
+    end)
+    |> tap(&(ints?(&1) || bad!(fun, name, expected, value)))
   end
 
   def convert!(fun, name, kind, value) when kind in [:axis, :int] do

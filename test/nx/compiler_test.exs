@@ -2,9 +2,13 @@ if Code.ensure_loaded?(Nx) do
   defmodule Cascade.CompilerTest.Fns do
     import Nx.Defn
 
-    defn(elementwise(a, b), do: Nx.exp(a) * b + 1 - Nx.tanh(a) / 2)
+    defn elementwise(a, b) do
+      Nx.exp(a) * b + 1 - Nx.tanh(a) / 2
+    end
 
-    defn(reductions(a), do: {Nx.sum(a, axes: [1]), Nx.reduce_max(a), Nx.argmax(a, axis: 0)})
+    defn reductions(a) do
+      {Nx.sum(a, axes: [1]), Nx.reduce_max(a), Nx.argmax(a, axis: 0)}
+    end
 
     defn predict({w1, b1, w2, b2}, x) do
       x |> Nx.dot(w1) |> Nx.add(b1) |> Nx.max(0) |> Nx.dot(w2) |> Nx.add(b2)
@@ -23,7 +27,9 @@ if Code.ensure_loaded?(Nx) do
       {loss, {w1 - 0.1 * g1, b1 - 0.1 * gb1, w2 - 0.1 * g2, b2 - 0.1 * gb2}}
     end
 
-    defn(containers(a, b), do: %{sum: a + b, pair: {a, b * 2}, const: 7})
+    defn containers(a, b) do
+      %{sum: a + b, pair: {a, b * 2}, const: 7}
+    end
 
     defn count_up(a) do
       {a, _} =
@@ -38,11 +44,25 @@ if Code.ensure_loaded?(Nx) do
       if Nx.sum(a) > 0, do: a * 2, else: a - 2
     end
 
-    defn(hooked(a), do: hook(a * 2, :doubled) + 1)
+    defn hooked(a) do
+      hook(a * 2, :doubled) + 1
+    end
 
-    defn(half(a, b), do: Nx.sum(a * b + Nx.sin(a), axes: [0]))
+    defn half(a, b) do
+      Nx.sum(a * b + Nx.sin(a), axes: [0])
+    end
 
-    defn(with_complex(a), do: Nx.real(Nx.multiply(Nx.complex(a, a), Nx.complex(a, a))))
+    defn pool_grad(x) do
+      grad(x, fn x -> Nx.sum(Nx.window_max(x, {1, 2, 2}, strides: [1, 2, 2]) * 3) end)
+    end
+
+    defn gelu(x) do
+      0.5 * x * (1 + Nx.erf(x * 0.7071067811865476))
+    end
+
+    defn with_complex(a) do
+      Nx.real(Nx.multiply(Nx.complex(a, a), Nx.complex(a, a)))
+    end
   end
 
   defmodule Cascade.CompilerTest do
@@ -135,6 +155,48 @@ if Code.ensure_loaded?(Nx) do
         assert_close(pc, pe, 1.0e-5)
         {pc, pe}
       end)
+    end
+
+    test "a chain of elementwise ops runs as one fused step where the device has the kernel" do
+      x = random({3, 1000})
+      {c, e} = both(&Fns.gelu/1, [x], device: :blas)
+      assert_close(c, e, 1.0e-6)
+
+      assert [%{op: :fused, route: :native, fused: ops}] =
+               Cascade.Compiler.explain(&Fns.gelu/1, [x], device: :blas).steps
+
+      assert ops == [:multiply, :erf, :add, :multiply, :multiply]
+
+      # the cpu driver has no fused kernel: the ops stay steps of their own
+      cpu = Cascade.Compiler.explain(&Fns.gelu/1, [x], device: :cpu).steps
+      assert Enum.map(cpu, & &1.op) == [:multiply, :erf, :add, :multiply, :multiply]
+      {c, e} = both(&Fns.gelu/1, [x], device: :cpu)
+      assert_close(c, e, 1.0e-6)
+    end
+
+    test "a callback that reads a constant's value still compiles" do
+      # the gradient of window_max is window_scatter_max, whose initial value Cascade.Backend
+      # reads into Elixir: a constant, the same on every call
+      x = random({2, 6, 6})
+      assert Cascade.Compiler.explain(&Fns.pool_grad/1, [x]).mode == :program
+      {c, e} = both(&Fns.pool_grad/1, [x])
+      assert_close(c, e, 0)
+    end
+
+    test "the gradient's transposed products are folded into the products" do
+      x = random({8, 12})
+      y = Nx.broadcast(0.1, {8, 3})
+      params = {random({12, 5}), Nx.broadcast(0.0, {5}), random({5, 3}), Nx.broadcast(0.0, {3})}
+
+      for device <- [:cpu, :blas] do
+        ops =
+          Enum.map(
+            Cascade.Compiler.explain(&Fns.step/3, [params, x, y], device: device).steps,
+            & &1.op
+          )
+
+        refute :transpose in ops
+      end
     end
 
     test "halves agree with the evaluator within their tolerance" do

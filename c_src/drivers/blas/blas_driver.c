@@ -116,6 +116,11 @@ static cx_code blas_relu(const cx_tensor *x, cx_tensor *out, cx_status *st) {
 static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
+    if (op == CX_OP_FUSED) {
+        bool f32 = blas_simd() && n_in >= 1;
+        for (int k = 0; k < n_in; k++) f32 = f32 && types[k] == CX_F32;
+        return f32 ? CX_CAP_SHAPE : CX_CAP_NO;
+    }
     if (op == CX_OP_MAX_POOL2D) return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_RELU) return n_in == 1 ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_AVG_POOL2D || op == CX_OP_AVG_POOL2D_GRAD)
@@ -171,6 +176,11 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
                  cx_op_table[op].name);
         return false;
     }
+    if (op == CX_OP_FUSED) {
+        if (blas_simd_chain_fits(in, n_in, ps)) return true;
+        snprintf(reason, len, "the fused chain has an op without a vector kernel");
+        return false;
+    }
     if (op == CX_OP_LOGSUMEXP) {
         if (blas_simd_rowred_fits(op, in, n_in, ps)) return true;
         snprintf(reason, len, "the fused logsumexp reduces the last axes only");
@@ -213,6 +223,10 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                    ? CX_OK
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
                              cx_op_table[op].name);
+    if (op == CX_OP_FUSED)
+        return blas_simd_chain(in, n_in, ps, out)
+                   ? CX_OK
+                   : cx_fail(st, CX_ENOMEM, "blas: no memory for the blocks of fused");
     if (op == CX_OP_MAX_POOL2D) return blas_max_pool2d(in[0], ps, out, st);
     if (op == CX_OP_RELU) return blas_relu(in[0], out, st);
     if (op == CX_OP_AVG_POOL2D) return blas_avg_pool2d(in[0], ps, out, st);

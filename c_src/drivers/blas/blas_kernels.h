@@ -98,6 +98,10 @@ bool blas_simd_fused_fits(cx_op_id op, const cx_desc *in, const cx_params *ps);
 bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out);
 /* layer_norm over the last axes, x, gamma and beta of one type (f32, f16, bf16), gamma and beta
  * a row of the normalised size or one value */
+/* fused (core/fused.h): the chain in blocks that stay in cache, every instruction on a vector
+ * kernel; fits when each has one for f32. */
+bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps);
+bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, cx_tensor *out);
 bool blas_simd_layer_norm_fits(const cx_desc *in, int n_in, const cx_params *ps);
 bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out);
 /* logsumexp over the last axes and categorical_cross_entropy (f32, f16, bf16; the same type

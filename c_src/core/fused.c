@@ -1,0 +1,90 @@
+/* fused: a chain of f32 elementwise ops as one op (fused.h). */
+#include "fused.h"
+
+#include "decompose.h"
+
+bool cx_fused_op_ok(cx_op_id op, int arity) {
+    if ((int)op < 0 || (int)op >= CX_OP_COUNT || cx_op_integer_only(op)) return false;
+    cx_op_kind kind = cx_op_table[op].kind;
+    if (arity == 1) return kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT;
+    if (arity == 2) return kind == CX_KIND_BINARY || kind == CX_KIND_BINARY_FLOAT;
+    return false;
+}
+
+cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st) {
+    const cx_param *p = cx_param_get(ps, CX_P_CODE);
+    if (!p || p->n == 0 || p->n % 3 != 0)
+        return cx_fail(st, CX_EINVAL,
+                       "fused: expected code as instructions of three integers {op, a, b}");
+    if (n_in < 1 || n_in > CX_FUSED_MAX_INPUTS)
+        return cx_fail(st, CX_EINVAL, "fused: expected 1 to %d tensors, got: %d",
+                       CX_FUSED_MAX_INPUTS, n_in);
+    c->n = p->n / 3;
+    for (int k = 0; k < c->n; k++) {
+        int64_t op = p->i[3 * k], a = p->i[3 * k + 1], b = p->i[3 * k + 2];
+        int regs = n_in + k, arity = b < 0 ? 1 : 2;
+        if (op < 0 || op >= CX_OP_COUNT || !cx_fused_op_ok((cx_op_id)op, arity))
+            return cx_fail(st, CX_EINVAL,
+                           "fused: instruction %d: %lld is not an elementwise float op of %d "
+                           "argument(s)",
+                           k, (long long)op, arity);
+        if (a < 0 || a >= regs || (arity == 2 && b >= regs))
+            return cx_fail(st, CX_EINVAL,
+                           "fused: instruction %d reads a value not yet computed (there are %d)", k,
+                           regs);
+        c->op[k] = (cx_op_id)op;
+        c->a[k] = (int)a;
+        c->b[k] = (int)b;
+    }
+    return CX_OK;
+}
+
+CX_INFER(cx_infer_fused) {
+    cx_fused_code c;
+    if (cx_fused_decode(ps, n_in, &c, st) != CX_OK) return st->code;
+    const cx_desc *full = NULL;
+    for (int k = 0; k < n_in; k++) {
+        if (in[k].dtype != CX_F32)
+            return cx_fail(st, CX_EINVAL, "fused: expected f32 tensors, got %s for tensor %d",
+                           cx_dtype_name(in[k].dtype), k);
+        if (in[k].rank == 0) continue;
+        if (!full) full = &in[k];
+        bool same = in[k].rank == full->rank;
+        for (int a = 0; same && a < full->rank; a++) same = in[k].shape[a] == full->shape[a];
+        if (!same)
+            return cx_fail(st, CX_EINVAL,
+                           "fused: expected tensors of one shape or numbers, got %s and %s",
+                           CX_SHAPE_STR(full), CX_SHAPE_STR(&in[k]));
+        compute[k] = CX_F32;
+    }
+    for (int k = 0; k < n_in; k++) compute[k] = CX_F32;
+    /* which values have the full shape: the result has it if it reads one */
+    bool wide[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
+    for (int k = 0; k < n_in; k++) wide[k] = in[k].rank > 0;
+    for (int k = 0; k < c.n; k++) wide[n_in + k] = wide[c.a[k]] || (c.b[k] >= 0 && wide[c.b[k]]);
+    out->dtype = CX_F32;
+    out->rank = 0;
+    if (wide[n_in + c.n - 1]) *out = *full;
+    return CX_OK;
+}
+
+cx_val cx_decompose_fused(cx_graph *g, const cx_val *in, int n_in, const cx_params *ps) {
+    cx_fused_code c;
+    cx_status st = {CX_OK, ""};
+    if (cx_fused_decode(ps, n_in, &c, &st) != CX_OK) return cx_g_fail(g, "%s", st.message);
+    cx_val regs[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
+    for (int k = 0; k < n_in; k++) regs[k] = in[k];
+    for (int k = 0; k < c.n; k++)
+        regs[n_in + k] = c.b[k] < 0 ? cx_g_unary(g, c.op[k], regs[c.a[k]])
+                                    : cx_g_binary(g, c.op[k], regs[c.a[k]], regs[c.b[k]]);
+    return regs[n_in + c.n - 1];
+}
+
+/* exp(a + b) * a on two {2, 3} tensors */
+void cx_sample_fused(cx_op_id op, cx_dtype t, cx_desc *in, int *n_in, cx_params *ps) {
+    (void)op;
+    *n_in = 2;
+    in[0] = in[1] = (cx_desc){t, 2, {2, 3}};
+    const int64_t code[9] = {CX_OP_ADD, 0, 1, CX_OP_EXP, 2, -1, CX_OP_MULTIPLY, 3, 0};
+    cx_param_put_ints(ps, CX_P_CODE, code, 9);
+}

@@ -1,0 +1,29 @@
+/* fused: a chain of elementwise f32 ops over tensors of one shape (and numbers), as one op. A
+ * device that claims it runs the chain in one pass over memory (the blas driver: blocks that stay
+ * in cache); any other runs its decomposition, the ops one by one. Cascade.Compiler's programs
+ * build fused steps from the ops they record (program.c).
+ *
+ * The code is a list of instructions {op, a, b}: op applied to values a and b (b < 0: a unary
+ * op). Values 0 .. n_in-1 are the inputs, n_in + k the result of instruction k; the op's result
+ * is the last instruction's. */
+#ifndef CX_FUSED_H
+#define CX_FUSED_H
+
+#include "graph.h"
+
+#define CX_FUSED_MAX_CODE   8 /* instructions: 24 integers, a parameter's most */
+#define CX_FUSED_MAX_INPUTS 8
+
+typedef struct {
+    int n;
+    cx_op_id op[CX_FUSED_MAX_CODE];
+    int a[CX_FUSED_MAX_CODE], b[CX_FUSED_MAX_CODE];
+} cx_fused_code;
+
+/* Whether op may be an instruction of `arity` arguments: an elementwise op of that arity that
+ * takes floats and keeps f32 (integer-only ops, comparisons and casts may not). */
+bool cx_fused_op_ok(cx_op_id op, int arity);
+/* The CODE parameter, checked against n_in inputs. */
+cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st);
+
+#endif
