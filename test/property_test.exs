@@ -1923,9 +1923,10 @@ defmodule Cascade.PropertyTest.LargeTest do
 end
 
 defmodule Cascade.PropertyTest.Fused do
-  # fused runs a chain of elementwise ops as one op: on every host device its result is the
-  # result of the same ops run one by one there, bit for bit (the blas driver's fused kernel
-  # runs the same vector kernels on blocks; the cpu driver runs the decomposition). Random
+  # fused runs a chain of elementwise ops as one op: on every host device and on opencl its
+  # result is the result of the same ops run one by one there, bit for bit (the blas driver's
+  # fused kernel runs the same vector kernels on blocks; opencl's generated kernel the same
+  # expressions, each rounded; the cpu driver runs the decomposition). Random
   # chains over tensors of one shape and numbers, with sizes around the kernel's blocks and
   # its split across threads.
   use ExUnit.Case, async: true
@@ -1956,8 +1957,14 @@ defmodule Cascade.PropertyTest.Fused do
     |> List.last()
   end
 
+  # the host devices, and opencl where it is available (its fused kernel is generated source)
+  defp devices do
+    opencl = for %{device: :opencl, available: true} <- Cascade.devices(), do: :opencl
+    host_devices() ++ opencl
+  end
+
   property [:fused], "fused equals its ops run one by one" do
-    for _ <- 1..40, device <- host_devices() do
+    for _ <- 1..40, device <- devices() do
       shape = pick([{7}, {3, 5}, {1023}, {1025}, {2, 2050}, {20_000}, {140_001}])
       n_in = int_between(1, 4)
 

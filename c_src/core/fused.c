@@ -6,9 +6,17 @@
 bool cx_fused_op_ok(cx_op_id op, int arity) {
     if ((int)op < 0 || (int)op >= CX_OP_COUNT || cx_op_integer_only(op)) return false;
     cx_op_kind kind = cx_op_table[op].kind;
-    if (arity == 1) return kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT;
-    if (arity == 2) return kind == CX_KIND_BINARY || kind == CX_KIND_BINARY_FLOAT;
-    return false;
+    bool ok = arity == 1   ? kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT
+              : arity == 2 ? kind == CX_KIND_BINARY || kind == CX_KIND_BINARY_FLOAT
+                           : false;
+    if (!ok) return false;
+    /* and on f32 it gives f32 */
+    cx_desc in[2] = {{CX_F32, 1, {2}}, {CX_F32, 1, {2}}}, out;
+    cx_dtype compute[2];
+    cx_params ps = {0};
+    cx_status st = {CX_OK, ""};
+    return cx_op_table[op].infer(op, in, arity, &ps, &out, compute, &st) == CX_OK &&
+           out.dtype == CX_F32;
 }
 
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st) {

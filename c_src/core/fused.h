@@ -14,7 +14,7 @@
 #define CX_FUSED_MAX_CODE   8 /* instructions: 24 integers, a parameter's most */
 #define CX_FUSED_MAX_INPUTS 8
 
-typedef struct {
+typedef struct cx_fused_code {
     int n;
     cx_op_id op[CX_FUSED_MAX_CODE];
     int a[CX_FUSED_MAX_CODE], b[CX_FUSED_MAX_CODE];

@@ -167,6 +167,15 @@ if Code.ensure_loaded?(Nx) do
 
       assert ops == [:multiply, :erf, :add, :multiply, :multiply]
 
+      # opencl builds a kernel for the chain from its ops' expressions
+      if Enum.any?(Cascade.devices(), &match?(%{device: :opencl, available: true}, &1)) do
+        assert [%{op: :fused, route: :native, library: "opencl"}] =
+                 Cascade.Compiler.explain(&Fns.gelu/1, [x], device: :opencl).steps
+
+        {c, e} = both(&Fns.gelu/1, [x], device: :opencl)
+        assert_close(c, e, 1.0e-5)
+      end
+
       # the cpu driver has no fused kernel: the ops stay steps of their own
       cpu = Cascade.Compiler.explain(&Fns.gelu/1, [x], device: :cpu).steps
       assert Enum.map(cpu, & &1.op) == [:multiply, :erf, :add, :multiply, :multiply]

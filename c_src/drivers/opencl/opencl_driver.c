@@ -282,6 +282,15 @@ static cx_code ocl_download(void *ctx, void *dst, const void *src, size_t bytes,
     return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueReadBuffer");
 }
 
+const char *ocl_build_options(ocl_device *dev) {
+    /* the cpu driver's division and sqrt are correctly rounded; ask the same where possible */
+    cl_device_fp_config fp = 0;
+    clGetDeviceInfo(dev->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+    return fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
+               ? "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt"
+               : "-cl-std=CL1.2";
+}
+
 /* Builds the program once; a failed build is remembered with its log's start. */
 static cx_code build_program(ocl_device *dev, cx_status *st) {
     if (dev->program) return CX_OK;
@@ -293,13 +302,7 @@ static cx_code build_program(ocl_device *dev, cx_status *st) {
     cl_program p = clCreateProgramWithSource(dev->context, 1, srcs, NULL, &err);
     free(src);
     if (err != CL_SUCCESS) return ocl_fail(st, err, "clCreateProgramWithSource");
-    /* the cpu driver's division and sqrt are correctly rounded; ask the same where possible */
-    cl_device_fp_config fp = 0;
-    clGetDeviceInfo(dev->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-    const char *opts = fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
-                           ? "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt"
-                           : "-cl-std=CL1.2";
-    err = clBuildProgram(p, 1, &dev->device, opts, NULL, NULL);
+    err = clBuildProgram(p, 1, &dev->device, ocl_build_options(dev), NULL, NULL);
     if (err != CL_SUCCESS) {
         char log[200] = "";
         clGetProgramBuildInfo(p, dev->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);

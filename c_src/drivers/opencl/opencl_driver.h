@@ -24,6 +24,14 @@
 #define OCL_REDUCE_SERIAL 256
 /* Kernels created so far per device (one per (op, types) actually used). */
 #define OCL_MAX_KERNELS 1024
+/* Fused chains (core/fused.h) built per device, each its own program; the oldest is replaced. */
+#define OCL_MAX_FUSED 64
+
+typedef struct {
+    char key[160]; /* the chain's code and which inputs are numbers */
+    cl_program program;
+    cl_kernel kernel;
+} ocl_fused_slot;
 
 typedef struct {
     char name[48];
@@ -50,6 +58,8 @@ typedef struct {
     char build_error[256];
     int n_kernels;
     ocl_kernel_slot kernels[OCL_MAX_KERNELS];
+    int n_fused; /* fused programs built so far (slot n_fused % OCL_MAX_FUSED is next) */
+    ocl_fused_slot fused[OCL_MAX_FUSED];
 } ocl_device;
 
 /* ---- kernel argument structs: the same layout as the typedefs in the OpenCL source ---- */
@@ -128,6 +138,9 @@ typedef struct {
 /* opencl_driver.c: the kernel called `name`, from the device's program (built on first use).
  * Call with dev->lock held. NULL with the reason in st when it cannot be had. */
 cl_kernel ocl_kernel(ocl_device *dev, const char *name, cx_status *st);
+/* The options every program is built with (correctly rounded division and sqrt where the
+ * device has them, as the cpu driver computes). */
+const char *ocl_build_options(ocl_device *dev);
 /* Reports an OpenCL error code as a CX_EDEVICE status. */
 cx_code ocl_fail(cx_status *st, cl_int err, const char *what);
 

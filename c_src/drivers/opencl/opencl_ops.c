@@ -24,6 +24,7 @@
 
 #include "../../core/conv_geom.h"
 #include "opencl_source.h"
+#include "../../core/fused.h"
 
 /* Work-items per group of the one-dimensional launches. */
 #define GROUP 256
@@ -132,6 +133,12 @@ cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types,
         return CX_CAP_NO;
 #endif
     case CX_KIND_COMPOSITE:
+        /* refine checks that every instruction has an f32 expression */
+        if (op == CX_OP_FUSED) {
+            bool f32 = n_in >= 1;
+            for (int k = 0; k < n_in; k++) f32 = f32 && types[k] == CX_F32;
+            return f32 ? CX_CAP_SHAPE : CX_CAP_NO;
+        }
         if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)
             return is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
         if (op == CX_OP_LAYER_NORM)
@@ -279,6 +286,15 @@ bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
         snprintf(reason, len,
                  "CLBlast takes [batch, rows, cols] operands: these contraction/batch axes need a "
                  "transpose first");
+        return false;
+    }
+    if (op == CX_OP_FUSED) {
+        cx_fused_code c;
+        cx_status st = {CX_OK, ""};
+        bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK;
+        for (int k = 0; ok && k < c.n; k++) ok = ocl_elementwise_expr(c.op[k], CX_F32) != NULL;
+        if (ok) return true;
+        snprintf(reason, len, "the fused chain has an op without an opencl kernel");
         return false;
     }
     if (op == CX_OP_LAYER_NORM) {
@@ -875,6 +891,83 @@ done:
 #endif
 }
 
+/* ---- fused chains ------------------------------------------------------------------------- */
+
+/* The chain's kernel, built on first use from its own source (ocl_fused_source) and kept;
+ * called with the device's lock held. */
+static cl_kernel fused_kernel(ocl_device *dev, const cx_fused_code *c, int n_in, const bool *wide,
+                              cx_status *st) {
+    char key[160];
+    int len = snprintf(key, sizeof key, "%d:", n_in);
+    for (int k = 0; k < n_in && len < (int)sizeof key; k++)
+        len += snprintf(key + len, sizeof key - (size_t)len, "%c", wide[k] ? 'w' : 'n');
+    for (int k = 0; k < c->n && len < (int)sizeof key; k++)
+        len += snprintf(key + len, sizeof key - (size_t)len, ";%d,%d,%d", (int)c->op[k], c->a[k],
+                        c->b[k]);
+    if (len >= (int)sizeof key) {
+        cx_fail(st, CX_EINVAL, "opencl: fused chain too long to name");
+        return NULL;
+    }
+    for (int k = 0; k < OCL_MAX_FUSED; k++)
+        if (dev->fused[k].kernel && strcmp(dev->fused[k].key, key) == 0)
+            return dev->fused[k].kernel;
+    char *src = ocl_fused_source(c, n_in, wide);
+    if (!src) {
+        cx_fail(st, CX_ENOMEM, "opencl: no source for the fused chain");
+        return NULL;
+    }
+    cl_int err;
+    const char *srcs[1] = {src};
+    cl_program p = clCreateProgramWithSource(dev->context, 1, srcs, NULL, &err);
+    free(src);
+    if (err != CL_SUCCESS) {
+        ocl_fail(st, err, "clCreateProgramWithSource (fused)");
+        return NULL;
+    }
+    err = clBuildProgram(p, 1, &dev->device, ocl_build_options(dev), NULL, NULL);
+    cl_kernel kern = err == CL_SUCCESS ? clCreateKernel(p, "fused", &err) : NULL;
+    if (err != CL_SUCCESS) {
+        char log[200] = "";
+        clGetProgramBuildInfo(p, dev->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+        clReleaseProgram(p);
+        cx_fail(st, CX_EDEVICE, "opencl: building a fused chain failed (error %d): %s", (int)err,
+                log);
+        return NULL;
+    }
+    ocl_fused_slot *slot = &dev->fused[dev->n_fused++ % OCL_MAX_FUSED];
+    if (slot->kernel) {
+        clReleaseKernel(slot->kernel);
+        clReleaseProgram(slot->program);
+    }
+    snprintf(slot->key, sizeof slot->key, "%s", key);
+    slot->program = p;
+    slot->kernel = kern;
+    return kern;
+}
+
+static cx_code run_fused(ocl_device *dev, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                         cx_tensor *out, cx_status *st) {
+    cx_fused_code c;
+    if (cx_fused_decode(ps, n_in, &c, st) != CX_OK) return st->code;
+    bool wide[CX_FUSED_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++) wide[k] = in[k]->desc.rank > 0;
+    cl_long n = (cl_long)out->numel;
+    size_t local = dev->desc->max_group < GROUP ? dev->desc->max_group : GROUP;
+    size_t global = round_up((size_t)n, local);
+    pthread_mutex_lock(&dev->lock);
+    cl_kernel k = fused_kernel(dev, &c, n_in, wide, st);
+    cl_int err = CL_SUCCESS;
+    if (k) err = clSetKernelArg(k, 0, sizeof(cl_mem), &out->data);
+    for (int j = 0; k && j < n_in && err == CL_SUCCESS; j++)
+        err = clSetKernelArg(k, (cl_uint)(j + 1), sizeof(cl_mem), &in[j]->data);
+    if (k && err == CL_SUCCESS) err = clSetKernelArg(k, (cl_uint)(n_in + 1), sizeof n, &n);
+    if (k && err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(dev->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);
+    pthread_mutex_unlock(&dev->lock);
+    if (!k) return st->code;
+    return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "launching a fused chain");
+}
+
 cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
                     const cx_params *ps, cx_tensor *out, cx_status *st) {
     if (out->numel == 0) return CX_OK;
@@ -904,6 +997,7 @@ cx_code ocl_execute(ocl_device *dev, cx_op_id op, const cx_tensor *const *in, in
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX)
         return run_softmax(dev, op, in[0], ps, out, st);
     if (op == CX_OP_LAYER_NORM) return run_layer_norm(dev, in, ps, out, st);
+    if (op == CX_OP_FUSED) return run_fused(dev, in, n_in, ps, out, st);
     if (op == CX_OP_CONV2D) return run_conv2d(dev, in[0], in[1], ps, out, st);
     return cx_fail(st, CX_EUNSUPPORTED, "opencl: no kernel for %s", cx_op_table[op].name);
 }

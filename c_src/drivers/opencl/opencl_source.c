@@ -17,6 +17,8 @@
 
 #include "opencl_source.h"
 
+#include "../../core/fused.h"
+
 typedef struct {
     char *s;
     size_t len, cap;
@@ -176,6 +178,39 @@ const char *ocl_elementwise_expr(cx_op_id op, cx_dtype t) {
     case 's': return e->s;
     default: return e->u;
     }
+}
+
+/* ---- fused chains ---------------------------------------------------------------------- */
+
+char *ocl_fused_source(const cx_fused_code *c, int n_in, const bool *wide) {
+    text b = {0};
+    /* each op rounds its result, as the ops one by one do: no contraction into fma */
+    add(&b, "#pragma OPENCL FP_CONTRACT OFF\n#define CT float\n");
+    for (int k = 0; k < c->n; k++) {
+        const char *e = ocl_elementwise_expr(c->op[k], CX_F32);
+        if (!e) {
+            free(b.s);
+            return NULL;
+        }
+        add(&b, "static float op%d(float x, float y) { return %s; }\n", k, e);
+    }
+    add(&b, "__kernel void fused(__global float *out");
+    for (int k = 0; k < n_in; k++) add(&b, ", __global const float *in%d", k);
+    add(&b, ", const long n) {\n  long i = get_global_id(0);\n  if (i >= n) return;\n");
+    for (int k = 0; k < n_in; k++) add(&b, "  float v%d = in%d[%s];\n", k, k, wide[k] ? "i" : "0");
+    for (int k = 0; k < c->n; k++) {
+        add(&b, "  float v%d = op%d(v%d, ", n_in + k, k, c->a[k]);
+        if (c->b[k] < 0)
+            add(&b, "0.0f);\n");
+        else
+            add(&b, "v%d);\n", c->b[k]);
+    }
+    add(&b, "  out[i] = v%d;\n}\n", n_in + c->n - 1);
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
 }
 
 /* ---- reductions ------------------------------------------------------------------------ */
