@@ -251,6 +251,50 @@ static void fused_against_cpu(void **state) {
     }
 }
 
+static cx_tensor *run_gpu(cx_op_id op, cx_tensor **in, int n, const cx_params *ps) {
+    cx_params local = ps ? *ps : (cx_params){0};
+    cx_status st = {0};
+    cx_tensor *out = malloc(sizeof *out);
+    if (cx_run(op, gpu, in, n, &local, out, &st))
+        fail_msg("cuda %s: %s", cx_op_table[op].name, st.message);
+    return out;
+}
+
+/* fused on f32: natively, within the cpu's tolerance, and bit for bit the ops one by one on the
+ * GPU (the kernel interprets the chain with the elementwise kernels' formulas) */
+static void fused_chain_against_its_ops(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    cx_tensor *x = random_tensor(CX_F32, 2, TU_SHAPE(33, 1500), -3, 3, 20);
+    cx_tensor *y = random_tensor(CX_F32, 2, TU_SHAPE(33, 1500), 0.5, 2, 21);
+    cx_tensor *h = random_tensor(CX_F32, 0, TU_SHAPE(1), 0.5, 0.5, 22);
+    /* r3 = x * h; r4 = erf(r3); r5 = r4 + y; r6 = max(r5, x); r7 = tanh(r6); r8 = r7 / y */
+    const int64_t code[18] = {CX_OP_MULTIPLY, 0, 2, CX_OP_ERF,  3, -1, CX_OP_ADD,    4, 1,
+                              CX_OP_MAX,      5, 0, CX_OP_TANH, 6, -1, CX_OP_DIVIDE, 7, 1};
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_CODE, code, 18);
+    cx_tensor *in[3] = {x, y, h};
+    differ(CX_OP_FUSED, in, 3, &ps, tolerance(CX_F32) * 8);
+    cx_tensor *g[3] = {moved(x, gpu), moved(y, gpu), moved(h, gpu)};
+    cx_tensor *fused = run_gpu(CX_OP_FUSED, g, 3, &ps);
+    cx_tensor *regs[9] = {g[0], g[1], g[2]};
+    for (int k = 0; k < 6; k++) {
+        cx_tensor *args[2] = {regs[code[3 * k + 1]],
+                              code[3 * k + 2] >= 0 ? regs[code[3 * k + 2]] : NULL};
+        regs[3 + k] = run_gpu((cx_op_id)code[3 * k], args, code[3 * k + 2] >= 0 ? 2 : 1, NULL);
+    }
+    cx_tensor *a = moved(fused, cpu), *b = moved(regs[8], cpu);
+    assert_int_equal(a->nbytes, b->nbytes);
+    assert_memory_equal(a->data, b->data, a->nbytes);
+    tu_drop(a);
+    tu_drop(b);
+    tu_drop(fused);
+    for (int k = 0; k < 9; k++) tu_drop(regs[k]);
+    tu_drop(x);
+    tu_drop(y);
+    tu_drop(h);
+}
+
 /* The claims, read from the driver's table wherever it was built, GPU or not: every primitive
  * for f32, f16 and bf16; the moves, full and eye for every type, iota and as_type for every type
  * up to s64; comparisons,
@@ -625,6 +669,7 @@ int main(void) {
         cmocka_unit_test(reductions_and_layout_against_cpu),
         cmocka_unit_test(dot_against_cpu),
         cmocka_unit_test(fused_against_cpu),
+        cmocka_unit_test(fused_chain_against_its_ops),
         cmocka_unit_test(every_primitive_is_claimed),
         cmocka_unit_test(arg_and_truth_against_cpu),
         cmocka_unit_test(moves_casts_and_creation_against_cpu),

@@ -39,6 +39,7 @@
 #include "../../core/half.h"
 #include "cuda_conv.h"
 #include "cuda_driver.h"
+#include "../../core/fused.h"
 #include "cuda_kernels.h"
 
 static const char signature[] =
@@ -328,6 +329,12 @@ static bool all_u8(const cx_dtype *types, int n_in) {
 
 static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     switch (op) {
+    /* refine checks that the kernel runs every instruction */
+    case CX_OP_FUSED: {
+        bool f32 = n_in >= 1 && n_in <= 8;
+        for (int k = 0; k < n_in; k++) f32 = f32 && types[k] == CX_F32;
+        return f32 ? CX_CAP_SHAPE : CX_CAP_NO;
+    }
     case CX_OP_SOFTMAX:
     case CX_OP_LOG_SOFTMAX: return all_float3(types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
     case CX_OP_LAYER_NORM: return all_float3(types, n_in) ? CX_CAP_SHAPE : CX_CAP_NO;
@@ -400,6 +407,15 @@ static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
         if (to && kernel_type((cx_dtype)to->i[0])) return true;
         snprintf(reason, len, "cuda has no cast kernel into %s",
                  to ? cx_dtype_name((cx_dtype)to->i[0]) : "that type");
+        return false;
+    }
+    if (op == CX_OP_FUSED) {
+        cx_fused_code c;
+        cx_status st = {CX_OK, ""};
+        bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK;
+        for (int k = 0; ok && k < c.n; k++) ok = ck_fused_supports(c.op[k]);
+        if (ok) return true;
+        snprintf(reason, len, "the fused chain has an op the cuda kernel does not run");
         return false;
     }
     if (op == CX_OP_CONV2D) return cuda_conv2d_fits(dev, &in[0], &in[1], ps, reason, len);
@@ -919,6 +935,24 @@ static cx_code run_layer_norm(cuda_device *d, const cx_tensor *const *in, const 
                       "layer_norm", st);
 }
 
+static cx_code run_fused(cuda_device *d, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                         cx_tensor *out, cx_status *st) {
+    cx_fused_code c;
+    if (cx_fused_decode(ps, n_in, &c, st) != CX_OK) return st->code;
+    ck_fused_plan p = {.n_in = n_in, .n = c.n};
+    const float *ins[CX_FUSED_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++) {
+        ins[k] = in[k]->data;
+        if (in[k]->desc.rank > 0) p.wide |= 1u << k;
+    }
+    for (int k = 0; k < c.n; k++) {
+        p.op[k] = c.op[k];
+        p.a[k] = c.a[k];
+        p.b[k] = c.b[k];
+    }
+    return cuda_check(d, ck_fused(ins, out->data, out->numel, &p, d->stream), "fused", st);
+}
+
 typedef struct {
     cx_op_id op;
     const cx_tensor *const *in;
@@ -935,6 +969,7 @@ static cx_code run_execute(cuda_device *d, void *arg, cx_status *st) {
         return run_softmax(d, op, j->in[0], j->ps, j->out, st);
     if (op == CX_OP_LAYER_NORM) return run_layer_norm(d, j->in, j->ps, j->out, st);
     if (op == CX_OP_CONV2D) return cuda_conv2d(d, j->in[0], j->in[1], j->ps, j->out, st);
+    if (op == CX_OP_FUSED) return run_fused(d, j->in, j->n_in, j->ps, j->out, st);
     switch (cx_op_table[op].kind) {
     case CX_KIND_UNARY:
     case CX_KIND_UNARY_FLOAT:

@@ -70,6 +70,20 @@ typedef struct {
 cudaError_t ck_reduce(cx_op_id op, cx_dtype t, const void *x, void *y, const ck_reduce_plan *p,
                       cudaStream_t stream);
 
+/* fused (core/fused.h) on f32: every work-item runs the chain's instructions on its element,
+ * one op after another as the elementwise kernels compute each (one rounding per op). Input k
+ * is a number (read at [0]) when bit k of `wide` is clear. */
+typedef struct {
+    int n_in, n;
+    unsigned wide;
+    int op[8], a[8], b[8];
+} ck_fused_plan;
+
+cudaError_t ck_fused(const float *const *in, float *out, int64_t n, const ck_fused_plan *p,
+                     cudaStream_t stream);
+/* Whether the fused kernel runs op (an elementwise f32 op of one or two arguments). */
+bool ck_fused_supports(int op);
+
 /* softmax (or log_softmax) along the middle axis of x seen as {outer, n, inner}. */
 cudaError_t ck_softmax(bool log, cx_dtype t, const void *x, void *y, int64_t outer, int64_t n,
                        int64_t inner, cudaStream_t stream);

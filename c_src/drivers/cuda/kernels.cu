@@ -312,6 +312,58 @@ __global__ void k_binary_contig(int op, const T *__restrict__ a, const T *__rest
 #undef BINARY_LOOP
 }
 
+/* ---- fused chains: one pass, the instructions interpreted per element ------------------ */
+
+struct fused_args {
+    const float *in[8];
+    float *out;
+    int64_t n;
+    ck_fused_plan p;
+};
+
+__global__ void k_fused(fused_args f) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < f.n; i += step) {
+        float v[16];
+        for (int k = 0; k < f.p.n_in; k++) v[k] = f.in[k][(f.p.wide >> k) & 1 ? i : 0];
+        for (int k = 0; k < f.p.n; k++) {
+            float x = v[f.p.a[k]], y = f.p.b[k] >= 0 ? v[f.p.b[k]] : 0.0f, r = 0.0f;
+#define FUSED_SET(EXPR) r = (EXPR)
+            switch (f.p.op[k]) {
+                UNARY_CASES(FUSED_SET)
+                BINARY_CASES(FUSED_SET)
+            default: break;
+            }
+#undef FUSED_SET
+            v[f.p.n_in + k] = r;
+        }
+        f.out[i] = v[f.p.n_in + f.p.n - 1];
+    }
+}
+
+extern "C" bool ck_fused_supports(int op) {
+#define FUSED_YES(EXPR) return true
+    switch (op) {
+        UNARY_CASES(FUSED_YES)
+        BINARY_CASES(FUSED_YES)
+    default: return false;
+    }
+#undef FUSED_YES
+}
+
+extern "C" cudaError_t ck_fused(const float *const *in, float *out, int64_t n,
+                                const ck_fused_plan *p, cudaStream_t stream) {
+    if (p->n_in < 1 || p->n_in > 8 || p->n < 1 || p->n > 8) return cudaErrorInvalidValue;
+    fused_args f;
+    for (int k = 0; k < 8; k++) f.in[k] = k < p->n_in ? in[k] : nullptr;
+    f.out = out;
+    f.n = n;
+    f.p = *p;
+    if (n == 0) return cudaSuccess;
+    launch(blocks_for(n), THREADS, stream, k_fused, f);
+    return cudaGetLastError();
+}
+
 /* ---- general elementwise: any mix of scalar, contiguous and strided inputs -------------- */
 
 __device__ __forceinline__ int64_t offset_of(const ck_layout &l, int j, int64_t i) {
