@@ -183,7 +183,10 @@ const char *ocl_elementwise_expr(cx_op_id op, cx_dtype t) {
 /* ---- fused chains ---------------------------------------------------------------------- */
 
 char *ocl_fused_source(const cx_fused_code *c, int n_in, const bool *wide) {
-    text b = {0};
+    text b = {.cap = 4096};
+    b.s = malloc(b.cap);
+    if (!b.s) return NULL;
+    b.s[0] = 0;
     /* each op rounds its result, as the ops one by one do: no contraction into fma */
     add(&b, "#pragma OPENCL FP_CONTRACT OFF\n#define CT float\n");
     for (int k = 0; k < c->n; k++) {
