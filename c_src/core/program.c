@@ -254,7 +254,9 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
     if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished");
     /* the last step reading each step slot; -1 when none (a result only, or unused) */
     int *last = malloc(sizeof(int) * (size_t)(p->n_steps > 0 ? p->n_steps : 1));
+    free(p->out); /* a finish that failed before may have left one */
     p->out = malloc(sizeof(int) * (size_t)(n_out > 0 ? n_out : 1));
+    p->n_out = 0;
     if (!last || !p->out) {
         free(last);
         return cx_fail(st, CX_ENOMEM, "program: out of host memory");
