@@ -153,6 +153,13 @@ defmodule CascadeErrorsTest do
       :concatenate ->
         &Cascade.concatenate([m22(), m22()], &1)
 
+      # a sum, so that axes are checked (the options given come first, and win)
+      :fused ->
+        fn opts ->
+          opts = if Keyword.keyword?(opts), do: opts ++ [reduce: :sum], else: opts
+          Cascade.fused([m22(), m22()], [{:add, 0, 1}], opts)
+        end
+
       :take ->
         &Cascade.take(m22(), Cascade.tensor([0]), &1)
 

@@ -1989,6 +1989,57 @@ defmodule Cascade.PropertyTest.Fused do
     end
   end
 
+  property [:fused], "fused with a sum at the end equals its ops, then sum/2" do
+    for _ <- 1..30, device <- devices() do
+      shape = pick([{7}, {3, 5}, {2, 1025}, {4, 3, 700}, {20_000}, {3, 50_000}])
+      rank = tuple_size(shape)
+      n_in = int_between(1, 3)
+
+      inputs =
+        Enum.map(1..n_in, fn k ->
+          s = if k > 1 and chance(0.3), do: {}, else: shape
+          gen_tensor(:f32, s, fn -> float_between(-3.0, 3.0) end)
+        end)
+
+      code = chain(n_in)
+      # every trailing run of axes, all of them, or (decomposed on blas) the first
+      axes = pick([nil, [rank - 1], Enum.to_list(0..(rank - 1)), [0]])
+      keep = chance(0.5)
+      opts = [reduce: :sum, keep_axes: keep] ++ if(axes, do: [axes: axes], else: [])
+      sum_opts = [keep_axes: keep] ++ if(axes, do: [axes: axes], else: [])
+
+      Cascade.with_device(device, fn ->
+        ts = Enum.map(inputs, &tensor!/1)
+        chain = one_by_one(ts, code)
+
+        # a chain that reads only numbers is one value: a sum of it takes no axes
+        {opts, sum_opts} =
+          if Cascade.shape(chain) == {},
+            do: {[reduce: :sum, keep_axes: keep], [keep_axes: keep]},
+            else: {opts, sum_opts}
+
+        got = Cascade.fused(ts, code, opts)
+        want = Cascade.sum(chain, sum_opts)
+        mags = Cascade.sum(Cascade.abs(chain), sum_opts)
+
+        assert Cascade.shape(got) == Cascade.shape(want)
+        g = Cascade.to_list(Cascade.reshape(got, {Cascade.size(got)}))
+        w = Cascade.to_list(Cascade.reshape(want, {Cascade.size(want)}))
+        m = Cascade.to_list(Cascade.reshape(mags, {Cascade.size(mags)}))
+
+        for {{gv, wv}, mv} <- Enum.zip(Enum.zip(g, w), m) do
+          ok =
+            (is_number(gv) and is_number(wv) and abs(gv - wv) <= 1.0e-6 * mv + 1.0e-30) or
+              gv == wv
+
+          assert ok,
+                 "fused with a sum on #{inspect(device)}: #{inspect(gv)} against #{inspect(wv)} " <>
+                   "(code #{inspect(code)}, shape #{inspect(shape)}, options #{inspect(opts)})"
+        end
+      end)
+    end
+  end
+
   test "fused refuses what it cannot run, naming the instruction" do
     x = Cascade.tensor([1.0, 2.0])
 
@@ -2010,6 +2061,10 @@ defmodule Cascade.PropertyTest.Fused do
 
     assert_raise ArgumentError, ~r/at most 8 instructions/, fn ->
       Cascade.fused([x], List.duplicate({:exp, 0}, 9))
+    end
+
+    assert_raise ArgumentError, ~r/axes are given only with reduce: :sum/, fn ->
+      Cascade.fused([x], [{:exp, 0}], axes: [0])
     end
   end
 end

@@ -19,6 +19,14 @@ bool cx_fused_op_ok(cx_op_id op, int arity) {
            out.dtype == CX_F32;
 }
 
+bool cx_fused_result_wide(const cx_fused_code *c, int n_in, const bool *wide) {
+    /* which values have the full shape: a value has it if it reads one */
+    bool w[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
+    for (int k = 0; k < n_in; k++) w[k] = wide[k];
+    for (int k = 0; k < c->n; k++) w[n_in + k] = w[c->a[k]] || (c->b[k] >= 0 && w[c->b[k]]);
+    return w[n_in + c->n - 1];
+}
+
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st) {
     const cx_param *p = cx_param_get(ps, CX_P_CODE);
     if (!p || p->n == 0 || p->n % 3 != 0)
@@ -66,13 +74,24 @@ CX_INFER(cx_infer_fused) {
         compute[k] = CX_F32;
     }
     for (int k = 0; k < n_in; k++) compute[k] = CX_F32;
-    /* which values have the full shape: the result has it if it reads one */
-    bool wide[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
+    bool wide[CX_FUSED_MAX_INPUTS];
     for (int k = 0; k < n_in; k++) wide[k] = in[k].rank > 0;
-    for (int k = 0; k < c.n; k++) wide[n_in + k] = wide[c.a[k]] || (c.b[k] >= 0 && wide[c.b[k]]);
+    cx_desc chain = {CX_F32, 0, {0}};
+    if (cx_fused_result_wide(&c, n_in, wide)) chain = *full;
+    int64_t reduce = cx_param_has(ps, CX_P_REDUCE) ? ps->p[CX_P_REDUCE].i[0] : 0;
+    if (reduce != 0 && reduce != 1)
+        return cx_fail(st, CX_EINVAL,
+                       "fused: expected reduce to be 0 (:none) or 1 (:sum), got: %lld",
+                       (long long)reduce);
+    cx_param_put_int(ps, CX_P_REDUCE, reduce);
+    if (!reduce) {
+        if (cx_param_has(ps, CX_P_AXES))
+            return cx_fail(st, CX_EINVAL, "fused: axes are given only with reduce: :sum");
+        *out = chain;
+        return CX_OK;
+    }
+    if (cx_reduce_shape(op, &chain, ps, out, st) != CX_OK) return st->code;
     out->dtype = CX_F32;
-    out->rank = 0;
-    if (wide[n_in + c.n - 1]) *out = *full;
     return CX_OK;
 }
 
@@ -85,7 +104,10 @@ cx_val cx_decompose_fused(cx_graph *g, const cx_val *in, int n_in, const cx_para
     for (int k = 0; k < c.n; k++)
         regs[n_in + k] = c.b[k] < 0 ? cx_g_unary(g, c.op[k], regs[c.a[k]])
                                     : cx_g_binary(g, c.op[k], regs[c.a[k]], regs[c.b[k]]);
-    return regs[n_in + c.n - 1];
+    cx_val r = regs[n_in + c.n - 1];
+    if (!ps->p[CX_P_REDUCE].i[0]) return r;
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    return cx_g_reduce(g, CX_OP_SUM, r, axes->i, axes->n, ps->p[CX_P_KEEP_AXES].i[0] != 0);
 }
 
 /* exp(a + b) * a on two {2, 3} tensors */

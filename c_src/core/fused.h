@@ -5,7 +5,8 @@
  *
  * The code is a list of instructions {op, a, b}: op applied to values a and b (b < 0: a unary
  * op). Values 0 .. n_in-1 are the inputs, n_in + k the result of instruction k; the op's result
- * is the last instruction's. */
+ * is the last instruction's; with REDUCE 1 (sum) it is summed over AXES (normalised by inference:
+ * all axes when not given) and KEEP_AXES, as the sum op would. */
 #ifndef CX_FUSED_H
 #define CX_FUSED_H
 
@@ -23,6 +24,9 @@ typedef struct cx_fused_code {
 /* Whether op may be an instruction of `arity` arguments: an elementwise op of that arity that
  * takes floats and keeps f32 (integer-only ops, comparisons and casts may not). */
 bool cx_fused_op_ok(cx_op_id op, int arity);
+/* Whether the result has the inputs' full shape (it reads a full input), rather than being one
+ * value; wide[k]: input k is not a number. */
+bool cx_fused_result_wide(const cx_fused_code *c, int n_in, const bool *wide);
 /* The CODE parameter, checked against n_in inputs. */
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st);
 

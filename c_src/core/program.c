@@ -184,8 +184,23 @@ static bool group_code(const cx_program *p, const fuse_group *g, int *ext, int *
     return true;
 }
 
+/* The step that sums step k's result, when that sum is its only reader and k's result is not
+ * returned: the chain ending at k can run with the sum at its end (fused's reduce). -1 if none. */
+static int sum_reader(const cx_program *p, int k, const int *out, int n_out) {
+    int slot = p->n_inputs + p->n_consts + k;
+    if (readers(p, slot) != 1 || returned(out, n_out, slot)) return -1;
+    for (int j = k + 1; j < p->n_steps; j++) {
+        const cx_prog_step *s = &p->steps[j];
+        if (!s->dead && s->plan.op == CX_OP_SUM && s->n_in == 1 && s->in[0] == slot &&
+            s->plan.out.dtype == CX_F32)
+            return j;
+    }
+    return -1;
+}
+
 /* Chains of elementwise f32 ops whose intermediates nothing else reads become one fused step,
- * where the device runs fused natively (one pass over memory instead of one per op). */
+ * where the device runs fused natively (one pass over memory instead of one per op); a sum
+ * that is the chain's only reader joins it where the device runs that too. */
 static void fuse_elementwise(cx_program *p, const int *out, int n_out) {
     int first = p->n_inputs + p->n_consts;
     fuse_group *groups = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *groups);
@@ -219,32 +234,46 @@ static void fuse_elementwise(cx_program *p, const int *out, int n_out) {
     }
     for (int k = 0; k < p->n_steps; k++) {
         fuse_group *g = &groups[k];
-        if (g->n < 2) continue;
+        if (g->n < 1) continue;
+        int sum = sum_reader(p, k, out, n_out);
+        if (sum < 0 && g->n < 2) continue;
         int ext[CX_FUSED_MAX_INPUTS], n_ext;
         int64_t code[3 * CX_FUSED_MAX_CODE];
         if (!group_code(p, g, ext, &n_ext, code)) continue;
-        cx_params ps = {0};
-        cx_param_put_ints(&ps, CX_P_CODE, code, 3 * g->n);
         cx_desc in[CX_FUSED_MAX_INPUTS];
         for (int e = 0; e < n_ext; e++) in[e] = p->desc[ext[e]];
-        cx_plan plan;
-        cx_status st = {CX_OK, ""};
-        if (cx_plan_descs(CX_OP_FUSED, p->dev, in, n_ext, &ps, &plan, &st) != CX_OK ||
-            plan.route != CX_ROUTE_NATIVE)
-            continue;
-        cx_prog_step *root = &p->steps[k];
-        int *reads = realloc(root->in, sizeof(int) * (size_t)n_ext);
-        if (!reads) continue;
-        memcpy(reads, ext, sizeof(int) * (size_t)n_ext);
-        root->in = reads;
-        root->n_in = n_ext;
-        for (int m = 0; m + 1 < g->n; m++) {
-            p->cost -= p->steps[g->step[m]].plan.cost;
-            p->steps[g->step[m]].dead = true;
+        /* with the sum after it, where the device runs that too; else the chain alone */
+        for (int with_sum = sum >= 0; with_sum >= 0; with_sum--) {
+            if (!with_sum && g->n < 2) break;
+            cx_params ps = {0};
+            cx_param_put_ints(&ps, CX_P_CODE, code, 3 * g->n);
+            if (with_sum) {
+                const cx_params *sp = &p->steps[sum].ps;
+                cx_param_put_int(&ps, CX_P_REDUCE, 1);
+                cx_param_put_ints(&ps, CX_P_AXES, sp->p[CX_P_AXES].i, sp->p[CX_P_AXES].n);
+                cx_param_put_int(&ps, CX_P_KEEP_AXES, sp->p[CX_P_KEEP_AXES].i[0]);
+            }
+            cx_plan plan;
+            cx_status st = {CX_OK, ""};
+            if (cx_plan_descs(CX_OP_FUSED, p->dev, in, n_ext, &ps, &plan, &st) != CX_OK ||
+                plan.route != CX_ROUTE_NATIVE)
+                continue;
+            cx_prog_step *root = &p->steps[with_sum ? sum : k];
+            int *reads = realloc(root->in, sizeof(int) * (size_t)n_ext);
+            if (!reads) break;
+            memcpy(reads, ext, sizeof(int) * (size_t)n_ext);
+            root->in = reads;
+            root->n_in = n_ext;
+            for (int m = 0; m < g->n; m++) {
+                if (!with_sum && m == g->n - 1) break; /* the root itself */
+                p->cost -= p->steps[g->step[m]].plan.cost;
+                p->steps[g->step[m]].dead = true;
+            }
+            p->cost += plan.cost - root->plan.cost;
+            root->ps = ps;
+            root->plan = plan;
+            break;
         }
-        p->cost += plan.cost - root->plan.cost;
-        root->ps = ps;
-        root->plan = plan;
     }
     free(groups);
 }

@@ -662,6 +662,50 @@ static void test_program_fuses_chains(void **state) {
     for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) tu_drop(drop[k]);
 }
 
+/* sum(exp(x) * y, axes: [1]) becomes one fused step that sums as it goes; the same numbers as
+ * the ops one by one within the f32 sums' tolerance */
+static void test_program_fuses_a_sum(void **state) {
+    (void)state;
+    int64_t shape[2] = {64, 3000};
+    cx_tensor *xc = filled(CX_F32, 2, shape, 3), *yc = filled(CX_F32, 2, shape, 4);
+    cx_tensor *x = moved(xc, blas), *y = moved(yc, blas);
+    cx_desc in[2] = {x->desc, y->desc};
+    cx_program p;
+    cx_status st = {0};
+    cx_params none = {0}, sum = {0};
+    cx_param_put_ints(&sum, CX_P_AXES, (int64_t[]){1}, 1);
+    assert_int_equal(cx_program_init(&p, blas, in, 2, NULL, 0, &st), CX_OK);
+    int zero[1] = {0};
+    int e = cx_program_add(&p, CX_OP_EXP, zero, 1, &none, &st);
+    int ey[2] = {e, 1};
+    int m = cx_program_add(&p, CX_OP_MULTIPLY, ey, 2, &none, &st);
+    int r = cx_program_add(&p, CX_OP_SUM, &m, 1, &sum, &st);
+    assert_int_equal(cx_program_finish(&p, &r, 1, &st), CX_OK);
+    assert_true(p.steps[0].dead && p.steps[1].dead);
+    assert_int_equal(p.steps[2].plan.op, CX_OP_FUSED);
+    assert_int_equal(p.steps[2].ps.p[CX_P_REDUCE].i[0], 1);
+    cx_tensor *inputs[2] = {x, y}, res;
+    assert_int_equal(cx_program_run(&p, inputs, NULL, &res, &st), CX_OK);
+    cx_tensor *ee = run_on(blas, CX_OP_EXP, &x, 1, NULL);
+    cx_tensor *eyy[2] = {ee, y};
+    cx_tensor *mm = run_on(blas, CX_OP_MULTIPLY, eyy, 2, NULL);
+    cx_tensor *want = run_on(blas, CX_OP_SUM, &mm, 1, &sum);
+    /* within the f32 sums' tolerance: relative to the sum of magnitudes, not to the sum */
+    assert_int_equal(res.desc.rank, 1);
+    assert_int_equal(res.desc.shape[0], 64);
+    for (int i = 0; i < 64; i++) {
+        double mag = 0;
+        for (int j = 0; j < 3000; j++) mag += fabs(tu_load(CX_F32, mm->data, i * 3000 + j));
+        double got = tu_load(CX_F32, res.data, i), w = tu_load(CX_F32, want->data, i);
+        if (!(fabs(got - w) <= 1e-6 * mag))
+            fail_msg("row %d: %.9g against %.9g (magnitude %g)", i, got, w, mag);
+    }
+    cx_tensor_free(&res);
+    cx_program_free(&p);
+    cx_tensor *drop[] = {xc, yc, x, y, ee, mm, want};
+    for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) tu_drop(drop[k]);
+}
+
 int main(void) {
     if (access(BLAS_SO, F_OK) != 0) {
         printf("test_blas: skipped: %s was not built (no OpenBLAS found at build time)\n", BLAS_SO);
@@ -682,6 +726,7 @@ int main(void) {
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_program_fuses_chains),
+        cmocka_unit_test(test_program_fuses_a_sum),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -56,6 +56,10 @@ if Code.ensure_loaded?(Nx) do
       grad(x, fn x -> Nx.sum(Nx.window_max(x, {1, 2, 2}, strides: [1, 2, 2]) * 3) end)
     end
 
+    defn weighted_sum(a, b) do
+      Nx.sum(Nx.exp(a) * b, axes: [1])
+    end
+
     defn gelu(x) do
       0.5 * x * (1 + Nx.erf(x * 0.7071067811865476))
     end
@@ -190,6 +194,17 @@ if Code.ensure_loaded?(Nx) do
       assert Cascade.Compiler.explain(&Fns.pool_grad/1, [x]).mode == :program
       {c, e} = both(&Fns.pool_grad/1, [x])
       assert_close(c, e, 0)
+    end
+
+    test "a chain with a sum at the end runs as one fused step on blas" do
+      a = random({16, 3000})
+      b = random({16, 3000}, :f32, 7)
+
+      assert [%{op: :fused, fused: [:exp, :multiply], shape: {16}}] =
+               Cascade.Compiler.explain(&Fns.weighted_sum/2, [a, b], device: :blas).steps
+
+      {c, e} = both(&Fns.weighted_sum/2, [a, b], device: :blas)
+      assert_close(c, e, 1.0e-5)
     end
 
     test "the gradient's transposed products are folded into the products" do

@@ -592,17 +592,23 @@ typedef struct {
     const float *in[CX_FUSED_MAX_INPUTS];
     int wide_in[CX_FUSED_MAX_INPUTS];
     float *out;
-    int64_t numel;
+    int64_t numel; /* elements of the chain */
+    /* reduce: the chain's elements as rows of `cols` (the trailing axes summed), each summed in
+     * double; split by rows, or when there are fewer rows than parts, by columns into
+     * `partial` (rows x parts) */
+    bool reduce, by_cols;
+    int64_t rows, cols;
+    double *partial;
     float *scratch; /* per part: CX_FUSED_MAX_CODE blocks */
 } chain_job;
 
-static void chain_part(void *ctx, int index, int parts) {
-    const chain_job *j = ctx;
+/* The chain over elements lo .. hi (within one row when reducing): written to out at lo, or
+ * summed in double and returned. */
+static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t hi) {
     const cx_fused_code *c = &j->c;
-    float *scratch = j->scratch + (size_t)index * CX_FUSED_MAX_CODE * CHAIN_BLOCK;
-    int64_t lo = j->numel * index / parts, hi = j->numel * (index + 1) / parts;
     const float *v[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
     int wide[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
+    double acc = 0;
     for (int64_t i = lo; i < hi; i += CHAIN_BLOCK) {
         int64_t n = hi - i < CHAIN_BLOCK ? hi - i : CHAIN_BLOCK;
         for (int k = 0; k < j->n_in; k++) {
@@ -612,9 +618,10 @@ static void chain_part(void *ctx, int index, int parts) {
         for (int k = 0; k < c->n; k++) {
             int r = j->n_in + k, a = c->a[k], b = c->b[k];
             wide[r] = wide[a] || (b >= 0 && wide[b]);
-            /* the last instruction writes the result; a one-value result is one element */
-            float *o =
-                k == c->n - 1 ? j->out + (wide[r] ? i : 0) : scratch + (size_t)k * CHAIN_BLOCK;
+            /* the last instruction writes the result, unless it is summed; a one-value result
+             * is one element */
+            float *o = k == c->n - 1 && !j->reduce ? j->out + (wide[r] ? i : 0)
+                                                   : scratch + (size_t)k * CHAIN_BLOCK;
             int64_t m = wide[r] ? n : 1;
             if (b < 0)
                 j->t->unary_f32[c->op[k]](o, v[a], m);
@@ -622,7 +629,47 @@ static void chain_part(void *ctx, int index, int parts) {
                 j->t->binary_f32[c->op[k]](o, v[a], v[b], wide[a], wide[b], m);
             v[r] = o;
         }
+        if (j->reduce) acc += j->t->sum_f32(v[j->n_in + c->n - 1], n);
     }
+    return acc;
+}
+
+static void chain_part(void *ctx, int index, int parts) {
+    const chain_job *j = ctx;
+    float *scratch = j->scratch + (size_t)index * CX_FUSED_MAX_CODE * CHAIN_BLOCK;
+    if (!j->reduce) {
+        chain_run(j, scratch, j->numel * index / parts, j->numel * (index + 1) / parts);
+    } else if (!j->by_cols) {
+        for (int64_t r = j->rows * index / parts; r < j->rows * (index + 1) / parts; r++)
+            j->out[r] = (float)chain_run(j, scratch, r * j->cols, (r + 1) * j->cols);
+    } else {
+        int64_t lo = j->cols * index / parts, hi = j->cols * (index + 1) / parts;
+        for (int64_t r = 0; r < j->rows; r++)
+            j->partial[r * parts + index] =
+                chain_run(j, scratch, r * j->cols + lo, r * j->cols + hi);
+    }
+}
+
+/* The shape the chain computes: that of its full inputs, or none (one value). */
+static const cx_desc *chain_shape(const cx_fused_code *c, const cx_desc *in, int n_in) {
+    bool wide[CX_FUSED_MAX_INPUTS];
+    const cx_desc *full = NULL;
+    for (int k = 0; k < n_in; k++) {
+        wide[k] = in[k].rank > 0;
+        if (wide[k] && !full) full = &in[k];
+    }
+    return cx_fused_result_wide(c, n_in, wide) ? full : NULL;
+}
+
+/* Rows and columns of a reduction over the trailing axes of the chain; false for other axes. */
+static bool chain_rows(const cx_desc *shape, const cx_params *ps, int64_t *rows, int64_t *cols) {
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    int rank = shape ? shape->rank : 0;
+    *rows = *cols = 1;
+    for (int k = 0; k < axes->n; k++)
+        if (axes->i[k] != rank - axes->n + k) return false;
+    for (int a = 0; a < rank; a++) *(a < rank - axes->n ? rows : cols) *= shape->shape[a];
+    return true;
 }
 
 bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
@@ -634,7 +681,8 @@ bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
         if (in[k].dtype != CX_F32) return false;
     for (int k = 0; k < c.n; k++)
         if (c.b[k] < 0 ? !t->unary_f32[c.op[k]] : !t->binary_f32[c.op[k]]) return false;
-    return true;
+    int64_t rows, cols;
+    return !ps->p[CX_P_REDUCE].i[0] || chain_rows(chain_shape(&c, in, n_in), ps, &rows, &cols);
 }
 
 bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, cx_tensor *out) {
@@ -647,17 +695,43 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
         if (j.c.b[k] < 0 ? !j.t->unary_f32[j.c.op[k]] : !j.t->binary_f32[j.c.op[k]]) return false;
         math |= cx_op_table[j.c.op[k]].kind == CX_KIND_UNARY_FLOAT || is_math(j.c.op[k]);
     }
+    cx_desc descs[CX_FUSED_MAX_INPUTS];
     for (int k = 0; k < n_in; k++) {
         if (in[k]->desc.dtype != CX_F32) return false;
         j.in[k] = in[k]->data;
         j.wide_in[k] = in[k]->desc.rank > 0;
+        descs[k] = in[k]->desc;
+    }
+    j.reduce = ps->p[CX_P_REDUCE].i[0] != 0;
+    if (j.reduce) {
+        const cx_desc *shape = chain_shape(&j.c, descs, n_in);
+        if (!chain_rows(shape, ps, &j.rows, &j.cols)) return false;
+        j.numel = j.rows * j.cols;
     }
     if (out->numel == 0) return true;
-    int parts = parts_for(out->numel, math ? GRAIN_MATH : GRAIN_CHEAP);
-    j.scratch = malloc(sizeof(float) * CX_FUSED_MAX_CODE * CHAIN_BLOCK * (size_t)parts);
-    if (!j.scratch) return false;
-    blas_parallel(parts, false, chain_part, &j);
+    int want = parts_for(j.numel, math ? GRAIN_MATH : GRAIN_CHEAP);
+    j.by_cols = j.reduce && j.rows < want;
+    j.scratch = malloc(sizeof(float) * CX_FUSED_MAX_CODE * CHAIN_BLOCK * (size_t)want);
+    j.partial = j.by_cols ? calloc((size_t)(j.rows * want), sizeof(double)) : NULL;
+    if (!j.scratch || (j.by_cols && !j.partial)) {
+        free(j.scratch);
+        free(j.partial);
+        return false;
+    }
+    if (j.reduce && j.cols == 0) {
+        /* sums over nothing are 0 */
+        for (int64_t r = 0; r < j.rows; r++) j.out[r] = 0.0f;
+    } else {
+        int parts = blas_parallel(want, false, chain_part, &j);
+        /* the parts' sums of each row, in order */
+        for (int64_t r = 0; j.by_cols && r < j.rows; r++) {
+            double acc = 0;
+            for (int p = 0; p < parts; p++) acc += j.partial[r * parts + p];
+            j.out[r] = (float)acc;
+        }
+    }
     free(j.scratch);
+    free(j.partial);
     return true;
 }
 
