@@ -1963,16 +1963,20 @@ defmodule Cascade.PropertyTest.Fused do
     host_devices() ++ opencl
   end
 
+  # n_in f32 tensors of `shape`, the second and later a number (rank 0) now and then
+  defp gen_inputs(shape, n_in) do
+    Enum.map(1..n_in, fn k ->
+      s = if k > 1 and chance(0.3), do: {}, else: shape
+      gen_tensor(:f32, s, fn -> float_between(-3.0, 3.0) end)
+    end)
+  end
+
   property [:fused], "fused equals its ops run one by one" do
     for _ <- 1..40, device <- devices() do
       shape = pick([{7}, {3, 5}, {1023}, {1025}, {2, 2050}, {20_000}, {140_001}])
       n_in = int_between(1, 4)
 
-      inputs =
-        Enum.map(1..n_in, fn k ->
-          s = if k > 1 and chance(0.3), do: {}, else: shape
-          gen_tensor(:f32, s, fn -> float_between(-3.0, 3.0) end)
-        end)
+      inputs = gen_inputs(shape, n_in)
 
       code = chain(n_in)
 
@@ -1995,11 +1999,7 @@ defmodule Cascade.PropertyTest.Fused do
       rank = tuple_size(shape)
       n_in = int_between(1, 3)
 
-      inputs =
-        Enum.map(1..n_in, fn k ->
-          s = if k > 1 and chance(0.3), do: {}, else: shape
-          gen_tensor(:f32, s, fn -> float_between(-3.0, 3.0) end)
-        end)
+      inputs = gen_inputs(shape, n_in)
 
       code = chain(n_in)
       # every trailing run of axes, all of them, or (decomposed on blas) the first
