@@ -225,33 +225,29 @@ if Code.ensure_loaded?(Nx) do
     defp build(base, inputs, result, calls) do
       known = inputs |> Enum.with_index() |> Map.new(fn {t, i} -> {t.ref, {:in, i}} end)
 
-      {steps, known} =
-        Enum.reduce(calls, {[], known}, fn {id, refs, params, out}, {steps, known} ->
+      {steps, n, known} =
+        Enum.reduce(calls, {[], 0, known}, fn {id, refs, params, out}, {steps, n, known} ->
           args = Enum.map(refs, &Map.get(known, &1, {:c, &1}))
 
-          if Enum.all?(args, &match?({:c, _}, &1)) do
-            {steps, Map.put(known, out, {:c, out})}
-          else
-            k = length(steps)
-            {[{id, args, params} | steps], Map.put(known, out, {:s, k})}
-          end
+          if Enum.all?(args, &match?({:c, _}, &1)),
+            do: {steps, n, Map.put(known, out, {:c, out})},
+            else: {[{id, args, params} | steps], n + 1, Map.put(known, out, {:s, n})}
         end)
 
-      steps = Enum.reverse(steps)
       leaves = Composite.flatten_list([result])
       template = Composite.traverse(result, &%{&1 | data: nil})
 
       # results that are constants get a copy each call, as the evaluator would make anew
-      {leaves, steps} =
-        Enum.map_reduce(leaves, steps, fn %Nx.Tensor{data: %Cascade.Backend{tensor: t}}, steps ->
+      {leaves, {steps, _}} =
+        Enum.map_reduce(leaves, {steps, n}, fn %Nx.Tensor{data: %Cascade.Backend{tensor: t}},
+                                               {steps, n} ->
           case Map.get(known, t.ref, {:c, t.ref}) do
-            {:c, _} = c ->
-              {{:s, length(steps)}, steps ++ [{reshape_id(), [c], %{shape: t.shape}}]}
-
-            other ->
-              {other, steps}
+            {:c, _} = c -> {{:s, n}, {[{reshape_id(), [c], %{shape: t.shape}} | steps], n + 1}}
+            other -> {other, {steps, n}}
           end
         end)
+
+      steps = Enum.reverse(steps)
 
       descs = Enum.map(inputs, &{Cascade.Type.normalize!(&1.type), &1.shape})
       program(base, descs, steps, leaves, template)
