@@ -36,10 +36,10 @@ if Code.ensure_loaded?(Nx) do
     recording run is counted too).
 
     A function the recording cannot capture runs through `Nx.Defn.Evaluator` on
-    `Cascade.Backend` instead, its trace still cached. That is the case when evaluating it
-    reads tensor data into Elixir — `while` and `cond` decide on data — moves tensors
-    between devices, falls back to `Nx.BinaryBackend` (complex types, Elixir functions), or
-    has hooks (`Nx.Defn.Kernel.hook/3`) that must run. `explain/3` says which mode a
+    `Cascade.Backend` instead (only the decision is cached). That is the case when it has
+    `while` or `cond` (they decide on data), when evaluating it reads an input-dependent
+    tensor into Elixir or moves it between devices, falls back to `Nx.BinaryBackend`
+    (complex types, Elixir functions), or has hooks (`Nx.Defn.Kernel.hook/3`) that must run. `explain/3` says which mode a
     function got and why.
 
     ## Options
@@ -85,6 +85,15 @@ if Code.ensure_loaded?(Nx) do
       device = device(opts)
       compiled = compiled(key, vars, fun, device, opts)
 
+      # The evaluator's closure holds the traced expression, whose subterms are shared: it is
+      # never stored in the cache, where copying would unshare them (the graph of an SVD's
+      # loops grows without bound that way), but made here, as Nx.Defn.Evaluator would.
+      compiled =
+        case compiled.mode do
+          :program -> compiled
+          _ -> Map.put(compiled, :evaluator, evaluator(key, vars, fun, opts))
+        end
+
       fn
         [params] ->
           if opts[:cascade_explain], do: throw({:cascade_explain, describe(compiled)})
@@ -94,6 +103,9 @@ if Code.ensure_loaded?(Nx) do
           Enum.map(args_list, &run(compiled, &1, device))
       end
     end
+
+    defp evaluator(key, vars, fun, opts),
+      do: Nx.Defn.Evaluator.__compile__(key, vars, fun, Keyword.take(opts, [:hooks]))
 
     @doc """
     How `fun` compiles for `args`: the mode (`:program`, or `{:evaluator, reason}`) and the
@@ -149,8 +161,7 @@ if Code.ensure_loaded?(Nx) do
     end
 
     defp compile(key, vars, fun, device, opts) do
-      evaluator = Nx.Defn.Evaluator.__compile__(key, vars, fun, Keyword.take(opts, [:hooks]))
-      base = %{device: device, evaluator: evaluator}
+      base = %{device: device}
 
       expr = fun.(vars)
 
@@ -165,7 +176,7 @@ if Code.ensure_loaded?(Nx) do
           Map.put(base, :mode, {:evaluator, "hooks run Elixir code on intermediate values"})
 
         true ->
-          record(base, vars, evaluator, device)
+          record(base, vars, evaluator(key, vars, fun, opts), device)
       end
     end
 
@@ -310,7 +321,6 @@ if Code.ensure_loaded?(Nx) do
         outputs: outputs,
         template: template
       })
-      |> Map.delete(:evaluator)
       |> then(fn compiled ->
         try do
           prog =

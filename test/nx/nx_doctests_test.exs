@@ -12,6 +12,15 @@ if Code.ensure_loaded?(Nx) do
     setup_all do
       previous = {Nx.default_backend(), Cascade.fallback_policy()}
       Nx.global_default_backend(Cascade.Backend)
+
+      # CASCADE_NX_COMPILER=1: the defn functions behind the doctests (Nx.LinAlg's among them)
+      # run through Cascade.Compiler instead of Nx.Defn.Evaluator
+      if System.get_env("CASCADE_NX_COMPILER") == "1" do
+        options = Nx.Defn.default_options()
+        Nx.Defn.global_default_options(compiler: Cascade.Compiler)
+        on_exit(fn -> Nx.Defn.global_default_options(options) end)
+      end
+
       Cascade.put_fallback_policy(:allow)
       Cascade.reset_stats()
       # doctests whose every callback ran on Cascade, and those with a fallback
