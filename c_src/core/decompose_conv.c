@@ -263,18 +263,11 @@ static void output_shape(const geom *gm, cx_dtype t, cx_desc *out) {
     layout_shape(gm, gm->o, gm->out[0], gm->out[1], t, out);
 }
 
-static bool same_shape(const cx_desc *a, const cx_desc *b) {
-    if (a->rank != b->rank) return false;
-    for (int k = 0; k < a->rank; k++)
-        if (a->shape[k] != b->shape[k]) return false;
-    return true;
-}
-
 static cx_code check_grad_output(cx_op_id op, const cx_desc *gy, const geom *gm, const char *of,
                                  const cx_desc *shape_of, cx_status *st) {
     cx_desc want;
     output_shape(gm, gy->dtype, &want);
-    if (!same_shape(gy, &want))
+    if (!cx_desc_same_shape(gy, &want))
         return cx_fail(st, CX_EINVAL,
                        "%s: expected grad_output of shape %s (the output for %s %s with these "
                        "options), got: %s",

@@ -36,10 +36,6 @@ static cx_code non_negative_param(cx_op_id op, cx_params *ps, cx_param_id id, do
     return CX_OK;
 }
 
-static bool same_shape(const cx_desc *a, const cx_desc *b) {
-    return a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank);
-}
-
 /* ---- inference ------------------------------------------------------------------------------ */
 
 /* One tensor and an axis (default -1); the result has its shape, in a floating type. */
@@ -215,7 +211,7 @@ CX_INFER(cx_infer_one_hot) {
  * The result is a number (mean, sum) or one loss per sample (none). */
 CX_INFER(cx_infer_loss) {
     if (cx_check_arity(op, n_in, 2, st)) return st->code;
-    if (!same_shape(&in[0], &in[1]))
+    if (!cx_desc_same_shape(&in[0], &in[1]))
         return cx_fail(st, CX_EINVAL,
                        "%s: expected y_true and y_pred to have the same shape, got: %s and %s",
                        OPNAME, CX_SHAPE_STR(&in[0]), CX_SHAPE_STR(&in[1]));

@@ -19,12 +19,16 @@ bool cx_fused_op_ok(cx_op_id op, int arity) {
            out.dtype == CX_F32;
 }
 
-bool cx_fused_result_wide(const cx_fused_code *c, int n_in, const bool *wide) {
+const cx_desc *cx_fused_result_shape(const cx_fused_code *c, const cx_desc *in, int n_in) {
     /* which values have the full shape: a value has it if it reads one */
     bool w[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
-    for (int k = 0; k < n_in; k++) w[k] = wide[k];
+    const cx_desc *full = NULL;
+    for (int k = 0; k < n_in; k++) {
+        w[k] = in[k].rank > 0;
+        if (w[k] && !full) full = &in[k];
+    }
     for (int k = 0; k < c->n; k++) w[n_in + k] = w[c->a[k]] || (c->b[k] >= 0 && w[c->b[k]]);
-    return w[n_in + c->n - 1];
+    return w[n_in + c->n - 1] ? full : NULL;
 }
 
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st) {
@@ -65,19 +69,14 @@ CX_INFER(cx_infer_fused) {
                            cx_dtype_name(in[k].dtype), k);
         if (in[k].rank == 0) continue;
         if (!full) full = &in[k];
-        bool same = in[k].rank == full->rank;
-        for (int a = 0; same && a < full->rank; a++) same = in[k].shape[a] == full->shape[a];
-        if (!same)
+        if (!cx_desc_same_shape(&in[k], full))
             return cx_fail(st, CX_EINVAL,
                            "fused: expected tensors of one shape or numbers, got %s and %s",
                            CX_SHAPE_STR(full), CX_SHAPE_STR(&in[k]));
-        compute[k] = CX_F32;
     }
     for (int k = 0; k < n_in; k++) compute[k] = CX_F32;
-    bool wide[CX_FUSED_MAX_INPUTS];
-    for (int k = 0; k < n_in; k++) wide[k] = in[k].rank > 0;
-    cx_desc chain = {CX_F32, 0, {0}};
-    if (cx_fused_result_wide(&c, n_in, wide)) chain = *full;
+    const cx_desc *shape = cx_fused_result_shape(&c, in, n_in);
+    cx_desc chain = shape ? *shape : (cx_desc){CX_F32, 0, {0}};
     int64_t reduce = cx_param_has(ps, CX_P_REDUCE) ? ps->p[CX_P_REDUCE].i[0] : 0;
     if (reduce != 0 && reduce != 1)
         return cx_fail(st, CX_EINVAL,

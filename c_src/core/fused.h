@@ -24,9 +24,9 @@ typedef struct cx_fused_code {
 /* Whether op may be an instruction of `arity` arguments: an elementwise op of that arity that
  * takes floats and keeps f32 (integer-only ops, comparisons and casts may not). */
 bool cx_fused_op_ok(cx_op_id op, int arity);
-/* Whether the result has the inputs' full shape (it reads a full input), rather than being one
- * value; wide[k]: input k is not a number. */
-bool cx_fused_result_wide(const cx_fused_code *c, int n_in, const bool *wide);
+/* The shape of the chain's result: that of its inputs that are not numbers when it reads one,
+ * else NULL (one value). */
+const cx_desc *cx_fused_result_shape(const cx_fused_code *c, const cx_desc *in, int n_in);
 /* The CODE parameter, checked against n_in inputs. */
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st);
 

@@ -89,6 +89,8 @@ bool cx_op_integer_only(cx_op_id op);
 
 /* Elements in a shape (1 for rank 0). */
 int64_t cx_desc_numel(const cx_desc *d);
+/* Whether two descriptions have the same rank and sizes (types aside). */
+bool cx_desc_same_shape(const cx_desc *a, const cx_desc *b);
 
 #define CX_INFER(fn)                                                                               \
     cx_code fn(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps, cx_desc *out,              \

@@ -108,12 +108,9 @@ static void fold_transposed_dots(cx_program *p, const int *out, int n_out) {
         cx_plan plan;
         cx_status st = {CX_OK, ""};
         if (cx_plan_descs(CX_OP_DOT, p->dev, in, 2, &ps, &plan, &st) != CX_OK ||
-            plan.route != CX_ROUTE_NATIVE || plan.out.rank != t->plan.out.rank ||
-            plan.out.dtype != t->plan.out.dtype)
+            plan.route != CX_ROUTE_NATIVE || plan.out.dtype != t->plan.out.dtype ||
+            !cx_desc_same_shape(&plan.out, &t->plan.out))
             continue;
-        bool same = true;
-        for (int j = 0; j < plan.out.rank; j++) same &= plan.out.shape[j] == t->plan.out.shape[j];
-        if (!same) continue;
         int *reads = realloc(t->in, sizeof(int) * 2);
         if (!reads) continue;
         reads[0] = d->in[1];
@@ -136,11 +133,7 @@ static bool fusible(const cx_program *p, int k) {
         return false;
     for (int j = 0; j < s->n_in; j++) {
         const cx_desc *d = &p->desc[s->in[j]];
-        if (d->dtype != CX_F32) return false;
-        if (d->rank == 0) continue;
-        if (d->rank != o->rank) return false;
-        for (int a = 0; a < o->rank; a++)
-            if (d->shape[a] != o->shape[a]) return false;
+        if (d->dtype != CX_F32 || (d->rank > 0 && !cx_desc_same_shape(d, o))) return false;
     }
     return true;
 }
@@ -329,19 +322,12 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
     return CX_OK;
 }
 
-static bool same_desc(const cx_desc *a, const cx_desc *b) {
-    if (a->dtype != b->dtype || a->rank != b->rank) return false;
-    for (int k = 0; k < a->rank; k++)
-        if (a->shape[k] != b->shape[k]) return false;
-    return true;
-}
-
 static cx_code check_value(const cx_program *p, const char *what, int k, const cx_tensor *t,
                            const cx_desc *want, cx_status *st) {
     if (t->device != p->dev)
         return cx_fail(st, CX_EINVAL, "program: %s %d lives on %s, the program runs on %s", what, k,
                        t->device->name, p->dev->name);
-    if (!same_desc(&t->desc, want))
+    if (t->desc.dtype != want->dtype || !cx_desc_same_shape(&t->desc, want))
         return cx_fail(st, CX_EINVAL,
                        "program: %s %d is not of the type and shape the program was built for",
                        what, k);

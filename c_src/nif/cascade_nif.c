@@ -246,18 +246,28 @@ static ERL_NIF_TERM with_warnings(ErlNifEnv *env, ERL_NIF_TERM res) {
 }
 
 /* {ref, shape, type, device}, from which Elixir builds the %Cascade.Tensor{} (a 4-tuple costs
- * less to make than the struct's map here); {:cascade_gc, tuple} when the device asks the
- * caller for a minor garbage collection, {:cascade_gc_major, tuple} for a full one. Consumes
- * the resource reference. */
-static ERL_NIF_TERM make_tensor(ErlNifEnv *env, cx_tensor *t) {
+ * less to make than the struct's map here). Consumes the resource reference. */
+static ERL_NIF_TERM tensor_term(ErlNifEnv *env, cx_tensor *t) {
     ERL_NIF_TERM res = enif_make_tuple4(env, enif_make_resource(env, t), make_shape(env, &t->desc),
                                         make_type(env, t->desc.dtype), make_device(env, t->device));
     enif_release_resource(t);
-    switch (cx_device_wants_gc(t->device)) {
+    return res;
+}
+
+/* {:cascade_gc, res} when the device asks the caller for a minor garbage collection,
+ * {:cascade_gc_major, res} for a full one, else res. */
+static ERL_NIF_TERM with_gc(ErlNifEnv *env, cx_device *dev, ERL_NIF_TERM res) {
+    switch (cx_device_wants_gc(dev)) {
     case CX_GC_MINOR: return enif_make_tuple2(env, am_gc, res);
     case CX_GC_MAJOR: return enif_make_tuple2(env, am_gc_major, res);
     default: return res;
     }
+}
+
+/* A new tensor's term, with the device's request for a collection. */
+static ERL_NIF_TERM make_tensor(ErlNifEnv *env, cx_tensor *t) {
+    cx_device *dev = t->device;
+    return with_gc(env, dev, tensor_term(env, t));
 }
 
 /* ---- NIFs ------------------------------------------------------------------------------ */
@@ -1012,52 +1022,39 @@ static ERL_NIF_TERM program_run_call(ErlNifEnv *env, program_res *r, const ERL_N
     cx_tensor *out = enif_alloc(sizeof(cx_tensor) * ((size_t)p->n_out + 1));
     ERL_NIF_TERM res, head, list = argv[1];
     if (!in || !out) {
-        enif_free(in);
-        enif_free(out);
-        return raise_arg(env, "out of memory");
+        res = raise_arg(env, "out of memory");
+        goto done;
     }
     int n = 0;
     while (n < p->n_inputs && enif_get_list_cell(env, list, &head, &list))
         if (!get_tensor(env, head, &in[n++])) {
-            enif_free(in);
-            enif_free(out);
-            return raise_arg(env, "program: an input is not a Cascade tensor reference");
+            res = raise_arg(env, "program: an input is not a Cascade tensor reference");
+            goto done;
         }
     if (n != p->n_inputs || !enif_is_empty_list(env, list)) {
-        enif_free(in);
-        enif_free(out);
-        return raise_arg(env, "program: wrong number of inputs");
+        res = raise_arg(env, "program: wrong number of inputs");
+        goto done;
     }
     cx_status st = {CX_OK, ""};
     if (cx_program_run(p, in, r->consts, out, &st) != CX_OK) {
         res = raise_status(env, &st, p->dev->driver_name);
-    } else {
-        res = enif_make_list(env, 0);
-        bool oom = false;
-        for (int k = p->n_out - 1; k >= 0; k--) {
-            cx_tensor *t = oom ? NULL : enif_alloc_resource(tensor_type, sizeof(cx_tensor));
-            if (!t) {
-                oom = true;
-                cx_tensor_free(&out[k]);
-                continue;
-            }
-            memcpy(t, &out[k], sizeof(cx_tensor));
-            ERL_NIF_TERM row =
-                enif_make_tuple4(env, enif_make_resource(env, t), make_shape(env, &t->desc),
-                                 make_type(env, t->desc.dtype), make_device(env, t->device));
-            enif_release_resource(t);
-            res = enif_make_list_cell(env, row, res);
-        }
-        if (oom)
-            res = enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
-        else
-            switch (cx_device_wants_gc(p->dev)) {
-            case CX_GC_MINOR: res = enif_make_tuple2(env, am_gc, res); break;
-            case CX_GC_MAJOR: res = enif_make_tuple2(env, am_gc_major, res); break;
-            default: break;
-            }
-        res = with_warnings(env, res);
+        goto done;
     }
+    res = enif_make_list(env, 0);
+    bool oom = false;
+    for (int k = p->n_out - 1; k >= 0; k--) {
+        cx_tensor *t = oom ? NULL : enif_alloc_resource(tensor_type, sizeof(cx_tensor));
+        if (!t) {
+            oom = true;
+            cx_tensor_free(&out[k]);
+            continue;
+        }
+        memcpy(t, &out[k], sizeof(cx_tensor));
+        res = enif_make_list_cell(env, tensor_term(env, t), res);
+    }
+    res = with_warnings(env, oom ? enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"))
+                                 : with_gc(env, p->dev, res));
+done:
     enif_free(in);
     enif_free(out);
     return res;

@@ -650,17 +650,6 @@ static void chain_part(void *ctx, int index, int parts) {
     }
 }
 
-/* The shape the chain computes: that of its full inputs, or none (one value). */
-static const cx_desc *chain_shape(const cx_fused_code *c, const cx_desc *in, int n_in) {
-    bool wide[CX_FUSED_MAX_INPUTS];
-    const cx_desc *full = NULL;
-    for (int k = 0; k < n_in; k++) {
-        wide[k] = in[k].rank > 0;
-        if (wide[k] && !full) full = &in[k];
-    }
-    return cx_fused_result_wide(c, n_in, wide) ? full : NULL;
-}
-
 /* Rows and columns of a reduction over the trailing axes of the chain; false for other axes. */
 static bool chain_rows(const cx_desc *shape, const cx_params *ps, int64_t *rows, int64_t *cols) {
     const cx_param *axes = &ps->p[CX_P_AXES];
@@ -682,30 +671,28 @@ bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
     for (int k = 0; k < c.n; k++)
         if (c.b[k] < 0 ? !t->unary_f32[c.op[k]] : !t->binary_f32[c.op[k]]) return false;
     int64_t rows, cols;
-    return !ps->p[CX_P_REDUCE].i[0] || chain_rows(chain_shape(&c, in, n_in), ps, &rows, &cols);
+    return !ps->p[CX_P_REDUCE].i[0] ||
+           chain_rows(cx_fused_result_shape(&c, in, n_in), ps, &rows, &cols);
 }
 
 bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, cx_tensor *out) {
     chain_job j = {.t = blas_simd(), .n_in = n_in, .out = out->data, .numel = out->numel};
+    cx_desc descs[CX_FUSED_MAX_INPUTS];
+    for (int k = 0; k < n_in && k < CX_FUSED_MAX_INPUTS; k++) descs[k] = in[k]->desc;
     cx_status st = {CX_OK, ""};
-    if (!j.t || out->desc.dtype != CX_F32 || cx_fused_decode(ps, n_in, &j.c, &st) != CX_OK)
+    if (out->desc.dtype != CX_F32 || !blas_simd_chain_fits(descs, n_in, ps) ||
+        cx_fused_decode(ps, n_in, &j.c, &st) != CX_OK)
         return false;
     bool math = false;
-    for (int k = 0; k < j.c.n; k++) {
-        if (j.c.b[k] < 0 ? !j.t->unary_f32[j.c.op[k]] : !j.t->binary_f32[j.c.op[k]]) return false;
+    for (int k = 0; k < j.c.n; k++)
         math |= cx_op_table[j.c.op[k]].kind == CX_KIND_UNARY_FLOAT || is_math(j.c.op[k]);
-    }
-    cx_desc descs[CX_FUSED_MAX_INPUTS];
     for (int k = 0; k < n_in; k++) {
-        if (in[k]->desc.dtype != CX_F32) return false;
         j.in[k] = in[k]->data;
         j.wide_in[k] = in[k]->desc.rank > 0;
-        descs[k] = in[k]->desc;
     }
     j.reduce = ps->p[CX_P_REDUCE].i[0] != 0;
     if (j.reduce) {
-        const cx_desc *shape = chain_shape(&j.c, descs, n_in);
-        if (!chain_rows(shape, ps, &j.rows, &j.cols)) return false;
+        chain_rows(cx_fused_result_shape(&j.c, descs, n_in), ps, &j.rows, &j.cols);
         j.numel = j.rows * j.cols;
     }
     if (out->numel == 0) return true;

@@ -440,10 +440,6 @@ static void strides_of(const cx_desc *d, int64_t *s) {
     }
 }
 
-static bool same_shape(const cx_desc *a, const cx_desc *b) {
-    return a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank);
-}
-
 /* The broadcast of each input over the output: scalar, contiguous, or strides over the output
  * shape with size-1 axes dropped and neighbouring axes merged where every input allows. */
 static void layout_of(const cx_tensor *const *in, int n_in, const cx_desc *out, ck_layout *l) {
@@ -451,9 +447,9 @@ static void layout_of(const cx_tensor *const *in, int n_in, const cx_desc *out, 
     memset(l, 0, sizeof *l);
     for (int j = 0; j < n_in; j++) {
         const cx_desc *d = &in[j]->desc;
-        l->mode[j] = in[j]->numel == 1    ? CK_SCALAR
-                     : same_shape(d, out) ? CK_CONTIGUOUS
-                                          : CK_STRIDED;
+        l->mode[j] = in[j]->numel == 1            ? CK_SCALAR
+                     : cx_desc_same_shape(d, out) ? CK_CONTIGUOUS
+                                                  : CK_STRIDED;
         int64_t rs[CX_MAX_RANK];
         strides_of(d, rs);
         int lead = out->rank - d->rank;

@@ -25,6 +25,13 @@ typedef struct {
     bool oom;
 } text;
 
+/* An empty text with room for cap bytes; false when out of memory. */
+static bool text_init(text *b, size_t cap) {
+    *b = (text){.s = malloc(cap), .cap = cap};
+    if (b->s) b->s[0] = 0;
+    return b->s != NULL;
+}
+
 static void add(text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void add(text *b, const char *fmt, ...) {
@@ -183,10 +190,8 @@ const char *ocl_elementwise_expr(cx_op_id op, cx_dtype t) {
 /* ---- fused chains ---------------------------------------------------------------------- */
 
 char *ocl_fused_source(const cx_fused_code *c, int n_in, const bool *wide) {
-    text b = {.cap = 4096};
-    b.s = malloc(b.cap);
-    if (!b.s) return NULL;
-    b.s[0] = 0;
+    text b;
+    if (!text_init(&b, 4096)) return NULL;
     /* each op rounds its result, as the ops one by one do: no contraction into fma */
     add(&b, "#pragma OPENCL FP_CONTRACT OFF\n#define CT float\n");
     for (int k = 0; k < c->n; k++) {
@@ -764,10 +769,8 @@ static void conv_kernels(text *b, bool fp64) {
 }
 
 char *ocl_source(bool fp64) {
-    text b = {.cap = 1 << 16};
-    b.s = malloc(b.cap);
-    if (!b.s) return NULL;
-    b.s[0] = 0;
+    text b;
+    if (!text_init(&b, 1 << 16)) return NULL;
     if (fp64)
         add(&b, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#define ACC double\n");
     else
