@@ -267,7 +267,7 @@ defmodule Cascade do
     id = Device.id!(device)
 
     case Native.from_binary(binary, type, shape, id) do
-      {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
+      {_, _, _, _} = t -> Op.tensors(t)
       other -> Op.after_run(other, fn -> Native.from_binary(binary, type, shape, id) end)
     end
   end
@@ -704,7 +704,7 @@ defmodule Cascade do
     call = fn -> awaited(&Native.transfer(ref, id, &1), from, download_timeout()) end
 
     case call.() do
-      {ref, shape, type, dev} -> %Tensor{ref: ref, shape: shape, type: type, device: dev}
+      {_, _, _, _} = t -> Op.tensors(t)
       other -> Op.after_run(other, call)
     end
   end

@@ -350,8 +350,14 @@ if Code.ensure_loaded?(Nx) do
     defp run(%{mode: :program} = compiled, params, device) do
       %{program: prog, outputs: outputs, template: template} = compiled
       inputs = Enum.map(params, &input(&1.(), device))
-      results = prog |> Native.program_run(Enum.map(inputs, & &1.ref)) |> results(prog, inputs)
-      results = List.to_tuple(results)
+      call = fn -> Native.program_run(prog, Enum.map(inputs, & &1.ref)) end
+
+      results =
+        case call.() do
+          list when is_list(list) -> Op.tensors(list)
+          other -> Op.after_run(other, call)
+        end
+        |> List.to_tuple()
 
       leaves =
         Enum.map(outputs, fn
@@ -389,38 +395,6 @@ if Code.ensure_loaded?(Nx) do
 
       t
     end
-
-    defp results(list, _prog, _inputs) when is_list(list), do: Enum.map(list, &tensor/1)
-
-    defp results({:cascade_warn, messages, res}, prog, inputs) do
-      require Logger
-      for message <- messages, do: Logger.warning(message)
-      results(res, prog, inputs)
-    end
-
-    defp results({tag, list}, _prog, _inputs) when tag in [:cascade_gc, :cascade_gc_major] do
-      if tag == :cascade_gc,
-        do: :erlang.garbage_collect(self(), type: :minor),
-        else: :erlang.garbage_collect()
-
-      :erlang.yield()
-      Enum.map(list, &tensor/1)
-    end
-
-    defp results({:cascade_oom, _, _}, prog, inputs) do
-      :erlang.garbage_collect()
-
-      case Native.program_run(prog, Enum.map(inputs, & &1.ref)) do
-        {:cascade_oom, driver, message} ->
-          raise Cascade.Error, driver: driver, code: :out_of_memory, message: to_string(message)
-
-        other ->
-          results(other, prog, inputs)
-      end
-    end
-
-    defp tensor({ref, shape, type, device}),
-      do: %Cascade.Tensor{ref: ref, shape: shape, type: type, device: device}
 
     ## explain
 

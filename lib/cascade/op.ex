@@ -15,7 +15,7 @@ defmodule Cascade.Op do
   def run(id, refs, params, device_id) do
     t =
       case Native.op(id, refs, params, device_id) do
-        {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
+        {_, _, _, _} = t -> tensors(t)
         other -> after_run(other, fn -> Native.op(id, refs, params, device_id) end)
       end
 
@@ -75,14 +75,23 @@ defmodule Cascade.Op do
   end
 
   @doc false
-  # Fallback reports under `fallback: :warn`, once per (device, op, type, reason).
+  # A tensor as the NIF gives it, {ref, shape, type, device}, or a list of them (a program's
+  # results), as %Tensor{} structs.
+  def tensors({ref, shape, type, device}),
+    do: %Tensor{ref: ref, shape: shape, type: type, device: device}
+
+  def tensors(list) when is_list(list), do: Enum.map(list, &tensors/1)
+
+  # whether a NIF answer is the tensors themselves, with nothing asked of the caller
+  defp tensors?(answer), do: is_list(answer) or match?({_, _, _, _}, answer)
+
+  @doc false
+  # The answers of a call into C (op/4, program_run/2 ...) besides its tensors, handled;
+  # `retry` makes the call again. Fallback reports under `fallback: :warn` come once per
+  # (device, op, type, reason).
   def after_run({:cascade_warn, messages, result}, retry) do
     for message <- messages, do: Logger.warning(message)
-
-    case result do
-      {ref, shape, type, device} -> %Tensor{ref: ref, shape: shape, type: type, device: device}
-      other -> after_run(other, retry)
-    end
+    if tensors?(result), do: tensors(result), else: after_run(result, retry)
   end
 
   # The device asks for a collection once its tensors have grown by the gc interval: a minor
@@ -92,13 +101,13 @@ defmodule Cascade.Op do
   # buffers are back before the next op asks for one (a loop of 1M-element adds: 84 us a call
   # against 290 us without, whose results' pages were faulted in again).
   @gc_tags [:cascade_gc, :cascade_gc_major]
-  def after_run({tag, {ref, shape, type, device}}, _retry) when tag in @gc_tags do
+  def after_run({tag, result}, _retry) when tag in @gc_tags do
     if tag == :cascade_gc,
       do: :erlang.garbage_collect(self(), type: :minor),
       else: :erlang.garbage_collect()
 
     :erlang.yield()
-    %Tensor{ref: ref, shape: shape, type: type, device: device}
+    tensors(result)
   end
 
   def after_run({:cascade_oom, _, _}, retry) do
@@ -111,14 +120,8 @@ defmodule Cascade.Op do
       bin when is_binary(bin) ->
         bin
 
-      {tag, _} = other when tag in @gc_tags ->
-        after_run(other, retry)
-
-      {:cascade_warn, _, _} = other ->
-        after_run(other, retry)
-
-      {ref, shape, type, device} ->
-        %Tensor{ref: ref, shape: shape, type: type, device: device}
+      other ->
+        if tensors?(other), do: tensors(other), else: after_run(other, retry)
     end
   end
 
