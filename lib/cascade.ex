@@ -274,8 +274,8 @@ defmodule Cascade do
 
   @doc """
   A tensor from a number or nested lists of numbers (`:nan`, `:infinity` and
-  `:neg_infinity` included). The type is s64 for integers and f32 when any float is
-  present, unless given.
+  `:neg_infinity` included). The type is s64 for integers, f32 when any float is present and
+  c64 when any complex number `{re, im}` is, unless given.
 
   ## Options
 
@@ -290,6 +290,9 @@ defmodule Cascade do
       iex> Cascade.tensor([1, 2.5]) |> Cascade.to_list()
       [1.0, 2.5]
 
+      iex> Cascade.tensor([{1.0, -2.0}, 3]) |> Cascade.to_list()
+      [{1.0, -2.0}, {3.0, 0.0}]
+
       iex> Cascade.tensor([[1, 2], [3]])
       ** (ArgumentError) Cascade.tensor/2: expected a regular nested list, got rows of lengths 2 and 1 at depth 1
   """
@@ -299,19 +302,37 @@ defmodule Cascade do
     shape = list_shape(data, 0)
     flat = if is_list(data), do: List.flatten(data), else: [data]
 
-    Enum.each(flat, fn
-      n when is_number(n) or n in [:nan, :infinity, :neg_infinity] -> :ok
-      other -> raise ArgumentError, "Cascade.tensor/2: expected numbers, got: #{inspect(other)}"
+    Enum.each(flat, fn n ->
+      unless real?(n) or (match?({_, _}, n) and real?(elem(n, 0)) and real?(elem(n, 1))) do
+        raise ArgumentError,
+              "Cascade.tensor/2: expected numbers or complex numbers {re, im}, got: #{inspect(n)}"
+      end
     end)
 
     type =
       case opts[:type] do
-        nil -> if Enum.all?(flat, &is_integer/1), do: :s64, else: :f32
-        type -> Type.normalize!(type)
+        nil ->
+          cond do
+            Enum.any?(flat, &is_tuple/1) -> :c64
+            Enum.all?(flat, &is_integer/1) -> :s64
+            true -> :f32
+          end
+
+        type ->
+          type = Type.normalize!(type)
+
+          if Enum.any?(flat, &is_tuple/1) and not Type.complex?(type) do
+            raise ArgumentError,
+                  "Cascade.tensor/2: complex numbers need a complex type (:c64, :c128), got: #{inspect(type)}"
+          end
+
+          type
       end
 
     from_binary(Type.encode(flat, type), type, shape, Keyword.take(opts, [:device]))
   end
+
+  defp real?(n), do: is_number(n) or n in [:nan, :infinity, :neg_infinity]
 
   defp list_shape(list, depth) when is_list(list) do
     if List.improper?(list) do

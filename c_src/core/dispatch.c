@@ -399,8 +399,7 @@ cx_code cx_plan_descs(cx_op_id op, cx_device *device, const cx_desc *descs, int 
     plan->op = op;
     plan->device = device;
     if (!plan->device) return cx_fail(st, CX_EINVAL, "%s: no device given", cx_op_table[op].name);
-    if (cx_op_table[op].infer(op, descs, n_in, ps, &plan->out, plan->compute, st) != CX_OK)
-        return st->code;
+    if (cx_infer_op(op, descs, n_in, ps, &plan->out, plan->compute, st) != CX_OK) return st->code;
     /* creation ops have no inputs: the driver is asked about the result's type */
     if (choose_route(plan->device, op, descs, n_in, n_in ? plan->compute : &plan->out.dtype, ps,
                      &plan->route, plan->reason, sizeof plan->reason, st) != CX_OK)
@@ -626,7 +625,7 @@ cx_code cx_explain_at(cx_op_id op, cx_device *device, const cx_desc *in, int n_i
     if (depth > 32)
         return cx_fail(st, CX_EINVAL, "%s: decompositions nest too deep", cx_op_table[op].name);
     cx_dtype compute[CX_MAX_INPUTS];
-    if (cx_op_table[op].infer(op, in, n_in, ps, out, compute, st) != CX_OK) return st->code;
+    if (cx_infer_op(op, in, n_in, ps, out, compute, st) != CX_OK) return st->code;
     cx_step *s = add_step(ex, st);
     if (!s) return st->code;
     s->depth = depth;
@@ -686,9 +685,12 @@ cx_code cx_capability(cx_device *device, cx_op_id op, cx_dtype t, cx_route *rout
         }
         return CX_OK;
     }
-    if (cx_op_integer_only(op) && cx_dtype_is_float(t))
+    if (cx_op_integer_only(op) && (cx_dtype_is_float(t) || cx_dtype_is_complex(t)))
         return cx_fail(st, CX_EINVAL, "%s takes integer tensors only, not %s", cx_op_table[op].name,
                        cx_dtype_name(t));
+    if (cx_dtype_is_complex(t) && !cx_op_takes_complex(op))
+        return cx_fail(st, CX_EINVAL, "%s: not defined for complex numbers, got type %s",
+                       cx_op_table[op].name, cx_dtype_name(t));
     /* primitives: the driver's answer for these types; tensor arguments have type t, indices
      * s64 and predicates u8 */
     cx_dtype types[3] = {t, t, t};

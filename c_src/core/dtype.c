@@ -38,6 +38,21 @@ bool cx_dtype_is_signed(cx_dtype t) {
     return cx_dtype_valid(t) && dtype_info[t].kind == 's';
 }
 
+bool cx_dtype_is_complex(cx_dtype t) {
+    return cx_dtype_valid(t) && dtype_info[t].kind == 'c';
+}
+
+cx_dtype cx_dtype_to_real(cx_dtype t) {
+    if (t == CX_C64) return CX_F32;
+    if (t == CX_C128) return CX_F64;
+    return cx_dtype_to_float(t);
+}
+
+cx_dtype cx_dtype_to_complex(cx_dtype t) {
+    if (cx_dtype_is_complex(t)) return t;
+    return t == CX_F64 ? CX_C128 : CX_C64;
+}
+
 int cx_dtype_bits(cx_dtype t) {
     return cx_dtype_valid(t) ? dtype_info[t].bits : 0;
 }
@@ -53,6 +68,10 @@ static cx_dtype int_type(bool is_signed, int bits) {
 
 cx_dtype cx_dtype_merge(cx_dtype a, cx_dtype b) {
     if (a == b) return a;
+    bool ca = cx_dtype_is_complex(a), cb = cx_dtype_is_complex(b);
+    if (ca && cb) return a == CX_C128 || b == CX_C128 ? CX_C128 : CX_C64;
+    if (ca) return a;
+    if (cb) return b;
     bool fa = cx_dtype_is_float(a), fb = cx_dtype_is_float(b);
     if (fa && fb) {
         /* f16 with bf16 has no common 16-bit type: Nx widens to f32. */
@@ -80,10 +99,10 @@ cx_dtype cx_dtype_merge(cx_dtype a, cx_dtype b) {
 }
 
 cx_dtype cx_dtype_to_float(cx_dtype t) {
-    return cx_dtype_is_float(t) ? t : CX_F32;
+    return cx_dtype_is_float(t) || cx_dtype_is_complex(t) ? t : CX_F32;
 }
 
 cx_dtype cx_dtype_to_aggregate(cx_dtype t) {
-    if (cx_dtype_is_float(t)) return t;
+    if (cx_dtype_is_float(t) || cx_dtype_is_complex(t)) return t;
     return cx_dtype_is_signed(t) ? CX_S64 : CX_U64;
 }

@@ -20,7 +20,9 @@
     X(S16, "s16", 's', 16, int16_t)                                                                \
     X(U16, "u16", 'u', 16, uint16_t)                                                               \
     X(U32, "u32", 'u', 32, uint32_t)                                                               \
-    X(U64, "u64", 'u', 64, uint64_t)
+    X(U64, "u64", 'u', 64, uint64_t)                                                               \
+    X(C64, "c64", 'c', 64, float _Complex)                                                         \
+    X(C128, "c128", 'c', 128, double _Complex)
 
 typedef enum {
 #define CX_DTYPE_ENUM(id, name, kind, bits, ctype) CX_##id,
@@ -37,13 +39,21 @@ cx_dtype cx_dtype_from_name(const char *name);
 bool cx_dtype_valid(int t);
 bool cx_dtype_is_float(cx_dtype t);
 bool cx_dtype_is_signed(cx_dtype t);
+/* c64 (two f32: real, imaginary) and c128 (two f64). Not floats: cx_dtype_is_float is false. */
+bool cx_dtype_is_complex(cx_dtype t);
+/* Nx.Type.to_real: c64 -> f32, c128 -> f64; floats stay; integers become f32. */
+cx_dtype cx_dtype_to_real(cx_dtype t);
+/* Nx.Type.to_complex: f64 -> c128, complex types stay, every other type -> c64. */
+cx_dtype cx_dtype_to_complex(cx_dtype t);
 /* Bits per element. */
 int cx_dtype_bits(cx_dtype t);
-/* Nx.Type.merge: the type both operands are computed in. */
+/* Nx.Type.merge: the type both operands are computed in. A complex type wins over every other
+ * and keeps its width (c64 with f64 is c64, as in Nx). */
 cx_dtype cx_dtype_merge(cx_dtype a, cx_dtype b);
-/* Nx.Type.to_floating: integers become f32, floats stay. */
+/* Nx.Type.to_floating: integers become f32, floats and complex types stay. */
 cx_dtype cx_dtype_to_float(cx_dtype t);
-/* Nx.Type.to_aggregate: sums of signed integers widen to s64, of unsigned ones to u64. */
+/* Nx.Type.to_aggregate: sums of signed integers widen to s64, of unsigned ones to u64; floats
+ * and complex types stay. */
 cx_dtype cx_dtype_to_aggregate(cx_dtype t);
 
 #endif

@@ -15,8 +15,7 @@ bool cx_fused_op_ok(cx_op_id op, int arity) {
     cx_dtype compute[2];
     cx_params ps = {0};
     cx_status st = {CX_OK, ""};
-    return cx_op_table[op].infer(op, in, arity, &ps, &out, compute, &st) == CX_OK &&
-           out.dtype == CX_F32;
+    return cx_infer_op(op, in, arity, &ps, &out, compute, &st) == CX_OK && out.dtype == CX_F32;
 }
 
 const cx_desc *cx_fused_result_shape(const cx_fused_code *c, const cx_desc *in, int n_in) {

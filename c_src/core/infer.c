@@ -168,6 +168,49 @@ CX_INFER(cx_infer_unary) {
     *out = in[0];
     if (cx_op_table[op].kind == CX_KIND_UNARY_FLOAT) out->dtype = cx_dtype_to_float(in[0].dtype);
     compute[0] = out->dtype;
+    /* the magnitude of a complex number is real */
+    if (op == CX_OP_ABS && cx_dtype_is_complex(compute[0]))
+        out->dtype = cx_dtype_to_real(compute[0]);
+    return CX_OK;
+}
+
+/* real and imag: the input read as complex, the part in the matching real type. */
+CX_INFER(cx_infer_complex_part) {
+    (void)ps;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    *out = in[0];
+    compute[0] = cx_dtype_to_complex(in[0].dtype);
+    out->dtype = cx_dtype_to_real(compute[0]);
+    return CX_OK;
+}
+
+CX_INFER(cx_infer_conjugate) {
+    (void)ps;
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    *out = in[0];
+    out->dtype = compute[0] = cx_dtype_to_complex(in[0].dtype);
+    return CX_OK;
+}
+
+/* fft and ifft: the last axis becomes `length` long (padded with zeros or cut). */
+CX_INFER(cx_infer_fft) {
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    if (in[0].rank < 1)
+        return cx_fail(st, CX_EINVAL, "%s: expected a tensor of rank 1 or more, got a scalar",
+                       OPNAME);
+    int last = in[0].rank - 1;
+    int64_t n = cx_param_has(ps, CX_P_LENGTH) ? ps->p[CX_P_LENGTH].i[0] : in[0].shape[last];
+    if (n < 1)
+        return cx_fail(st, CX_EINVAL, "%s: expected a length of 1 or more, got: %lld", OPNAME,
+                       (long long)n);
+    cx_param_put_int(ps, CX_P_LENGTH, n);
+    double eps = cx_param_has(ps, CX_P_EPS) ? ps->p[CX_P_EPS].f : 0.0;
+    if (!(eps >= 0))
+        return cx_fail(st, CX_EINVAL, "%s: expected eps to be 0 or more, got: %g", OPNAME, eps);
+    *out = in[0];
+    out->shape[last] = n;
+    if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
+    out->dtype = compute[0] = cx_dtype_to_complex(in[0].dtype);
     return CX_OK;
 }
 

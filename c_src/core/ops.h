@@ -23,6 +23,7 @@ typedef enum {
     CX_KIND_LINALG,  /* last two axes, batched over the others: triangular_solve, lu, eigh */
     CX_KIND_LAYOUT,  /* moves elements without arithmetic */
     CX_KIND_DOT,
+    CX_KIND_FFT,       /* fft and ifft along the last axis */
     CX_KIND_CREATE,    /* no tensor inputs */
     CX_KIND_COMPOSITE, /* not a primitive: has a decomposition into other ops (decompose.c) */
 } cx_op_kind;
@@ -84,6 +85,14 @@ int cx_op_find(const char *name);
 /* How many tensors the op takes, or -1 when it takes a list (concatenate). */
 int cx_op_tensor_arity(cx_op_id op);
 
+/* Whether the op is defined on complex types (c64, c128): as inputs, compute types or result. */
+bool cx_op_takes_complex(cx_op_id op);
+
+/* The op's inference (cx_op_table[op].infer), then the refusal of complex types for an op not
+ * defined on them. Every caller infers through this. */
+cx_code cx_infer_op(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps, cx_desc *out,
+                    cx_dtype *compute, cx_status *st);
+
 /* Whether the op takes integer tensors only (the bitwise ops, shifts, quotient). */
 bool cx_op_integer_only(cx_op_id op);
 
@@ -96,6 +105,9 @@ bool cx_desc_same_shape(const cx_desc *a, const cx_desc *b);
     cx_code fn(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps, cx_desc *out,              \
                cx_dtype *compute, cx_status *st)
 CX_INFER(cx_infer_unary);
+CX_INFER(cx_infer_complex_part);
+CX_INFER(cx_infer_conjugate);
+CX_INFER(cx_infer_fft);
 CX_INFER(cx_infer_logical);
 CX_INFER(cx_infer_binary);
 CX_INFER(cx_infer_unary_int);

@@ -435,6 +435,13 @@ static cx_tensor *tensor_of(gen *g, cx_dtype t, shape s, domain d) {
     cx_status st = {0};
     assert_int_equal(cx_tensor_init(x, cx_device_cpu(), &desc, &st), CX_OK);
     bool fl = cx_dtype_is_float(t);
+    if (cx_dtype_is_complex(t)) {
+        /* each part a value of the real type's domain */
+        cx_dtype rt = cx_dtype_to_real(t);
+        for (int64_t i = 0; i < 2 * x->numel; i++)
+            store_value(rt, x->data, i, float_value(&g->r, d, rt), 0);
+        return x;
+    }
     for (int64_t i = 0; i < x->numel; i++)
         store_value(t, x->data, i, fl ? float_value(&g->r, d, t) : 0,
                     fl ? 0 : int_value(&g->r, d, t));
@@ -1264,6 +1271,21 @@ static void gen_conv(gen *g) {
 typedef void (*generator)(gen *g);
 
 /* The case generator of an op, or NULL when it has none (then a claim of it fails). */
+/* Rows of the last axis, kept, padded and cut (length), with and without the eps cleanup. */
+static void gen_fft(gen *g) {
+    struct {
+        shape s;
+        int64_t length; /* 0: the axis's own */
+    } grid[] = {{SH(1), 0},        {SH(7), 0},    {SH(8), 0},      {SH(3, 7), 0},
+                {SH(2, 3, 16), 0}, {SH(5), 8},    {SH(17), 4},     {SH(3, 12), 17},
+                {SH(2, 0), 3},     {SH(0, 4), 0}, {SH(2, 100), 0}, {SH(1024), 0}};
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
+        dcase *c = unary_case(g, grid[k].s, k % 4 == 3 ? D_ANY : D_FINITE);
+        if (grid[k].length) cx_param_put_int(&c->ps, CX_P_LENGTH, grid[k].length);
+        if (k % 2) cx_param_put_float(&c->ps, CX_P_EPS, 1e-6);
+    }
+}
+
 static generator generator_for(cx_op_id op) {
     const cx_op_info *info = &cx_op_table[op];
     switch (op) {
@@ -1284,6 +1306,8 @@ static generator generator_for(cx_op_id op) {
     case CX_OP_INDEXED_ADD:
     case CX_OP_INDEXED_PUT: return gen_indexed;
     case CX_OP_DOT: return gen_dot;
+    case CX_OP_FFT:
+    case CX_OP_IFFT: return gen_fft;
     case CX_OP_FULL: return gen_full;
     case CX_OP_IOTA: return gen_iota;
     case CX_OP_EYE: return gen_eye;
@@ -1592,14 +1616,16 @@ static cx_route run_case(report *rep, const char *where, bool claimed_native, co
         failure(rep, "%s, %s: download failed: %s", where, label, st.message);
         goto done;
     }
-    cx_dtype t = wd->dtype;
+    /* complex results compare part by part, each as an element of the real type */
+    cx_dtype t = cx_dtype_is_complex(wd->dtype) ? cx_dtype_to_real(wd->dtype) : wd->dtype;
+    int64_t count = cx_dtype_is_complex(wd->dtype) ? 2 * want->numel : want->numel;
     tolerance tol = tolerance_for(dev->driver_name, c->op, t);
     double length = reduction_length(c, &ps_dev), scale = input_scale(c);
     /* elementwise composites (gelu ...): the scale of each element is its own input's */
     bool own_scale = generator_for(c->op) == gen_composite_unary && c->n_in == 1 &&
                      c->in[0]->numel == want->numel;
     int64_t bad = 0, first[4];
-    for (int64_t i = 0; i < want->numel; i++) {
+    for (int64_t i = 0; i < count; i++) {
         uint64_t a = bits_at(t, host, i), b = bits_at(t, want->data, i);
         double m = scale;
         if (own_scale) {
@@ -1619,8 +1645,8 @@ static cx_route run_case(report *rep, const char *where, bool claimed_native, co
                      (unsigned long long)bits_at(t, want->data, first[j]));
         const char *kinds[] = {"exact", "ulp", "close"};
         failure(rep, "%s, %s: %lld of %lld elements differ (%s %g, L %g, M %g); device vs cpu:%s",
-                where, label, (long long)bad, (long long)want->numel, kinds[tol.kind], tol.n,
-                length, scale, detail);
+                where, label, (long long)bad, (long long)count, kinds[tol.kind], tol.n, length,
+                scale, detail);
     }
 done:
     free(host);

@@ -50,6 +50,9 @@ static inline void tu_store(cx_dtype t, void *buf, int64_t i, double v) {
     case CX_U64:
         ((uint64_t *)buf)[i] = v >= 9223372036854775808.0 ? (uint64_t)v : (uint64_t)(int64_t)v;
         break;
+    /* a complex number with no imaginary part */
+    case CX_C64: ((float *)buf)[2 * i] = (float)v, ((float *)buf)[2 * i + 1] = 0; break;
+    case CX_C128: ((double *)buf)[2 * i] = v, ((double *)buf)[2 * i + 1] = 0; break;
     default: fail_msg("bad dtype");
     }
 }
@@ -68,6 +71,9 @@ static inline double tu_load(cx_dtype t, const void *buf, int64_t i) {
     case CX_U16: return ((const uint16_t *)buf)[i];
     case CX_U32: return ((const uint32_t *)buf)[i];
     case CX_U64: return (double)((const uint64_t *)buf)[i];
+    /* complex: the magnitude */
+    case CX_C64: return hypot(((const float *)buf)[2 * i], ((const float *)buf)[2 * i + 1]);
+    case CX_C128: return hypot(((const double *)buf)[2 * i], ((const double *)buf)[2 * i + 1]);
     default: fail_msg("bad dtype");
     }
     return 0;

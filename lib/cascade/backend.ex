@@ -45,7 +45,64 @@ if Code.ensure_loaded?(Nx) do
       {:s, 8},
       {:s, 16},
       {:s, 32},
-      {:s, 64}
+      {:s, 64},
+      {:c, 64},
+      {:c, 128}
+    ]
+
+    # The callbacks Cascade runs on complex tensors; any other falls back when a tensor of the
+    # call is complex (Cascade's ops refuse complex types they do not define).
+    @complex_callbacks [
+      :reshape,
+      :squeeze,
+      :broadcast,
+      :transpose,
+      :pad,
+      :reverse,
+      :slice,
+      :put_slice,
+      :take,
+      :gather,
+      :take_along_axis,
+      :select,
+      :dot,
+      :sum,
+      :product,
+      :add,
+      :subtract,
+      :multiply,
+      :divide,
+      :pow,
+      :equal,
+      :not_equal,
+      :negate,
+      :abs,
+      :exp,
+      :expm1,
+      :log,
+      :log1p,
+      :sqrt,
+      :rsqrt,
+      :sin,
+      :cos,
+      :tan,
+      :tanh,
+      :sinh,
+      :cosh,
+      :asin,
+      :acos,
+      :atan,
+      :asinh,
+      :acosh,
+      :atanh,
+      :sigmoid,
+      :is_nan,
+      :is_infinity,
+      :conjugate,
+      :real,
+      :imag,
+      :fft,
+      :ifft
     ]
 
     ## Creation
@@ -70,6 +127,16 @@ if Code.ensure_loaded?(Nx) do
         when type in @native_types and (is_number(number) or is_atom(number)) do
       value = if is_atom(number), do: number, else: cast_number(number, type)
       out(out, Cascade.full(value, shape, type: type, device: device(opts)))
+    end
+
+    # a complex constant: one element encoded, broadcast to the shape
+    def constant(%T{type: {:c, _} = type, shape: shape} = out, number, opts) do
+      value = if is_struct(number), do: {number.re, number.im}, else: number
+
+      bin = Cascade.Type.encode([value], Cascade.Type.normalize!(type))
+      one = Cascade.from_binary(bin, type, {}, device: device(opts))
+
+      out(out, Cascade.broadcast(one, shape))
     end
 
     def constant(out, number, opts),
@@ -219,9 +286,10 @@ if Code.ensure_loaded?(Nx) do
       if native?([out, tensor]) do
         t = cx(tensor)
         # Nx turns NaN and infinities into integers its own way; keep its answer
-        if Nx.Type.float?(tensor.type) and not Nx.Type.float?(type),
-          do: fallback(:as_type, out, [tensor], "Nx's own conversion of floats into integers"),
-          else: out(out, Cascade.as_type(t, type))
+        if (Nx.Type.float?(tensor.type) or Nx.Type.complex?(tensor.type)) and
+             Nx.Type.integer?(type),
+           do: fallback(:as_type, out, [tensor], "Nx's own conversion of floats into integers"),
+           else: out(out, Cascade.as_type(t, type))
       else
         fallback(:as_type, out, [tensor])
       end
@@ -252,6 +320,20 @@ if Code.ensure_loaded?(Nx) do
 
     @impl true
     def pad(out, tensor, pad_value, config) do
+      case pad_value do
+        # Cascade pads with a real number: a complex pad value with an imaginary part falls back
+        %T{type: {:c, _}} = v when v.data.__struct__ == B ->
+          case Nx.to_number(v) do
+            %{im: im} when im != 0 -> fallback(:pad, out, [tensor, pad_value, config])
+            _ -> pad_native(out, tensor, pad_value, config)
+          end
+
+        _ ->
+          pad_native(out, tensor, pad_value, config)
+      end
+    end
+
+    defp pad_native(out, tensor, pad_value, config) do
       native_or(:pad, out, [tensor, pad_value, config], fn t, v, config ->
         Cascade.pad(cast(t, out.type), scalar(v), config)
       end)
@@ -428,7 +510,7 @@ if Code.ensure_loaded?(Nx) do
 
     # Unary ops Cascade has, computed in the output type.
     for op <-
-          [:negate, :abs, :sign, :floor, :ceil, :round] ++
+          [:negate, :sign, :floor, :ceil, :round] ++
             [:exp, :expm1, :log, :log1p, :sqrt, :rsqrt, :sin, :cos, :tanh, :sigmoid, :erf] ++
             [:erfc, :tan, :asin, :acos, :atan, :sinh, :cosh, :asinh, :acosh] ++
             [:atanh, :cbrt, :bitwise_not, :population_count, :count_leading_zeros] do
@@ -436,6 +518,14 @@ if Code.ensure_loaded?(Nx) do
       def unquote(op)(out, tensor),
         do: native_or(unquote(op), out, [tensor], &Cascade.unquote(op)(cast(&1, out.type)))
     end
+
+    # the magnitude of a complex number is real: the input keeps its complex type
+    @impl true
+    def abs(%T{} = out, %T{type: {:c, _}} = tensor),
+      do: native_or(:abs, out, [tensor], &Cascade.abs/1)
+
+    def abs(out, tensor),
+      do: native_or(:abs, out, [tensor], &Cascade.abs(cast(&1, out.type)))
 
     # Cascade.erf_inv/1 is correctly rounded; Nx.BinaryBackend's (Complex.erf_inv/1) is Giles'
     # approximation evaluated in f64, up to a few ulp away in f32. The same steps here, in f64
@@ -483,10 +573,10 @@ if Code.ensure_loaded?(Nx) do
 
     ## Everything else runs on Nx.BinaryBackend
 
-    # complex numbers: Cascade has no complex type
     for op <- [:conjugate, :real, :imag] do
       @impl true
-      def unquote(op)(out, tensor), do: fallback(unquote(op), out, [tensor])
+      def unquote(op)(out, tensor),
+        do: native_or(unquote(op), out, [tensor], &Cascade.unquote(op)(&1))
     end
 
     @impl true
@@ -676,10 +766,26 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
+    # Cascade transforms the last axis: another axis is moved there and back
     for op <- [:fft, :ifft] do
       @impl true
-      def unquote(op)(out, tensor, opts), do: fallback(unquote(op), out, [tensor, opts])
+      def unquote(op)(out, tensor, opts) do
+        native_or(unquote(op), out, [tensor, opts], fn t, opts ->
+          rank = tuple_size(Cascade.shape(t))
+          axis = opts[:axis] || rank - 1
+          perm = Enum.to_list(0..(rank - 1)) |> List.delete(axis) |> Kernel.++([axis])
+          t = if axis == rank - 1, do: t, else: Cascade.transpose(t, axes: perm)
+          r = Cascade.unquote(op)(t, length: opts[:length], eps: opts[:eps] || 0.0)
+
+          if axis == rank - 1,
+            do: r,
+            else: Cascade.transpose(r, axes: inverse_perm(perm))
+        end)
+      end
     end
+
+    defp inverse_perm(perm),
+      do: perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
 
     # the source in the output type (Nx merges it with the initial value's type), the tensor
     # compared in its own
@@ -717,7 +823,7 @@ if Code.ensure_loaded?(Nx) do
     # the two can choose other, equally valid, factors.
     @impl true
     def lu({p_out, l_out, u_out} = out, tensor, opts) do
-      if native?([p_out, l_out, u_out, tensor]) do
+      if native?([p_out, l_out, u_out, tensor]) and not complex?([tensor]) do
         {p, l, u} = Cascade.lu(cx(tensor), p_type: p_out.type)
         {out(p_out, p), out(l_out, l), out(u_out, u)}
       else
@@ -750,7 +856,7 @@ if Code.ensure_loaded?(Nx) do
     # order they converge in.
     @impl true
     def eigh({vals_out, vecs_out} = out, tensor, opts) do
-      if native?([vals_out, vecs_out, tensor]) do
+      if native?([vals_out, vecs_out, tensor]) and not complex?([tensor]) do
         {values, vectors} = Cascade.eigh(cx(tensor))
         {out(vals_out, values), out(vecs_out, vectors)}
       else
@@ -786,7 +892,13 @@ if Code.ensure_loaded?(Nx) do
       %{out | data: %B{tensor: t, device: t.device}}
     end
 
-    defp scalar(%Cascade.Tensor{} = t), do: t |> Cascade.to_list() |> number()
+    defp scalar(%Cascade.Tensor{} = t) do
+      case Cascade.to_list(t) do
+        {re, _im} -> number(re)
+        n -> number(n)
+      end
+    end
+
     defp scalar(n), do: n
 
     defp number(n) when is_number(n) or n in [:nan, :infinity, :neg_infinity], do: n
@@ -798,13 +910,21 @@ if Code.ensure_loaded?(Nx) do
     # Cascade stores; else the callback falls back to Nx.BinaryBackend. Tensor arguments
     # reach `fun` as Cascade tensors, the others as given.
     defp native_or(op, out, args, fun) do
-      if native?([out | args]) do
+      if native?([out | args]) and (op in @complex_callbacks or not complex?([out | args])) do
         device = call_device(args)
         args = Enum.map(args, fn a -> if match?(%T{}, a), do: cx(a, device), else: a end)
         out(out, apply(fun, args))
       else
         fallback(op, out, args)
       end
+    end
+
+    defp complex?(terms) do
+      Enum.any?(terms, fn
+        %T{type: {:c, _}} -> true
+        list when is_list(list) -> complex?(list)
+        _ -> false
+      end)
     end
 
     defp native?(terms) do
@@ -841,9 +961,16 @@ if Code.ensure_loaded?(Nx) do
     defp reason(op, out, args) do
       others = args |> List.flatten() |> Enum.filter(&match?(%T{}, &1)) |> Enum.map(& &1.type)
 
-      case Enum.reject(Enum.uniq(List.wrap(types(out)) ++ others), &(&1 in @native_types)) do
-        [] -> "Cascade has no #{op}"
-        lacking -> "Cascade has no type #{Enum.map_join(lacking, ", ", &Nx.Type.to_string/1)}"
+      all = Enum.uniq(List.wrap(types(out)) ++ others)
+
+      case Enum.reject(all, &(&1 in @native_types)) do
+        [] ->
+          if Enum.any?(all, &match?({:c, _}, &1)),
+            do: "Cascade has no #{op} for complex numbers",
+            else: "Cascade has no #{op}"
+
+        lacking ->
+          "Cascade has no type #{Enum.map_join(lacking, ", ", &Nx.Type.to_string/1)}"
       end
     end
 

@@ -16,12 +16,19 @@ defmodule Cascade.Type do
   | `:u16`   | `{:u, 16}`   | 2     |
   | `:u32`   | `{:u, 32}`   | 4     |
   | `:u64`   | `{:u, 64}`   | 8     |
+  | `:c64`   | `{:c, 64}`   | 8     |
+  | `:c128`  | `{:c, 128}`  | 16    |
 
   Mixed types promote as in Nx: floats win over integers, the wider type wins, f16 with
   bf16 gives f32, an unsigned type with a signed one gives a signed type twice as wide as the
   unsigned one (at most 64 bits) or the signed one when that is wider; a number keeps a
   tensor's type unless it is a float and the tensor holds integers, which gives f32. Sums and
   products of integers are s64, or u64 for unsigned types, as in Nx.
+
+  Complex numbers (`:c64`, two f32; `:c128`, two f64) are written `{re, im}` in lists: a
+  tensor built from `[{1.0, 2.0}]` holds 1 + 2i, and `Cascade.to_list/1` gives such tuples
+  back (a plain number is accepted too, as a complex number with no imaginary part). A complex
+  type wins over every other and keeps its width, as in Nx (c64 with f64 is c64).
   """
 
   import Bitwise, only: [<<<: 2, >>>: 2, &&&: 2]
@@ -38,15 +45,35 @@ defmodule Cascade.Type do
     s16: {:s, 16},
     u16: {:u, 16},
     u32: {:u, 32},
-    u64: {:u, 64}
+    u64: {:u, 64},
+    c64: {:c, 64},
+    c128: {:c, 128}
   ]
   @names Keyword.keys(@types)
 
   @typedoc "A type atom such as `:f32`."
   @type name ::
-          :f16 | :bf16 | :f32 | :f64 | :u8 | :s32 | :s64 | :s8 | :s16 | :u16 | :u32 | :u64
+          :f16
+          | :bf16
+          | :f32
+          | :f64
+          | :u8
+          | :s32
+          | :s64
+          | :s8
+          | :s16
+          | :u16
+          | :u32
+          | :u64
+          | :c64
+          | :c128
   @typedoc "A type as Nx writes it, such as `{:f, 32}`."
-  @type t :: {:f, 16 | 32 | 64} | {:bf, 16} | {:u, 8 | 16 | 32 | 64} | {:s, 8 | 16 | 32 | 64}
+  @type t ::
+          {:f, 16 | 32 | 64}
+          | {:bf, 16}
+          | {:u, 8 | 16 | 32 | 64}
+          | {:s, 8 | 16 | 32 | 64}
+          | {:c, 64 | 128}
 
   @doc """
   The type atom for any accepted spelling; raises `ArgumentError` for an unknown one.
@@ -97,6 +124,17 @@ defmodule Cascade.Type do
   def float?(type), do: elem(to_tuple(type), 0) in [:f, :bf]
 
   @doc """
+  Whether the type holds complex numbers.
+
+      iex> Cascade.Type.complex?(:c64)
+      true
+      iex> Cascade.Type.complex?(:f64)
+      false
+  """
+  @spec complex?(name | t) :: boolean
+  def complex?(type), do: elem(to_tuple(type), 0) == :c
+
+  @doc """
   The type two operands are computed in (Nx.Type.merge/2).
 
       iex> Cascade.Type.merge(:f16, :bf16)
@@ -111,6 +149,15 @@ defmodule Cascade.Type do
 
   def merge(a, b) do
     case {to_tuple(a), to_tuple(b)} do
+      {{:c, ba}, {:c, bb}} ->
+        normalize!({:c, max(ba, bb)})
+
+      {{:c, _}, _} ->
+        a
+
+      {_, {:c, _}} ->
+        b
+
       {{ka, _}, {kb, _}} when ka in [:f, :bf] and kb in [:f, :bf] ->
         if a == :f64 or b == :f64, do: :f64, else: :f32
 
@@ -159,7 +206,9 @@ defmodule Cascade.Type do
   """
   @spec merge_number(name, number | atom) :: name
   def merge_number(type, number) when is_integer(number), do: type
-  def merge_number(type, _float), do: if(float?(type), do: type, else: :f32)
+
+  def merge_number(type, _float),
+    do: if(float?(type) or complex?(type), do: type, else: :f32)
 
   @doc """
   The type of a number on its own: s64 for integers, f32 for floats.
@@ -201,6 +250,13 @@ defmodule Cascade.Type do
   def encode_one(n, :u16), do: <<to_int(n, :u16)::unsigned-native-16>>
   def encode_one(n, :u32), do: <<to_int(n, :u32)::unsigned-native-32>>
   def encode_one(n, :u64), do: <<to_int(n, :u64)::unsigned-native-64>>
+  def encode_one(n, :c64), do: complex_bits(n, 32)
+  def encode_one(n, :c128), do: complex_bits(n, 64)
+
+  # {re, im}, an Elixir Complex struct (as Nx gives), or a real number
+  defp complex_bits({re, im}, bits), do: float_bits(re, bits) <> float_bits(im, bits)
+  defp complex_bits(%{re: re, im: im}, bits), do: complex_bits({re, im}, bits)
+  defp complex_bits(n, bits), do: complex_bits({n, 0.0}, bits)
 
   @int_ranges %{
     u8: {0, 255},
@@ -361,6 +417,12 @@ defmodule Cascade.Type do
   def decode(bin, :u16), do: for(<<x::unsigned-native-16 <- bin>>, do: x)
   def decode(bin, :u32), do: for(<<x::unsigned-native-32 <- bin>>, do: x)
   def decode(bin, :u64), do: for(<<x::unsigned-native-64 <- bin>>, do: x)
+
+  def decode(bin, :c64),
+    do: for(<<re::unsigned-native-32, im::unsigned-native-32 <- bin>>, do: {f32(re), f32(im)})
+
+  def decode(bin, :c128),
+    do: for(<<re::unsigned-native-64, im::unsigned-native-64 <- bin>>, do: {f64(re), f64(im)})
 
   defp f32(x) when (x &&& 0x7F800000) == 0x7F800000, do: special(x &&& 0x7FFFFF, x >>> 31)
 

@@ -179,6 +179,45 @@ CAST_SOURCES(DEF_CASTS_FROM)
 #define CAST_ROW(S, ST, SK)          CAST_DESTS(CAST_ENTRY, S, ST, SK)
 static const cast_fn casts[CX_DTYPE_COUNT][CX_DTYPE_COUNT] = {CAST_SOURCES(CAST_ROW)};
 
+/* Casts into or out of a complex type, in chunks through doubles. Into complex: the value as
+ * the real part (as f64 first, then rounded once for c64), the imaginary part 0. Out of
+ * complex: the real part, converted as an f64 would be (Nx.BinaryBackend drops the imaginary
+ * part). Between c64 and c128: each part. */
+#define CCHUNK 512
+static void complex_cast(cx_dtype from, cx_dtype to, const void *src, void *dst, int64_t n) {
+    double re[CCHUNK], im[CCHUNK];
+    size_t fs = cx_dtype_size(from), ts = cx_dtype_size(to);
+    for (int64_t i = 0; i < n; i += CCHUNK) {
+        int64_t m = n - i < CCHUNK ? n - i : CCHUNK;
+        const char *a = (const char *)src + (size_t)i * fs;
+        char *o = (char *)dst + (size_t)i * ts;
+        if (from == CX_C64) {
+            const float *c = (const float *)a;
+            for (int64_t k = 0; k < m; k++) re[k] = c[2 * k], im[k] = c[2 * k + 1];
+        } else if (from == CX_C128) {
+            const double *c = (const double *)a;
+            for (int64_t k = 0; k < m; k++) re[k] = c[2 * k], im[k] = c[2 * k + 1];
+        } else {
+            if (from == CX_F64)
+                memcpy(re, a, (size_t)m * sizeof(double));
+            else
+                casts[from][CX_F64](a, re, m);
+            memset(im, 0, (size_t)m * sizeof(double));
+        }
+        if (to == CX_C64) {
+            float *c = (float *)o;
+            for (int64_t k = 0; k < m; k++) c[2 * k] = (float)re[k], c[2 * k + 1] = (float)im[k];
+        } else if (to == CX_C128) {
+            double *c = (double *)o;
+            for (int64_t k = 0; k < m; k++) c[2 * k] = re[k], c[2 * k + 1] = im[k];
+        } else if (to == CX_F64) {
+            memcpy(o, re, (size_t)m * sizeof(double));
+        } else {
+            casts[CX_F64][to](re, o, m);
+        }
+    }
+}
+
 cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st) {
     cx_dtype from = in->desc.dtype, to = out->desc.dtype;
     if (!cx_dtype_valid(from) || !cx_dtype_valid(to))
@@ -189,6 +228,8 @@ cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st) {
     if (out->numel == 0) return CX_OK;
     if (from == to)
         memcpy(out->data, in->data, out->nbytes);
+    else if (cx_dtype_is_complex(from) || cx_dtype_is_complex(to))
+        complex_cast(from, to, in->data, out->data, out->numel);
     else if (from == CX_F16 && to == CX_F32) /* the common pair, done 8 at a time where F16C is */
         cx_f16_to_f32_array(in->data, out->data, out->numel);
     else if (from == CX_F32 && to == CX_F16)

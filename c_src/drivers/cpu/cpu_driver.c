@@ -92,6 +92,7 @@ static cx_code cpu_execute(void *ctx, cx_op_id op, const cx_tensor *const *in, i
     case CX_KIND_LINALG: return cpu_linalg(op, in, ps, out, st);
     case CX_KIND_LAYOUT: return cpu_layout(op, in, n_in, ps, out, st);
     case CX_KIND_DOT: return cpu_dot(in[0], in[1], ps, out, st);
+    case CX_KIND_FFT: return cpu_fft(op, in[0], ps, out, st);
     case CX_KIND_CREATE: return cpu_create(op, ps, out, st);
     case CX_KIND_COMPOSITE: break;
     }

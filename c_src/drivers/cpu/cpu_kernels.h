@@ -90,6 +90,15 @@ cx_code cpu_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_p
 /* dot.c: DOT */
 cx_code cpu_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
                 cx_status *st);
+/* fft_op.c: FFT kind. fn transforms `rows` contiguous rows of n complex elements of type t
+ * (inverse: divided by n), returning 0, or non-zero to have the reference (fft.c) run
+ * instead; cpu_fft passes the reference itself. */
+typedef int (*cpu_fft_rows_fn)(cx_dtype t, const void *in, void *out, int64_t rows, int64_t n,
+                               int inverse);
+cx_code cpu_fft_with(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                     cpu_fft_rows_fn fn, cx_status *st);
+cx_code cpu_fft(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                cx_status *st);
 /* create.c: CREATE kind (full, iota, eye, random) */
 cx_code cpu_create(cx_op_id op, const cx_params *ps, cx_tensor *out, cx_status *st);
 

@@ -9,6 +9,7 @@
  *            when rounding takes it out (only when min < max),
  *   normal:  fma(standard_deviation, z, mean). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -226,8 +227,22 @@ static cx_code create_normal(const cx_params *ps, cx_tensor *out) {
     return CX_OK;
 }
 
+/* full, iota and eye of a complex type: made in the real type, then cast (imaginary part 0). */
+static cx_code create_complex(cx_op_id op, const cx_params *ps, cx_tensor *out, cx_status *st) {
+    cx_tensor real = *out;
+    real.desc.dtype = cx_dtype_to_real(out->desc.dtype);
+    real.nbytes = (size_t)out->numel * cx_dtype_size(real.desc.dtype);
+    real.data = malloc(real.nbytes ? real.nbytes : 1);
+    if (!real.data) return cx_fail(st, CX_ENOMEM, "cpu: could not allocate %zu bytes", real.nbytes);
+    cx_code rc = cpu_create(op, ps, &real, st);
+    if (rc == CX_OK) rc = cpu_cast(&real, out, st);
+    free(real.data);
+    return rc;
+}
+
 cx_code cpu_create(cx_op_id op, const cx_params *ps, cx_tensor *out, cx_status *st) {
     bool random = op == CX_OP_RANDOM_UNIFORM || op == CX_OP_RANDOM_NORMAL;
+    if (!random && cx_dtype_is_complex(out->desc.dtype)) return create_complex(op, ps, out, st);
     if (random && !cx_dtype_is_float(out->desc.dtype))
         return cx_fail(st, CX_EINVAL, "cpu: %s needs a float type, got: %s", cx_op_table[op].name,
                        cx_dtype_name(out->desc.dtype));

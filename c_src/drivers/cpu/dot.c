@@ -437,6 +437,53 @@ static cx_code dot_int(dot_job *j, cx_tensor *out, cx_status *st) {
     return ok ? CX_OK : no_memory(st);
 }
 
+/* c64 and c128, computed in double complex (c64 rounded once), i-k-j as gemm_u64. */
+static void gather_cd(const operand *x, int64_t base, int64_t rows, int64_t cols,
+                      double _Complex *dst) {
+    for (int64_t i = 0; i < rows; i++, dst += cols) {
+        int64_t r = base + x->roff[i];
+        for (int64_t q = 0; q < cols; q++) {
+            int64_t at = r + x->coff[q];
+            if (x->t->desc.dtype == CX_C64)
+                dst[q] = ((const float _Complex *)x->t->data)[at];
+            else
+                dst[q] = ((const double _Complex *)x->t->data)[at];
+        }
+    }
+}
+
+static cx_code dot_complex(dot_job *j, cx_tensor *out, cx_status *st) {
+    bool da, db;
+    int64_t m = j->m, n = j->n, k = j->k;
+    float_bufs f = {0};
+    size_t cs = sizeof(double _Complex);
+    bool ok = operand_prepare(&j->a, CX_DTYPE_INVALID, &da) &&
+              operand_prepare(&j->b, CX_DTYPE_INVALID, &db);
+    ok = ok && (f.a = cpu_buffer_get(cs * (size_t)(m * k)));
+    ok = ok && (f.b = cpu_buffer_get(cs * (size_t)(k * n)));
+    ok = ok && (f.c = cpu_buffer_get(cs * (size_t)(m * n)));
+    cpu_batch_walk w = {{0}, 0, 0};
+    for (int64_t bi = 0; ok && bi < j->batch; bi++, cpu_batch_next(&j->a.batch, &j->b.batch, &w)) {
+        double _Complex *a = f.a, *b = f.b, *c = f.c;
+        gather_cd(&j->a, w.a, m, k, a);
+        gather_cd(&j->b, w.b, k, n, b);
+        for (int64_t i = 0; i < m * n; i++) c[i] = 0;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t p = 0; p < k; p++) {
+                double _Complex x = a[i * k + p];
+                for (int64_t q = 0; q < n; q++) c[i * n + q] += x * b[p * n + q];
+            }
+        for (int64_t i = 0; i < m * n; i++) {
+            if (out->desc.dtype == CX_C64)
+                ((float _Complex *)out->data)[bi * m * n + i] = (float _Complex)c[i];
+            else
+                ((double _Complex *)out->data)[bi * m * n + i] = c[i];
+        }
+    }
+    bufs_release(&f);
+    return ok ? CX_OK : no_memory(st);
+}
+
 cx_code cpu_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
                 cx_status *st) {
     dot_job j;
@@ -453,6 +500,8 @@ cx_code cpu_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_
     case CX_F16:
     case CX_BF16: rc = dot_f32(&j, out, st); break;
     case CX_F64: rc = dot_f64(&j, out, st); break;
+    case CX_C64:
+    case CX_C128: rc = dot_complex(&j, out, st); break;
     default: rc = dot_int(&j, out, st); break;
     }
     operand_release(&j.a);

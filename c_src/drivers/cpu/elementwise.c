@@ -3,6 +3,7 @@
  * happens once per call and the loops vectorise. f16 and bf16 run the f32 kernels on chunks
  * widened to f32 and round once on the way back. */
 #include <string.h>
+#include <complex.h>
 #include <tgmath.h>
 
 #include "../../core/half_array.h"
@@ -318,10 +319,78 @@ TRUTH_KERNELS(s16, int16_t)
 TRUTH_KERNELS(s32, int32_t)
 TRUTH_KERNELS(s64, int64_t)
 
+/* Complex numbers (C99 complex, Annex G for infinities and NaN), c64 computed in double complex
+ * and rounded once, as Nx.BinaryBackend computes (Elixir's Complex, in double). */
+typedef float _Complex cfloat;
+typedef double _Complex cdouble;
+
+static inline cdouble csign_d(cdouble z) {
+    double m = cabs(z);
+    return m == 0 || m != m ? z : z / m;
+}
+
+static inline cdouble csigmoid_d(cdouble z) {
+    return 1 / (1 + cexp(-z));
+}
+
+static inline cdouble cpow_d(cdouble x, cdouble y) {
+    /* x^0 is 1 (Complex.pow and C agree on every x but 0, where cpow may give NaN) */
+    if (y == 0) return 1;
+    return cpow(x, y);
+}
+
+#define COMPLEX_KERNELS(sfx, T, R)                                                                 \
+    DEF_UNARY(k_negate_##sfx, T, T, (T)(-(cdouble)x))                                              \
+    DEF_UNARY(k_abs_##sfx, T, R, (R)cabs((cdouble)x))                                              \
+    DEF_UNARY(k_sign_##sfx, T, T, (T)csign_d((cdouble)x))                                          \
+    DEF_UNARY(k_exp_##sfx, T, T, (T)cexp((cdouble)x))                                              \
+    DEF_UNARY(k_expm1_##sfx, T, T, (T)(cexp((cdouble)x) - 1))                                      \
+    DEF_UNARY(k_log_##sfx, T, T, (T)clog((cdouble)x))                                              \
+    DEF_UNARY(k_log1p_##sfx, T, T, (T)clog(1 + (cdouble)x))                                        \
+    DEF_UNARY(k_sqrt_##sfx, T, T, (T)csqrt((cdouble)x))                                            \
+    DEF_UNARY(k_rsqrt_##sfx, T, T, (T)(1 / csqrt((cdouble)x)))                                     \
+    DEF_UNARY(k_sin_##sfx, T, T, (T)csin((cdouble)x))                                              \
+    DEF_UNARY(k_cos_##sfx, T, T, (T)ccos((cdouble)x))                                              \
+    DEF_UNARY(k_tan_##sfx, T, T, (T)ctan((cdouble)x))                                              \
+    DEF_UNARY(k_tanh_##sfx, T, T, (T)ctanh((cdouble)x))                                            \
+    DEF_UNARY(k_sinh_##sfx, T, T, (T)csinh((cdouble)x))                                            \
+    DEF_UNARY(k_cosh_##sfx, T, T, (T)ccosh((cdouble)x))                                            \
+    DEF_UNARY(k_asin_##sfx, T, T, (T)casin((cdouble)x))                                            \
+    DEF_UNARY(k_acos_##sfx, T, T, (T)cacos((cdouble)x))                                            \
+    DEF_UNARY(k_atan_##sfx, T, T, (T)catan((cdouble)x))                                            \
+    DEF_UNARY(k_asinh_##sfx, T, T, (T)casinh((cdouble)x))                                          \
+    DEF_UNARY(k_acosh_##sfx, T, T, (T)cacosh((cdouble)x))                                          \
+    DEF_UNARY(k_atanh_##sfx, T, T, (T)catanh((cdouble)x))                                          \
+    DEF_UNARY(k_sigmoid_##sfx, T, T, (T)csigmoid_d((cdouble)x))                                    \
+    DEF_UNARY(k_reciprocal_##sfx, T, T, (T)(1 / (cdouble)x))                                       \
+    DEF_UNARY(k_real_##sfx, T, R, (R)creal(x))                                                     \
+    DEF_UNARY(k_imag_##sfx, T, R, (R)cimag(x))                                                     \
+    DEF_UNARY(k_conjugate_##sfx, T, T, (T)conj(x))                                                 \
+    DEF_UNARY(k_is_nan_##sfx, T, uint8_t, isnan(creal(x)) || isnan(cimag(x)))                      \
+    DEF_UNARY(k_is_infinity_##sfx, T, uint8_t, isinf(creal(x)) || isinf(cimag(x)))                 \
+    DEF_BINARY(k_add_##sfx, T, T, (T)((cdouble)x + (cdouble)y))                                    \
+    DEF_BINARY(k_subtract_##sfx, T, T, (T)((cdouble)x - (cdouble)y))                               \
+    DEF_BINARY(k_multiply_##sfx, T, T, (T)((cdouble)x * (cdouble)y))                               \
+    DEF_BINARY(k_divide_##sfx, T, T, (T)((cdouble)x / (cdouble)y))                                 \
+    DEF_BINARY(k_pow_##sfx, T, T, (T)cpow_d((cdouble)x, (cdouble)y))                               \
+    DEF_BINARY(k_equal_##sfx, T, uint8_t, x == y)                                                  \
+    DEF_BINARY(k_not_equal_##sfx, T, uint8_t, x != y)
+COMPLEX_KERNELS(c64, cfloat, float)
+COMPLEX_KERNELS(c128, cdouble, double)
+
 /* Kernels by op and compute type; f16 and bf16 use the f32 column. Missing entries are
  * combinations inference never produces (divide on integers, exp on integers). */
 #define FLOATS(k)                                                                                  \
     { [CX_F32] = k##_f32, [CX_F64] = k##_f64 }
+#define COMPLEX(k) [CX_C64] = k##_c64, [CX_C128] = k##_c128
+#define FLOATS_C(k)                                                                                \
+    { [CX_F32] = k##_f32, [CX_F64] = k##_f64, COMPLEX(k) }
+#define ALL_C(k)                                                                                   \
+    {                                                                                              \
+        [CX_F32] = k##_f32, [CX_F64] = k##_f64, [CX_U8] = k##_u8, [CX_S32] = k##_s32,              \
+        [CX_S64] = k##_s64, [CX_S8] = k##_s8, [CX_S16] = k##_s16, [CX_U16] = k##_u16,              \
+        [CX_U32] = k##_u32, [CX_U64] = k##_u64, COMPLEX(k)                                         \
+    }
 #define ALL(k)                                                                                     \
     {                                                                                              \
         [CX_F32] = k##_f32, [CX_F64] = k##_f64, [CX_U8] = k##_u8, [CX_S32] = k##_s32,              \
@@ -336,39 +405,42 @@ TRUTH_KERNELS(s64, int64_t)
     }
 
 static const ew_kernel kernels[CX_OP_COUNT][CX_DTYPE_COUNT] = {
-    [CX_OP_NEGATE] = ALL(k_negate),
-    [CX_OP_ABS] = ALL(k_abs),
-    [CX_OP_SIGN] = ALL(k_sign),
-    [CX_OP_EXP] = FLOATS(k_exp),
-    [CX_OP_EXPM1] = FLOATS(k_expm1),
-    [CX_OP_LOG] = FLOATS(k_log),
-    [CX_OP_LOG1P] = FLOATS(k_log1p),
-    [CX_OP_SQRT] = FLOATS(k_sqrt),
-    [CX_OP_RSQRT] = FLOATS(k_rsqrt),
-    [CX_OP_SIN] = FLOATS(k_sin),
-    [CX_OP_COS] = FLOATS(k_cos),
-    [CX_OP_TANH] = FLOATS(k_tanh),
-    [CX_OP_SIGMOID] = FLOATS(k_sigmoid),
+    [CX_OP_NEGATE] = ALL_C(k_negate),
+    [CX_OP_ABS] = ALL_C(k_abs),
+    [CX_OP_SIGN] = ALL_C(k_sign),
+    [CX_OP_EXP] = FLOATS_C(k_exp),
+    [CX_OP_EXPM1] = FLOATS_C(k_expm1),
+    [CX_OP_LOG] = FLOATS_C(k_log),
+    [CX_OP_LOG1P] = FLOATS_C(k_log1p),
+    [CX_OP_SQRT] = FLOATS_C(k_sqrt),
+    [CX_OP_RSQRT] = FLOATS_C(k_rsqrt),
+    [CX_OP_SIN] = FLOATS_C(k_sin),
+    [CX_OP_COS] = FLOATS_C(k_cos),
+    [CX_OP_TANH] = FLOATS_C(k_tanh),
+    [CX_OP_SIGMOID] = FLOATS_C(k_sigmoid),
     [CX_OP_ERF] = FLOATS(k_erf),
     [CX_OP_ERFC] = FLOATS(k_erfc),
     [CX_OP_ERF_INV] = FLOATS(k_erf_inv),
-    [CX_OP_TAN] = FLOATS(k_tan),
-    [CX_OP_ASIN] = FLOATS(k_asin),
-    [CX_OP_ACOS] = FLOATS(k_acos),
-    [CX_OP_ATAN] = FLOATS(k_atan),
-    [CX_OP_SINH] = FLOATS(k_sinh),
-    [CX_OP_COSH] = FLOATS(k_cosh),
-    [CX_OP_ASINH] = FLOATS(k_asinh),
-    [CX_OP_ACOSH] = FLOATS(k_acosh),
-    [CX_OP_ATANH] = FLOATS(k_atanh),
+    [CX_OP_TAN] = FLOATS_C(k_tan),
+    [CX_OP_ASIN] = FLOATS_C(k_asin),
+    [CX_OP_ACOS] = FLOATS_C(k_acos),
+    [CX_OP_ATAN] = FLOATS_C(k_atan),
+    [CX_OP_SINH] = FLOATS_C(k_sinh),
+    [CX_OP_COSH] = FLOATS_C(k_cosh),
+    [CX_OP_ASINH] = FLOATS_C(k_asinh),
+    [CX_OP_ACOSH] = FLOATS_C(k_acosh),
+    [CX_OP_ATANH] = FLOATS_C(k_atanh),
     [CX_OP_CBRT] = FLOATS(k_cbrt),
     [CX_OP_FLOOR] = ALL(k_floor),
     [CX_OP_CEIL] = ALL(k_ceil),
     [CX_OP_ROUND] = ALL(k_round),
-    [CX_OP_RECIPROCAL] = FLOATS(k_reciprocal),
+    [CX_OP_RECIPROCAL] = FLOATS_C(k_reciprocal),
     [CX_OP_LOGICAL_NOT] = ALL(k_logical_not),
-    [CX_OP_IS_NAN] = ALL(k_is_nan),
-    [CX_OP_IS_INFINITY] = ALL(k_is_infinity),
+    [CX_OP_REAL] = {COMPLEX(k_real)},
+    [CX_OP_IMAG] = {COMPLEX(k_imag)},
+    [CX_OP_CONJUGATE] = {COMPLEX(k_conjugate)},
+    [CX_OP_IS_NAN] = ALL_C(k_is_nan),
+    [CX_OP_IS_INFINITY] = ALL_C(k_is_infinity),
     [CX_OP_BITWISE_NOT] = INTS(k_bitwise_not),
     [CX_OP_POPULATION_COUNT] = INTS(k_population_count),
     [CX_OP_COUNT_LEADING_ZEROS] = INTS(k_count_leading_zeros),
@@ -378,17 +450,17 @@ static const ew_kernel kernels[CX_OP_COUNT][CX_DTYPE_COUNT] = {
     [CX_OP_LEFT_SHIFT] = INTS(k_left_shift),
     [CX_OP_RIGHT_SHIFT] = INTS(k_right_shift),
     [CX_OP_QUOTIENT] = INTS(k_quotient),
-    [CX_OP_ADD] = ALL(k_add),
-    [CX_OP_SUBTRACT] = ALL(k_subtract),
-    [CX_OP_MULTIPLY] = ALL(k_multiply),
-    [CX_OP_DIVIDE] = FLOATS(k_divide),
-    [CX_OP_POW] = ALL(k_pow),
+    [CX_OP_ADD] = ALL_C(k_add),
+    [CX_OP_SUBTRACT] = ALL_C(k_subtract),
+    [CX_OP_MULTIPLY] = ALL_C(k_multiply),
+    [CX_OP_DIVIDE] = FLOATS_C(k_divide),
+    [CX_OP_POW] = ALL_C(k_pow),
     [CX_OP_MAX] = ALL(k_max),
     [CX_OP_MIN] = ALL(k_min),
     [CX_OP_REMAINDER] = ALL(k_remainder),
     [CX_OP_ATAN2] = FLOATS(k_atan2),
-    [CX_OP_EQUAL] = ALL(k_equal),
-    [CX_OP_NOT_EQUAL] = ALL(k_not_equal),
+    [CX_OP_EQUAL] = ALL_C(k_equal),
+    [CX_OP_NOT_EQUAL] = ALL_C(k_not_equal),
     [CX_OP_LESS] = ALL(k_less),
     [CX_OP_LESS_EQUAL] = ALL(k_less_equal),
     [CX_OP_GREATER] = ALL(k_greater),
@@ -545,6 +617,9 @@ static cx_code run_op(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tens
     cx_dtype t = in[0]->desc.dtype;
     cx_op_kind kind = cx_op_table[op].kind;
     cx_dtype want = kind == CX_KIND_COMPARE || kind == CX_KIND_LOGICAL ? CX_U8 : t;
+    /* the magnitude and the parts of a complex number are real */
+    if (cx_dtype_is_complex(t) && (op == CX_OP_ABS || op == CX_OP_REAL || op == CX_OP_IMAG))
+        want = cx_dtype_to_real(t);
     for (int j = 1; j < n_in; j++)
         if (in[j]->desc.dtype != t)
             return cx_fail(st, CX_EINVAL, "cpu: %s expected inputs of one type, got %s and %s",
@@ -584,6 +659,8 @@ static void truth(cx_dtype t, const void *p, int64_t n, uint8_t *mask) {
     case CX_S16:
     case CX_U16: TRUTH_LOOP(uint16_t, a[i] != 0) break;
     case CX_U32: TRUTH_LOOP(uint32_t, a[i] != 0) break;
+    case CX_C64: TRUTH_LOOP(cfloat, a[i] != 0) break;
+    case CX_C128: TRUTH_LOOP(cdouble, a[i] != 0) break;
     default: memset(mask, 0, (size_t)n);
     }
 }
@@ -613,14 +690,16 @@ DEF_PICK(f64, double)
 DEF_PICK(u8, uint8_t)
 DEF_PICK(s32, int32_t)
 DEF_PICK(s64, int64_t)
+DEF_PICK(c128, cdouble)
 
 typedef void (*pick_fn)(void *out, const uint8_t *m, const void *const *in, const int *s,
                         int64_t n);
 
 static const pick_fn picks[CX_DTYPE_COUNT] = {
-    [CX_F16] = pick_u16, [CX_BF16] = pick_u16, [CX_F32] = pick_f32, [CX_F64] = pick_f64,
-    [CX_U8] = pick_u8,   [CX_S32] = pick_s32,  [CX_S64] = pick_s64, [CX_S8] = pick_u8,
-    [CX_S16] = pick_u16, [CX_U16] = pick_u16,  [CX_U32] = pick_s32, [CX_U64] = pick_s64,
+    [CX_F16] = pick_u16, [CX_BF16] = pick_u16,  [CX_F32] = pick_f32, [CX_F64] = pick_f64,
+    [CX_U8] = pick_u8,   [CX_S32] = pick_s32,   [CX_S64] = pick_s64, [CX_S8] = pick_u8,
+    [CX_S16] = pick_u16, [CX_U16] = pick_u16,   [CX_U32] = pick_s32, [CX_U64] = pick_s64,
+    [CX_C64] = pick_s64, [CX_C128] = pick_c128,
 };
 
 typedef struct {

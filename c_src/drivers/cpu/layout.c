@@ -265,6 +265,8 @@ static void pad_value(cx_dtype t, const cx_param *v, unsigned char *bytes) {
     case CX_BF16: memcpy(bytes, &(uint16_t){cx_bf16_from_f64(f)}, 2); break;
     case CX_F32: memcpy(bytes, &(float){(float)f}, 4); break;
     case CX_F64: memcpy(bytes, &f, 8); break;
+    case CX_C64: memcpy(bytes, (float[2]){(float)f, 0}, 8); break;
+    case CX_C128: memcpy(bytes, (double[2]){f, 0}, 16); break;
     default: /* integers wrap: the low bytes (little-endian) */
         memcpy(bytes, &u, cx_dtype_size(t));
         break;
@@ -329,7 +331,7 @@ static bool pad_move(const cx_desc *in, const cx_desc *out, const int64_t *pads,
 static cx_code layout_pad(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const int64_t *pads = ps->p[CX_P_PADS].i;
     int64_t es = elem_size(out), soff, doff;
-    unsigned char value[8];
+    unsigned char value[16];
     pad_value(out->desc.dtype, &ps->p[CX_P_VALUE], value);
     if (pad_has_gaps(pads, &in->desc)) fill_elems(out->data, value, out->numel, es);
     move m;

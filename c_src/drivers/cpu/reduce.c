@@ -389,9 +389,48 @@ static bool u64_biased(cx_op_id op, cx_dtype t) {
                            op == CX_OP_ARGMIN);
 }
 
+/* sum and product of c64 and c128: each element in row-major order into its output's
+ * accumulator (double complex; c64 rounded once). */
+static cx_code reduce_complex(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                              cx_status *st) {
+    typedef double _Complex cd;
+    cd *acc = malloc((size_t)out->numel * sizeof(cd));
+    if (!acc) return cx_fail(st, CX_ENOMEM, "cpu: no memory for %s", cx_op_table[op].name);
+    bool sum = op == CX_OP_SUM;
+    for (int64_t i = 0; i < out->numel; i++) acc[i] = sum ? 0 : 1;
+    merged_axes m;
+    merge_axes(&in->desc, &ps->p[CX_P_AXES], &m);
+    int64_t idx[CX_MAX_RANK] = {0}, o = 0;
+    bool c64 = in->desc.dtype == CX_C64;
+    for (int64_t i = 0; i < in->numel; i++) {
+        cd x = c64 ? (cd)((const float _Complex *)in->data)[i] : ((const cd *)in->data)[i];
+        acc[o] = sum ? acc[o] + x : acc[o] * x;
+        for (int k = m.n - 1; k >= 0; k--) {
+            o += m.ostride[k];
+            if (++idx[k] < m.size[k]) break;
+            o -= m.ostride[k] * m.size[k];
+            idx[k] = 0;
+        }
+    }
+    for (int64_t i = 0; i < out->numel; i++) {
+        if (out->desc.dtype == CX_C64)
+            ((float _Complex *)out->data)[i] = (float _Complex)acc[i];
+        else
+            ((cd *)out->data)[i] = acc[i];
+    }
+    free(acc);
+    return CX_OK;
+}
+
 static cx_code reduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
                       cx_status *st) {
     if (out->numel == 0) return CX_OK;
+    if (cx_dtype_is_complex(in->desc.dtype)) {
+        if (op != CX_OP_SUM && op != CX_OP_PRODUCT)
+            return cx_fail(st, CX_EUNSUPPORTED, "cpu: no %s kernel for %s", cx_op_table[op].name,
+                           cx_dtype_name(in->desc.dtype));
+        return reduce_complex(op, in, ps, out, st);
+    }
     bool is_float = cx_dtype_is_float(in->desc.dtype), biased = u64_biased(op, in->desc.dtype);
     reduce_job j = {.in = in,
                     .acc = malloc((size_t)out->numel * 8),

@@ -328,6 +328,9 @@ static bool all_u8(const cx_dtype *types, int n_in) {
 }
 
 static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
+    /* the copy and fill kernels move elements of up to 8 bytes: c64 moves, c128 does not */
+    for (int k = 0; k < (n_in ? n_in : 1); k++)
+        if (types[k] == CX_C128) return CX_CAP_NO;
     switch (op) {
     /* refine checks that the kernel runs every instruction */
     case CX_OP_FUSED: {

@@ -85,6 +85,9 @@ static bool is_float(cx_dtype t) {
 cx_cap ocl_capability(const ocl_device *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     cx_op_kind kind = cx_op_table[op].kind;
     bool fp64 = dev->desc->fp64;
+    /* the copy kernels move elements of up to 8 bytes: c64 moves, c128 does not */
+    for (int k = 0; k < (n_in ? n_in : 1); k++)
+        if (types[k] == CX_C128) return CX_CAP_NO;
     switch (op) {
     /* moves without arithmetic: any element size */
     case CX_OP_RESHAPE:

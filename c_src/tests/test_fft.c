@@ -1,0 +1,167 @@
+/* The reference complex FFTs (c_src/drivers/cpu/fft.c) against a direct O(n^2) DFT in long
+ * double: powers of two (radix-2) and other lengths (Bluestein), several rows, forward and
+ * inverse (divided by n), c128 and c64, and the round trip ifft(fft(x)) ~ x.
+ *
+ * Error bounds, as a fraction of the row's sum of |x| (which bounds every |X_k|): c128 is held
+ * to 1e-14 (measured: 5e-16); c64 rounds a double result once to
+ * float, at most 2^-24 |X_k| <= 6e-8 sum|x|, so it is held to 1e-7 (measured: 4e-8). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "../drivers/cpu/fft.h"
+
+#define TOL_C128 1e-14
+#define TOL_C64  1e-7
+#define ROWS     3
+
+static const int64_t lengths[] = {1, 2, 3, 5, 8, 12, 17, 64, 100, 127, 1024, 1000};
+#define NLEN ((int)(sizeof(lengths) / sizeof(lengths[0])))
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+static double uniform(void) { /* in [-1, 1) */
+    rng = rng * 6364136223846793005u + 1442695040888963407u;
+    return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
+}
+
+/* y = DFT(x) over one row of n, in long double; inverse: backward, divided by n */
+static void dft(const double *x, long double *y, int64_t n, int inverse) {
+    long double *c = malloc(sizeof(long double) * 2 * (size_t)n);
+    assert_non_null(c);
+    const long double pi = 3.141592653589793238462643383279502884L;
+    for (int64_t t = 0; t < n; t++) {
+        long double a = 2 * pi * (long double)t / (long double)n;
+        c[2 * t] = cosl(a);
+        c[2 * t + 1] = inverse ? sinl(a) : -sinl(a);
+    }
+    for (int64_t k = 0; k < n; k++) {
+        long double re = 0, im = 0;
+        for (int64_t j = 0, t = 0; j < n; j++, t = (t + k) % n) {
+            long double xr = x[2 * j], xi = x[2 * j + 1];
+            re += xr * c[2 * t] - xi * c[2 * t + 1];
+            im += xr * c[2 * t + 1] + xi * c[2 * t];
+        }
+        y[2 * k] = inverse ? re / n : re;
+        y[2 * k + 1] = inverse ? im / n : im;
+    }
+    free(c);
+}
+
+static double abs_sum(const double *x, int64_t n) {
+    double s = 0;
+    for (int64_t j = 0; j < n; j++) s += hypot(x[2 * j], x[2 * j + 1]);
+    return s;
+}
+
+/* The largest |got - want| over a row, as a fraction of the row's sum |x| (divided by n for
+ * the inverse, whose result is divided by n too). */
+static double row_error(const double *x, const double *got, int64_t n, int inverse) {
+    long double *want = malloc(sizeof(long double) * 2 * (size_t)n);
+    assert_non_null(want);
+    dft(x, want, n, inverse);
+    double worst = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double e = (double)hypotl(got[2 * k] - want[2 * k], got[2 * k + 1] - want[2 * k + 1]);
+        if (e > worst) worst = e;
+    }
+    free(want);
+    double scale = abs_sum(x, n) / (inverse ? (double)n : 1.0);
+    return scale > 0 ? worst / scale : worst;
+}
+
+static void check_length(int64_t n, int c64, double tol, double *max_err) {
+    size_t len = 2 * (size_t)(ROWS * n);
+    double *x = malloc(sizeof(double) * len), *y = malloc(sizeof(double) * len),
+           *z = malloc(sizeof(double) * len);
+    float *xf = malloc(sizeof(float) * len), *yf = malloc(sizeof(float) * len),
+          *zf = malloc(sizeof(float) * len);
+    assert_true(x && y && z && xf && yf && zf);
+    for (size_t i = 0; i < len; i++) {
+        xf[i] = (float)uniform();
+        x[i] = c64 ? (double)xf[i] : uniform();
+    }
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        if (c64) {
+            assert_int_equal(cpu_fft_c64(xf, yf, ROWS, n, inverse), 0);
+            for (size_t i = 0; i < len; i++) y[i] = yf[i];
+        } else {
+            assert_int_equal(cpu_fft_c128(x, y, ROWS, n, inverse), 0);
+        }
+        for (int64_t r = 0; r < ROWS; r++) {
+            double e = row_error(x + 2 * r * n, y + 2 * r * n, n, inverse);
+            if (e > *max_err) *max_err = e;
+            if (!(e <= tol))
+                fail_msg("n=%lld row %lld inverse=%d: error %.3g", (long long)n, (long long)r,
+                         inverse, e);
+        }
+    }
+    /* ifft(fft(x)) ~ x, element by element, against the row's sum |x| / n (the fft's error,
+     * divided by n again on the way back, plus one more transform's) */
+    if (c64) {
+        assert_int_equal(cpu_fft_c64(xf, yf, ROWS, n, 0), 0);
+        assert_int_equal(cpu_fft_c64(yf, zf, ROWS, n, 1), 0);
+        for (size_t i = 0; i < len; i++) z[i] = zf[i];
+    } else {
+        assert_int_equal(cpu_fft_c128(x, y, ROWS, n, 0), 0);
+        assert_int_equal(cpu_fft_c128(y, z, ROWS, n, 1), 0);
+    }
+    for (int64_t r = 0; r < ROWS; r++) {
+        double bound = 2 * tol * abs_sum(x + 2 * r * n, n) / (double)n + (c64 ? 6e-8 : 0);
+        for (int64_t j = 0; j < 2 * n; j++)
+            if (!(fabs(z[2 * r * n + j] - x[2 * r * n + j]) <= bound))
+                fail_msg("round trip n=%lld: %.17g vs %.17g", (long long)n, z[2 * r * n + j],
+                         x[2 * r * n + j]);
+    }
+    free(x), free(y), free(z), free(xf), free(yf), free(zf);
+}
+
+static void test_c128_against_dft(void **state) {
+    (void)state;
+    double worst = 0;
+    for (int i = 0; i < NLEN; i++) check_length(lengths[i], 0, TOL_C128, &worst);
+    printf("c128: max error %.3g of sum|x|\n", worst);
+}
+
+static void test_c64_against_dft(void **state) {
+    (void)state;
+    double worst = 0;
+    for (int i = 0; i < NLEN; i++) check_length(lengths[i], 1, TOL_C64, &worst);
+    printf("c64: max error %.3g of sum|x|\n", worst);
+}
+
+/* Small exact cases: fft([1, 2, 3, 4]) = [10, -2+2i, -2, -2-2i]; a length-1 row is itself;
+ * zero rows touch nothing. */
+static void test_exact_values(void **state) {
+    (void)state;
+    const double x[] = {1, 0, 2, 0, 3, 0, 4, 0};
+    double y[8], z[8];
+    assert_int_equal(cpu_fft_c128(x, y, 1, 4, 0), 0);
+    const double want[] = {10, 0, -2, 2, -2, 0, -2, -2};
+    for (int i = 0; i < 8; i++) assert_true(fabs(y[i] - want[i]) < 1e-15);
+    assert_int_equal(cpu_fft_c128(y, z, 1, 4, 1), 0);
+    for (int i = 0; i < 8; i++) assert_true(fabs(z[i] - x[i]) < 1e-15);
+    const float one[] = {1.5f, -2.5f, 3.0f, 0.25f};
+    float o[4] = {0};
+    assert_int_equal(cpu_fft_c64(one, o, 2, 1, 0), 0);
+    for (int i = 0; i < 4; i++) assert_true(o[i] == one[i]);
+    assert_int_equal(cpu_fft_c64(one, o, 2, 1, 1), 0);
+    for (int i = 0; i < 4; i++) assert_true(o[i] == one[i]);
+    double untouched[2] = {7, 7};
+    assert_int_equal(cpu_fft_c128(x, untouched, 0, 5, 0), 0);
+    assert_true(untouched[0] == 7 && untouched[1] == 7);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_c128_against_dft),
+        cmocka_unit_test(test_c64_against_dft),
+        cmocka_unit_test(test_exact_values),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
