@@ -502,7 +502,9 @@ defmodule CascadeCapabilityHonestyTest do
                    :one_hot,
                    :triangular_solve,
                    :lu_factor,
-                   :eigh_packed
+                   :eigh_packed,
+                   :fft,
+                   :ifft
                  ] ++ @composites_unary ++ @composites_reduce ++ @losses ++ @conv ++ @pool
 
   defp has_generator?(op) do
@@ -939,6 +941,21 @@ defmodule CascadeCapabilityHonestyTest do
         transform_a: transform
       )
     end
+  end
+
+  # rows kept, padded and cut, with and without Nx's cleanup
+  defp special(op, type) when op in [:fft, :ifft] do
+    domain = if type in @float_types, do: :finite, else: :small
+
+    for {shape, opts} <- [
+          {{8}, []},
+          {{3, 7}, []},
+          {{5}, [length: 8]},
+          {{2, 17}, [length: 4, eps: 1.0e-6]},
+          {{2, 0}, [length: 3]},
+          {{1}, []}
+        ],
+        do: new_case(op, [r(shape, type, domain)], opts)
   end
 
   defp special(:dot, type) do

@@ -98,6 +98,9 @@ defmodule CascadeErrorsTest do
           :dot ->
             {[m22(), m22()], fn [x, y] -> Cascade.dot(x, y) end}
 
+          n when n in [:fft, :ifft] ->
+            {[m22()], fn [x] -> apply(Cascade, n, [x]) end}
+
           :triangular_solve ->
             {[m22(), m22()], fn [a, b] -> Cascade.triangular_solve(a, b) end}
 
@@ -159,6 +162,9 @@ defmodule CascadeErrorsTest do
           opts = if Keyword.keyword?(opts), do: opts ++ [reduce: :sum], else: opts
           Cascade.fused([m22(), m22()], [{:add, 0, 1}], opts)
         end
+
+      n when n in [:fft, :ifft] ->
+        &apply(Cascade, n, [m22(), &1])
 
       :take ->
         &Cascade.take(m22(), Cascade.tensor([0]), &1)
@@ -693,7 +699,7 @@ defmodule CascadeErrorsTest do
       cases =
         for type <- @bad_types do
           msg =
-            ~r/unknown type #{escape(type)}, expected one of \[:f16, :bf16, :f32, :f64, :u8, :s32, :s64, :s8, :s16, :u16, :u32, :u64\]/
+            ~r/unknown type #{escape(type)}, expected one of \[:f16, :bf16, :f32, :f64, :u8, :s32, :s64, :s8, :s16, :u16, :u32, :u64, :c64, :c128\]/
 
           t = inspect(type)
 
@@ -967,11 +973,11 @@ defmodule CascadeErrorsTest do
     end
 
     test "things that are not numbers" do
-      for value <- [:foo, "abc", [1, :foo], [[1.0, nil]], %{}, {1, 2}, [self()]] do
+      for value <- [:foo, "abc", [1, :foo], [[1.0, nil]], %{}, {1, 2, 3}, {:a, 1}, [self()]] do
         bad = value |> List.wrap() |> List.flatten() |> Enum.find(&(not is_number(&1)))
 
         assert_raise ArgumentError,
-                     ~r/Cascade.tensor\/2: expected numbers, got: #{escape(bad)}/,
+                     ~r/Cascade.tensor\/2: expected numbers or complex numbers {re, im}, got: #{escape(bad)}/,
                      fn ->
                        Cascade.tensor(value)
                      end

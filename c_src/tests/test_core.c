@@ -151,6 +151,7 @@ static void test_dtype_sizes_names(void **state) {
         {CX_S64, "s64", 8, false, true},  {CX_S8, "s8", 1, false, true},
         {CX_S16, "s16", 2, false, true},  {CX_U16, "u16", 2, false, false},
         {CX_U32, "u32", 4, false, false}, {CX_U64, "u64", 8, false, false},
+        {CX_C64, "c64", 8, false, false}, {CX_C128, "c128", 16, false, false},
     };
     assert_int_equal(sizeof want / sizeof want[0], CX_DTYPE_COUNT);
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
@@ -162,8 +163,9 @@ static void test_dtype_sizes_names(void **state) {
         assert_int_equal(cx_dtype_from_name(cx_dtype_name(t)), t);
         assert_int_equal(cx_dtype_is_float(t), want[k].is_float);
         assert_int_equal(cx_dtype_is_signed(t), want[k].is_signed);
+        assert_int_equal(cx_dtype_is_complex(t), t == CX_C64 || t == CX_C128);
     }
-    const char *bad[] = {"", "f8", "F32", "f32 ", "s128", "u1", "invalid", "bf", "c64"};
+    const char *bad[] = {"", "f8", "F32", "f32 ", "s128", "u1", "invalid", "bf", "c32"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
         assert_int_equal(cx_dtype_from_name(bad[k]), CX_DTYPE_INVALID);
     int invalid[] = {-1, CX_DTYPE_COUNT, 1000, -1000};
@@ -193,22 +195,28 @@ static void test_dtype_merge(void **state) {
         S16 = CX_S16,
         U16 = CX_U16,
         U32 = CX_U32,
-        U64 = CX_U64
+        U64 = CX_U64,
+        C64 = CX_C64,
+        C128 = CX_C128
     };
+    /* a complex type wins and keeps its width (c64 with f64 is c64, as in Nx) */
     static const int want[CX_DTYPE_COUNT][CX_DTYPE_COUNT] = {
-        /*         F16   BF16  F32  F64  U8    S32   S64   S8    S16   U16   U32   U64 */
-        /* F16  */ {F16, F32, F32, F64, F16, F16, F16, F16, F16, F16, F16, F16},
-        /* BF16 */ {F32, BF16, F32, F64, BF16, BF16, BF16, BF16, BF16, BF16, BF16, BF16},
-        /* F32  */ {F32, F32, F32, F64, F32, F32, F32, F32, F32, F32, F32, F32},
-        /* F64  */ {F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64},
-        /* U8   */ {F16, BF16, F32, F64, U8, S32, S64, S16, S16, U16, U32, U64},
-        /* S32  */ {F16, BF16, F32, F64, S32, S32, S64, S32, S32, S32, S64, S64},
-        /* S64  */ {F16, BF16, F32, F64, S64, S64, S64, S64, S64, S64, S64, S64},
-        /* S8   */ {F16, BF16, F32, F64, S16, S32, S64, S8, S16, S32, S64, S64},
-        /* S16  */ {F16, BF16, F32, F64, S16, S32, S64, S16, S16, S32, S64, S64},
-        /* U16  */ {F16, BF16, F32, F64, U16, S32, S64, S32, S32, U16, U32, U64},
-        /* U32  */ {F16, BF16, F32, F64, U32, S64, S64, S64, S64, U32, U32, U64},
-        /* U64  */ {F16, BF16, F32, F64, U64, S64, S64, S64, S64, U64, U64, U64},
+        /*         F16   BF16  F32  F64  U8    S32   S64   S8    S16   U16   U32   U64  C64  C128 */
+        /* F16  */ {F16, F32, F32, F64, F16, F16, F16, F16, F16, F16, F16, F16, C64, C128},
+        /* BF16 */ {F32, BF16, F32, F64, BF16, BF16, BF16, BF16, BF16, BF16, BF16, BF16, C64, C128},
+        /* F32  */ {F32, F32, F32, F64, F32, F32, F32, F32, F32, F32, F32, F32, C64, C128},
+        /* F64  */ {F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, C64, C128},
+        /* U8   */ {F16, BF16, F32, F64, U8, S32, S64, S16, S16, U16, U32, U64, C64, C128},
+        /* S32  */ {F16, BF16, F32, F64, S32, S32, S64, S32, S32, S32, S64, S64, C64, C128},
+        /* S64  */ {F16, BF16, F32, F64, S64, S64, S64, S64, S64, S64, S64, S64, C64, C128},
+        /* S8   */ {F16, BF16, F32, F64, S16, S32, S64, S8, S16, S32, S64, S64, C64, C128},
+        /* S16  */ {F16, BF16, F32, F64, S16, S32, S64, S16, S16, S32, S64, S64, C64, C128},
+        /* U16  */ {F16, BF16, F32, F64, U16, S32, S64, S32, S32, U16, U32, U64, C64, C128},
+        /* U32  */ {F16, BF16, F32, F64, U32, S64, S64, S64, S64, U32, U32, U64, C64, C128},
+        /* U64  */ {F16, BF16, F32, F64, U64, S64, S64, S64, S64, U64, U64, U64, C64, C128},
+        /* C64  */ {C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C128},
+        /* C128 */
+        {C128, C128, C128, C128, C128, C128, C128, C128, C128, C128, C128, C128, C128, C128},
     };
     for (int a = 0; a < CX_DTYPE_COUNT; a++)
         for (int b = 0; b < CX_DTYPE_COUNT; b++) {
@@ -230,16 +238,22 @@ static void test_dtype_merge(void **state) {
 
 static void test_dtype_to_float_aggregate(void **state) {
     (void)state;
-    static const cx_dtype to_float[CX_DTYPE_COUNT] = {CX_F16, CX_BF16, CX_F32, CX_F64,
-                                                      CX_F32, CX_F32,  CX_F32, CX_F32,
-                                                      CX_F32, CX_F32,  CX_F32, CX_F32};
-    static const cx_dtype to_agg[CX_DTYPE_COUNT] = {CX_F16, CX_BF16, CX_F32, CX_F64,
-                                                    CX_U64, CX_S64,  CX_S64, CX_S64,
-                                                    CX_S64, CX_U64,  CX_U64, CX_U64};
+    static const cx_dtype to_float[CX_DTYPE_COUNT] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_F32,
+                                                      CX_F32, CX_F32,  CX_F32, CX_F32, CX_F32,
+                                                      CX_F32, CX_F32,  CX_C64, CX_C128};
+    static const cx_dtype to_agg[CX_DTYPE_COUNT] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U64,
+                                                    CX_S64, CX_S64,  CX_S64, CX_S64, CX_U64,
+                                                    CX_U64, CX_U64,  CX_C64, CX_C128};
     for (int t = 0; t < CX_DTYPE_COUNT; t++) {
         assert_int_equal(cx_dtype_to_float((cx_dtype)t), to_float[t]);
         assert_int_equal(cx_dtype_to_aggregate((cx_dtype)t), to_agg[t]);
     }
+    assert_int_equal(cx_dtype_to_real(CX_C64), CX_F32);
+    assert_int_equal(cx_dtype_to_real(CX_C128), CX_F64);
+    assert_int_equal(cx_dtype_to_real(CX_S8), CX_F32);
+    assert_int_equal(cx_dtype_to_complex(CX_F64), CX_C128);
+    assert_int_equal(cx_dtype_to_complex(CX_BF16), CX_C64);
+    assert_int_equal(cx_dtype_to_complex(CX_C128), CX_C128);
 }
 
 /* ---------------------------------------------------------------------------------------------

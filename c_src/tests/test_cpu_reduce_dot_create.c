@@ -15,9 +15,9 @@ static bool is_float(cx_dtype t) {
 
 /* v rounded into type t, as a double: what the kernels' output should read back as. */
 static double in_type(cx_dtype t, double v) {
-    uint64_t buf = 0;
-    tu_store(t, &buf, 0, v);
-    return tu_load(t, &buf, 0);
+    uint64_t buf[2] = {0, 0}; /* a c128 element is 16 bytes */
+    tu_store(t, buf, 0, v);
+    return tu_load(t, buf, 0);
 }
 
 static cx_tensor *run1(cx_op_id op, cx_tensor *x, cx_params *ps) {

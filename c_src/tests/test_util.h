@@ -51,8 +51,8 @@ static inline void tu_store(cx_dtype t, void *buf, int64_t i, double v) {
         ((uint64_t *)buf)[i] = v >= 9223372036854775808.0 ? (uint64_t)v : (uint64_t)(int64_t)v;
         break;
     /* a complex number with no imaginary part */
-    case CX_C64: ((float *)buf)[2 * i] = (float)v, ((float *)buf)[2 * i + 1] = 0; break;
-    case CX_C128: ((double *)buf)[2 * i] = v, ((double *)buf)[2 * i + 1] = 0; break;
+    case CX_C64: memcpy((char *)buf + 8 * i, (float[2]){(float)v, 0}, 8); break;
+    case CX_C128: memcpy((char *)buf + 16 * i, (double[2]){v, 0}, 16); break;
     default: fail_msg("bad dtype");
     }
 }
@@ -72,8 +72,16 @@ static inline double tu_load(cx_dtype t, const void *buf, int64_t i) {
     case CX_U32: return ((const uint32_t *)buf)[i];
     case CX_U64: return (double)((const uint64_t *)buf)[i];
     /* complex: the magnitude */
-    case CX_C64: return hypot(((const float *)buf)[2 * i], ((const float *)buf)[2 * i + 1]);
-    case CX_C128: return hypot(((const double *)buf)[2 * i], ((const double *)buf)[2 * i + 1]);
+    case CX_C64: {
+        float c[2];
+        memcpy(c, (const char *)buf + 8 * i, 8);
+        return hypot(c[0], c[1]);
+    }
+    case CX_C128: {
+        double c[2];
+        memcpy(c, (const char *)buf + 16 * i, 16);
+        return hypot(c[0], c[1]);
+    }
     default: fail_msg("bad dtype");
     }
     return 0;

@@ -332,6 +332,10 @@ static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types,
     for (int k = 0; k < (n_in ? n_in : 1); k++)
         if (types[k] == CX_C128) return CX_CAP_NO;
     switch (op) {
+    /* complex parts: the kernels compute no complex type */
+    case CX_OP_REAL:
+    case CX_OP_IMAG:
+    case CX_OP_CONJUGATE: return CX_CAP_NO;
     /* refine checks that the kernel runs every instruction */
     case CX_OP_FUSED: {
         bool f32 = n_in >= 1 && n_in <= 8;
