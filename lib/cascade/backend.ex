@@ -10,18 +10,17 @@ if Code.ensure_loaded?(Nx) do
 
     Each callback that Cascade has an op for calls that op, so the device negotiates it as
     any Cascade call (native, decomposed on the device, or the C dispatcher's cpu fallback).
-    Every real type of Nx is a Cascade type (u8/u16/u32/u64, s8/s16/s32/s64, f16/bf16/f32/f64),
-    so `Nx.Random` (threefry on u32) runs natively, bit for bit as on `Nx.BinaryBackend`.
-    `conv` of rank 3 and 4 runs on Cascade's conv2d in any layout. A callback or type Cascade
-    cannot run at all — complex, fft, linear algebra, `map`/`reduce` with Elixir functions —
-    runs on `Nx.BinaryBackend`: its inputs are copied to host
-    binaries and the result copied back. Such a fallback obeys the `fallback:` policy
-    (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
+    Every type of Nx is a Cascade type (u8/u16/u32/u64, s8/s16/s32/s64, f16/bf16/f32/f64 and
+    the complex c64/c128), so `Nx.Random` (threefry on u32) runs natively, bit for bit as on
+    `Nx.BinaryBackend`, and so do complex arithmetic, `conjugate`, `real`, `imag`, `fft` and
+    `ifft` (any axis; `length:` and `eps:` as Nx). `conv` of rank 3 and 4 runs on Cascade's
+    conv2d in any layout. A callback Cascade cannot run — `map`/`reduce` with Elixir
+    functions, the callbacks Nx defines on complex numbers that Cascade does not (sorting or
+    windows of complex tensors, for instance) — runs on `Nx.BinaryBackend`: its inputs are
+    copied to host binaries and the result copied back. Such a fallback obeys the `fallback:`
+    policy (`Cascade.put_fallback_policy/1`: `:error` raises `Cascade.Error` with code
     `:unsupported` before anything moves) and is counted in `Cascade.stats/0` as
     `{device, callback, :binary_fallback}`.
-
-    Tensors of a type Cascade has no storage for keep their data as a host binary (still
-    `Cascade.Backend` tensors, on their device by name); every op on them falls back.
 
     Only compiled when Nx is a dependency of the application.
     """

@@ -64,6 +64,10 @@ if Code.ensure_loaded?(Nx) do
       0.5 * x * (1 + Nx.erf(x * 0.7071067811865476))
     end
 
+    defn with_fallback(a) do
+      Nx.reduce(a, 0.0, fn x, acc -> x + acc end)
+    end
+
     defn with_complex(a) do
       Nx.real(Nx.multiply(Nx.complex(a, a), Nx.complex(a, a)))
     end
@@ -330,10 +334,17 @@ if Code.ensure_loaded?(Nx) do
 
     test "a function that falls back to Nx.BinaryBackend runs through the evaluator" do
       a = Nx.tensor([1.0, 2.0])
-      {c, e} = ExUnit.CaptureLog.with_log(fn -> both(&Fns.with_complex/1, [a]) end) |> elem(0)
+      {c, e} = ExUnit.CaptureLog.with_log(fn -> both(&Fns.with_fallback/1, [a]) end) |> elem(0)
       assert_close(c, e, 1.0e-6)
-      assert {:evaluator, reason} = Cascade.Compiler.explain(&Fns.with_complex/1, [a]).mode
+      assert {:evaluator, reason} = Cascade.Compiler.explain(&Fns.with_fallback/1, [a]).mode
       assert reason =~ "BinaryBackend"
+    end
+
+    test "complex numbers compile to a program" do
+      a = Nx.tensor([1.0, 2.0])
+      {c, e} = both(&Fns.with_complex/1, [a])
+      assert_close(c, e, 1.0e-6)
+      assert Cascade.Compiler.explain(&Fns.with_complex/1, [a]).mode == :program
     end
 
     test "an unknown device is refused" do

@@ -4,13 +4,16 @@ defmodule Cascade.NxCoverageTest do
   # ops by route (native, decomposed). The callbacks Cascade runs
   # natively must never fall back (as_type from floats into integers, which Cascade.Backend leaves
   # to Nx.BinaryBackend on purpose, and the callbacks still there -- complex numbers, fft,
-  # map/reduce with functions -- are not driven here). Needs Nx (tagged :nx).
+  # map/reduce with functions -- are not driven here). The complex types c64 and c128 run the
+  # callbacks Nx defines on complex numbers, fft and ifft among them. Needs Nx (tagged :nx).
   use ExUnit.Case, async: false
 
   @moduletag :nx
 
-  # every real Nx type: Cascade has them all
-  @types Enum.map(Cascade.Type.names(), &Cascade.Type.to_tuple/1)
+  # every real Nx type: Cascade has them all (the complex ones have a test of their own below)
+  @types Cascade.Type.names()
+         |> Enum.map(&Cascade.Type.to_tuple/1)
+         |> Enum.reject(&match?({:c, _}, &1))
 
   setup do
     Cascade.reset_stats()
@@ -174,6 +177,92 @@ defmodule Cascade.NxCoverageTest do
             [:acosh, :atanh, :sort, :argsort, :indexed_add, :indexed_put, :conv] ++
             [:window_sum, :window_product, :window_max, :window_min] ++
             [:window_scatter_max, :window_scatter_min, :triangular_solve, :lu, :eigh]
+
+  # Nx's functions on complex numbers, over c64 and c128
+  defp complex_calls(type) do
+    z = Nx.complex(Nx.iota({2, 4}, type: :f32), Nx.iota({2, 4}, type: :f32) |> Nx.negate())
+    z = Nx.as_type(z, type)
+    w = Nx.add(z, Nx.tensor(Complex.new(1.5, 0.25), type: type))
+
+    [
+      fn -> Nx.add(z, w) end,
+      fn -> Nx.subtract(z, w) end,
+      fn -> Nx.multiply(z, w) end,
+      fn -> Nx.divide(z, w) end,
+      fn -> Nx.pow(w, 2) end,
+      fn -> Nx.equal(z, w) end,
+      fn -> Nx.not_equal(z, w) end,
+      fn -> Nx.negate(z) end,
+      fn -> Nx.abs(z) end,
+      fn -> Nx.exp(z) end,
+      fn -> Nx.log(w) end,
+      fn -> Nx.sqrt(w) end,
+      fn -> Nx.sin(z) end,
+      fn -> Nx.cos(z) end,
+      fn -> Nx.tanh(z) end,
+      fn -> Nx.is_nan(z) end,
+      fn -> Nx.is_infinity(z) end,
+      fn -> Nx.conjugate(z) end,
+      fn -> Nx.real(z) end,
+      fn -> Nx.imag(z) end,
+      fn -> Nx.phase(z) end,
+      fn -> Nx.sum(z, axes: [1]) end,
+      fn -> Nx.product(z) end,
+      fn -> Nx.dot(z, Nx.transpose(w)) end,
+      fn -> Nx.transpose(z) end,
+      fn -> Nx.reshape(z, {4, 2}) end,
+      fn -> Nx.slice(z, [0, 1], [2, 2]) end,
+      fn -> Nx.concatenate([z, w]) end,
+      fn -> Nx.pad(z, Nx.tensor(0, type: type), [{1, 0, 0}, {0, 1, 1}]) end,
+      fn -> Nx.reverse(z) end,
+      fn -> Nx.take(z, Nx.tensor([1, 0])) end,
+      fn -> Nx.select(Nx.tensor([[1, 0, 0, 1], [0, 1, 1, 0]], type: :u8), z, w) end,
+      fn -> Nx.fft(z) end,
+      fn -> Nx.ifft(z, length: 6) end,
+      fn -> Nx.fft(z, axis: 0) end,
+      fn -> Nx.fft(Nx.iota({3, 5}, type: :f32)) end
+    ]
+  end
+
+  @listed_complex [:conjugate, :real, :imag, :fft, :ifft]
+
+  test "Nx's functions on complex numbers run natively on c64 and c128" do
+    :erlang.trace_pattern({Cascade.Backend, :_, :_}, true, [:call_count])
+
+    try do
+      for type <- [{:c, 64}, {:c, 128}], call <- complex_calls(type), do: Nx.to_binary(call.())
+    after
+      :erlang.trace_pattern({Cascade.Backend, :_, :_}, :pause, [:call_count])
+    end
+
+    called =
+      for name <- @listed_complex,
+          arity <- [2, 3],
+          {:call_count, n} = :erlang.trace_info({Cascade.Backend, name, arity}, :call_count),
+          is_integer(n) and n > 0,
+          uniq: true,
+          do: name
+
+    :erlang.trace_pattern({Cascade.Backend, :_, :_}, false, [:call_count])
+
+    fallbacks =
+      for {{_, callback, :binary_fallback}, %{calls: n}} <- Cascade.stats(), do: {callback, n}
+
+    assert @listed_complex -- called == []
+    assert fallbacks == []
+
+    # the values, against Nx.BinaryBackend
+    for type <- [{:c, 64}, {:c, 128}], call <- complex_calls(type) do
+      got = call.()
+      want = Nx.with_default_backend(Nx.BinaryBackend, call)
+      assert got.type == want.type and got.shape == want.shape
+      tol = if type == {:c, 64}, do: 1.0e-4, else: 1.0e-10
+
+      assert Nx.all_close(Nx.backend_copy(got, Nx.BinaryBackend), want, atol: tol, rtol: tol)
+             |> Nx.to_number() == 1,
+             "#{inspect(got)} vs #{inspect(want)}"
+    end
+  end
 
   test "every Nx function Cascade runs natively stays native over every real type" do
     :erlang.trace_pattern({Cascade.Backend, :_, :_}, true, [:call_count])
