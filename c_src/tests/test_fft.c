@@ -6,6 +6,7 @@
  * to 1e-14 (measured: 5e-16); c64 rounds a double result once to
  * float, at most 2^-24 |X_k| <= 6e-8 sum|x|, so it is held to 1e-7 (measured: 4e-8). */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -157,11 +158,54 @@ static void test_exact_values(void **state) {
     assert_true(untouched[0] == 7 && untouched[1] == 7);
 }
 
+/* Plans are cached (16 lengths) and shared between threads: four threads transform 40 lengths
+ * each, in different orders, so plans are made, shared and evicted while others use them; every
+ * result must be the one a single thread computes. */
+#define THREAD_LENGTHS 40
+static void *transform_many(void *arg) {
+    int id = (int)(intptr_t)arg, bad = 0;
+    double in[2 * 64], got[2 * 64], want[2 * 64];
+    for (int r = 0; r < 20; r++)
+        for (int k = 0; k < THREAD_LENGTHS; k++) {
+            int64_t n = 1 + (k * 7 + id * 13 + r) % THREAD_LENGTHS;
+            for (int64_t j = 0; j < 2 * n; j++) in[j] = (double)((j * 31 + n) % 17) - 8;
+            if (cpu_fft_c128(in, got, 1, n, r & 1) != 0) bad++;
+            /* the direct DFT, as the reference of this thread */
+            for (int64_t q = 0; q < n; q++) {
+                long double re = 0, im = 0;
+                for (int64_t j = 0; j < n; j++) {
+                    long double a = (r & 1 ? 2 : -2) * 3.14159265358979323846264338327950288L *
+                                    (long double)((j * q) % n) / (long double)n;
+                    re += in[2 * j] * cosl(a) - in[2 * j + 1] * sinl(a);
+                    im += in[2 * j] * sinl(a) + in[2 * j + 1] * cosl(a);
+                }
+                want[2 * q] = (double)(r & 1 ? re / n : re);
+                want[2 * q + 1] = (double)(r & 1 ? im / n : im);
+            }
+            for (int64_t j = 0; j < 2 * n; j++)
+                if (fabs(got[j] - want[j]) > 1e-12 * 8 * (double)n) bad++;
+        }
+    return (void *)(intptr_t)bad;
+}
+
+static void test_threads_share_plans(void **state) {
+    (void)state;
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, transform_many, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < 4; i++) {
+        void *bad;
+        pthread_join(t[i], &bad);
+        assert_int_equal((intptr_t)bad, 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_c128_against_dft),
         cmocka_unit_test(test_c64_against_dft),
         cmocka_unit_test(test_exact_values),
+        cmocka_unit_test(test_threads_share_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
