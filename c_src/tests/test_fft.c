@@ -22,7 +22,11 @@
 #define TOL_C64  1e-7
 #define ROWS     3
 
-static const int64_t lengths[] = {1, 2, 3, 5, 8, 12, 17, 64, 100, 127, 1024, 1000};
+/* powers of two (radix 4 and 2), every radix up to 13 alone and mixed, primes above 13 and
+ * lengths with such a factor (Bluestein) */
+static const int64_t lengths[] = {1,   2,   3,   5,  7,  8,   11,   12,   13,   17,   64,
+                                  100, 127, 6,   9,  15, 30,  45,   49,   60,   77,   143,
+                                  169, 243, 360, 97, 34, 625, 1000, 1024, 1536, 2000, 4096};
 #define NLEN ((int)(sizeof(lengths) / sizeof(lengths[0])))
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
