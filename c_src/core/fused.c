@@ -18,14 +18,40 @@ bool cx_fused_op_ok(cx_op_id op, int arity) {
     return cx_infer_op(op, in, arity, &ps, &out, compute, &st) == CX_OK && out.dtype == CX_F32;
 }
 
+bool cx_fused_is_row(const cx_desc *d, const cx_desc *full) {
+    if (d->rank > full->rank) return false;
+    int lead = 0;
+    while (lead < d->rank && d->shape[lead] == 1) lead++;
+    int len = d->rank - lead;
+    for (int k = 0; k < len; k++)
+        if (d->shape[lead + k] != full->shape[full->rank - len + k]) return false;
+    return true;
+}
+
+const cx_desc *cx_fused_full_input(const cx_desc *in, int n_in) {
+    for (int f = 0; f < n_in; f++) {
+        if (in[f].rank == 0) continue;
+        bool ok = true;
+        for (int k = 0; k < n_in && ok; k++)
+            ok = in[k].rank == 0 || cx_desc_same_shape(&in[k], &in[f]) ||
+                 cx_fused_is_row(&in[k], &in[f]);
+        if (ok) return &in[f];
+    }
+    return NULL;
+}
+
+bool cx_fused_has_rows(const cx_desc *in, int n_in) {
+    const cx_desc *full = cx_fused_full_input(in, n_in);
+    for (int k = 0; full && k < n_in; k++)
+        if (in[k].rank > 0 && !cx_desc_same_shape(&in[k], full)) return true;
+    return false;
+}
+
 const cx_desc *cx_fused_result_shape(const cx_fused_code *c, const cx_desc *in, int n_in) {
     /* which values have the full shape: a value has it if it reads one */
+    const cx_desc *full = cx_fused_full_input(in, n_in);
     bool w[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
-    const cx_desc *full = NULL;
-    for (int k = 0; k < n_in; k++) {
-        w[k] = in[k].rank > 0;
-        if (w[k] && !full) full = &in[k];
-    }
+    for (int k = 0; k < n_in; k++) w[k] = full && cx_desc_same_shape(&in[k], full);
     for (int k = 0; k < c->n; k++) w[n_in + k] = w[c->a[k]] || (c->b[k] >= 0 && w[c->b[k]]);
     return w[n_in + c->n - 1] ? full : NULL;
 }
@@ -61,20 +87,45 @@ cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_stat
 CX_INFER(cx_infer_fused) {
     cx_fused_code c;
     if (cx_fused_decode(ps, n_in, &c, st) != CX_OK) return st->code;
-    const cx_desc *full = NULL;
+    bool tensors = false;
     for (int k = 0; k < n_in; k++) {
         if (in[k].dtype != CX_F32)
             return cx_fail(st, CX_EINVAL, "fused: expected f32 tensors, got %s for tensor %d",
                            cx_dtype_name(in[k].dtype), k);
-        if (in[k].rank == 0) continue;
-        if (!full) full = &in[k];
-        if (!cx_desc_same_shape(&in[k], full))
-            return cx_fail(st, CX_EINVAL,
-                           "fused: expected tensors of one shape or numbers, got %s and %s",
-                           CX_SHAPE_STR(full), CX_SHAPE_STR(&in[k]));
+        tensors |= in[k].rank > 0;
+    }
+    const cx_desc *full = cx_fused_full_input(in, n_in);
+    if (tensors && !full) {
+        /* two shapes of which neither is the other or a row of it */
+        const cx_desc *a = NULL, *b = NULL;
+        for (int k = 0; k < n_in && !b; k++) {
+            if (in[k].rank == 0) continue;
+            if (!a)
+                a = &in[k];
+            else if (!cx_desc_same_shape(&in[k], a) && !cx_fused_is_row(&in[k], a) &&
+                     !cx_fused_is_row(a, &in[k]))
+                b = &in[k];
+        }
+        return cx_fail(st, CX_EINVAL,
+                       "fused: expected tensors of one shape, rows that broadcast to it (a bias) "
+                       "or numbers, got %s and %s",
+                       CX_SHAPE_STR(a), CX_SHAPE_STR(b ? b : a));
     }
     for (int k = 0; k < n_in; k++) compute[k] = CX_F32;
     const cx_desc *shape = cx_fused_result_shape(&c, in, n_in);
+    /* a result of rows only would have a row's shape, not the chain's */
+    bool reads_tensor = false;
+    {
+        bool t[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
+        for (int k = 0; k < n_in; k++) t[k] = in[k].rank > 0;
+        for (int k = 0; k < c.n; k++) t[n_in + k] = t[c.a[k]] || (c.b[k] >= 0 && t[c.b[k]]);
+        reads_tensor = t[n_in + c.n - 1];
+    }
+    if (reads_tensor && !shape)
+        return cx_fail(st, CX_EINVAL,
+                       "fused: the result reads rows only; it must read a tensor of the full "
+                       "shape %s",
+                       CX_SHAPE_STR(full));
     cx_desc chain = shape ? *shape : (cx_desc){CX_F32, 0, {0}};
     int64_t reduce = cx_param_has(ps, CX_P_REDUCE) ? ps->p[CX_P_REDUCE].i[0] : 0;
     if (reduce != 0 && reduce != 1)

@@ -1,4 +1,5 @@
-/* fused: a chain of elementwise f32 ops over tensors of one shape (and numbers), as one op. A
+/* fused: a chain of elementwise f32 ops over tensors of one shape (rows that broadcast to it,
+ * such as a bias, and numbers), as one op. A
  * device that claims it runs the chain in one pass over memory (the blas driver: blocks that stay
  * in cache); any other runs its decomposition, the ops one by one. Cascade.Compiler's programs
  * build fused steps from the ops they record (program.c).
@@ -24,8 +25,17 @@ typedef struct cx_fused_code {
 /* Whether op may be an instruction of `arity` arguments: an elementwise op of that arity that
  * takes floats and keeps f32 (integer-only ops, comparisons and casts may not). */
 bool cx_fused_op_ok(cx_op_id op, int arity);
-/* The shape of the chain's result: that of its inputs that are not numbers when it reads one,
- * else NULL (one value). */
+/* Whether d is a row of full: what remains of d's shape after its leading 1s is full's trailing
+ * axes (so its elements repeat along full's leading axes; one element repeats everywhere). */
+bool cx_fused_is_row(const cx_desc *d, const cx_desc *full);
+/* The input of the chain's full shape: the first that is not a number and of which every other
+ * input that is not a number is the same shape or a row; NULL when there is none. */
+const cx_desc *cx_fused_full_input(const cx_desc *in, int n_in);
+/* Whether an input is a row (not a number, not the full shape): kernels without row indexing
+ * refuse such chains. */
+bool cx_fused_has_rows(const cx_desc *in, int n_in);
+/* The shape of the chain's result: the full input's when its last value reads it, else NULL
+ * (one value, or, refused by inference, rows only). */
 const cx_desc *cx_fused_result_shape(const cx_fused_code *c, const cx_desc *in, int n_in);
 /* The CODE parameter, checked against n_in inputs. */
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st);

@@ -125,7 +125,7 @@ static void fold_transposed_dots(cx_program *p, const int *out, int n_out) {
 }
 
 /* Whether step k can be an instruction of a fused chain: an elementwise f32 op whose inputs
- * have its result's shape or are numbers. */
+ * have its result's shape, are rows of it (a bias) or are numbers. */
 static bool fusible(const cx_program *p, int k) {
     const cx_prog_step *s = &p->steps[k];
     const cx_desc *o = &s->plan.out;
@@ -133,7 +133,9 @@ static bool fusible(const cx_program *p, int k) {
         return false;
     for (int j = 0; j < s->n_in; j++) {
         const cx_desc *d = &p->desc[s->in[j]];
-        if (d->dtype != CX_F32 || (d->rank > 0 && !cx_desc_same_shape(d, o))) return false;
+        if (d->dtype != CX_F32 ||
+            (d->rank > 0 && !cx_desc_same_shape(d, o) && !cx_fused_is_row(d, o)))
+            return false;
     }
     return true;
 }
@@ -209,8 +211,11 @@ static void fuse_elementwise(cx_program *p, const int *out, int n_out) {
             if (slot < first) continue;
             int d = slot - first;
             fuse_group *h = &groups[d];
+            /* a member computing on rows alone keeps its own step: every member of a chain has
+             * the chain's shape */
             if (h->n <= 0 || readers(p, slot) != 1 || returned(out, n_out, slot) ||
-                merged.n + h->n + 1 > CX_FUSED_MAX_CODE)
+                merged.n + h->n + 1 > CX_FUSED_MAX_CODE ||
+                !cx_desc_same_shape(&p->steps[d].plan.out, &s->plan.out))
                 continue;
             for (int q = 0; q < h->n; q++) merged.step[merged.n++] = h->step[q];
             h->n = -1; /* taken */

@@ -591,6 +591,7 @@ typedef struct {
     int n_in;
     const float *in[CX_FUSED_MAX_INPUTS];
     int wide_in[CX_FUSED_MAX_INPUTS];
+    int64_t row[CX_FUSED_MAX_INPUTS]; /* a row's length (its elements repeat), or 0 */
     float *out;
     int64_t numel; /* elements of the chain */
     /* reduce: the chain's elements as rows of `cols` (the trailing axes summed), each summed in
@@ -599,8 +600,23 @@ typedef struct {
     bool reduce, by_cols;
     int64_t rows, cols;
     double *partial;
-    float *scratch; /* per part: CX_FUSED_MAX_CODE blocks */
+    float *scratch; /* per part: CX_FUSED_MAX_CODE blocks, then CX_FUSED_MAX_INPUTS for rows */
 } chain_job;
+
+/* Elements lo .. lo + n of a row of len elements repeated: whole copies of the row and the
+ * ends of one. */
+static void row_block(float *dst, const float *row, int64_t len, int64_t lo, int64_t n) {
+    int64_t at = lo % len;
+    for (int64_t t = 0; t < n;) {
+        int64_t run = len - at < n - t ? len - at : n - t;
+        if (run == 1)
+            dst[t] = row[at];
+        else
+            memcpy(dst + t, row + at, sizeof(float) * (size_t)run);
+        t += run;
+        at = 0;
+    }
+}
 
 /* The chain over elements lo .. hi (within one row when reducing): written to out at lo, or
  * summed in double and returned. */
@@ -614,6 +630,17 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
         for (int k = 0; k < j->n_in; k++) {
             wide[k] = j->wide_in[k];
             v[k] = wide[k] ? j->in[k] + i : j->in[k];
+            if (j->row[k]) {
+                /* a row: this block of its repetition, gathered (one element: one value) */
+                float *b = scratch + (size_t)(CX_FUSED_MAX_CODE + k) * CHAIN_BLOCK;
+                if (j->row[k] == 1) {
+                    wide[k] = 0;
+                    v[k] = j->in[k];
+                } else {
+                    row_block(b, j->in[k], j->row[k], i, n);
+                    v[k] = b;
+                }
+            }
         }
         for (int k = 0; k < c->n; k++) {
             int r = j->n_in + k, a = c->a[k], b = c->b[k];
@@ -636,7 +663,8 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
 
 static void chain_part(void *ctx, int index, int parts) {
     const chain_job *j = ctx;
-    float *scratch = j->scratch + (size_t)index * CX_FUSED_MAX_CODE * CHAIN_BLOCK;
+    float *scratch =
+        j->scratch + (size_t)index * (CX_FUSED_MAX_CODE + CX_FUSED_MAX_INPUTS) * CHAIN_BLOCK;
     if (!j->reduce) {
         chain_run(j, scratch, j->numel * index / parts, j->numel * (index + 1) / parts);
     } else if (!j->by_cols) {
@@ -686,9 +714,13 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     bool math = false;
     for (int k = 0; k < j.c.n; k++)
         math |= cx_op_table[j.c.op[k]].kind == CX_KIND_UNARY_FLOAT || is_math(j.c.op[k]);
+    const cx_desc *full = cx_fused_full_input(descs, n_in);
     for (int k = 0; k < n_in; k++) {
         j.in[k] = in[k]->data;
         j.wide_in[k] = in[k]->desc.rank > 0;
+        j.row[k] = full && in[k]->desc.rank > 0 && !cx_desc_same_shape(&in[k]->desc, full)
+                       ? in[k]->numel
+                       : 0;
     }
     j.reduce = ps->p[CX_P_REDUCE].i[0] != 0;
     if (j.reduce) {
@@ -698,7 +730,8 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     if (out->numel == 0) return true;
     int want = parts_for(j.numel, math ? GRAIN_MATH : GRAIN_CHEAP);
     j.by_cols = j.reduce && j.rows < want;
-    j.scratch = malloc(sizeof(float) * CX_FUSED_MAX_CODE * CHAIN_BLOCK * (size_t)want);
+    j.scratch = malloc(sizeof(float) * (CX_FUSED_MAX_CODE + CX_FUSED_MAX_INPUTS) * CHAIN_BLOCK *
+                       (size_t)want);
     j.partial = j.by_cols ? calloc((size_t)(j.rows * want), sizeof(double)) : NULL;
     if (!j.scratch || (j.by_cols && !j.partial)) {
         free(j.scratch);

@@ -419,11 +419,13 @@ static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
     if (op == CX_OP_FUSED) {
         cx_fused_code c;
         cx_status st = {CX_OK, ""};
-        bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK && !ps->p[CX_P_REDUCE].i[0];
+        bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK && !ps->p[CX_P_REDUCE].i[0] &&
+                  !cx_fused_has_rows(in, n_in);
         for (int k = 0; ok && k < c.n; k++) ok = ck_fused_supports(c.op[k]);
         if (ok) return true;
         snprintf(reason, len,
-                 "the cuda kernel runs fused chains without a reduction, of ops it interprets");
+                 "the cuda kernel runs fused chains without a reduction or broadcast rows, of "
+                 "ops it interprets");
         return false;
     }
     if (op == CX_OP_CONV2D) return cuda_conv2d_fits(dev, &in[0], &in[1], ps, reason, len);

@@ -294,12 +294,13 @@ bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
     if (op == CX_OP_FUSED) {
         cx_fused_code c;
         cx_status st = {CX_OK, ""};
-        bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK && !ps->p[CX_P_REDUCE].i[0];
+        bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK && !ps->p[CX_P_REDUCE].i[0] &&
+                  !cx_fused_has_rows(in, n_in);
         for (int k = 0; ok && k < c.n; k++) ok = ocl_elementwise_expr(c.op[k], CX_F32) != NULL;
         if (ok) return true;
         snprintf(reason, len,
-                 "the opencl kernel runs fused chains without a reduction, of ops it has "
-                 "kernels for");
+                 "the opencl kernel runs fused chains without a reduction or broadcast rows, of "
+                 "ops it has kernels for");
         return false;
     }
     if (op == CX_OP_LAYER_NORM) {
