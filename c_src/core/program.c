@@ -124,9 +124,22 @@ static void fold_transposed_dots(cx_program *p, const int *out, int n_out) {
     }
 }
 
+/* Whether the device runs a fused chain that reads a row natively (add of a {3} to a {2, 3}). */
+static bool fuses_rows(cx_device *dev) {
+    cx_desc in[2] = {{CX_F32, 2, {2, 3}}, {CX_F32, 1, {3}}};
+    const int64_t code[3] = {CX_OP_ADD, 0, 1};
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_CODE, code, 3);
+    cx_plan plan;
+    cx_status st = {CX_OK, ""};
+    return cx_plan_descs(CX_OP_FUSED, dev, in, 2, &ps, &plan, &st) == CX_OK &&
+           plan.route == CX_ROUTE_NATIVE;
+}
+
 /* Whether step k can be an instruction of a fused chain: an elementwise f32 op whose inputs
- * have its result's shape, are rows of it (a bias) or are numbers. */
-static bool fusible(const cx_program *p, int k) {
+ * have its result's shape, are rows of it (a bias, where the device fuses rows) or are
+ * numbers. */
+static bool fusible(const cx_program *p, int k, bool rows) {
     const cx_prog_step *s = &p->steps[k];
     const cx_desc *o = &s->plan.out;
     if (s->dead || o->dtype != CX_F32 || o->rank == 0 || !cx_fused_op_ok(s->plan.op, s->n_in))
@@ -134,7 +147,7 @@ static bool fusible(const cx_program *p, int k) {
     for (int j = 0; j < s->n_in; j++) {
         const cx_desc *d = &p->desc[s->in[j]];
         if (d->dtype != CX_F32 ||
-            (d->rank > 0 && !cx_desc_same_shape(d, o) && !cx_fused_is_row(d, o)))
+            (d->rank > 0 && !cx_desc_same_shape(d, o) && !(rows && cx_fused_is_row(d, o))))
             return false;
     }
     return true;
@@ -200,8 +213,9 @@ static void fuse_elementwise(cx_program *p, const int *out, int n_out) {
     int first = p->n_inputs + p->n_consts;
     fuse_group *groups = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *groups);
     if (!groups) return;
+    bool rows = fuses_rows(p->dev);
     for (int k = 0; k < p->n_steps; k++) {
-        if (!fusible(p, k)) continue;
+        if (!fusible(p, k, rows)) continue;
         fuse_group *g = &groups[k];
         /* the members of each operand's group come first, in program order */
         fuse_group merged = {0};

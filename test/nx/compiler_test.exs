@@ -60,6 +60,10 @@ if Code.ensure_loaded?(Nx) do
       Nx.sum(Nx.exp(a) * b, axes: [1])
     end
 
+    defn dense_relu(x, w, b) do
+      x |> Nx.dot(w) |> Nx.add(b) |> Nx.max(0) |> Nx.multiply(2)
+    end
+
     defn gelu(x) do
       0.5 * x * (1 + Nx.erf(x * 0.7071067811865476))
     end
@@ -198,6 +202,31 @@ if Code.ensure_loaded?(Nx) do
       assert Cascade.Compiler.explain(&Fns.pool_grad/1, [x]).mode == :program
       {c, e} = both(&Fns.pool_grad/1, [x])
       assert_close(c, e, 0)
+    end
+
+    test "a bias row joins the chain after a product (dense, relu) on blas, not on opencl" do
+      x = random({64, 100})
+      w = random({100, 256}, :f32, 3)
+      b = random({256}, :f32, 5)
+
+      assert [
+               %{op: :dot},
+               %{op: :fused, fused: [:add, :max, :multiply], reads: [dot, 2 | _], library: lib}
+             ] = Cascade.Compiler.explain(&Fns.dense_relu/3, [x, w, b], device: :blas).steps
+
+      # the product's result and the bias (input 2), then the numbers
+      assert dot > 2 and lib in ["avx512", "avx2"]
+
+      # the evaluator runs the product on the inputs' device (cpu's portable GEMM), the compiler
+      # on blas (OpenBLAS): their sums round apart
+      {c, e} = both(&Fns.dense_relu/3, [x, w, b], device: :blas)
+      assert_close(c, e, 1.0e-4)
+
+      # opencl's generated kernel indexes every input alike: the add of the row stays a step
+      if Enum.any?(Cascade.devices(), &match?(%{device: :opencl, available: true}, &1)) do
+        steps = Cascade.Compiler.explain(&Fns.dense_relu/3, [x, w, b], device: :opencl).steps
+        assert Enum.map(steps, & &1.op) == [:dot, :add, :fused]
+      end
     end
 
     test "a chain with a sum at the end runs as one fused step on blas" do

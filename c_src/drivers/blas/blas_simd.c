@@ -1064,11 +1064,13 @@ static void broadcast_desc(const cx_desc *in, int n_in, cx_desc *out) {
 
 const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps) {
     const simd_table *t = blas_simd();
-    if (!t || n_in < 1 || n_in > 3) return NULL;
+    if (!t || n_in < 1) return NULL;
+    /* fused takes up to 8 inputs, the others at most 3 */
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU ||
         op == CX_OP_LAYER_NORM || op == CX_OP_LOGSUMEXP || op == CX_OP_CATEGORICAL_CROSS_ENTROPY ||
         op == CX_OP_FUSED)
         return t->name;
+    if (n_in > 3) return NULL;
     if (op == CX_OP_SUM) {
         sum_form form;
         cx_params all = {0};
