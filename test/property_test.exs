@@ -1965,7 +1965,7 @@ defmodule Cascade.PropertyTest.Fused do
 
   # n_in f32 tensors of `shape`, the second and later a number (rank 0) or a row (the trailing
   # axes of shape, sometimes under a leading 1, as a bias) now and then
-  defp gen_inputs(shape, n_in) do
+  defp gen_inputs(shape, n_in, type \\ :f32) do
     Enum.map(1..n_in, fn k ->
       s =
         cond do
@@ -1974,7 +1974,7 @@ defmodule Cascade.PropertyTest.Fused do
           true -> shape
         end
 
-      gen_tensor(:f32, s, fn -> float_between(-3.0, 3.0) end)
+      gen_tensor(type, s, fn -> float_between(-3.0, 3.0) end)
     end)
   end
 
@@ -2008,8 +2008,10 @@ defmodule Cascade.PropertyTest.Fused do
     for _ <- 1..40, device <- devices() do
       shape = pick([{7}, {3, 5}, {1023}, {1025}, {2, 2050}, {20_000}, {140_001}])
       n_in = int_between(1, 4)
+      # f16 and bf16 chains too: each instruction rounds to the type, as the op alone
+      type = pick([:f32, :f32, :f16, :bf16])
 
-      inputs = gen_inputs(shape, n_in)
+      inputs = gen_inputs(shape, n_in, type)
 
       code = chain(n_in)
 
@@ -2098,7 +2100,7 @@ defmodule Cascade.PropertyTest.Fused do
       Cascade.fused([x], [{:sum, 0}])
     end
 
-    assert_raise ArgumentError, ~r/expected f32 tensors/, fn ->
+    assert_raise ArgumentError, ~r/expected f32, f16 or bf16 tensors/, fn ->
       Cascade.fused([Cascade.tensor([1, 2])], [{:exp, 0}])
     end
 

@@ -87,11 +87,18 @@ cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_stat
 CX_INFER(cx_infer_fused) {
     cx_fused_code c;
     if (cx_fused_decode(ps, n_in, &c, st) != CX_OK) return st->code;
+    /* one float type of 32 bits or less: each instruction rounds to it, as the op alone */
     bool tensors = false;
+    cx_dtype type = in[0].dtype;
     for (int k = 0; k < n_in; k++) {
-        if (in[k].dtype != CX_F32)
-            return cx_fail(st, CX_EINVAL, "fused: expected f32 tensors, got %s for tensor %d",
+        if (in[k].dtype != CX_F32 && in[k].dtype != CX_F16 && in[k].dtype != CX_BF16)
+            return cx_fail(st, CX_EINVAL,
+                           "fused: expected f32, f16 or bf16 tensors, got %s for tensor %d",
                            cx_dtype_name(in[k].dtype), k);
+        if (in[k].dtype != type)
+            return cx_fail(st, CX_EINVAL,
+                           "fused: expected tensors of one type, got %s and %s for tensor %d",
+                           cx_dtype_name(type), cx_dtype_name(in[k].dtype), k);
         tensors |= in[k].rank > 0;
     }
     const cx_desc *full = cx_fused_full_input(in, n_in);
@@ -111,7 +118,7 @@ CX_INFER(cx_infer_fused) {
                        "or numbers, got %s and %s",
                        CX_SHAPE_STR(a), CX_SHAPE_STR(b ? b : a));
     }
-    for (int k = 0; k < n_in; k++) compute[k] = CX_F32;
+    for (int k = 0; k < n_in; k++) compute[k] = type;
     const cx_desc *shape = cx_fused_result_shape(&c, in, n_in);
     /* a result of rows only would have a row's shape, not the chain's */
     bool reads_tensor = false;
@@ -126,7 +133,7 @@ CX_INFER(cx_infer_fused) {
                        "fused: the result reads rows only; it must read a tensor of the full "
                        "shape %s",
                        CX_SHAPE_STR(full));
-    cx_desc chain = shape ? *shape : (cx_desc){CX_F32, 0, {0}};
+    cx_desc chain = shape ? *shape : (cx_desc){type, 0, {0}};
     int64_t reduce = cx_param_has(ps, CX_P_REDUCE) ? ps->p[CX_P_REDUCE].i[0] : 0;
     if (reduce != 0 && reduce != 1)
         return cx_fail(st, CX_EINVAL,
@@ -140,7 +147,7 @@ CX_INFER(cx_infer_fused) {
         return CX_OK;
     }
     if (cx_reduce_shape(op, &chain, ps, out, st) != CX_OK) return st->code;
-    out->dtype = CX_F32;
+    out->dtype = type;
     return CX_OK;
 }
 

@@ -1,5 +1,6 @@
-/* fused: a chain of elementwise f32 ops over tensors of one shape (rows that broadcast to it,
- * such as a bias, and numbers), as one op. A
+/* fused: a chain of elementwise ops over tensors of one shape (rows that broadcast to it, such
+ * as a bias, and numbers) of one type, f32, f16 or bf16 (each instruction rounded to it, as the
+ * op alone rounds), as one op. A
  * device that claims it runs the chain in one pass over memory (the blas driver: blocks that stay
  * in cache); any other runs its decomposition, the ops one by one. Cascade.Compiler's programs
  * build fused steps from the ops they record (program.c).

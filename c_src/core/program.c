@@ -136,17 +136,17 @@ static bool fuses_rows(cx_device *dev) {
            plan.route == CX_ROUTE_NATIVE;
 }
 
-/* Whether step k can be an instruction of a fused chain: an elementwise f32 op whose inputs
- * have its result's shape, are rows of it (a bias, where the device fuses rows) or are
- * numbers. */
+/* Whether step k can be an instruction of a fused chain: an elementwise op of f32, f16 or bf16
+ * whose inputs have its result's type and shape, are rows of it (a bias, where the device fuses
+ * rows) or are numbers. */
 static bool fusible(const cx_program *p, int k, bool rows) {
     const cx_prog_step *s = &p->steps[k];
     const cx_desc *o = &s->plan.out;
-    if (s->dead || o->dtype != CX_F32 || o->rank == 0 || !cx_fused_op_ok(s->plan.op, s->n_in))
-        return false;
+    bool floats = o->dtype == CX_F32 || o->dtype == CX_F16 || o->dtype == CX_BF16;
+    if (s->dead || !floats || o->rank == 0 || !cx_fused_op_ok(s->plan.op, s->n_in)) return false;
     for (int j = 0; j < s->n_in; j++) {
         const cx_desc *d = &p->desc[s->in[j]];
-        if (d->dtype != CX_F32 ||
+        if (d->dtype != o->dtype ||
             (d->rank > 0 && !cx_desc_same_shape(d, o) && !(rows && cx_fused_is_row(d, o))))
             return false;
     }

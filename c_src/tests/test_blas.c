@@ -661,6 +661,53 @@ static void test_program_fuses_chains(void **state) {
     for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) tu_drop(drop[k]);
 }
 
+/* f16 and bf16 chains fuse too, a bias row included: each instruction rounds to the type as
+ * the op alone does, so the fused step gives the ops' bits. */
+static void test_program_fuses_half_chains(void **state) {
+    (void)state;
+    cx_dtype types[2] = {CX_F16, CX_BF16};
+    for (int ti = 0; ti < 2; ti++) {
+        cx_dtype ty = types[ti];
+        int64_t shape[2] = {33, 1001}, row[1] = {1001};
+        cx_tensor *xc = filled(ty, 2, shape, 6), *yc = filled(ty, 2, shape, 7),
+                  *bc = filled(ty, 1, row, 8);
+        cx_tensor *x = moved(xc, blas), *y = moved(yc, blas), *b = moved(bc, blas);
+        cx_desc in[3] = {x->desc, y->desc, b->desc};
+        cx_program p;
+        cx_status st = {0};
+        cx_params none = {0};
+        assert_int_equal(cx_program_init(&p, blas, in, 3, NULL, 0, &st), CX_OK);
+        /* tanh(exp(x * y) + b) - x */
+        int xy[2] = {0, 1};
+        int m = cx_program_add(&p, CX_OP_MULTIPLY, xy, 2, &none, &st);
+        int e = cx_program_add(&p, CX_OP_EXP, &m, 1, &none, &st);
+        int eb[2] = {e, 2};
+        int a = cx_program_add(&p, CX_OP_ADD, eb, 2, &none, &st);
+        int th = cx_program_add(&p, CX_OP_TANH, &a, 1, &none, &st);
+        int tx[2] = {th, 0};
+        int r = cx_program_add(&p, CX_OP_SUBTRACT, tx, 2, &none, &st);
+        assert_int_equal(cx_program_finish(&p, &r, 1, &st), CX_OK);
+        int live = 0;
+        for (int k = 0; k < p.n_steps; k++) live += !p.steps[k].dead;
+        assert_int_equal(live, 1);
+        assert_int_equal(p.steps[4].plan.op, CX_OP_FUSED);
+
+        cx_tensor *inputs[3] = {x, y, b}, res;
+        assert_int_equal(cx_program_run(&p, inputs, NULL, &res, &st), CX_OK);
+        cx_tensor *mm = run_on(blas, CX_OP_MULTIPLY, (cx_tensor *[]){x, y}, 2, NULL);
+        cx_tensor *ee = run_on(blas, CX_OP_EXP, &mm, 1, NULL);
+        cx_tensor *aa = run_on(blas, CX_OP_ADD, (cx_tensor *[]){ee, b}, 2, NULL);
+        cx_tensor *tt = run_on(blas, CX_OP_TANH, &aa, 1, NULL);
+        cx_tensor *want = run_on(blas, CX_OP_SUBTRACT, (cx_tensor *[]){tt, x}, 2, NULL);
+        assert_int_equal(res.desc.dtype, ty);
+        assert_int_equal(memcmp(res.data, want->data, want->nbytes), 0);
+        cx_tensor_free(&res);
+        cx_program_free(&p);
+        cx_tensor *drop[] = {xc, yc, bc, x, y, b, mm, ee, aa, tt, want};
+        for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) tu_drop(drop[k]);
+    }
+}
+
 /* sum(exp(x) * y, axes: [1]) becomes one fused step that sums as it goes; the same numbers as
  * the ops one by one within the f32 sums' tolerance */
 static void test_program_fuses_a_sum(void **state) {
@@ -725,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_program_fuses_chains),
+        cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_a_sum),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -229,6 +229,22 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    test "f16 and bf16 chains run as one fused step on blas, with the evaluator's bits" do
+      # the evaluator on blas too (its constants are made on the default backend)
+      Nx.with_default_backend({Cascade.Backend, device: :blas}, fn ->
+        for type <- [:f16, :bf16] do
+          x = random({4, 100}, type)
+
+          assert [%{op: :fused, fused: [:multiply, :erf, :add, :multiply, :multiply], type: t}] =
+                   Cascade.Compiler.explain(&Fns.gelu/1, [x], device: :blas).steps
+
+          assert t == Nx.Type.normalize!(type)
+          {c, e} = both(&Fns.gelu/1, [x], device: :blas)
+          assert Nx.to_binary(c) == Nx.to_binary(e)
+        end
+      end)
+    end
+
     test "a chain with a sum at the end runs as one fused step on blas" do
       a = random({16, 3000})
       b = random({16, 3000}, :f32, 7)

@@ -117,9 +117,10 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_FUSED) {
-        bool f32 = blas_simd() && n_in >= 1;
-        for (int k = 0; k < n_in; k++) f32 = f32 && types[k] == CX_F32;
-        return f32 ? CX_CAP_SHAPE : CX_CAP_NO;
+        /* f32 chains; f16/bf16 ones too, without a sum (refine) */
+        bool one = blas_simd() && n_in >= 1 && is_float32ish(types[0]);
+        for (int k = 0; k < n_in; k++) one = one && types[k] == types[0];
+        return one ? CX_CAP_SHAPE : CX_CAP_NO;
     }
     if (op == CX_OP_MAX_POOL2D) return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_RELU) return n_in == 1 ? CX_CAP_NATIVE : CX_CAP_NO;
@@ -178,7 +179,8 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
     }
     if (op == CX_OP_FUSED) {
         if (blas_simd_chain_fits(in, n_in, ps)) return true;
-        snprintf(reason, len, "the fused chain has an op without a vector kernel");
+        snprintf(reason, len,
+                 "the fused chain has an op without a vector kernel, or sums f16/bf16");
         return false;
     }
     if (op == CX_OP_LOGSUMEXP) {

@@ -589,7 +589,10 @@ typedef struct {
     const simd_table *t;
     cx_fused_code c;
     int n_in;
-    const float *in[CX_FUSED_MAX_INPUTS];
+    /* f32, or f16/bf16: inputs widened a block at a time, each instruction's result rounded to
+     * the type (as the op alone rounds it), the last narrowed into out */
+    cx_dtype type;
+    const float *in[CX_FUSED_MAX_INPUTS]; /* uint16_t data for f16/bf16 */
     int wide_in[CX_FUSED_MAX_INPUTS];
     int64_t row[CX_FUSED_MAX_INPUTS]; /* a row's length (its elements repeat), or 0 */
     float *out;
@@ -600,8 +603,30 @@ typedef struct {
     bool reduce, by_cols;
     int64_t rows, cols;
     double *partial;
-    float *scratch; /* per part: CX_FUSED_MAX_CODE blocks, then CX_FUSED_MAX_INPUTS for rows */
+    /* per part: CX_FUSED_MAX_CODE blocks, then CX_FUSED_MAX_INPUTS for rows and widened
+     * inputs, then one of halves */
+    float *scratch;
 } chain_job;
+
+#define CHAIN_SCRATCH (CX_FUSED_MAX_CODE + CX_FUSED_MAX_INPUTS + 1)
+
+/* Rounds a block of f32 to type t (f16, bf16) and back, through h. */
+static void round_block(const chain_job *j, float *f, uint16_t *h, int64_t n) {
+    narrow(j->type, j->t, f, h, n);
+    widen(j->type, j->t, h, f, n);
+}
+
+/* Elements lo .. lo + n of a row of len halves repeated, widened. */
+static void row_block_h(const chain_job *j, float *dst, const uint16_t *row, int64_t len,
+                        int64_t lo, int64_t n) {
+    int64_t at = lo % len;
+    for (int64_t t = 0; t < n;) {
+        int64_t run = len - at < n - t ? len - at : n - t;
+        widen(j->type, j->t, row + at, dst + t, run);
+        t += run;
+        at = 0;
+    }
+}
 
 /* Elements lo .. lo + n of a row of len elements repeated: whole copies of the row and the
  * ends of one. */
@@ -627,33 +652,45 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
     double acc = 0;
     for (int64_t i = lo; i < hi; i += CHAIN_BLOCK) {
         int64_t n = hi - i < CHAIN_BLOCK ? hi - i : CHAIN_BLOCK;
+        bool half = j->type != CX_F32;
+        uint16_t *hbuf = (uint16_t *)(scratch + (size_t)(CHAIN_SCRATCH - 1) * CHAIN_BLOCK);
         for (int k = 0; k < j->n_in; k++) {
             wide[k] = j->wide_in[k];
-            v[k] = wide[k] ? j->in[k] + i : j->in[k];
-            if (j->row[k]) {
-                /* a row: this block of its repetition, gathered (one element: one value) */
-                float *b = scratch + (size_t)(CX_FUSED_MAX_CODE + k) * CHAIN_BLOCK;
-                if (j->row[k] == 1) {
-                    wide[k] = 0;
-                    v[k] = j->in[k];
-                } else {
+            float *b = scratch + (size_t)(CX_FUSED_MAX_CODE + k) * CHAIN_BLOCK;
+            if (j->row[k] == 1) wide[k] = 0; /* one element: one value */
+            if (!half) {
+                v[k] = wide[k] ? j->in[k] + i : j->in[k];
+                /* a row: this block of its repetition, gathered */
+                if (j->row[k] > 1) {
                     row_block(b, j->in[k], j->row[k], i, n);
                     v[k] = b;
                 }
+                continue;
             }
+            const uint16_t *h = (const uint16_t *)j->in[k];
+            if (j->row[k] > 1)
+                row_block_h(j, b, h, j->row[k], i, n);
+            else
+                widen(j->type, j->t, wide[k] ? h + i : h, b, wide[k] ? n : 1);
+            v[k] = b;
         }
         for (int k = 0; k < c->n; k++) {
             int r = j->n_in + k, a = c->a[k], b = c->b[k];
             wide[r] = wide[a] || (b >= 0 && wide[b]);
-            /* the last instruction writes the result, unless it is summed; a one-value result
-             * is one element */
-            float *o = k == c->n - 1 && !j->reduce ? j->out + (wide[r] ? i : 0)
+            /* the last instruction writes the result, unless it is summed or narrowed; a
+             * one-value result is one element */
+            bool last = k == c->n - 1;
+            float *o = last && !j->reduce && !half ? j->out + (wide[r] ? i : 0)
                                                    : scratch + (size_t)k * CHAIN_BLOCK;
             int64_t m = wide[r] ? n : 1;
             if (b < 0)
                 j->t->unary_f32[c->op[k]](o, v[a], m);
             else
                 j->t->binary_f32[c->op[k]](o, v[a], v[b], wide[a], wide[b], m);
+            if (half && last)
+                narrow(j->type, j->t, o, (uint16_t *)j->out + (wide[r] ? i : 0), m);
+            else if (half)
+                round_block(j, o, hbuf, m);
             v[r] = o;
         }
         if (j->reduce) acc += j->t->sum_f32(v[j->n_in + c->n - 1], n);
@@ -663,8 +700,7 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
 
 static void chain_part(void *ctx, int index, int parts) {
     const chain_job *j = ctx;
-    float *scratch =
-        j->scratch + (size_t)index * (CX_FUSED_MAX_CODE + CX_FUSED_MAX_INPUTS) * CHAIN_BLOCK;
+    float *scratch = j->scratch + (size_t)index * CHAIN_SCRATCH * CHAIN_BLOCK;
     if (!j->reduce) {
         chain_run(j, scratch, j->numel * index / parts, j->numel * (index + 1) / parts);
     } else if (!j->by_cols) {
@@ -694,8 +730,12 @@ bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
     cx_fused_code c;
     cx_status st = {CX_OK, ""};
     if (!t || cx_fused_decode(ps, n_in, &c, &st) != CX_OK) return false;
+    /* f32, or f16/bf16 chains without a sum */
+    cx_dtype type = in[0].dtype;
+    if (type != CX_F32 && (type != CX_F16 && type != CX_BF16)) return false;
+    if (type != CX_F32 && ps->p[CX_P_REDUCE].i[0]) return false;
     for (int k = 0; k < n_in; k++)
-        if (in[k].dtype != CX_F32) return false;
+        if (in[k].dtype != type) return false;
     for (int k = 0; k < c.n; k++)
         if (c.b[k] < 0 ? !t->unary_f32[c.op[k]] : !t->binary_f32[c.op[k]]) return false;
     int64_t rows, cols;
@@ -708,15 +748,16 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     cx_desc descs[CX_FUSED_MAX_INPUTS];
     for (int k = 0; k < n_in && k < CX_FUSED_MAX_INPUTS; k++) descs[k] = in[k]->desc;
     cx_status st = {CX_OK, ""};
-    if (out->desc.dtype != CX_F32 || !blas_simd_chain_fits(descs, n_in, ps) ||
+    if (!blas_simd_chain_fits(descs, n_in, ps) || out->desc.dtype != descs[0].dtype ||
         cx_fused_decode(ps, n_in, &j.c, &st) != CX_OK)
         return false;
+    j.type = out->desc.dtype;
     bool math = false;
     for (int k = 0; k < j.c.n; k++)
         math |= cx_op_table[j.c.op[k]].kind == CX_KIND_UNARY_FLOAT || is_math(j.c.op[k]);
     const cx_desc *full = cx_fused_full_input(descs, n_in);
     for (int k = 0; k < n_in; k++) {
-        j.in[k] = in[k]->data;
+        j.in[k] = (const float *)in[k]->data;
         j.wide_in[k] = in[k]->desc.rank > 0;
         j.row[k] = full && in[k]->desc.rank > 0 && !cx_desc_same_shape(&in[k]->desc, full)
                        ? in[k]->numel
@@ -730,8 +771,7 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     if (out->numel == 0) return true;
     int want = parts_for(j.numel, math ? GRAIN_MATH : GRAIN_CHEAP);
     j.by_cols = j.reduce && j.rows < want;
-    j.scratch = malloc(sizeof(float) * (CX_FUSED_MAX_CODE + CX_FUSED_MAX_INPUTS) * CHAIN_BLOCK *
-                       (size_t)want);
+    j.scratch = malloc(sizeof(float) * CHAIN_SCRATCH * CHAIN_BLOCK * (size_t)want);
     j.partial = j.by_cols ? calloc((size_t)(j.rows * want), sizeof(double)) : NULL;
     if (!j.scratch || (j.by_cols && !j.partial)) {
         free(j.scratch);
