@@ -22,6 +22,12 @@ if Code.ensure_loaded?(Nx) do
     `:unsupported` before anything moves) and is counted in `Cascade.stats/0` as
     `{device, callback, :binary_fallback}`.
 
+    The tensors of one call are brought to one device: the first Cascade tensor's. Another
+    backend's tensor is copied there; a Cascade tensor on another device is moved with
+    `Cascade.transfer/2` (counted in `Cascade.stats/0` as a transfer) — as when
+    `Nx.Defn.Evaluator` makes a constant on the default backend's device beside inputs on
+    another.
+
     Only compiled when Nx is a dependency of the application.
     """
     @behaviour Nx.Backend
@@ -869,8 +875,15 @@ if Code.ensure_loaded?(Nx) do
     # A tensor of another backend (a constant of a defn, say) goes to `device`: that of the
     # call's Cascade tensors, so that an op never meets two devices; without one, the device of
     # Nx's default backend (call_device/1), else Cascade's default.
+    # A Cascade tensor on another device than the call's moves to it (Nx.Defn.Evaluator makes
+    # its constants on the default backend's device, whatever the inputs' device): a transfer,
+    # counted in Cascade.stats/0 as any.
     defp cx(tensor, device \\ nil)
-    defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}, _device), do: t
+
+    defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}, nil), do: t
+
+    defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}, device),
+      do: Cascade.transfer(t, device)
 
     defp cx(%T{type: type, shape: shape} = t, device) do
       device = device || call_device([])

@@ -47,6 +47,17 @@ defmodule Cascade.BackendTest do
       assert inspect(Nx.iota({1000}), limit: 3) =~ "[0, 1, 2, ...]"
     end
 
+    test "a tensor on another device than the call's moves to it, counted as a transfer" do
+      Cascade.reset_stats()
+      x = Nx.tensor([1.0, 2.0]) |> Nx.backend_transfer({Cascade.Backend, device: :blas})
+      # the scalar is made on the default backend's device (:cpu), as Nx.Defn.Evaluator does
+      y = Nx.multiply(x, Nx.tensor(3.0))
+      assert Nx.to_flat_list(y) == [3.0, 6.0]
+      assert %{device: :blas} = y.data
+      assert %{calls: calls} = Cascade.stats()[{:blas, :transfer, :transfer}]
+      assert calls >= 1
+    end
+
     test "complex tensors (c64, c128) are Cascade tensors and run natively" do
       Cascade.put_fallback_policy(:error)
 
