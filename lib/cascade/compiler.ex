@@ -24,10 +24,10 @@ if Code.ensure_loaded?(Nx) do
       4. The program is rewritten where one op does the work of several:
          * a transpose of a product's result becomes the product with its operands swapped
            (Nx's gradient of `Nx.dot/2` ends in such a transpose);
-         * chains of elementwise f32 ops whose intermediates nothing else reads become one
-           `Cascade.fused/2` step, where the device runs `fused` natively (`:blas`: one pass
-           over memory in blocks that stay in cache; up to eight ops a step). On other
-           devices the ops stay steps of their own.
+         * chains of elementwise ops (f32, f16 or bf16; a bias row may join) whose
+           intermediates nothing else reads become one `Cascade.fused/2` step, where the
+           device runs `fused` natively (`:blas`: one pass over memory in blocks that stay in
+           cache; up to eight ops a step). On other devices the ops stay steps of their own.
 
     Every later call with that signature is one NIF call: the inputs are checked against the
     program's types, shapes and device, the steps run in order in C (on a dirty scheduler
