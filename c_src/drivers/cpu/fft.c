@@ -243,11 +243,20 @@ static fft_plan *plan_get(int64_t n) {
         return p;
     }
     pthread_mutex_unlock(&cache_lock);
-    /* made outside the lock: another thread may make the same plan, and one of them is kept */
+    /* made outside the lock: when another thread cached the same length meanwhile, its plan
+     * is used and this one freed */
     fft_plan *p = plan_make(n);
     if (!p) return NULL;
     p->users = 1;
     pthread_mutex_lock(&cache_lock);
+    for (int k = 0; k < PLAN_CACHE; k++)
+        if (cache[k] && cache[k]->n == n) {
+            fft_plan *q = cache[k];
+            q->users++;
+            pthread_mutex_unlock(&cache_lock);
+            plan_free(p);
+            return q;
+        }
     fft_plan *old = cache[PLAN_CACHE - 1];
     for (int j = PLAN_CACHE - 1; j > 0; j--) cache[j] = cache[j - 1];
     cache[0] = p;

@@ -54,7 +54,7 @@ cx_code cpu_fft_with(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
     }
     int inverse = op == CX_OP_IFFT;
     int rc = fn(t, src, out->data, rows, n, inverse);
-    if (rc != 0) rc = reference_rows(t, src, out->data, rows, n, inverse);
+    if (rc != 0 && fn != reference_rows) rc = reference_rows(t, src, out->data, rows, n, inverse);
     free(padded);
     if (rc != 0) return cx_fail(st, CX_ENOMEM, "cpu: no memory for %s", cx_op_table[op].name);
     double eps = cx_param_has(ps, CX_P_EPS) ? ps->p[CX_P_EPS].f : 0.0;
