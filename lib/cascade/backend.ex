@@ -22,7 +22,7 @@ if Code.ensure_loaded?(Nx) do
     `:unsupported` before anything moves) and is counted in `Cascade.stats/0` as
     `{device, callback, :binary_fallback}`.
 
-    The tensors of one call are brought to one device: the first Cascade tensor's. Another
+    The tensors of one call are brought to one device: the largest Cascade tensor's. Another
     backend's tensor is copied there; a Cascade tensor on another device is moved with
     `Cascade.transfer/2` (counted in `Cascade.stats/0` as a transfer) — as when
     `Nx.Defn.Evaluator` makes a constant on the default backend's device beside inputs on
@@ -989,17 +989,28 @@ if Code.ensure_loaded?(Nx) do
     defp types(%T{type: type}), do: type
     defp types(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.map(& &1.type)
 
-    defp device_of(%T{data: %B{device: device}}), do: device
-    defp device_of(_), do: nil
-
-    # The device of a call: that of its first Cascade tensor (in lists too: slice's start
-    # indices), else the one Nx's default backend names, else nil (Cascade's default)
+    # The device of a call: that of its largest Cascade tensor, the first of the largest (in
+    # lists too: slice's start indices), so that a scalar made on another device moves rather
+    # than the data; else the one Nx's default backend names, else nil (Cascade's default)
     defp call_device(args) do
-      Enum.find_value(List.flatten(args), &device_of/1) ||
-        case Nx.default_backend() do
-          {B, opts} -> opts[:device]
-          _ -> nil
-        end
+      largest =
+        for(%T{data: %B{device: d}} = t <- List.flatten(args), d != nil, do: {Nx.size(t), d})
+        |> Enum.reduce(nil, fn
+          {s, d}, nil -> {s, d}
+          {s, d}, {best, _} when s > best -> {s, d}
+          _, acc -> acc
+        end)
+
+      case largest do
+        {_, device} ->
+          device
+
+        nil ->
+          case Nx.default_backend() do
+            {B, opts} -> opts[:device]
+            _ -> nil
+          end
+      end
     end
 
     defp tensor_bytes(%T{data: %B{}, type: {_, bits}} = t), do: Nx.size(t) * div(bits, 8)

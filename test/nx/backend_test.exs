@@ -54,6 +54,9 @@ defmodule Cascade.BackendTest do
       y = Nx.multiply(x, Nx.tensor(3.0))
       assert Nx.to_flat_list(y) == [3.0, 6.0]
       assert %{device: :blas} = y.data
+      # the scalar moves, not the data, whichever comes first
+      z = Nx.multiply(Nx.tensor(3.0), x)
+      assert %{device: :blas} = z.data
       assert %{calls: calls} = Cascade.stats()[{:blas, :transfer, :transfer}]
       assert calls >= 1
     end
