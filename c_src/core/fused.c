@@ -18,6 +18,18 @@ bool cx_fused_op_ok(cx_op_id op, int arity) {
     return cx_infer_op(op, in, arity, &ps, &out, compute, &st) == CX_OK && out.dtype == CX_F32;
 }
 
+bool cx_fused_type_ok(cx_dtype t) {
+    return t == CX_F32 || t == CX_F16 || t == CX_BF16;
+}
+
+/* Whether the chain's last value reads an input for which reads[k] holds; reads has room for
+ * every value of the chain. */
+static bool last_reads(const cx_fused_code *c, int n_in, bool *reads) {
+    for (int k = 0; k < c->n; k++)
+        reads[n_in + k] = reads[c->a[k]] || (c->b[k] >= 0 && reads[c->b[k]]);
+    return reads[n_in + c->n - 1];
+}
+
 bool cx_fused_is_row(const cx_desc *d, const cx_desc *full) {
     if (d->rank > full->rank) return false;
     int lead = 0;
@@ -48,12 +60,11 @@ bool cx_fused_has_rows(const cx_desc *in, int n_in) {
 }
 
 const cx_desc *cx_fused_result_shape(const cx_fused_code *c, const cx_desc *in, int n_in) {
-    /* which values have the full shape: a value has it if it reads one */
+    /* a value has the full shape if it reads an input that has it */
     const cx_desc *full = cx_fused_full_input(in, n_in);
     bool w[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
     for (int k = 0; k < n_in; k++) w[k] = full && cx_desc_same_shape(&in[k], full);
-    for (int k = 0; k < c->n; k++) w[n_in + k] = w[c->a[k]] || (c->b[k] >= 0 && w[c->b[k]]);
-    return w[n_in + c->n - 1] ? full : NULL;
+    return last_reads(c, n_in, w) ? full : NULL;
 }
 
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st) {
@@ -91,7 +102,7 @@ CX_INFER(cx_infer_fused) {
     bool tensors = false;
     cx_dtype type = in[0].dtype;
     for (int k = 0; k < n_in; k++) {
-        if (in[k].dtype != CX_F32 && in[k].dtype != CX_F16 && in[k].dtype != CX_BF16)
+        if (!cx_fused_type_ok(in[k].dtype))
             return cx_fail(st, CX_EINVAL,
                            "fused: expected f32, f16 or bf16 tensors, got %s for tensor %d",
                            cx_dtype_name(in[k].dtype), k);
@@ -121,14 +132,9 @@ CX_INFER(cx_infer_fused) {
     for (int k = 0; k < n_in; k++) compute[k] = type;
     const cx_desc *shape = cx_fused_result_shape(&c, in, n_in);
     /* a result of rows only would have a row's shape, not the chain's */
-    bool reads_tensor = false;
-    {
-        bool t[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
-        for (int k = 0; k < n_in; k++) t[k] = in[k].rank > 0;
-        for (int k = 0; k < c.n; k++) t[n_in + k] = t[c.a[k]] || (c.b[k] >= 0 && t[c.b[k]]);
-        reads_tensor = t[n_in + c.n - 1];
-    }
-    if (reads_tensor && !shape)
+    bool nonscalar[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
+    for (int k = 0; k < n_in; k++) nonscalar[k] = in[k].rank > 0;
+    if (last_reads(&c, n_in, nonscalar) && !shape)
         return cx_fail(st, CX_EINVAL,
                        "fused: the result reads rows only; it must read a tensor of the full "
                        "shape %s",

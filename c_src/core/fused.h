@@ -23,6 +23,8 @@ typedef struct cx_fused_code {
     int a[CX_FUSED_MAX_CODE], b[CX_FUSED_MAX_CODE];
 } cx_fused_code;
 
+/* The types a chain runs in: f32, f16 and bf16. */
+bool cx_fused_type_ok(cx_dtype t);
 /* Whether op may be an instruction of `arity` arguments: an elementwise op of that arity that
  * takes floats and keeps f32 (integer-only ops, comparisons and casts may not). */
 bool cx_fused_op_ok(cx_op_id op, int arity);

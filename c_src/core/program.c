@@ -142,8 +142,9 @@ static bool fuses_rows(cx_device *dev) {
 static bool fusible(const cx_program *p, int k, bool rows) {
     const cx_prog_step *s = &p->steps[k];
     const cx_desc *o = &s->plan.out;
-    bool floats = o->dtype == CX_F32 || o->dtype == CX_F16 || o->dtype == CX_BF16;
-    if (s->dead || !floats || o->rank == 0 || !cx_fused_op_ok(s->plan.op, s->n_in)) return false;
+    if (s->dead || !cx_fused_type_ok(o->dtype) || o->rank == 0 ||
+        !cx_fused_op_ok(s->plan.op, s->n_in))
+        return false;
     for (int j = 0; j < s->n_in; j++) {
         const cx_desc *d = &p->desc[s->in[j]];
         if (d->dtype != o->dtype ||

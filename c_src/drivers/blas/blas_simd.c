@@ -593,8 +593,8 @@ typedef struct {
      * the type (as the op alone rounds it), the last narrowed into out */
     cx_dtype type;
     const float *in[CX_FUSED_MAX_INPUTS]; /* uint16_t data for f16/bf16 */
-    int wide_in[CX_FUSED_MAX_INPUTS];
-    int64_t row[CX_FUSED_MAX_INPUTS]; /* a row's length (its elements repeat), or 0 */
+    int wide_in[CX_FUSED_MAX_INPUTS];     /* 0: one value (a number, or a row of one element) */
+    int64_t row[CX_FUSED_MAX_INPUTS]; /* a row's length when above 1 (its elements repeat), or 0 */
     float *out;
     int64_t numel; /* elements of the chain */
     /* reduce: the chain's elements as rows of `cols` (the trailing axes summed), each summed in
@@ -616,28 +616,17 @@ static void round_block(const chain_job *j, float *f, uint16_t *h, int64_t n) {
     widen(j->type, j->t, h, f, n);
 }
 
-/* Elements lo .. lo + n of a row of len halves repeated, widened. */
-static void row_block_h(const chain_job *j, float *dst, const uint16_t *row, int64_t len,
-                        int64_t lo, int64_t n) {
+/* Elements lo .. lo + n of a row of len elements (of the chain's type) repeated, as f32: whole
+ * copies of the row and the ends of one, widened from f16/bf16. */
+static void row_block(const chain_job *j, float *dst, const void *row, int64_t len, int64_t lo,
+                      int64_t n) {
     int64_t at = lo % len;
     for (int64_t t = 0; t < n;) {
         int64_t run = len - at < n - t ? len - at : n - t;
-        widen(j->type, j->t, row + at, dst + t, run);
-        t += run;
-        at = 0;
-    }
-}
-
-/* Elements lo .. lo + n of a row of len elements repeated: whole copies of the row and the
- * ends of one. */
-static void row_block(float *dst, const float *row, int64_t len, int64_t lo, int64_t n) {
-    int64_t at = lo % len;
-    for (int64_t t = 0; t < n;) {
-        int64_t run = len - at < n - t ? len - at : n - t;
-        if (run == 1)
-            dst[t] = row[at];
+        if (j->type != CX_F32)
+            widen(j->type, j->t, (const uint16_t *)row + at, dst + t, run);
         else
-            memcpy(dst + t, row + at, sizeof(float) * (size_t)run);
+            memcpy(dst + t, (const float *)row + at, sizeof(float) * (size_t)run);
         t += run;
         at = 0;
     }
@@ -650,29 +639,24 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
     const float *v[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
     int wide[CX_FUSED_MAX_INPUTS + CX_FUSED_MAX_CODE];
     double acc = 0;
+    bool half = j->type != CX_F32;
+    uint16_t *hbuf = (uint16_t *)(scratch + (size_t)(CHAIN_SCRATCH - 1) * CHAIN_BLOCK);
     for (int64_t i = lo; i < hi; i += CHAIN_BLOCK) {
         int64_t n = hi - i < CHAIN_BLOCK ? hi - i : CHAIN_BLOCK;
-        bool half = j->type != CX_F32;
-        uint16_t *hbuf = (uint16_t *)(scratch + (size_t)(CHAIN_SCRATCH - 1) * CHAIN_BLOCK);
         for (int k = 0; k < j->n_in; k++) {
             wide[k] = j->wide_in[k];
             float *b = scratch + (size_t)(CX_FUSED_MAX_CODE + k) * CHAIN_BLOCK;
-            if (j->row[k] == 1) wide[k] = 0; /* one element: one value */
-            if (!half) {
-                v[k] = wide[k] ? j->in[k] + i : j->in[k];
+            if (j->row[k]) {
                 /* a row: this block of its repetition, gathered */
-                if (j->row[k] > 1) {
-                    row_block(b, j->in[k], j->row[k], i, n);
-                    v[k] = b;
-                }
-                continue;
+                row_block(j, b, j->in[k], j->row[k], i, n);
+                v[k] = b;
+            } else if (half) {
+                widen(j->type, j->t, (const uint16_t *)j->in[k] + (wide[k] ? i : 0), b,
+                      wide[k] ? n : 1);
+                v[k] = b;
+            } else {
+                v[k] = wide[k] ? j->in[k] + i : j->in[k];
             }
-            const uint16_t *h = (const uint16_t *)j->in[k];
-            if (j->row[k] > 1)
-                row_block_h(j, b, h, j->row[k], i, n);
-            else
-                widen(j->type, j->t, wide[k] ? h + i : h, b, wide[k] ? n : 1);
-            v[k] = b;
         }
         for (int k = 0; k < c->n; k++) {
             int r = j->n_in + k, a = c->a[k], b = c->b[k];
@@ -732,8 +716,7 @@ bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
     if (!t || cx_fused_decode(ps, n_in, &c, &st) != CX_OK) return false;
     /* f32, or f16/bf16 chains without a sum */
     cx_dtype type = in[0].dtype;
-    if (type != CX_F32 && (type != CX_F16 && type != CX_BF16)) return false;
-    if (type != CX_F32 && ps->p[CX_P_REDUCE].i[0]) return false;
+    if (!cx_fused_type_ok(type) || (type != CX_F32 && ps->p[CX_P_REDUCE].i[0])) return false;
     for (int k = 0; k < n_in; k++)
         if (in[k].dtype != type) return false;
     for (int k = 0; k < c.n; k++)
@@ -757,11 +740,10 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
         math |= cx_op_table[j.c.op[k]].kind == CX_KIND_UNARY_FLOAT || is_math(j.c.op[k]);
     const cx_desc *full = cx_fused_full_input(descs, n_in);
     for (int k = 0; k < n_in; k++) {
+        bool row = full && in[k]->desc.rank > 0 && !cx_desc_same_shape(&in[k]->desc, full);
         j.in[k] = (const float *)in[k]->data;
-        j.wide_in[k] = in[k]->desc.rank > 0;
-        j.row[k] = full && in[k]->desc.rank > 0 && !cx_desc_same_shape(&in[k]->desc, full)
-                       ? in[k]->numel
-                       : 0;
+        j.wide_in[k] = in[k]->desc.rank > 0 && !(row && in[k]->numel == 1);
+        j.row[k] = row && in[k]->numel > 1 ? in[k]->numel : 0;
     }
     j.reduce = ps->p[CX_P_REDUCE].i[0] != 0;
     if (j.reduce) {

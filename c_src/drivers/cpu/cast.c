@@ -225,16 +225,20 @@ cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st) {
     if (in->numel != out->numel)
         return cx_fail(st, CX_EINVAL, "cpu: as_type expected %lld elements out, got: %lld",
                        (long long)in->numel, (long long)out->numel);
-    if (out->numel == 0) return CX_OK;
-    if (from == to)
-        memcpy(out->data, in->data, out->nbytes);
-    else if (cx_dtype_is_complex(from) || cx_dtype_is_complex(to))
-        complex_cast(from, to, in->data, out->data, out->numel);
-    else if (from == CX_F16 && to == CX_F32) /* the common pair, done 8 at a time where F16C is */
-        cx_f16_to_f32_array(in->data, out->data, out->numel);
-    else if (from == CX_F32 && to == CX_F16)
-        cx_f32_to_f16_array(in->data, out->data, out->numel);
-    else
-        casts[from][to](in->data, out->data, out->numel);
+    cpu_cast_array(from, to, in->data, out->data, out->numel);
     return CX_OK;
+}
+
+void cpu_cast_array(cx_dtype from, cx_dtype to, const void *src, void *dst, int64_t n) {
+    if (n == 0) return;
+    if (from == to)
+        memcpy(dst, src, (size_t)n * cx_dtype_size(from));
+    else if (cx_dtype_is_complex(from) || cx_dtype_is_complex(to))
+        complex_cast(from, to, src, dst, n);
+    else if (from == CX_F16 && to == CX_F32) /* the common pair, done 8 at a time where F16C is */
+        cx_f16_to_f32_array(src, dst, n);
+    else if (from == CX_F32 && to == CX_F16)
+        cx_f32_to_f16_array(src, dst, n);
+    else
+        casts[from][to](src, dst, n);
 }

@@ -81,6 +81,8 @@ bool cpu_window_inner_2d(const cx_desc *d, const cx_params *ps, bool dilations);
 cx_code cpu_window(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                    cx_status *st);
 cx_code cpu_cast(const cx_tensor *in, cx_tensor *out, cx_status *st);
+/* cast.c: n elements from type `from` at src to type `to` at dst, as cpu_cast converts them. */
+void cpu_cast_array(cx_dtype from, cx_dtype to, const void *src, void *dst, int64_t n);
 /* reduce.c: REDUCE and ARGREDUCE kinds */
 cx_code cpu_reduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
                    cx_status *st);

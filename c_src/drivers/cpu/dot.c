@@ -473,12 +473,9 @@ static cx_code dot_complex(dot_job *j, cx_tensor *out, cx_status *st) {
                 double _Complex x = a[i * k + p];
                 for (int64_t q = 0; q < n; q++) c[i * n + q] += x * b[p * n + q];
             }
-        for (int64_t i = 0; i < m * n; i++) {
-            if (out->desc.dtype == CX_C64)
-                ((float _Complex *)out->data)[bi * m * n + i] = (float _Complex)c[i];
-            else
-                ((double _Complex *)out->data)[bi * m * n + i] = c[i];
-        }
+        cpu_cast_array(CX_C128, out->desc.dtype, c,
+                       (char *)out->data + (size_t)(bi * m * n) * cx_dtype_size(out->desc.dtype),
+                       m * n);
     }
     bufs_release(&f);
     return ok ? CX_OK : no_memory(st);

@@ -412,12 +412,7 @@ static cx_code reduce_complex(cx_op_id op, const cx_tensor *in, const cx_params 
             idx[k] = 0;
         }
     }
-    for (int64_t i = 0; i < out->numel; i++) {
-        if (out->desc.dtype == CX_C64)
-            ((float _Complex *)out->data)[i] = (float _Complex)acc[i];
-        else
-            ((cd *)out->data)[i] = acc[i];
-    }
+    cpu_cast_array(CX_C128, out->desc.dtype, acc, out->data, out->numel);
     free(acc);
     return CX_OK;
 }
