@@ -13,7 +13,10 @@ if Code.ensure_loaded?(Nx) do
     The first call with a given function, input types and shapes, device and options
     compiles:
 
-      1. The function is traced into an `Nx.Defn.Expr` graph, as under any compiler.
+      1. The function is traced into an `Nx.Defn.Expr` graph, as under any compiler. Each
+         `cond` whose branches have no `while` becomes a `select` per result: every branch is
+         computed and the taken branch's values chosen (the same values; the cost of all
+         branches).
       2. The graph is evaluated once, as `Nx.Defn.Evaluator` would, on zero-filled inputs of
          the right types and shapes through `Cascade.Backend`, recording every Cascade op it
          runs. Ops that read only constants are folded: their results become constants of
@@ -35,12 +38,21 @@ if Code.ensure_loaded?(Nx) do
     as `Cascade.Backend` tensors. Steps are counted in `Cascade.stats/0` as any call (the
     recording run is counted too).
 
+    A function with a `while` compiles in stages (mode `:staged`): the loop's initial state,
+    its condition, its body and the rest of the function (with the loop's results as inputs)
+    are each compiled as above, a `while` in any of them in stages again. A call runs the
+    initial state's program, then the condition's and the body's, one NIF call each a turn,
+    while the condition holds (the loop itself runs on the BEAM), then the rest's. Work
+    that the initial state and the rest share is done in both.
+
     A function the recording cannot capture runs through `Nx.Defn.Evaluator` on
-    `Cascade.Backend` instead (only the decision is cached). That is the case when it has
-    `while` or `cond` (they decide on data), when evaluating it reads an input-dependent
-    tensor into Elixir or moves it between devices, falls back to `Nx.BinaryBackend`
-    (complex types, Elixir functions), or has hooks (`Nx.Defn.Kernel.hook/3`) that must run. `explain/3` says which mode a
-    function got and why.
+    `Cascade.Backend` instead (only the decision is cached). That is the case when it has a
+    `cond` with a `while` in a branch (the loop must run only when its branch is taken), when
+    evaluating it reads an input-dependent tensor into Elixir or moves it between devices,
+    falls back to `Nx.BinaryBackend` (Elixir functions, ops Cascade lacks), or has hooks
+    (`Nx.Defn.Kernel.hook/3`) that must run; for a staged function, when any stage is such a
+    case. The recording stops at the first of these, before it happens. `explain/3` says
+    which mode a function got and why.
 
     ## Options
 
@@ -90,8 +102,8 @@ if Code.ensure_loaded?(Nx) do
       # loops grows without bound that way), but made here, as Nx.Defn.Evaluator would.
       compiled =
         case compiled.mode do
-          :program -> compiled
-          _ -> Map.put(compiled, :evaluator, evaluator(key, vars, fun, opts))
+          {:evaluator, _} -> Map.put(compiled, :evaluator, evaluator(key, vars, fun, opts))
+          _ -> compiled
         end
 
       fn
@@ -108,16 +120,28 @@ if Code.ensure_loaded?(Nx) do
       do: Nx.Defn.Evaluator.__compile__(key, vars, fun, Keyword.take(opts, [:hooks]))
 
     @doc """
-    How `fun` compiles for `args`: the mode (`:program`, or `{:evaluator, reason}`) and the
-    program's steps, each with the route and library the negotiation chose, the values it
+    How `fun` compiles for `args`: the mode (`:program`, `:staged`, or `{:evaluator, reason}`)
+    and the program's steps, each with the route and library the negotiation chose, the values it
     reads (`reads`: slots, the inputs first, then the constants, then each step's result) and,
-    for a fused step, the ops it runs (`fused`). Takes the options of `Nx.Defn.jit/2`.
+    for a fused step, the ops it runs (`fused`). A staged function's info has `stages`, the
+    info of its `:init`, `:cond`, `:body` and `:rest` stages, and their steps together as
+    `steps`. Takes the options of `Nx.Defn.jit/2`.
 
         iex> info = Cascade.Compiler.explain(fn x -> Nx.sum(Nx.exp(x)) end, [Nx.iota({4}, type: :f32)])
         iex> info.mode
         :program
         iex> Enum.map(info.steps, & &1.op)
         [:exp, :sum]
+
+        iex> defmodule Halve do
+        ...>   import Nx.Defn
+        ...>   defn run(x), do: elem(while({x}, Nx.reduce_max(x) > 1, do: {x / 2}), 0)
+        ...> end
+        iex> info = Cascade.Compiler.explain(&Halve.run/1, [Nx.tensor([6.0, 3.0])])
+        iex> info.mode
+        :staged
+        iex> for {stage, stage_info} <- info.stages, do: {stage, Enum.map(stage_info.steps, & &1.op)}
+        [init: [], cond: [:reduce_max, :greater], body: [:divide], rest: []]
     """
     def explain(fun, args, opts \\ []) when is_function(fun) and is_list(args) do
       opts = Keyword.merge(opts, compiler: __MODULE__, cascade_explain: true)
@@ -169,38 +193,211 @@ if Code.ensure_loaded?(Nx) do
         Enum.any?(Composite.flatten_list(vars), &(&1.vectorized_axes != [])) ->
           Map.put(base, :mode, {:evaluator, "vectorized inputs"})
 
-        op = control_op(expr) ->
-          Map.put(base, :mode, {:evaluator, "it has #{op}, which decides on tensor data"})
-
         Nx.Defn.Tree.has_hooks?(expr, Keyword.get(opts, :hooks, %{})) ->
           Map.put(base, :mode, {:evaluator, "hooks run Elixir code on intermediate values"})
 
         true ->
-          record(base, vars, evaluator(key, vars, fun, opts), device)
+          compile_expr(key, vars, expr, device, opts)
       end
     end
 
-    # The first while or cond in the graph, or nil.
-    defp control_op(expr) do
-      Composite.reduce(expr, %{}, &scan/2)
-      nil
-    catch
-      {:cascade_control, op} -> op
+    # The graph `expr` on the parameters `vars`, without hooks: its conds become selects where
+    # they can; then a program, or stages around its first while (each stage compiled the same
+    # way), or the evaluator where neither can capture it.
+    defp compile_expr(key, vars, expr, device, opts) do
+      base = %{device: device}
+      expr = lower_conds(expr)
+
+      case control(expr) do
+        nil ->
+          record(base, vars, evaluator(key, vars, fn _ -> expr end, opts), device)
+
+        {:while, while} ->
+          stage(key, vars, expr, while, device, opts)
+
+        :cond ->
+          Map.put(
+            base,
+            :mode,
+            {:evaluator,
+             "it has a cond with a while in a branch, which must run only when the branch " <>
+               "is taken (other conds run both branches and select)"}
+          )
+      end
     end
 
-    defp scan(%Nx.Tensor{data: %Nx.Defn.Expr{op: op}}, _seen) when op in [:while, :cond],
-      do: throw({:cascade_control, op})
+    ## Control flow
 
-    defp scan(%Nx.Tensor{data: %Nx.Defn.Expr{id: id}} = t, seen) do
+    # A cond whose branches have no while becomes a select per result, on the clauses'
+    # predicates, last clause first: every branch is computed (no branch has effects: graphs
+    # with hooks run under the evaluator) and the taken one's values chosen, the same bits
+    # the taken branch alone gives. The rewriting keeps the graph's sharing (one new node per
+    # node id).
+    defp lower_conds(expr) do
+      {expr, _} = Composite.traverse(expr, %{}, &lower/2)
+      expr
+    end
+
+    defp lower(%Nx.Tensor{data: %Nx.Defn.Expr{id: id}} = t, memo) do
+      case memo do
+        %{^id => new} ->
+          {new, memo}
+
+        %{} ->
+          {new, memo} = lower_node(t, memo)
+          {new, Map.put(memo, id, new)}
+      end
+    end
+
+    defp lower(other, memo), do: {other, memo}
+
+    defp lower_node(%Nx.Tensor{data: %Nx.Defn.Expr{op: :elem, args: [tuple, i]}} = t, memo) do
+      case lower(tuple, memo) do
+        {{:selects, results}, memo} -> {Enum.at(results, i), memo}
+        {tuple, memo} -> {put_args(t, [tuple, i]), memo}
+      end
+    end
+
+    defp lower_node(%Nx.Tensor{data: %Nx.Defn.Expr{op: :cond, args: [clauses, last]}} = t, memo) do
+      {clauses, memo} =
+        Enum.map_reduce(clauses, memo, fn {pred, branch}, memo ->
+          {pred, memo} = lower(pred, memo)
+          {branch, memo} = Composite.traverse(branch, memo, &lower/2)
+          {{pred, branch}, memo}
+        end)
+
+      {last, memo} = Composite.traverse(last, memo, &lower/2)
+
+      if last == {} or Enum.any?([last | Enum.map(clauses, &elem(&1, 1))], &has_while?/1) do
+        {put_args(t, [clauses, last]), memo}
+      else
+        flat = &Composite.flatten_list([&1])
+
+        results =
+          List.foldr(clauses, flat.(last), fn {pred, branch}, acc ->
+            Enum.zip_with(flat.(branch), acc, &Nx.select(pred, &1, &2))
+          end)
+
+        case t.type do
+          {:tuple, _} -> {{:selects, results}, memo}
+          _ -> {hd(results), memo}
+        end
+      end
+    end
+
+    defp lower_node(t, memo) do
+      {args, memo} = Nx.Defn.Tree.apply_args(t, :scope, memo, &lower/2)
+      {put_args(t, args), memo}
+    end
+
+    defp put_args(%Nx.Tensor{data: expr} = t, args), do: %{t | data: %{expr | args: args}}
+
+    defp has_while?(branch) do
+      Composite.reduce(branch, %{}, &find_while/2)
+      false
+    catch
+      :cascade_while -> true
+    end
+
+    defp find_while(%Nx.Tensor{data: %Nx.Defn.Expr{op: :while}}, _seen),
+      do: throw(:cascade_while)
+
+    defp find_while(%Nx.Tensor{data: %Nx.Defn.Expr{id: id}} = t, seen) do
       if Map.has_key?(seen, id) do
         seen
       else
-        {_, seen} = Nx.Defn.Tree.apply_args(t, Map.put(seen, id, true), &{&1, scan(&1, &2)})
+        seen = Map.put(seen, id, true)
+        {_, seen} = Nx.Defn.Tree.apply_args(t, :scope, seen, &{&1, find_while(&1, &2)})
         seen
       end
     end
 
-    defp scan(_other, seen), do: seen
+    defp find_while(_other, seen), do: seen
+
+    # In the graph's own scope (not inside a while's condition and body, or a function's):
+    # {:while, node} for the first while whose initial state has no while, else :cond where a
+    # cond is left (one with a while in a branch; only its first predicate is looked into),
+    # else nil.
+    defp control(expr) do
+      {_, cond?} = Composite.reduce(expr, {%{}, false}, &scan/2)
+      if cond?, do: :cond
+    catch
+      {:cascade_while, while} -> {:while, while}
+    end
+
+    defp scan(%Nx.Tensor{data: %Nx.Defn.Expr{id: id, op: op}} = t, {seen, cond?}) do
+      cond do
+        Map.has_key?(seen, id) ->
+          {seen, cond?}
+
+        op == :cond ->
+          # the first predicate is evaluated whatever the branch: a while there can be staged
+          %Nx.Defn.Expr{args: [[{pred, _} | _], _]} = t.data
+          scan(pred, {Map.put(seen, id, true), true})
+
+        true ->
+          acc = {Map.put(seen, id, true), cond?}
+          {_, acc} = Nx.Defn.Tree.apply_args(t, :scope, acc, &{&1, scan(&1, &2)})
+          if op == :while, do: throw({:cascade_while, t}), else: acc
+      end
+    end
+
+    defp scan(_other, acc), do: acc
+
+    # A while in stages: its initial state (a function of `vars`), its condition and its body
+    # (functions of the state), and the rest of the graph (a function of `vars` and the
+    # while's results, which take the while's place). Each is compiled on its own; a call
+    # runs the initial state's program, then the condition's and the body's, turn after turn,
+    # while the condition holds (two calls into C a turn, the loop on the BEAM), then the
+    # rest's. The function runs under the evaluator unless every stage is a program or
+    # stages itself.
+    defp stage(key, vars, expr, while, device, opts) do
+      %Nx.Tensor{data: %Nx.Defn.Expr{id: id, args: [initial, arg, condition, body]}} = while
+      state = Composite.flatten_list([arg])
+
+      params =
+        state
+        |> Enum.with_index(length(vars))
+        |> Enum.map(fn {t, pos} -> Nx.Defn.Expr.parameter(t, :root, pos) end)
+
+      {rest, _} = Composite.traverse(expr, %{}, &replace(&1, &2, id, params))
+
+      parts = [
+        init: compile_expr(key, vars, initial, device, opts),
+        cond: compile_expr(key, state, condition, device, opts),
+        body: compile_expr(key, state, body, device, opts),
+        rest: compile_expr(key, vars ++ params, rest, device, opts)
+      ]
+
+      case Enum.find(parts, fn {_, part} -> match?({:evaluator, _}, part.mode) end) do
+        nil ->
+          Map.merge(%{device: device, mode: :staged}, Map.new(parts))
+
+        {name, %{mode: {:evaluator, reason}}} ->
+          what = %{init: "initial state", cond: "condition", body: "body", rest: "rest"}[name]
+          %{device: device, mode: {:evaluator, "its while's #{what}: #{reason}"}}
+      end
+    end
+
+    # `expr` with the results of the while `id` replaced by `params`.
+    defp replace(%Nx.Tensor{data: %Nx.Defn.Expr{id: id}}, memo, id, [param]), do: {param, memo}
+
+    defp replace(%Nx.Tensor{data: %Nx.Defn.Expr{id: node} = expr} = t, memo, id, params) do
+      case {memo, expr} do
+        {%{^node => new}, _} ->
+          {new, memo}
+
+        {_, %Nx.Defn.Expr{op: :elem, args: [%Nx.Tensor{data: %Nx.Defn.Expr{id: ^id}}, i]}} ->
+          {Enum.at(params, i), memo}
+
+        _ ->
+          {args, memo} = Nx.Defn.Tree.apply_args(t, :scope, memo, &replace(&1, &2, id, params))
+          new = put_args(t, args)
+          {new, Map.put(memo, node, new)}
+      end
+    end
+
+    defp replace(other, memo, _id, _params), do: {other, memo}
 
     defp record(base, vars, evaluator, device) do
       placeholders =
@@ -373,11 +570,32 @@ if Code.ensure_loaded?(Nx) do
       result
     end
 
+    defp run(%{mode: :staged} = compiled, params, device) do
+      inputs = Enum.map(params, &on_device(&1.(), device))
+      state = compiled.init |> run(lazy(inputs), device) |> flat()
+      state = loop(compiled, state, device)
+      run(compiled.rest, lazy(inputs ++ state), device)
+    end
+
     defp run(%{evaluator: evaluator}, params, device) do
       Nx.with_default_backend({Cascade.Backend, device: device}, fn ->
         [result] = evaluator.([params])
         result
       end)
+    end
+
+    defp loop(%{cond: cond, body: body} = compiled, state, device) do
+      if Nx.to_number(run(cond, lazy(state), device)) != 0,
+        do: loop(compiled, body |> run(lazy(state), device) |> flat(), device),
+        else: state
+    end
+
+    defp lazy(tensors), do: Enum.map(tensors, &fn -> &1 end)
+    defp flat(container), do: Composite.flatten_list([container])
+
+    defp on_device(tensor, device) do
+      t = input(tensor, device)
+      %{tensor | data: %Cascade.Backend{tensor: t, device: t.device}}
     end
 
     # The Cascade tensor of an input, on the program's device.
@@ -420,6 +638,17 @@ if Code.ensure_loaded?(Nx) do
         inputs: compiled.n_inputs,
         constants: compiled.n_consts,
         steps: steps
+      }
+    end
+
+    defp describe(%{mode: :staged} = compiled) do
+      stages = for part <- [:init, :cond, :body, :rest], do: {part, describe(compiled[part])}
+
+      %{
+        mode: :staged,
+        device: compiled.device,
+        stages: stages,
+        steps: Enum.flat_map(stages, fn {_, info} -> info.steps end)
       }
     end
 

@@ -40,21 +40,22 @@ defmodule Cascade.Op do
   # with the calls, or with {:tainted, reason} when the evaluation did something a program
   # cannot repeat: read into Elixir or move to another device a tensor that depends on the
   # `inputs` (refs), or fall back to Nx.BinaryBackend. Reading a constant is fine: its value
-  # is the same on every call, and the ops recorded after carry it as a parameter.
+  # is the same on every call, and the ops recorded after carry it as a parameter. The
+  # recording stops at the first such thing, before it happens: the placeholder inputs (zeros)
+  # must not reach code that may raise on them, as Nx.BinaryBackend's integer quotient does.
   def record(fun, inputs) do
-    keys = [:cascade_record, :cascade_record_taint, :cascade_record_deps]
+    keys = [:cascade_record, :cascade_record_deps, :cascade_record_token]
     previous = Enum.map(keys, &Process.get/1)
+    token = make_ref()
     Process.put(:cascade_record, [])
-    Process.delete(:cascade_record_taint)
     Process.put(:cascade_record_deps, MapSet.new(inputs))
+    Process.put(:cascade_record_token, token)
 
     try do
       result = fun.()
-
-      case Process.get(:cascade_record_taint) do
-        nil -> {:ok, result, Process.get(:cascade_record)}
-        reason -> {:tainted, reason}
-      end
+      {:ok, result, Process.get(:cascade_record)}
+    catch
+      :throw, {:cascade_record_taint, ^token, reason} -> {:tainted, reason}
     after
       Enum.zip(keys, previous) |> Enum.each(fn {k, v} -> restore(k, v) end)
     end
@@ -64,12 +65,13 @@ defmodule Cascade.Op do
   defp restore(key, value), do: Process.put(key, value)
 
   @doc false
-  # Marks the recording under way, if any, as one a program cannot repeat: always, or when
+  # Stops the recording under way, if any, as one a program cannot repeat: always, or when
   # `ref` is given, if the tensor depends on the recording's inputs.
   def taint(reason, ref \\ nil) do
-    if Process.get(:cascade_record) && !Process.get(:cascade_record_taint) &&
-         (ref == nil or MapSet.member?(Process.get(:cascade_record_deps), ref)),
-       do: Process.put(:cascade_record_taint, reason)
+    deps = Process.get(:cascade_record_deps)
+
+    if Process.get(:cascade_record) && (ref == nil or MapSet.member?(deps, ref)),
+      do: throw({:cascade_record_taint, Process.get(:cascade_record_token), reason})
 
     :ok
   end

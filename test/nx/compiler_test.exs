@@ -44,6 +44,60 @@ if Code.ensure_loaded?(Nx) do
       if Nx.sum(a) > 0, do: a * 2, else: a - 2
     end
 
+    defn loops(x, y) do
+      {r, _} =
+        while {a = x, i = 0}, i < 3 do
+          {a * 2 + 1, i + 1}
+        end
+
+      {r2, _, _} =
+        while {b = r + y, j = 0, r}, j < 2 do
+          {b + r, j + 1, r}
+        end
+
+      pair = if Nx.sum(r2) > 10, do: {r2 * 2, r}, else: {r2, r * 3}
+      {pair, x * 2}
+    end
+
+    defn nested(x, n) do
+      {r, _, _} =
+        while {a = x, i = 0, n}, i < n do
+          {b, _} =
+            while {b = a, j = 0}, j < 2 do
+              {Nx.exp(b) / 4, j + 1}
+            end
+
+          {b * 2, i + 1, n}
+        end
+
+      r
+    end
+
+    defn chooser(a, k) do
+      cond do
+        k == 0 -> Nx.sum(a)
+        k == 1 -> Nx.reduce_max(a) * 10
+        true -> Nx.reduce_min(a) - 100
+      end
+    end
+
+    defn loop_in_branch(a) do
+      if Nx.sum(a) > 0 do
+        {a, _} =
+          while {a, i = 0}, i < 2 do
+            {a + 1, i + 1}
+          end
+
+        a
+      else
+        a
+      end
+    end
+
+    defn divide_ints(a, b) do
+      Nx.quotient(a, b)
+    end
+
     defn hooked(a) do
       hook(a * 2, :doubled) + 1
     end
@@ -341,18 +395,79 @@ if Code.ensure_loaded?(Nx) do
       assert_close(on_cpu, on_blas, 1.0e-6)
     end
 
-    test "while and cond run through the evaluator, as explain/3 says" do
+    test "a while runs in stages: each stage a program, the loop on the BEAM" do
       a = Nx.tensor([1.0, -5.0])
       {c, e} = both(&Fns.count_up/1, [a])
       assert_close(c, e, 0)
       assert Nx.to_flat_list(c) == [4.0, -2.0]
-      assert {:evaluator, reason} = Cascade.Compiler.explain(&Fns.count_up/1, [a]).mode
-      assert reason =~ "while"
 
-      {c, e} = both(&Fns.choose/1, [a])
+      info = Cascade.Compiler.explain(&Fns.count_up/1, [a])
+      assert info.mode == :staged
+      assert Keyword.keys(info.stages) == [:init, :cond, :body, :rest]
+      assert Enum.map(info.stages[:cond].steps, & &1.op) == [:less]
+      assert Enum.all?(info.steps, &(&1.route == :native))
+
+      # two whiles, the second starting from the first's result, and a cond on both
+      x = Nx.tensor([1.0, -5.0])
+      {c, e} = both(&Fns.loops/2, [x, Nx.tensor(3.0)])
       assert_close(c, e, 0)
-      assert {:evaluator, reason} = Cascade.Compiler.explain(&Fns.choose/1, [a]).mode
-      assert reason =~ "cond"
+      {c, e} = both(&Fns.loops/2, [Nx.tensor([-1.0, -2.0]), Nx.tensor(-30.0)])
+      assert_close(c, e, 0)
+      assert Cascade.Compiler.explain(&Fns.loops/2, [x, Nx.tensor(3.0)]).mode == :staged
+
+      # a while in a while's body; a loop that runs no turn
+      for n <- [0, 1, 3] do
+        {c, e} = both(&Fns.nested/2, [Nx.tensor([0.5, -1.0, 2.0]), n])
+        assert_close(c, e, 1.0e-6)
+      end
+
+      info = Cascade.Compiler.explain(&Fns.nested/2, [x, 3])
+      assert info.mode == :staged
+      assert info.stages[:body].mode == :staged
+    end
+
+    test "a cond becomes selects over its branches, all computed" do
+      a = Nx.tensor([1.0, -5.0])
+
+      for input <- [a, Nx.negate(a)] do
+        {c, e} = both(&Fns.choose/1, [input])
+        assert_close(c, e, 0)
+      end
+
+      info = Cascade.Compiler.explain(&Fns.choose/1, [a])
+      assert info.mode == :program
+      assert :select in Enum.map(info.steps, & &1.op)
+
+      for k <- [0, 1, 2, 7] do
+        {c, e} = both(&Fns.chooser/2, [Nx.tensor([3.0, -1.0, 2.0]), k])
+        assert_close(c, e, 0)
+      end
+    end
+
+    test "a cond with a while in a branch runs through the evaluator, as explain/3 says" do
+      for a <- [Nx.tensor([1.0, 2.0]), Nx.tensor([-1.0, -2.0])] do
+        {c, e} = both(&Fns.loop_in_branch/1, [a])
+        assert_close(c, e, 0)
+      end
+
+      assert {:evaluator, reason} =
+               Cascade.Compiler.explain(&Fns.loop_in_branch/1, [Nx.tensor([1.0])]).mode
+
+      assert reason =~ "while in a branch"
+    end
+
+    test "compiling never runs a fallback on its placeholder zeros" do
+      # Nx.BinaryBackend's integer quotient raises on a zero divisor: the recording stops
+      # before the fallback runs, and the evaluator runs the function on the real inputs
+      {c, e} =
+        ExUnit.CaptureLog.with_log(fn ->
+          both(&Fns.divide_ints/2, [Nx.tensor([7, -9]), Nx.tensor([2, 4])])
+        end)
+        |> elem(0)
+
+      assert Nx.to_flat_list(c) == [3, -2]
+      assert_close(c, e, 0)
+      assert {:evaluator, _} = Cascade.Compiler.explain(&Fns.divide_ints/2, [1, 1]).mode
     end
 
     test "hooks run, through the evaluator" do
