@@ -2,8 +2,8 @@
  * for what the differential suite reaches only through some shapes: the transpose, at every
  * size around its 8 x 8 blocks and 32 x 32 tiles, and the f16/bf16 binary kernels and sums
  * against the scalar conversions of half.h, tails and broadcasts included, and the f32 erf (our
- * own approximation) against double erf. Each table runs where the processor has its
- * instruction set. */
+ * own approximation) against double erf, gelu and silu against their formulas. Each table runs
+ * where the processor has its instruction set. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -196,13 +196,52 @@ static void test_erf_f32(void **state) {
     free(o);
 }
 
+/* gelu (both forms) and silu, whose exp is exp_neg_vf (2 ulp), within the composites' tolerance
+ * of the differential suite, 8 eps (|f(x)| + |x|), of the formulas in double, over [-20, 20]
+ * every 2^-10; at -inf, inf and NaN what the formulas give. */
+static void test_gelu_silu_f32(void **state) {
+    (void)state;
+    enum { N = 40 * 1024 + 3 };
+    float *a = malloc(sizeof(float) * N), *o = malloc(sizeof(float) * N);
+    assert_non_null(a);
+    assert_non_null(o);
+    for (int i = 0; i < N - 3; i++) a[i] = -20.0f + (float)i / 1024.0f;
+    a[N - 3] = -INFINITY; /* NaN (-inf times 0), as the formulas give */
+    a[N - 2] = INFINITY;
+    a[N - 1] = NAN;
+    for (int k = 0; k < n_tables; k++)
+        for (int f = 0; f < 3; f++) {
+            if (f < 2)
+                tables[k]->gelu_f32(o, a, N, f);
+            else
+                tables[k]->silu_f32(o, a, N);
+            assert_true(isnan(o[N - 3]) && o[N - 2] == INFINITY && isnan(o[N - 1]));
+            for (int i = 0; i < N - 3; i++) {
+                double x = a[i], r;
+                if (f == 0)
+                    r = 0.5 * x * (1 + erf(x / sqrt(2.0)));
+                else if (f == 1)
+                    r = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+                else
+                    r = x / (1 + exp(-x));
+                if (fabs(o[i] - r) > 8 * 0x1p-23 * (fabs(r) + fabs(x)))
+                    fail_msg("%s: %s(%a) = %a, expected %a", tables[k]->name,
+                             f == 0   ? "gelu"
+                             : f == 1 ? "gelu_tanh"
+                                      : "silu",
+                             x, (double)o[i], r);
+            }
+        }
+    free(a);
+    free(o);
+}
+
 int main(void) {
     find_tables();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_transpose),
-        cmocka_unit_test(test_half_binary),
-        cmocka_unit_test(test_half_sum),
-        cmocka_unit_test(test_erf_f32),
+        cmocka_unit_test(test_transpose),     cmocka_unit_test(test_half_binary),
+        cmocka_unit_test(test_half_sum),      cmocka_unit_test(test_erf_f32),
+        cmocka_unit_test(test_gelu_silu_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
