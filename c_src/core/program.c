@@ -397,6 +397,106 @@ cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor 
     return rc;
 }
 
+/* Whether a one-element tensor is not zero: any bit but a sign bit set (NaN is true, -0 false),
+ * for complex types in either part. */
+static cx_code truthy(const cx_tensor *t, bool *yes, cx_status *st) {
+    unsigned char b[16] = {0};
+    size_t size = cx_dtype_size(t->desc.dtype);
+    if (t->numel != 1 || size > sizeof b)
+        return cx_fail(st, CX_EINVAL, "program loop: the condition gave %lld elements, not one",
+                       (long long)t->numel);
+    if (cx_tensor_download(t, b, size, st) != CX_OK) return st->code;
+    bool is_float = cx_dtype_is_float(t->desc.dtype) || cx_dtype_is_complex(t->desc.dtype);
+    size_t part = cx_dtype_is_complex(t->desc.dtype) ? size / 2 : size;
+    *yes = false;
+    for (size_t i = 0; i < size; i++) {
+        /* little-endian: a part's sign bit is the top bit of its last byte */
+        unsigned char mask = is_float && i % part == part - 1 ? 0x7f : 0xff;
+        if (b[i] & mask) *yes = true;
+    }
+    return CX_OK;
+}
+
+static bool pick_ok(int pick, const cx_program *p, int n) {
+    return pick >= 0 ? pick < p->n_out : -pick <= n;
+}
+
+cx_code cx_program_loop(const cx_program *cond, cx_tensor *const *cond_consts, int cond_pick,
+                        const cx_program *body, cx_tensor *const *body_consts, const int *body_pick,
+                        int n, cx_tensor **state, bool *owned, int64_t max_turns, bool *done,
+                        cx_status *st) {
+    *done = false;
+    if (cond->n_inputs != n || body->n_inputs != n || !pick_ok(cond_pick, cond, n))
+        return cx_fail(st, CX_EINVAL, "program loop: the programs do not take the state");
+    for (int k = 0; k < n; k++)
+        if (!pick_ok(body_pick[k], body, n))
+            return cx_fail(st, CX_EINVAL, "program loop: the body does not give the state");
+    int n_c = cond->n_out > 0 ? cond->n_out : 1, n_b = body->n_out > 0 ? body->n_out : 1;
+    cx_tensor *c_out = malloc(sizeof(cx_tensor) * (size_t)n_c);
+    cx_tensor *b_out = malloc(sizeof(cx_tensor) * (size_t)n_b);
+    cx_tensor **made = calloc((size_t)n_b, sizeof(cx_tensor *));
+    cx_tensor **next = malloc(sizeof(cx_tensor *) * (size_t)(n > 0 ? n : 1));
+    bool *next_owned = malloc(sizeof(bool) * (size_t)(n > 0 ? n : 1));
+    cx_code rc = CX_OK;
+    if (!c_out || !b_out || !made || !next || !next_owned)
+        rc = cx_fail(st, CX_ENOMEM, "program loop: out of host memory");
+    for (int64_t turn = 0; rc == CX_OK && turn < max_turns; turn++) {
+        bool go = false;
+        if ((rc = cx_program_run(cond, state, cond_consts, c_out, st)) != CX_OK) break;
+        rc = truthy(cond_pick >= 0 ? &c_out[cond_pick] : state[-cond_pick - 1], &go, st);
+        for (int k = 0; k < cond->n_out; k++) cx_tensor_free(&c_out[k]);
+        if (rc != CX_OK) break;
+        if (!go) {
+            *done = true;
+            break;
+        }
+        if ((rc = cx_program_run(body, state, body_consts, b_out, st)) != CX_OK) break;
+        /* the picked results to the heap, once each */
+        for (int k = 0; k < body->n_out; k++) made[k] = NULL;
+        for (int k = 0; k < n && rc == CX_OK; k++) {
+            int pick = body_pick[k];
+            if (pick >= 0 && !made[pick]) {
+                if (!(made[pick] = malloc(sizeof(cx_tensor)))) {
+                    rc = cx_fail(st, CX_ENOMEM, "program loop: out of host memory");
+                    break;
+                }
+                memcpy(made[pick], &b_out[pick], sizeof(cx_tensor));
+                cx_tensor_clear(&b_out[pick]);
+            }
+            next[k] = pick >= 0 ? made[pick] : state[-pick - 1];
+            next_owned[k] = pick >= 0 ? true : owned[-pick - 1];
+        }
+        if (rc != CX_OK) {
+            for (int k = 0; k < body->n_out; k++)
+                if (made[k]) {
+                    cx_tensor_free(made[k]);
+                    free(made[k]);
+                }
+        }
+        /* results nobody picked */
+        for (int k = 0; k < body->n_out; k++) cx_tensor_free(&b_out[k]);
+        if (rc != CX_OK) break;
+        /* the values the loop made that no position holds any more, freed once each */
+        for (int k = 0; k < n; k++) {
+            bool kept = !owned[k];
+            for (int j = 0; j < n && !kept; j++) kept = next[j] == state[k];
+            for (int j = 0; j < k && !kept; j++) kept = owned[j] && state[j] == state[k];
+            if (!kept) {
+                cx_tensor_free(state[k]);
+                free(state[k]);
+            }
+        }
+        memcpy(state, next, sizeof(cx_tensor *) * (size_t)n);
+        memcpy(owned, next_owned, sizeof(bool) * (size_t)n);
+    }
+    free(c_out);
+    free(b_out);
+    free(made);
+    free(next);
+    free(next_owned);
+    return rc;
+}
+
 void cx_program_free(cx_program *p) {
     for (int k = 0; k < p->n_steps; k++) {
         free(p->steps[k].in);

@@ -50,6 +50,22 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
  * failure no result holds a buffer and every intermediate has been freed. */
 cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor *const *consts,
                        cx_tensor *out, cx_status *st);
+/* A while loop of two programs over a state of n values: `cond` and `body` both take the state
+ * as their inputs (in order); `cond`'s value picked by cond_pick is its predicate (a single
+ * element, true when not zero: any bit but a sign bit set), `body`'s values picked by
+ * body_pick[0 .. n-1] are the next state. A pick k >= 0 names the program's result k, -(j + 1)
+ * its input j (a value passed through). Runs turns while the predicate holds, at most
+ * max_turns of them; *done says whether the predicate was found false.
+ *
+ * state[k] is in and out: on entry the state, on return the state reached, each value either
+ * one the caller gave (owned[k] false; the loop neither frees nor keeps it) or one the loop
+ * made (owned[k] true: a cx_tensor from malloc, which the caller frees with cx_tensor_free and
+ * free, or keeps; two positions may hold the same one). The loop frees the values it made once
+ * no position holds them. On failure the state is the last one reached, as on success. */
+cx_code cx_program_loop(const cx_program *cond, cx_tensor *const *cond_consts, int cond_pick,
+                        const cx_program *body, cx_tensor *const *body_consts, const int *body_pick,
+                        int n, cx_tensor **state, bool *owned, int64_t max_turns, bool *done,
+                        cx_status *st);
 void cx_program_free(cx_program *p);
 
 #endif

@@ -1080,6 +1080,128 @@ static ERL_NIF_TERM program_run_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return res;
 }
 
+/* program_loop(cond, cond_pick, body, [body_pick], [state_ref]): cx_program_loop on the state
+ * until the condition is false; the state reached, as tensor references in a list (their
+ * types and shapes are the state's; in {:cascade_gc, list} when the device asks for a
+ * collection). A loop whose turn is estimated
+ * above the dirty threshold runs whole on a dirty scheduler; a cheaper one runs turns for
+ * about a millisecond a call on the normal scheduler and yields (enif_schedule_nif with the
+ * state reached) until it ends. */
+#define LOOP_MAX_STATE 4096
+#define LOOP_TURNS     8
+#define LOOP_SLICE_US  1000
+
+static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], bool dirty);
+/* the entry point through the watch (below), which each yielded call goes through again */
+static ERL_NIF_TERM program_loop_nif_watched(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+
+static ERL_NIF_TERM program_loop_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    return program_loop_call(env, argv, true);
+}
+
+static ERL_NIF_TERM program_loop_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    return program_loop_call(env, argv, false);
+}
+
+static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], bool dirty) {
+    program_res *c, *b;
+    int cond_pick;
+    unsigned n, n_picks;
+    if (!enif_get_resource(env, argv[0], program_type, (void **)&c) ||
+        !enif_get_int(env, argv[1], &cond_pick) ||
+        !enif_get_resource(env, argv[2], program_type, (void **)&b) ||
+        !enif_get_list_length(env, argv[3], &n_picks) || !enif_get_list_length(env, argv[4], &n) ||
+        n != n_picks || n > LOOP_MAX_STATE)
+        return raise_arg(env, "Cascade.Native.program_loop/5: expected a program, a pick, a "
+                              "program, a list of picks and a list of as many tensors");
+    double turn_cost = c->prog.cost + b->prog.cost;
+    if (!dirty && turn_cost > nw_dirty_cost())
+        return enif_schedule_nif(env, "program_loop_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                 program_loop_dirty, 5, argv);
+    size_t m = n > 0 ? n : 1;
+    int *picks = enif_alloc(sizeof(int) * m);
+    cx_tensor **state = enif_alloc(sizeof(cx_tensor *) * m);
+    bool *owned = enif_alloc(sizeof(bool) * m);
+    ERL_NIF_TERM *terms = enif_alloc(sizeof(ERL_NIF_TERM) * m);
+    ERL_NIF_TERM res, head, list = argv[3], refs = argv[4];
+    if (!picks || !state || !owned || !terms) {
+        res = raise_arg(env, "out of memory");
+        goto done;
+    }
+    for (unsigned k = 0; k < n; k++) {
+        enif_get_list_cell(env, list, &head, &list);
+        if (!enif_get_int(env, head, &picks[k])) {
+            res = raise_arg(env, "program_loop: a pick is not an integer");
+            goto done;
+        }
+        enif_get_list_cell(env, refs, &terms[k], &refs);
+        if (!get_tensor(env, terms[k], &state[k])) {
+            res = raise_arg(env, "program_loop: a state value is not a Cascade tensor reference");
+            goto done;
+        }
+        owned[k] = false;
+    }
+    /* a dirty call runs to the end; a normal one runs turns for about a millisecond (a few
+     * turns at a time, between which it reads the clock: the estimated costs leave out the
+     * fixed cost of a step, which is all a cheap turn costs) */
+    bool finished = false;
+    cx_status st = {CX_OK, ""};
+    cx_code rc;
+    ErlNifTime start = enif_monotonic_time(ERL_NIF_USEC);
+    do {
+        rc = cx_program_loop(&c->prog, c->consts, cond_pick, &b->prog, b->consts, picks, (int)n,
+                             state, owned, dirty ? INT64_MAX : LOOP_TURNS, &finished, &st);
+    } while (rc == CX_OK && !finished && enif_monotonic_time(ERL_NIF_USEC) - start < LOOP_SLICE_US);
+    /* the values the loop made become resources (once each, however many positions hold them),
+     * or are freed on failure */
+    bool oom = false;
+    for (unsigned k = 0; k < n; k++) {
+        if (!owned[k]) continue;
+        unsigned first = 0;
+        while (first < k && !(owned[first] && state[first] == state[k])) first++;
+        if (first < k) {
+            terms[k] = terms[first];
+            continue;
+        }
+        cx_tensor *t =
+            rc == CX_OK && !oom ? enif_alloc_resource(tensor_type, sizeof(cx_tensor)) : NULL;
+        if (t) {
+            memcpy(t, state[k], sizeof(cx_tensor));
+            terms[k] = enif_make_resource(env, t);
+            enif_release_resource(t);
+        } else {
+            oom = rc == CX_OK;
+            cx_tensor_free(state[k]);
+        }
+        free(state[k]);
+    }
+    if (rc != CX_OK) {
+        res = raise_status(env, &st, b->prog.dev->driver_name);
+        goto done;
+    }
+    if (oom) {
+        res = enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
+        goto done;
+    }
+    ERL_NIF_TERM out = enif_make_list_from_array(env, terms, n);
+    if (finished) {
+        res = with_warnings(env, with_gc(env, b->prog.dev, out));
+    } else {
+        /* yield, and go on from the state reached */
+        ERL_NIF_TERM next[5] = {argv[0], argv[1], argv[2], argv[3], out};
+        enif_consume_timeslice(env, 100);
+        res = enif_schedule_nif(env, "program_loop", 0, program_loop_nif_watched, 5, next);
+    }
+done:
+    enif_free(picks);
+    enif_free(state);
+    enif_free(owned);
+    enif_free(terms);
+    return res;
+}
+
 /* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot], [fused op]}]
  * per step that runs (steps folded into others are left out); the last list names the ops of a
  * fused step's chain, in order */
@@ -1229,6 +1351,7 @@ WATCHED(transfer_nif, "transfer", NULL)
 WATCHED(program_new_nif, "program_new", NULL)
 WATCHED(program_run_nif, "program_run", NULL)
 WATCHED(program_steps_nif, "program_steps", NULL)
+WATCHED(program_loop_nif, "program_loop", NULL)
 #undef WATCHED
 
 static ErlNifFunc nif_funcs[] = {
@@ -1251,6 +1374,7 @@ static ErlNifFunc nif_funcs[] = {
     {"program_new", 5, program_new_nif_watched, 0},
     {"program_run", 2, program_run_nif_watched, 0},
     {"program_steps", 1, program_steps_nif_watched, 0},
+    {"program_loop", 5, program_loop_nif_watched, 0},
     {"watch_normal", 1, nw_watch_nif, 0},
     {"normal_records", 0, nw_records_nif, 0},
     {"set_dirty_thresholds", 2, nw_set_thresholds_nif, 0},

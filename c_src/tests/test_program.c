@@ -1,5 +1,6 @@
 /* Programs (core/program.h): planned once, run whole; results against the same ops run one by
- * one; intermediates freed at their last reader; bad programs and bad inputs refused. */
+ * one; intermediates freed at their last reader; bad programs and bad inputs refused; loops of
+ * two programs (cx_program_loop). */
 #include "test_util.h"
 
 #include "../core/program.h"
@@ -212,6 +213,169 @@ static void test_program_folds_transposed_dot(void **state) {
     tu_drop(b);
 }
 
+/* The loop's programs: state (a f32[2], i s32 scalar, w f32[2]); cond: i < limit (a constant);
+ * body: (a + w, i + 1, w), w passed through (pick -3). */
+typedef struct {
+    cx_program cond, body;
+    cx_tensor *limit, *one;
+} loop_progs;
+
+static void loop_build(loop_progs *lp, double limit) {
+    cx_device *cpu = tu_cpu();
+    cx_status st = {0};
+    cx_params none = {0};
+    const double lv[1] = {limit}, ov[1] = {1};
+    lp->limit = tu_tensor(CX_S32, 0, NULL, lv);
+    lp->one = tu_tensor(CX_S32, 0, NULL, ov);
+    cx_desc in[3] = {vec_desc(CX_F32, 2), tu_desc(CX_S32, 0, NULL), vec_desc(CX_F32, 2)};
+    assert_int_equal(cx_program_init(&lp->cond, cpu, in, 3, &lp->limit->desc, 1, &st), CX_OK);
+    int less_in[2] = {1, 3};
+    int pred = cx_program_add(&lp->cond, CX_OP_LESS, less_in, 2, &none, &st);
+    assert_int_equal(cx_program_finish(&lp->cond, &pred, 1, &st), CX_OK);
+    assert_int_equal(cx_program_init(&lp->body, cpu, in, 3, &lp->one->desc, 1, &st), CX_OK);
+    int add_a[2] = {0, 2}, add_i[2] = {1, 3};
+    int outs[2];
+    outs[0] = cx_program_add(&lp->body, CX_OP_ADD, add_a, 2, &none, &st);
+    outs[1] = cx_program_add(&lp->body, CX_OP_ADD, add_i, 2, &none, &st);
+    assert_int_equal(cx_program_finish(&lp->body, outs, 2, &st), CX_OK);
+}
+
+static void loop_drop(loop_progs *lp) {
+    cx_program_free(&lp->cond);
+    cx_program_free(&lp->body);
+    tu_drop(lp->limit);
+    tu_drop(lp->one);
+}
+
+static void loop_release(cx_tensor **state, bool *owned, int n) {
+    for (int k = 0; k < n; k++) {
+        bool seen = false;
+        for (int j = 0; j < k; j++) seen |= owned[j] && state[j] == state[k];
+        if (owned[k] && !seen) {
+            cx_tensor_free(state[k]);
+            free(state[k]);
+        }
+    }
+}
+
+/* cx_program_loop: to the end in one call, or a turn a call; no turn when the condition is false
+ * at once; the values it made freed as the state moves on (the sanitizer and valgrind builds
+ * find a leak or a double free); bad picks and a predicate of several elements refused. */
+static void test_program_loop(void **state_) {
+    (void)state_;
+    cx_device *cpu = tu_cpu();
+    cx_status st = {0};
+    loop_progs lp;
+    loop_build(&lp, 3);
+    const double av[2] = {1, -5}, iv[1] = {0}, wv[2] = {0.5, 2};
+    cx_tensor *a = tu_vec(CX_F32, 2, av), *i = tu_tensor(CX_S32, 0, NULL, iv);
+    cx_tensor *w = tu_vec(CX_F32, 2, wv);
+    int picks[3] = {0, 1, -3};
+    const double want_a[2] = {2.5, 1}, want_i[1] = {3};
+    int64_t n2[1] = {2};
+    for (int64_t chunk = 1; chunk <= 100; chunk *= 100) {
+        cx_tensor *s[3] = {a, i, w};
+        bool owned[3] = {false, false, false}, done = false;
+        int64_t live = atomic_load(&cpu->live_bytes);
+        int calls = 0;
+        while (!done) {
+            assert_int_equal(cx_program_loop(&lp.cond, &lp.limit, 0, &lp.body, &lp.one, picks, 3, s,
+                                             owned, chunk, &done, &st),
+                             CX_OK);
+            calls++;
+        }
+        assert_int_equal(calls, chunk == 1 ? 4 : 1);
+        tu_expect(s[0], CX_F32, 1, n2, want_a, 0);
+        tu_expect(s[1], CX_S32, 0, NULL, want_i, 0);
+        assert_true(owned[0] && owned[1] && !owned[2] && s[2] == w);
+        /* only the state reached is left */
+        assert_int_equal(atomic_load(&cpu->live_bytes) - live, 8 + 4);
+        loop_release(s, owned, 3);
+        assert_int_equal(atomic_load(&cpu->live_bytes), live);
+    }
+    /* no turn */
+    loop_progs none;
+    loop_build(&none, 0);
+    cx_tensor *s[3] = {a, i, w};
+    bool owned[3] = {false, false, false}, done = false;
+    assert_int_equal(cx_program_loop(&none.cond, &none.limit, 0, &none.body, &none.one, picks, 3, s,
+                                     owned, 100, &done, &st),
+                     CX_OK);
+    assert_true(done && s[0] == a && s[1] == i && s[2] == w && !owned[0] && !owned[1]);
+    /* bad picks */
+    int bad[3] = {0, 2, -3};
+    assert_int_equal(cx_program_loop(&lp.cond, &lp.limit, 0, &lp.body, &lp.one, bad, 3, s, owned,
+                                     100, &done, &st),
+                     CX_EINVAL);
+    assert_int_equal(cx_program_loop(&lp.cond, &lp.limit, 1, &lp.body, &lp.one, picks, 3, s, owned,
+                                     100, &done, &st),
+                     CX_EINVAL);
+    /* the predicate is the state's w (two elements, pick -3): refused, the state as it was */
+    assert_int_equal(cx_program_loop(&lp.cond, &lp.limit, -3, &lp.body, &lp.one, picks, 3, s, owned,
+                                     100, &done, &st),
+                     CX_EINVAL);
+    assert_non_null(strstr(st.message, "2 elements"));
+    assert_true(s[0] == a && !owned[0]);
+    loop_drop(&none);
+    loop_drop(&lp);
+    tu_drop(a);
+    tu_drop(i);
+    tu_drop(w);
+}
+
+/* One result picked twice: (x, y) -> (x + y, x + y) until the first element passes 10; the
+ * shared value is freed once, and NaN is a true predicate, -0 a false one. */
+static void test_program_loop_shared_and_truth(void **state_) {
+    (void)state_;
+    cx_device *cpu = tu_cpu();
+    cx_status st = {0};
+    cx_params none = {0};
+    cx_desc in[2] = {tu_desc(CX_F32, 0, NULL), tu_desc(CX_F32, 0, NULL)};
+    const double ten[1] = {10};
+    cx_tensor *c10 = tu_tensor(CX_F32, 0, NULL, ten);
+    cx_program cond, body;
+    assert_int_equal(cx_program_init(&cond, cpu, in, 2, &c10->desc, 1, &st), CX_OK);
+    int lt[2] = {0, 2};
+    int pred = cx_program_add(&cond, CX_OP_LESS, lt, 2, &none, &st);
+    assert_int_equal(cx_program_finish(&cond, &pred, 1, &st), CX_OK);
+    assert_int_equal(cx_program_init(&body, cpu, in, 2, NULL, 0, &st), CX_OK);
+    int xy[2] = {0, 1};
+    int sum = cx_program_add(&body, CX_OP_ADD, xy, 2, &none, &st);
+    assert_int_equal(cx_program_finish(&body, &sum, 1, &st), CX_OK);
+    const double one[1] = {1};
+    cx_tensor *x = tu_tensor(CX_F32, 0, NULL, one), *y = tu_tensor(CX_F32, 0, NULL, one);
+    cx_tensor *s[2] = {x, y};
+    bool owned[2] = {false, false}, done = false;
+    int picks[2] = {0, 0};
+    int64_t live = atomic_load(&cpu->live_bytes);
+    assert_int_equal(
+        cx_program_loop(&cond, &c10, 0, &body, NULL, picks, 2, s, owned, 100, &done, &st), CX_OK);
+    /* 1+1 = 2, 4, 8, 16 */
+    const double want[1] = {16};
+    assert_true(done && s[0] == s[1] && owned[0] && owned[1]);
+    tu_expect(s[0], CX_F32, 0, NULL, want, 0);
+    loop_release(s, owned, 2);
+    assert_int_equal(atomic_load(&cpu->live_bytes), live);
+
+    /* the predicate as the state itself (pick -1): NaN runs a turn, -0 none */
+    const double nan_v[1] = {NAN}, mzero[1] = {-0.0};
+    for (int k = 0; k < 2; k++) {
+        cx_tensor *p = tu_tensor(CX_F32, 0, NULL, k == 0 ? nan_v : mzero);
+        cx_tensor *ps[2] = {p, y};
+        bool po[2] = {false, false};
+        int keep[2] = {-1, -2};
+        assert_int_equal(
+            cx_program_loop(&cond, &c10, -1, &body, NULL, keep, 2, ps, po, 1, &done, &st), CX_OK);
+        assert_int_equal(done, k == 1);
+        tu_drop(p);
+    }
+    cx_program_free(&cond);
+    cx_program_free(&body);
+    tu_drop(c10);
+    tu_drop(x);
+    tu_drop(y);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_program_matches_ops),
@@ -219,6 +383,8 @@ int main(void) {
         cmocka_unit_test(test_program_checks_inputs),
         cmocka_unit_test(test_program_failure_frees),
         cmocka_unit_test(test_program_folds_transposed_dot),
+        cmocka_unit_test(test_program_loop),
+        cmocka_unit_test(test_program_loop_shared_and_truth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

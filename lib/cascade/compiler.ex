@@ -41,9 +41,13 @@ if Code.ensure_loaded?(Nx) do
     A function with a `while` compiles in stages (mode `:staged`): the loop's initial state,
     its condition, its body and the rest of the function (with the loop's results as inputs)
     are each compiled as above, a `while` in any of them in stages again. A call runs the
-    initial state's program, then the condition's and the body's, one NIF call each a turn,
-    while the condition holds (the loop itself runs on the BEAM), then the rest's. Work
-    that the initial state and the rest share is done in both.
+    initial state's program, then the loop, then the rest's program. When the condition and
+    the body are programs the whole loop is one NIF call: turn after turn in C, the state
+    passed from one turn to the next without reaching the BEAM (on a dirty scheduler when a
+    turn is estimated above half a millisecond; else yielding to the BEAM's scheduler every
+    half millisecond or so of estimated work). A body with a `while` of its own is staged
+    itself and the outer loop runs on the BEAM, one call per stage a turn. Work that the
+    initial state and the rest share is done in both.
 
     A function the recording cannot capture runs through `Nx.Defn.Evaluator` on
     `Cascade.Backend` instead (only the decision is cached). That is the case when it has a
@@ -577,6 +581,28 @@ if Code.ensure_loaded?(Nx) do
       run(compiled.rest, lazy(inputs ++ state), device)
     end
 
+    # Condition and body programs: the whole loop is one call into C.
+    defp loop(%{cond: %{mode: :program} = cond, body: %{mode: :program} = body}, state, _device) do
+      refs = Enum.map(state, & &1.data.tensor.ref)
+      [cond_pick] = picks(cond.outputs)
+      body_picks = picks(body.outputs)
+
+      call = fn ->
+        Native.program_loop(cond.program, cond_pick, body.program, body_picks, refs)
+      end
+
+      refs =
+        case call.() do
+          list when is_list(list) -> list
+          other -> Op.after_run(other, call)
+        end
+
+      # the state keeps its types, shapes and device from turn to turn
+      Enum.zip_with(state, refs, fn %{data: %{tensor: t} = data} = nx, ref ->
+        %{nx | data: %{data | tensor: %{t | ref: ref}}}
+      end)
+    end
+
     defp run(%{evaluator: evaluator}, params, device) do
       Nx.with_default_backend({Cascade.Backend, device: device}, fn ->
         [result] = evaluator.([params])
@@ -588,6 +614,14 @@ if Code.ensure_loaded?(Nx) do
       if Nx.to_number(run(cond, lazy(state), device)) != 0,
         do: loop(compiled, body |> run(lazy(state), device) |> flat(), device),
         else: state
+    end
+
+    # A program's outputs as cx_program_loop's picks: k for its result k, -(i + 1) for input i.
+    defp picks(outputs) do
+      Enum.map(outputs, fn
+        {:result, k} -> k
+        {:input, i} -> -(i + 1)
+      end)
     end
 
     defp lazy(tensors), do: Enum.map(tensors, &fn -> &1 end)

@@ -48,6 +48,7 @@ defmodule Cascade.Native do
   def program_new(_device_id, _inputs, _consts, _steps, _outputs), do: nif!()
   def program_run(_program, _refs), do: nif!()
   def program_steps(_program), do: nif!()
+  def program_loop(_cond, _cond_pick, _body, _body_picks, _refs), do: nif!()
 
   # Watching the normal schedulers (c_src/nif/normal_watch.h), for the scheduling tests:
   # watch_normal(limit_us | false) records every call into this library that ran on a normal

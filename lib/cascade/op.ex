@@ -83,6 +83,8 @@ defmodule Cascade.Op do
     do: %Tensor{ref: ref, shape: shape, type: type, device: device}
 
   def tensors(list) when is_list(list), do: Enum.map(list, &tensors/1)
+  # a bare reference (program_loop/5 answers with the state's references) stays one
+  def tensors(ref) when is_reference(ref), do: ref
 
   # whether a NIF answer is the tensors themselves, with nothing asked of the caller
   defp tensors?(answer), do: is_list(answer) or match?({_, _, _, _}, answer)
@@ -110,6 +112,14 @@ defmodule Cascade.Op do
 
     :erlang.yield()
     tensors(result)
+  end
+
+  # the BEAM had no memory for a result's resource (the result itself is freed)
+  def after_run({:cascade_oom, :resource}, _retry) do
+    raise Cascade.Error,
+      driver: "cascade",
+      code: :out_of_memory,
+      message: "out of memory: the BEAM could not allocate a tensor's resource"
   end
 
   def after_run({:cascade_oom, _, _}, retry) do

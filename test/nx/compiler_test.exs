@@ -81,6 +81,25 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    defn spin(x, n) do
+      {x, _, _} =
+        while {x, i = 0, n}, i < n do
+          {x * 0.5 + 1, i + 1, n}
+        end
+
+      x
+    end
+
+    defn power_iterate(m, v, n) do
+      {v, _, _, _} =
+        while {v, m, i = 0, n}, i < n do
+          w = Nx.dot(m, v)
+          {w / Nx.sqrt(Nx.sum(w * w)), m, i + 1, n}
+        end
+
+      v
+    end
+
     defn loop_in_branch(a) do
       if Nx.sum(a) > 0 do
         {a, _} =
@@ -424,6 +443,49 @@ if Code.ensure_loaded?(Nx) do
       info = Cascade.Compiler.explain(&Fns.nested/2, [x, 3])
       assert info.mode == :staged
       assert info.stages[:body].mode == :staged
+    end
+
+    test "a loop of two programs is one call into C, which yields to the BEAM's scheduler" do
+      # 100,000 cheap turns: the loop runs about half a millisecond of estimated work a call
+      # and yields; no call holds a normal scheduler for 2 ms or more
+      x = Nx.tensor([0.0, 10.0])
+      :ok = Cascade.Native.watch_normal(2000)
+
+      {c, records} =
+        try do
+          task =
+            Task.async(fn ->
+              Nx.Defn.jit_apply(&Fns.spin/2, [x, 100_000], compiler: Cascade.Compiler)
+            end)
+
+          c = Task.await(task, 120_000)
+          {records, _dropped} = Cascade.Native.normal_records()
+          {c, Enum.filter(records, &(&1.pid == task.pid))}
+        after
+          Cascade.Native.watch_normal(false)
+        end
+
+      # x -> x / 2 + 1 converges to 2
+      assert Nx.to_flat_list(c) == [2.0, 2.0]
+      held = Enum.filter(records, &(&1.cpu_us >= 2000))
+      assert held == [], "calls held a normal scheduler: #{inspect(held)}"
+
+      # the same loop on the evaluator, fewer turns
+      {c, e} = both(&Fns.spin/2, [x, 1000])
+      assert_close(c, e, 0)
+
+      # a turn above the dirty threshold runs the whole loop on a dirty scheduler
+      m = random({64, 64})
+      v = random({64}, :f32, 3)
+      old = Cascade.Native.set_dirty_thresholds(0.0, 0)
+
+      try do
+        {c, e} = both(&Fns.power_iterate/3, [m, v, 20])
+        assert_close(c, e, 1.0e-5)
+      after
+        {cost, bytes} = old
+        Cascade.Native.set_dirty_thresholds(cost, bytes)
+      end
     end
 
     test "a cond becomes selects over its branches, all computed" do
