@@ -14,7 +14,7 @@ defmodule Cascade.ProgramLoopTest do
     five = Cascade.tensor(5, type: :s32, device: :cpu)
     one = Cascade.tensor(1, type: :s32, device: :cpu)
     two = Cascade.tensor(2.0, type: :f32, device: :cpu)
-    cond = Native.program_new(device(), state, [five.ref], [{op_id(:less), [1, 2], %{}}], [3])
+    cond = Native.program_new(device(), state, [five.ref], [{op_id(:less), [1, 2], %{}}], [3], [])
 
     body =
       Native.program_new(
@@ -22,7 +22,8 @@ defmodule Cascade.ProgramLoopTest do
         state,
         [one.ref, two.ref],
         [{op_id(:multiply), [0, 3], %{}}, {op_id(:add), [1, 2], %{}}],
-        [4, 5]
+        [4, 5],
+        []
       )
 
     {cond, body}

@@ -428,8 +428,9 @@ static cx_code cast_input(cx_device *dev, cx_tensor *src, cx_dtype to, cx_tensor
     return cx_run(CX_OP_AS_TYPE, dev, &src, 1, &ps, tmp, st);
 }
 
+/* `have_out`: out already holds its buffer (cx_run_plan_into) */
 static cx_code run_native(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
-                          cx_tensor *out, cx_status *st) {
+                          cx_tensor *out, bool have_out, cx_status *st) {
     cx_device *dev = plan->device;
     const cx_tensor *args_small[8];
     cx_tensor *casts_small[8];
@@ -456,7 +457,7 @@ static cx_code run_native(const cx_plan *plan, cx_tensor *const *in, int n_in, c
         }
         args[k] = casts[k];
     }
-    if ((rc = cx_tensor_init(out, dev, &plan->out, st)) != CX_OK) goto done;
+    if (!have_out && (rc = cx_tensor_init(out, dev, &plan->out, st)) != CX_OK) goto done;
     if ((rc = dev->driver->execute(dev->ctx, plan->op, args, n_in, ps, out, st)) != CX_OK)
         cx_tensor_free(out);
     else {
@@ -579,7 +580,7 @@ cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const c
         goto done;
     }
     switch (plan->route) {
-    case CX_ROUTE_NATIVE: rc = run_native(plan, in, n_in, ps, out, st); break;
+    case CX_ROUTE_NATIVE: rc = run_native(plan, in, n_in, ps, out, false, st); break;
     case CX_ROUTE_DECOMPOSED:
         rc = cx_graph_run(plan->op, dev, in, n_in, ps, out, st);
         if (rc == CX_OK) count(dev, plan->op, CX_ROUTE_DECOMPOSED, 0);
@@ -588,6 +589,24 @@ cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const c
     default: rc = cx_fail(st, CX_EINVAL, "bad route");
     }
 done:
+    for (int k = 0; k < pinned; k++) cx_tensor_unpin(in[k]);
+    return rc;
+}
+
+cx_code cx_run_plan_into(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
+                         cx_tensor *out, cx_status *st) {
+    int pinned = 0;
+    cx_code rc = CX_OK;
+    if (plan->route != CX_ROUTE_NATIVE || out->device != plan->device ||
+        out->desc.dtype != plan->out.dtype || !cx_desc_same_shape(&out->desc, &plan->out))
+        rc = cx_fail(st, CX_EINVAL, "%s: the buffer given does not fit the result",
+                     cx_op_table[plan->op].name);
+    for (; rc == CX_OK && pinned < n_in; pinned++)
+        if ((rc = cx_tensor_pin(in[pinned], st)) != CX_OK) break;
+    if (rc == CX_OK)
+        rc = run_native(plan, in, n_in, ps, out, true, st);
+    else
+        cx_tensor_free(out);
     for (int k = 0; k < pinned; k++) cx_tensor_unpin(in[k]);
     return rc;
 }

@@ -50,6 +50,11 @@ cx_code cx_plan_descs(cx_op_id op, cx_device *device, const cx_desc *in, int n_i
 /* Runs a plan: pins the inputs and runs the route. On failure `out` holds no buffer. */
 cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
                     cx_tensor *out, cx_status *st);
+/* cx_run_plan for a native plan whose result `out` already holds a buffer of the plan's type and
+ * shape (a program's donated input: in[] may be `out` itself, read and written in place, which
+ * elementwise kernels allow). On failure out's buffer is freed. */
+cx_code cx_run_plan_into(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
+                         cx_tensor *out, cx_status *st);
 
 /* cx_plan_op then cx_run_plan. */
 cx_code cx_run(cx_op_id op, cx_device *device, cx_tensor *const *in, int n_in, cx_params *ps,

@@ -291,6 +291,42 @@ static void fuse_elementwise(cx_program *p, const int *out, int n_out) {
     free(groups);
 }
 
+cx_code cx_program_donate(cx_program *p, const int *inputs, int n, cx_status *st) {
+    if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished");
+    if (!p->donated && n > 0 && !(p->donated = calloc((size_t)p->n_inputs, sizeof(bool))))
+        return cx_fail(st, CX_ENOMEM, "program: out of host memory");
+    for (int k = 0; k < n; k++) {
+        if (inputs[k] < 0 || inputs[k] >= p->n_inputs)
+            return cx_fail(st, CX_EINVAL, "program: donated slot %d is not an input", inputs[k]);
+        p->donated[inputs[k]] = true;
+    }
+    return CX_OK;
+}
+
+/* Whether step s can write its result into the buffer of an input of description d that it
+ * reads: an elementwise op run natively, whose result is of d's type and shape. */
+static bool writes_in_place(const cx_prog_step *s, const cx_desc *d) {
+    cx_op_kind kind = cx_op_table[s->plan.op].kind;
+    bool elementwise = kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT ||
+                       kind == CX_KIND_BINARY || kind == CX_KIND_BINARY_FLOAT ||
+                       (s->plan.op == CX_OP_FUSED && !s->ps.p[CX_P_REDUCE].i[0]);
+    return elementwise && s->plan.route == CX_ROUTE_NATIVE && s->plan.out.dtype == d->dtype &&
+           cx_desc_same_shape(&s->plan.out, d);
+}
+
+/* Each donated input's last reader writes into its buffer where it can (cx_program_donate). */
+static void alias_donated(cx_program *p) {
+    for (int v = 0; p->donated && v < p->n_inputs; v++) {
+        if (!p->donated[v]) continue;
+        int last = -1;
+        for (int k = 0; k < p->n_steps; k++)
+            for (int j = 0; j < p->steps[k].n_in && !p->steps[k].dead; j++)
+                if (p->steps[k].in[j] == v) last = k;
+        if (last >= 0 && !p->steps[last].alias && writes_in_place(&p->steps[last], &p->desc[v]))
+            p->steps[last].alias = v + 1;
+    }
+}
+
 cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st) {
     int first = p->n_inputs + p->n_consts;
     if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished");
@@ -338,6 +374,7 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
         s->drop[s->n_drop++] = first + k;
     }
     free(last);
+    alias_donated(p);
     p->done = true;
     return CX_OK;
 }
@@ -382,7 +419,18 @@ cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor 
                     : v < first     ? consts[v - p->n_inputs]
                                     : &vals[v - first];
         }
-        rc = cx_run_plan(&s->plan, in, s->n_in, &s->ps, &vals[k], st);
+        /* a donated input's buffer: taken when no other input is the same tensor and nothing
+         * pins it; the step then reads it through its result */
+        int d = s->alias - 1;
+        bool into = d >= 0;
+        for (int u = 0; into && u < p->n_inputs; u++) into = u == d || inputs[u] != inputs[d];
+        if (into && cx_tensor_take(inputs[d], &vals[k])) {
+            for (int j = 0; j < s->n_in; j++)
+                if (s->in[j] == d) in[j] = &vals[k];
+            rc = cx_run_plan_into(&s->plan, in, s->n_in, &s->ps, &vals[k], st);
+        } else {
+            rc = cx_run_plan(&s->plan, in, s->n_in, &s->ps, &vals[k], st);
+        }
         if (in != in_small) free(in);
         for (int j = 0; j < s->n_drop; j++) cx_tensor_free(&vals[s->drop[j] - first]);
     }
@@ -505,5 +553,6 @@ void cx_program_free(cx_program *p) {
     free(p->steps);
     free(p->desc);
     free(p->out);
+    free(p->donated);
     memset(p, 0, sizeof *p);
 }

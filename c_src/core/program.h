@@ -20,6 +20,7 @@ typedef struct {
     int n_drop;
     int *drop; /* step slots whose last reader this step is */
     bool dead; /* folded into a later step: not run */
+    int alias; /* 1 + the donated input whose buffer this step writes its result into, or 0 */
 } cx_prog_step;
 
 typedef struct {
@@ -29,9 +30,10 @@ typedef struct {
     int n_steps, cap;
     cx_prog_step *steps;
     int n_out;
-    int *out;    /* step slots returned, distinct */
-    double cost; /* the sum of the steps' estimates (dispatch.h) */
-    bool done;   /* cx_program_finish succeeded */
+    int *out;      /* step slots returned, distinct */
+    double cost;   /* the sum of the steps' estimates (dispatch.h) */
+    bool done;     /* cx_program_finish succeeded */
+    bool *donated; /* per input: the caller gives its buffer up (cx_program_donate), or NULL */
 } cx_program;
 
 /* An empty program on `dev` with inputs and constants of these descriptions. */
@@ -41,9 +43,17 @@ cx_code cx_program_init(cx_program *p, cx_device *dev, const cx_desc *inputs, in
  * failure, with st set). `ps` is normalised into the step's own copy. */
 int cx_program_add(cx_program *p, cx_op_id op, const int *in, int n_in, const cx_params *ps,
                    cx_status *st);
+/* Marks inputs as donated, before cx_program_finish: the caller gives up their buffers on every
+ * run, so that an elementwise step (unary, binary or fused, native, whose result has the
+ * input's type and shape) that is the last to read one writes its result into that buffer
+ * instead of a new one. A run takes the buffer only when the input tensor is unpinned and no
+ * other input of the run is the same tensor; the input is then freed (using it again fails as
+ * after Cascade.free/1). */
+cx_code cx_program_donate(cx_program *p, const int *inputs, int n, cx_status *st);
 /* Names the step slots the program returns (distinct), folds steps into their readers where one
  * op does the work of two (a transpose of a dot's result becomes the dot with its operands
- * swapped), and computes when each result dies. */
+ * swapped), and computes when each result dies and which step writes into which donated
+ * input. */
 cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st);
 /* Runs the program on `inputs` (matching the inputs' descriptions, on the program's device)
  * and the constants; the results go to out[0 .. n_out-1], which the caller provides. On

@@ -50,7 +50,8 @@ cx_code cx_tensor_pin(cx_tensor *t, cx_status *st) {
     do {
         if (s & CX_TENSOR_FREED)
             return cx_fail(st, CX_EFREED,
-                           "the tensor was freed with Cascade.free/1 and cannot be used");
+                           "the tensor was freed (Cascade.free/1, or donated to a compiled "
+                           "function) and cannot be used");
     } while (!atomic_compare_exchange_weak(&t->state, &s, s + 1));
     return CX_OK;
 }
@@ -76,6 +77,20 @@ void cx_tensor_unpin(cx_tensor *t) {
 void cx_tensor_free(cx_tensor *t) {
     atomic_fetch_or(&t->state, CX_TENSOR_FREED);
     release_if_idle(t);
+}
+
+bool cx_tensor_take(cx_tensor *t, cx_tensor *into) {
+    uint64_t idle = 0;
+    if (!atomic_compare_exchange_strong(&t->state, &idle, CX_TENSOR_FREED | CX_TENSOR_RELEASED))
+        return false;
+    into->desc = t->desc;
+    into->numel = t->numel;
+    into->nbytes = t->nbytes;
+    into->device = t->device;
+    into->data = t->data;
+    atomic_store(&into->state, 0);
+    t->data = NULL;
+    return true;
 }
 
 bool cx_tensor_is_freed(const cx_tensor *t) {

@@ -30,6 +30,9 @@ void cx_tensor_unpin(cx_tensor *t);
 /* Marks the tensor freed; its buffer goes when the last pin drops. Idempotent. */
 void cx_tensor_free(cx_tensor *t);
 bool cx_tensor_is_freed(const cx_tensor *t);
+/* Moves t's buffer into `into` (which then owns it) and leaves t freed without releasing it:
+ * only when nothing pins t and it is not freed (false, and nothing changes, otherwise). */
+bool cx_tensor_take(cx_tensor *t, cx_tensor *into);
 
 /* Copies host bytes into / out of the tensor's buffer (whole buffer). */
 cx_code cx_tensor_upload(cx_tensor *t, const void *src, size_t bytes, cx_status *st);

@@ -932,8 +932,8 @@ static int get_slots(ErlNifEnv *env, ERL_NIF_TERM list, int *out, int max) {
     return n;
 }
 
-/* program_new(device_id, [{type, shape}], [const_ref], [{op_id, [slot], params}], [slot]):
- * plans every step once; raises naming the step that cannot run. */
+/* program_new(device_id, [{type, shape}], [const_ref], [{op_id, [slot], params}], [slot],
+ * [donated input slot]): plans every step once; raises naming the step that cannot run. */
 static ERL_NIF_TERM program_new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     int dev_id;
@@ -1005,6 +1005,18 @@ static ERL_NIF_TERM program_new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     }
     int n = ok ? get_slots(env, argv[4], slots, (int)n_out) : 0;
     if (ok && n < 0) res = raise_arg(env, "program: expected a list of result slots"), ok = false;
+    unsigned n_donated = 0;
+    int *donated = NULL, nd = -1;
+    if (ok) {
+        if (enif_get_list_length(env, argv[5], &n_donated) && n_donated <= n_in &&
+            (donated = enif_alloc(sizeof(int) * (n_donated + 1))))
+            nd = get_slots(env, argv[5], donated, (int)n_donated);
+        if (nd < 0)
+            res = raise_arg(env, "program: expected a list of donated input slots"), ok = false;
+        else if (cx_program_donate(&r->prog, donated, nd, &st) != CX_OK)
+            res = raise_arg(env, st.message), ok = false;
+    }
+    if (donated) enif_free(donated);
     if (ok && cx_program_finish(&r->prog, slots, n, &st) != CX_OK)
         res = raise_status(env, &st, NULL), ok = false;
     if (ok) res = enif_make_resource(env, r);
@@ -1202,9 +1214,10 @@ done:
     return res;
 }
 
-/* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot], [fused op]}]
- * per step that runs (steps folded into others are left out); the last list names the ops of a
- * fused step's chain, in order */
+/* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot], [fused op],
+ * donated slot | nil}] per step that runs (steps folded into others are left out); the list of
+ * ops names a fused step's chain, in order; the donated slot is the input whose buffer the step
+ * writes its result into */
 static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     program_res *r;
@@ -1221,15 +1234,16 @@ static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TE
         if (s->plan.op == CX_OP_FUSED)
             for (int j = s->ps.p[CX_P_CODE].n / 3 - 1; j >= 0; j--)
                 fused = enif_make_list_cell(env, am_op_name[s->ps.p[CX_P_CODE].i[3 * j]], fused);
-        ERL_NIF_TERM row[8] = {am_op_name[s->plan.op],
+        ERL_NIF_TERM row[9] = {am_op_name[s->plan.op],
                                am_route[s->plan.route],
                                s->plan.library ? make_string(env, s->plan.library) : am_nil,
                                make_type(env, s->plan.out.dtype),
                                make_shape(env, &s->plan.out),
                                make_string(env, s->plan.reason),
                                in,
-                               fused};
-        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 8), list);
+                               fused,
+                               s->alias ? enif_make_int(env, s->alias - 1) : am_nil};
+        list = enif_make_list_cell(env, enif_make_tuple_from_array(env, row, 9), list);
     }
     return list;
 }
@@ -1371,7 +1385,7 @@ static ErlNifFunc nif_funcs[] = {
     {"reset_stats", 0, reset_stats_nif_watched, 0},
     {"set_policy", 1, set_policy_nif_watched, 0},
     {"transfer", 3, transfer_nif_watched, 0},
-    {"program_new", 5, program_new_nif_watched, 0},
+    {"program_new", 6, program_new_nif_watched, 0},
     {"program_run", 2, program_run_nif_watched, 0},
     {"program_steps", 1, program_steps_nif_watched, 0},
     {"program_loop", 5, program_loop_nif_watched, 0},

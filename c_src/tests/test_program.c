@@ -1,6 +1,6 @@
 /* Programs (core/program.h): planned once, run whole; results against the same ops run one by
  * one; intermediates freed at their last reader; bad programs and bad inputs refused; loops of
- * two programs (cx_program_loop). */
+ * two programs (cx_program_loop); donated inputs written in place. */
 #include "test_util.h"
 
 #include "../core/program.h"
@@ -376,6 +376,62 @@ static void test_program_loop_shared_and_truth(void **state_) {
     tu_drop(y);
 }
 
+/* Donated inputs (cx_program_donate): x - exp(y) writes into x's buffer, x freed; not when x is
+ * pinned (an op elsewhere reads it) nor when it is also the run's other input; a slot that is
+ * not an input refused. */
+static void test_program_donated_input(void **state_) {
+    (void)state_;
+    cx_device *cpu = tu_cpu();
+    cx_status st = {0};
+    cx_params none = {0};
+    cx_desc in[2] = {vec_desc(CX_F32, 4), vec_desc(CX_F32, 4)};
+    cx_program p;
+    assert_int_equal(cx_program_init(&p, cpu, in, 2, NULL, 0, &st), CX_OK);
+    int y[1] = {1};
+    int e = cx_program_add(&p, CX_OP_EXP, y, 1, &none, &st);
+    int xe[2] = {0, e};
+    int r = cx_program_add(&p, CX_OP_SUBTRACT, xe, 2, &none, &st);
+    int bad[1] = {2};
+    assert_int_equal(cx_program_donate(&p, bad, 1, &st), CX_EINVAL);
+    int donate[1] = {0};
+    assert_int_equal(cx_program_donate(&p, donate, 1, &st), CX_OK);
+    assert_int_equal(cx_program_finish(&p, &r, 1, &st), CX_OK);
+    assert_int_equal(p.steps[1].alias, 1);
+    assert_int_equal(p.steps[0].alias, 0);
+
+    const double xv[4] = {1, 2, 3, 4}, yv[4] = {0, 0, 1, -1};
+    double want[4];
+    for (int i = 0; i < 4; i++) want[i] = (double)((float)xv[i] - expf((float)yv[i]));
+    int64_t n4[1] = {4};
+    for (int mode = 0; mode < 3; mode++) {
+        cx_tensor *x = tu_vec(CX_F32, 4, xv), *yt = tu_vec(CX_F32, 4, yv);
+        void *buffer = x->data;
+        if (mode == 1) assert_int_equal(cx_tensor_pin(x, &st), CX_OK);
+        cx_tensor *inputs[2] = {x, mode == 2 ? x : yt};
+        cx_tensor out;
+        int64_t live = atomic_load(&cpu->live_bytes);
+        assert_int_equal(cx_program_run(&p, inputs, NULL, &out, &st), CX_OK);
+        if (mode == 0) {
+            /* the result is x's buffer: nothing new is left */
+            assert_ptr_equal(out.data, buffer);
+            assert_true(cx_tensor_is_freed(x));
+            assert_int_equal(atomic_load(&cpu->live_bytes), live);
+            tu_expect(&out, CX_F32, 1, n4, want, 0);
+        } else {
+            assert_ptr_not_equal(out.data, buffer);
+            assert_false(cx_tensor_is_freed(x));
+            double same[4];
+            for (int i = 0; i < 4; i++) same[i] = (double)((float)xv[i] - expf((float)xv[i]));
+            tu_expect(&out, CX_F32, 1, n4, mode == 2 ? same : want, 0);
+        }
+        if (mode == 1) cx_tensor_unpin(x);
+        cx_tensor_free(&out);
+        tu_drop(x);
+        tu_drop(yt);
+    }
+    cx_program_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_program_matches_ops),
@@ -385,6 +441,7 @@ int main(void) {
         cmocka_unit_test(test_program_folds_transposed_dot),
         cmocka_unit_test(test_program_loop),
         cmocka_unit_test(test_program_loop_shared_and_truth),
+        cmocka_unit_test(test_program_donated_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

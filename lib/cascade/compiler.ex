@@ -65,6 +65,16 @@ if Code.ensure_loaded?(Nx) do
       * `:hooks` - as for `Nx.Defn.Evaluator`.
       * `:max_concurrency` - the number of partitions `Nx.Serving` starts (default 1).
       * `:cache` - `false` compiles again on every call (default `true`).
+      * `:donate` - the positions of arguments (every tensor of a container) whose buffers
+        the call may reuse, e.g. `donate: [0]` for a training step's parameters (default
+        `[]`). The last elementwise step (native, unary, binary or fused) that reads a donated
+        input, with a result of its type and shape, writes that result into the input's
+        buffer instead of a new one: `w - lr * g` updates `w` in place, and the device holds
+        one copy of the parameters instead of two. A donated tensor is freed by the call (using
+        it again raises, as after `Cascade.free/1`), except when the function returns it as it
+        is, when it is also another argument of the call, or while another process's op reads
+        it. A staged function (with `while`) donates nothing. `explain/3` gives each step's
+        `donated` input slot, or `nil`.
 
     ## Example
 
@@ -126,8 +136,9 @@ if Code.ensure_loaded?(Nx) do
     @doc """
     How `fun` compiles for `args`: the mode (`:program`, `:staged`, or `{:evaluator, reason}`)
     and the program's steps, each with the route and library the negotiation chose, the values it
-    reads (`reads`: slots, the inputs first, then the constants, then each step's result) and,
-    for a fused step, the ops it runs (`fused`). A staged function's info has `stages`, the
+    reads (`reads`: slots, the inputs first, then the constants, then each step's result), for
+    a fused step the ops it runs (`fused`), and the donated input whose buffer it writes
+    (`donated`, see the `:donate` option). A staged function's info has `stages`, the
     info of its `:init`, `:cond`, `:body` and `:rest` stages, and their steps together as
     `steps`. Takes the options of `Nx.Defn.jit/2`.
 
@@ -170,7 +181,9 @@ if Code.ensure_loaded?(Nx) do
         |> Enum.map(&{&1.type, &1.shape, &1.names, &1.vectorized_axes})
 
       hooks = Keyword.get(opts, :hooks, %{})
-      cache_key = {key, signature, device, hooks}
+      donated = donated(vars, Keyword.get(opts, :donate, []))
+      opts = Keyword.put(opts, :cascade_donated, donated)
+      cache_key = {key, signature, device, hooks, donated}
 
       if Keyword.get(opts, :cache, true) do
         case :ets.lookup(@table, cache_key) do
@@ -186,6 +199,27 @@ if Code.ensure_loaded?(Nx) do
       else
         compile(key, vars, fun, device, opts)
       end
+    end
+
+    # The flat input positions of the arguments `donate` names (positions in the argument list;
+    # every tensor of a container argument).
+    defp donated(_vars, []), do: []
+
+    defp donated(vars, donate) when is_list(donate) do
+      {positions, _} =
+        vars
+        |> Enum.with_index()
+        |> Enum.flat_map_reduce(0, fn {var, arg}, at ->
+          n = length(Composite.flatten_list([var]))
+          {if(arg in donate, do: Enum.to_list(at..(at + n - 1)//1), else: []), at + n}
+        end)
+
+      positions
+    end
+
+    defp donated(_vars, donate) do
+      raise ArgumentError,
+            "Cascade.Compiler: :donate takes a list of argument positions, got: #{inspect(donate)}"
     end
 
     defp compile(key, vars, fun, device, opts) do
@@ -210,11 +244,12 @@ if Code.ensure_loaded?(Nx) do
     # way), or the evaluator where neither can capture it.
     defp compile_expr(key, vars, expr, device, opts) do
       base = %{device: device}
+      donated = Keyword.get(opts, :cascade_donated, [])
       expr = lower_conds(expr)
 
       case control(expr) do
         nil ->
-          record(base, vars, evaluator(key, vars, fn _ -> expr end, opts), device)
+          record(base, vars, evaluator(key, vars, fn _ -> expr end, opts), device, donated)
 
         {:while, while} ->
           stage(key, vars, expr, while, device, opts)
@@ -365,6 +400,8 @@ if Code.ensure_loaded?(Nx) do
         |> Enum.map(fn {t, pos} -> Nx.Defn.Expr.parameter(t, :root, pos) end)
 
       {rest, _} = Composite.traverse(expr, %{}, &replace(&1, &2, id, params))
+      # the stages pass values to each other: nothing is donated
+      opts = Keyword.delete(opts, :cascade_donated)
 
       parts = [
         init: compile_expr(key, vars, initial, device, opts),
@@ -403,7 +440,7 @@ if Code.ensure_loaded?(Nx) do
 
     defp replace(other, memo, _id, _params), do: {other, memo}
 
-    defp record(base, vars, evaluator, device) do
+    defp record(base, vars, evaluator, device, donated) do
       placeholders =
         vars
         |> Composite.flatten_list()
@@ -425,7 +462,7 @@ if Code.ensure_loaded?(Nx) do
 
         {:ok, result, calls} ->
           inputs = Enum.map(placeholders, & &1.data.tensor)
-          build(base, inputs, result, Enum.reverse(calls))
+          build(base, inputs, result, Enum.reverse(calls), donated)
       end
     rescue
       e in [Cascade.Error, ArgumentError] ->
@@ -434,7 +471,7 @@ if Code.ensure_loaded?(Nx) do
 
     # What each recorded ref is: {:in, i}, {:c, ref} (a constant: made outside the recording,
     # or computed from constants only) or {:s, k} (step k).
-    defp build(base, inputs, result, calls) do
+    defp build(base, inputs, result, calls, donated) do
       known = inputs |> Enum.with_index() |> Map.new(fn {t, i} -> {t.ref, {:in, i}} end)
 
       {steps, n, known} =
@@ -462,7 +499,7 @@ if Code.ensure_loaded?(Nx) do
       steps = Enum.reverse(steps)
 
       descs = Enum.map(inputs, &{Cascade.Type.normalize!(&1.type), &1.shape})
-      program(base, descs, steps, leaves, template)
+      program(base, descs, steps, leaves, template, donated)
     end
 
     defp reshape_id do
@@ -470,7 +507,7 @@ if Code.ensure_loaded?(Nx) do
     end
 
     # Keeps the steps the results need, numbers the slots and builds the program.
-    defp program(base, descs, steps, leaves, template) do
+    defp program(base, descs, steps, leaves, template, donated) do
       n_inputs = length(descs)
       steps = List.to_tuple(steps)
 
@@ -514,6 +551,9 @@ if Code.ensure_loaded?(Nx) do
           {:s, _} = leaf -> {:result, Map.fetch!(out_index, slot.(leaf))}
         end)
 
+      # a donated input the function returns as it is keeps its buffer
+      donated = donated -- for {:input, i} <- outputs, do: i
+
       base
       |> Map.merge(%{
         mode: :program,
@@ -525,7 +565,14 @@ if Code.ensure_loaded?(Nx) do
       |> then(fn compiled ->
         try do
           prog =
-            Native.program_new(Device.id!(base.device), descs, consts, program_steps, out_slots)
+            Native.program_new(
+              Device.id!(base.device),
+              descs,
+              consts,
+              program_steps,
+              out_slots,
+              donated
+            )
 
           Map.put(compiled, :program, prog)
         rescue
@@ -652,11 +699,12 @@ if Code.ensure_loaded?(Nx) do
 
     defp describe(%{mode: :program} = compiled) do
       steps =
-        for {op, route, library, type, shape, reason, slots, fused} <-
+        for {op, route, library, type, shape, reason, slots, fused, donated} <-
               Native.program_steps(compiled.program) do
           %{
             op: op,
             fused: fused,
+            donated: donated,
             route: route,
             library: library,
             type: type,

@@ -45,7 +45,7 @@ defmodule Cascade.Native do
   def reset_stats, do: nif!()
   def set_policy(_policy), do: nif!()
   def transfer(_ref, _device_id, _tag), do: nif!()
-  def program_new(_device_id, _inputs, _consts, _steps, _outputs), do: nif!()
+  def program_new(_device_id, _inputs, _consts, _steps, _outputs, _donated), do: nif!()
   def program_run(_program, _refs), do: nif!()
   def program_steps(_program), do: nif!()
   def program_loop(_cond, _cond_pick, _body, _body_picks, _refs), do: nif!()

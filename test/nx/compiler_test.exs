@@ -158,6 +158,7 @@ if Code.ensure_loaded?(Nx) do
     use ExUnit.Case, async: false
 
     alias Cascade.CompilerTest.Fns
+    alias Nx.Defn.Composite
 
     @moduletag :nx
 
@@ -485,6 +486,71 @@ if Code.ensure_loaded?(Nx) do
       after
         {cost, bytes} = old
         Cascade.Native.set_dirty_thresholds(cost, bytes)
+      end
+    end
+
+    test "donated inputs: their last elementwise reader writes into their buffers" do
+      params =
+        {random({8, 4}), random({4}, :f32, 2), random({4, 3}, :f32, 3), random({3}, :f32, 4)}
+
+      x = random({5, 8}, :f32, 5)
+      y = Nx.eye(5) |> Nx.slice([0, 0], [5, 3])
+      expected = Nx.Defn.jit_apply(&Fns.step/3, [params, x, y], compiler: Nx.Defn.Evaluator)
+
+      copy = fn params -> Composite.traverse(params, &Nx.backend_copy(&1, Cascade.Backend)) end
+      donated = copy.(params)
+      step = Nx.Defn.jit(&Fns.step/3, compiler: Cascade.Compiler, donate: [0])
+      {loss, new_params} = step.(donated, x, y)
+      assert_close(loss, elem(expected, 0), 1.0e-6)
+      assert_close(new_params, elem(expected, 1), 1.0e-6)
+
+      # the updates w - 0.1 * g wrote into the donated parameters: those are freed, the inputs
+      # not donated are not
+      for t <- Tuple.to_list(donated), do: assert(Cascade.Native.freed?(cx(t).ref))
+      refute Cascade.Native.freed?(cx(x).ref)
+
+      assert_raise ArgumentError, ~r/donated to a compiled function/, fn ->
+        Nx.add(elem(donated, 0), 1)
+      end
+
+      info = Cascade.Compiler.explain(&Fns.step/3, [params, x, y], donate: [0])
+
+      assert info.steps |> Enum.map(& &1.donated) |> Enum.reject(&is_nil/1) |> Enum.sort() ==
+               [0, 1, 2, 3]
+
+      # without the option nothing is donated
+      kept = copy.(params)
+      {_, again} = Nx.Defn.jit_apply(&Fns.step/3, [kept, x, y], compiler: Cascade.Compiler)
+      assert_close(again, elem(expected, 1), 1.0e-6)
+      for t <- Tuple.to_list(kept), do: refute(Cascade.Native.freed?(cx(t).ref))
+
+      assert Enum.all?(
+               Cascade.Compiler.explain(&Fns.step/3, [params, x, y]).steps,
+               &is_nil(&1.donated)
+             )
+    end
+
+    test "a donated tensor that is also another input, or returned, keeps its buffer" do
+      a = Nx.backend_copy(random({6}), Cascade.Backend)
+      fun = Nx.Defn.jit(&Fns.elementwise/2, compiler: Cascade.Compiler, donate: [0])
+      expected = Nx.Defn.jit_apply(&Fns.elementwise/2, [a, a], compiler: Nx.Defn.Evaluator)
+      assert_close(fun.(a, a), expected, 1.0e-6)
+      refute Cascade.Native.freed?(cx(a).ref)
+
+      b = Nx.backend_copy(random({6}), Cascade.Backend)
+
+      both =
+        Nx.Defn.jit(fn a, b -> {a, Nx.add(Nx.exp(a), b)} end,
+          compiler: Cascade.Compiler,
+          donate: [0]
+        )
+
+      {same, _} = both.(b, b)
+      assert Nx.to_flat_list(same) == Nx.to_flat_list(b)
+      refute Cascade.Native.freed?(cx(b).ref)
+
+      assert_raise ArgumentError, ~r/donate/, fn ->
+        Nx.Defn.jit_apply(&Fns.elementwise/2, [a, a], compiler: Cascade.Compiler, donate: :all)
       end
     end
 
