@@ -6,7 +6,9 @@ defmodule Cascade.Demo.Adam do
       p = p − rate · √(1 − β₂ᵗ) / (1 − β₁ᵗ) · m / (√v + ε √(1 − β₂ᵗ))
 
   (the bias-corrected update, written with the corrections folded into the step size), with
-  β₁ = 0.9, β₂ = 0.999, ε = 1e-8 as in PyTorch's `torch.optim.Adam`.
+  β₁ = 0.9, β₂ = 0.999, ε = 1e-8 as in PyTorch's `torch.optim.Adam`. A `weight_decay` λ above
+  zero decays the parameters as AdamW does (decoupled from the moments): p is first scaled by
+  1 − rate · λ, one multiply per parameter tensor and step.
   """
 
   @b1 0.9
@@ -19,9 +21,13 @@ defmodule Cascade.Demo.Adam do
     %{m: zeros, v: zeros, t: 0}
   end
 
-  @doc "One step: `{params, state}` after applying `grads` with learning rate `rate`."
-  def step(params, grads, %{m: m, v: v, t: t}, rate) do
+  @doc """
+  One step: `{params, state}` after applying `grads` with learning rate `rate` and decoupled
+  weight decay `weight_decay` (default 0: plain Adam).
+  """
+  def step(params, grads, %{m: m, v: v, t: t}, rate, weight_decay \\ 0.0) do
     t = t + 1
+    decay = 1 - rate * weight_decay
 
     m =
       zip(m, grads, fn m, g ->
@@ -39,6 +45,7 @@ defmodule Cascade.Demo.Adam do
     params =
       zip3(params, m, v, fn p, m, v ->
         update = Cascade.divide(m, Cascade.add(Cascade.sqrt(v), @eps * c2))
+        p = if weight_decay > 0, do: Cascade.multiply(p, decay), else: p
         Cascade.subtract(p, Cascade.multiply(update, size))
       end)
 

@@ -22,6 +22,7 @@ defmodule Cascade.Demo.Training do
     batch: 64,
     rate: 0.1,
     momentum: 0.9,
+    weight_decay: 0.0,
     hidden: [256],
     shift: 2,
     seed: 42,
@@ -40,7 +41,8 @@ defmodule Cascade.Demo.Training do
 
   Options (defaults in `defaults/0`): `model:` (`:mlp` or `:cnn`), `device:`, `type:` (f32,
   f16, bf16, f64), `epochs:`, `batch:`, `rate:` (initial learning rate), `momentum:` (SGD,
-  the MLP), `hidden:` (the MLP's hidden layer sizes),
+  the MLP), `weight_decay:` (Adam's decoupled weight decay, the CNN),
+  `hidden:` (the MLP's hidden layer sizes),
   `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:`
   (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with the epoch's mean
   loss so far) and `on_epoch:` (`fn epoch_result -> ...`).
@@ -153,8 +155,8 @@ defmodule Cascade.Demo.Training do
   defp optimizer_step(%{model: MLP, opts: opts}, params, grads, state, rate),
     do: SGD.step(params, grads, state, rate, opts[:momentum])
 
-  defp optimizer_step(%{model: CNN}, params, grads, state, rate),
-    do: Adam.step(params, grads, state, rate)
+  defp optimizer_step(%{model: CNN, opts: opts}, params, grads, state, rate),
+    do: Adam.step(params, grads, state, rate, opts[:weight_decay])
 
   @doc """
   The fraction of `x`'s rows whose predicted class is the label in `y`, with `model`

