@@ -2,7 +2,8 @@
 #
 #   * an MLP training step: 784-256-10, relu, softmax cross-entropy, batch 64,
 #     value_and_grad and an SGD update (bench/torch_mlp_step.py runs it in PyTorch);
-#   * gelu (erf form, eight primitives) on 1M f32, beside one add over the same tensor.
+#   * gelu (erf form, eight primitives) on 1M f32, beside one add over the same tensor;
+#   * a while loop of 100 turns (a 1x64 by 64x64 product and a tanh a turn).
 #
 #   CASCADE_NX_PATH=/path/to/nx mix run bench/compiler.exs [steps] [device]
 #
@@ -51,6 +52,16 @@ defmodule Bench.MLP do
 
   defn erf(x) do
     Nx.erf(x)
+  end
+
+  # a loop: 100 turns of a 64-wide product and a tanh
+  defn iterate(x, w) do
+    {x, _, _} =
+      while {x, w, i = 0}, i < 100 do
+        {Nx.tanh(Nx.dot(x, w) * 0.5 + 0.1), w, i + 1}
+      end
+
+    x
   end
 
   defn tanh(x) do
@@ -175,3 +186,24 @@ for {name, f, alone} <- [
       "its transcendental op alone #{Float.round(a_us, 1)} us; Nx.Defn.Evaluator #{Float.round(e_us, 1)} us"
   )
 end
+
+# the while loop: staged, its condition and body one call into C for all 100 turns
+lx = Nx.iota({1, 64}, type: :f32) |> Nx.divide(64)
+lw = Nx.iota({64, 64}, type: :f32) |> Nx.divide(4096)
+
+IO.puts(
+  "while, 100 turns of tanh(x . w * 0.5 + 0.1), x 1x64, w 64x64, median of 5 rounds of #{n} calls"
+)
+
+for {name, compiler} <- [
+      {"Nx.Defn.Evaluator", Nx.Defn.Evaluator},
+      {"Cascade.Compiler", Cascade.Compiler}
+    ] do
+  f = jit.(&Bench.MLP.iterate/2, compiler)
+  us = time_calls.(fn -> f.(lx, lw) end, n)
+  IO.puts("  #{String.pad_trailing(name, 18)} #{Float.round(us, 1)} us a call")
+end
+
+IO.puts(
+  "  mode: #{inspect(Cascade.Compiler.explain(&Bench.MLP.iterate/2, [lx, lw], device: device).mode)}"
+)

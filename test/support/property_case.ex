@@ -74,8 +74,8 @@ defmodule Cascade.PropertyCase do
   # The bound, in ulp of an f32 result, of each transcendental op on every host driver: the
   # worse of the cpu driver (glibc's f32 functions: the maxima of glibc's table of known errors
   # for x86_64) and the blas driver's vector kernels (SLEEF's u10 functions: 1.0 ulp; tanh on
-  # the u35 one: 3.5; sigmoid from one exp, one add and one division; rsqrt as 1 / sqrt, two
-  # correct roundings). A case allows the bound plus the reference's own rounding (0.5 ulp),
+  # the u35 one: 3.5; erf its own approximation, 1.07 ulp; sigmoid from one exp, one add and
+  # one division; rsqrt as 1 / sqrt, two correct roundings). A case allows the bound plus the reference's own rounding (0.5 ulp),
   # and 2^-30 absolute for results near zero, where a function's error is absolute, not
   # relative (sin and cos near their zeros).
   #
@@ -94,8 +94,9 @@ defmodule Cascade.PropertyCase do
     sin: 1,
     # 0.56 / 0.86
     cos: 1,
-    # 0.82 / 0.85
-    erf: 1,
+    # 0.82 / 0.85 (SLEEF's); the blas erf of 2026-11-26 (simd_kernels.c, erf_vf): 1.063 at
+    # most over every f32 (test_simd_kernels checks 1.07)
+    erf: 1.07,
     # 0.50 / 0.58
     pow: 1,
     # 1.42 / 0.89
