@@ -865,18 +865,37 @@ defmodule CascadeCapabilityHonestyTest do
 
   # chains over tensors of one shape and numbers (rank 0), every value read
   defp special(:fused, type) do
-    for {shape, code} <- [
-          {{7}, [{:add, 0, 1}, {:exp, 2}, {:multiply, 3, 0}]},
-          {{3, 7}, [{:tanh, 0}, {:subtract, 2, 1}]},
-          {{2, 3, 5}, [{:max, 0, 1}, {:negate, 2}, {:divide, 3, 1}, {:abs, 4}]},
-          {{0, 3}, [{:add, 0, 1}]},
-          {{17}, [{:exp, 1}, {:multiply, 0, 2}]}
-        ],
-        do:
-          new_case(:fused, [
-            [r(shape, type), r(if(shape == {17}, do: {}, else: shape), type)],
-            code
-          ])
+    chains =
+      for {shape, code} <- [
+            {{7}, [{:add, 0, 1}, {:exp, 2}, {:multiply, 3, 0}]},
+            {{3, 7}, [{:tanh, 0}, {:subtract, 2, 1}]},
+            {{2, 3, 5}, [{:max, 0, 1}, {:negate, 2}, {:divide, 3, 1}, {:abs, 4}]},
+            {{0, 3}, [{:add, 0, 1}]},
+            {{17}, [{:exp, 1}, {:multiply, 0, 2}]}
+          ],
+          do:
+            new_case(:fused, [
+              [r(shape, type), r(if(shape == {17}, do: {}, else: shape), type)],
+              code
+            ])
+
+    # chains with a sum at the end (f32 and f64: halves sum as steps of their own)
+    sums =
+      for {shape, opts} <- [
+            {{3, 7}, [reduce: :sum, axes: [1]]},
+            {{2, 3, 300}, [reduce: :sum, axes: [1, 2], keep_axes: true]},
+            {{5, 0}, [reduce: :sum, axes: [1]]},
+            {{4, 70}, [reduce: :sum]}
+          ],
+          type not in [:f16, :bf16],
+          do:
+            new_case(
+              :fused,
+              [[r(shape, type), r({}, type)], [{:multiply, 0, 1}, {:exp, 2}, {:add, 3, 0}]],
+              opts
+            )
+
+    chains ++ sums
   end
 
   defp special(:take, type) do

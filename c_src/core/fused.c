@@ -180,3 +180,13 @@ void cx_sample_fused(cx_op_id op, cx_dtype t, cx_desc *in, int *n_in, cx_params 
     const int64_t code[9] = {CX_OP_ADD, 0, 1, CX_OP_EXP, 2, -1, CX_OP_MULTIPLY, 3, 0};
     cx_param_put_ints(ps, CX_P_CODE, code, 9);
 }
+
+bool cx_fused_rows(const cx_desc *shape, const cx_params *ps, int64_t *rows, int64_t *cols) {
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    int rank = shape ? shape->rank : 0;
+    *rows = *cols = 1;
+    for (int k = 0; k < axes->n; k++)
+        if (axes->i[k] != rank - axes->n + k) return false;
+    for (int a = 0; a < rank; a++) *(a < rank - axes->n ? rows : cols) *= shape->shape[a];
+    return true;
+}

@@ -295,6 +295,37 @@ static void fused_chain_against_its_ops(void **state) {
     tu_drop(h);
 }
 
+/* fused with a sum at the end: natively, over the last axis (33 rows of 1500), over the last
+ * two with a number operand, over everything (one row of 49,500), and rows of nothing (zeros),
+ * within the cpu's tolerance for a sum of that many terms (both sum in double) */
+static void fused_chain_with_a_sum(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    cx_tensor *x = random_tensor(CX_F32, 3, TU_SHAPE(3, 11, 1500), -3, 3, 30);
+    cx_tensor *h = random_tensor(CX_F32, 0, TU_SHAPE(1), 0.25, 0.25, 31);
+    /* r2 = x * h; r3 = exp(r2); r4 = r3 + x */
+    const int64_t code[9] = {CX_OP_MULTIPLY, 0, 1, CX_OP_EXP, 2, -1, CX_OP_ADD, 3, 0};
+    const int64_t axes[3][3] = {{2}, {1, 2}, {0, 1, 2}};
+    for (int k = 0; k < 3; k++) {
+        cx_params ps = {0};
+        cx_param_put_ints(&ps, CX_P_CODE, code, 9);
+        cx_param_put_ints(&ps, CX_P_REDUCE, (const int64_t[]){1}, 1);
+        cx_param_put_ints(&ps, CX_P_AXES, axes[k], k + 1);
+        cx_tensor *in[2] = {x, h};
+        differ(CX_OP_FUSED, in, 2, &ps, tolerance(CX_F32) * 16);
+    }
+    cx_tensor *empty = random_tensor(CX_F32, 2, TU_SHAPE(4, 0), 0, 0, 32);
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_CODE, code, 9);
+    cx_param_put_ints(&ps, CX_P_REDUCE, (const int64_t[]){1}, 1);
+    cx_param_put_ints(&ps, CX_P_AXES, (const int64_t[]){1}, 1);
+    cx_tensor *in[2] = {empty, h};
+    differ(CX_OP_FUSED, in, 2, &ps, 0);
+    tu_drop(x);
+    tu_drop(h);
+    tu_drop(empty);
+}
+
 /* The claims, read from the driver's table wherever it was built, GPU or not: every primitive
  * for f32, f16 and bf16; the moves, full and eye for every type, iota and as_type for every type
  * up to s64 (c128 has no 16-byte copy kernel); comparisons,
@@ -675,6 +706,7 @@ int main(void) {
         cmocka_unit_test(dot_against_cpu),
         cmocka_unit_test(fused_against_cpu),
         cmocka_unit_test(fused_chain_against_its_ops),
+        cmocka_unit_test(fused_chain_with_a_sum),
         cmocka_unit_test(every_primitive_is_claimed),
         cmocka_unit_test(arg_and_truth_against_cpu),
         cmocka_unit_test(moves_casts_and_creation_against_cpu),

@@ -319,7 +319,7 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
-    test "a chain with a sum at the end runs as one fused step on blas" do
+    test "a chain with a sum at the end runs as one fused step on blas and opencl" do
       a = random({16, 3000})
       b = random({16, 3000}, :f32, 7)
 
@@ -328,6 +328,15 @@ if Code.ensure_loaded?(Nx) do
 
       {c, e} = both(&Fns.weighted_sum/2, [a, b], device: :blas)
       assert_close(c, e, 1.0e-5)
+
+      # opencl: a group of work-items per row sums the chain's values in double
+      if Enum.any?(Cascade.devices(), &match?(%{device: :opencl, available: true}, &1)) do
+        assert [%{op: :fused, fused: [:exp, :multiply], library: "opencl"}] =
+                 Cascade.Compiler.explain(&Fns.weighted_sum/2, [a, b], device: :opencl).steps
+
+        {c, e} = both(&Fns.weighted_sum/2, [a, b], device: :opencl)
+        assert_close(c, e, 1.0e-5)
+      end
     end
 
     test "the gradient's transposed products are folded into the products" do

@@ -698,17 +698,6 @@ static void chain_part(void *ctx, int index, int parts) {
     }
 }
 
-/* Rows and columns of a reduction over the trailing axes of the chain; false for other axes. */
-static bool chain_rows(const cx_desc *shape, const cx_params *ps, int64_t *rows, int64_t *cols) {
-    const cx_param *axes = &ps->p[CX_P_AXES];
-    int rank = shape ? shape->rank : 0;
-    *rows = *cols = 1;
-    for (int k = 0; k < axes->n; k++)
-        if (axes->i[k] != rank - axes->n + k) return false;
-    for (int a = 0; a < rank; a++) *(a < rank - axes->n ? rows : cols) *= shape->shape[a];
-    return true;
-}
-
 bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
     const simd_table *t = blas_simd();
     cx_fused_code c;
@@ -723,7 +712,7 @@ bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
         if (c.b[k] < 0 ? !t->unary_f32[c.op[k]] : !t->binary_f32[c.op[k]]) return false;
     int64_t rows, cols;
     return !ps->p[CX_P_REDUCE].i[0] ||
-           chain_rows(cx_fused_result_shape(&c, in, n_in), ps, &rows, &cols);
+           cx_fused_rows(cx_fused_result_shape(&c, in, n_in), ps, &rows, &cols);
 }
 
 bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, cx_tensor *out) {
@@ -747,7 +736,7 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     }
     j.reduce = ps->p[CX_P_REDUCE].i[0] != 0;
     if (j.reduce) {
-        chain_rows(cx_fused_result_shape(&j.c, descs, n_in), ps, &j.rows, &j.cols);
+        cx_fused_rows(cx_fused_result_shape(&j.c, descs, n_in), ps, &j.rows, &j.cols);
         j.numel = j.rows * j.cols;
     }
     if (out->numel == 0) return true;

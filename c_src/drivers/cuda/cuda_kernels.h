@@ -81,6 +81,10 @@ typedef struct {
 
 cudaError_t ck_fused(const float *const *in, float *out, int64_t n, const ck_fused_plan *p,
                      cudaStream_t stream);
+/* The same chain summed along rows of `cols` elements into out[rows] (a block per row; in
+ * double, rounded once; cols = 0 gives zeros). */
+cudaError_t ck_fused_sum(const float *const *in, float *out, int64_t rows, int64_t cols,
+                         const ck_fused_plan *p, cudaStream_t stream);
 /* Whether the fused kernel runs op (an elementwise f32 op of one or two arguments). */
 bool ck_fused_supports(int op);
 

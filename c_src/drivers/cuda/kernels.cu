@@ -341,6 +341,54 @@ __global__ void k_fused(fused_args f) {
     }
 }
 
+/* The chain with a sum at the end: a block per row of `cols` elements (grid-strided over the
+ * rows), each thread summing every blockDim-th element in double, then the block's sums added
+ * pairwise in shared memory and rounded once to f32 (the cpu sums f32 values in double too). */
+__global__ void k_fused_sum(fused_args f, int64_t rows, int64_t cols) {
+    __shared__ double part[THREADS];
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        double acc = 0.0;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+            int64_t i = row * cols + j;
+            float v[16];
+            for (int k = 0; k < f.p.n_in; k++) v[k] = f.in[k][(f.p.wide >> k) & 1 ? i : 0];
+            for (int k = 0; k < f.p.n; k++) {
+                float x = v[f.p.a[k]], y = f.p.b[k] >= 0 ? v[f.p.b[k]] : 0.0f, r = 0.0f;
+#define FUSED_SET(EXPR) r = (EXPR)
+                switch (f.p.op[k]) {
+                    UNARY_CASES(FUSED_SET)
+                    BINARY_CASES(FUSED_SET)
+                default: break;
+                }
+#undef FUSED_SET
+                v[f.p.n_in + k] = r;
+            }
+            acc += (double)v[f.p.n_in + f.p.n - 1];
+        }
+        part[threadIdx.x] = acc;
+        __syncthreads();
+        for (int w = THREADS / 2; w > 0; w >>= 1) {
+            if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) f.out[row] = (float)part[0];
+        __syncthreads();
+    }
+}
+
+extern "C" cudaError_t ck_fused_sum(const float *const *in, float *out, int64_t rows, int64_t cols,
+                                    const ck_fused_plan *p, cudaStream_t stream) {
+    if (p->n_in < 1 || p->n_in > 8 || p->n < 1 || p->n > 8) return cudaErrorInvalidValue;
+    fused_args f;
+    for (int k = 0; k < 8; k++) f.in[k] = k < p->n_in ? in[k] : nullptr;
+    f.out = out;
+    f.n = rows * cols;
+    f.p = *p;
+    if (rows == 0) return cudaSuccess;
+    launch(rows > 65536 ? 65536u : (unsigned)rows, THREADS, stream, k_fused_sum, f, rows, cols);
+    return cudaGetLastError();
+}
+
 extern "C" bool ck_fused_supports(int op) {
 #define FUSED_YES(EXPR) return true
     switch (op) {

@@ -294,13 +294,18 @@ bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
     if (op == CX_OP_FUSED) {
         cx_fused_code c;
         cx_status st = {CX_OK, ""};
-        bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK && !ps->p[CX_P_REDUCE].i[0] &&
-                  !cx_fused_has_rows(in, n_in);
+        bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK && !cx_fused_has_rows(in, n_in);
         for (int k = 0; ok && k < c.n; k++) ok = ocl_elementwise_expr(c.op[k], CX_F32) != NULL;
+        int64_t rows, cols;
+        bool reduce = ps->p[CX_P_REDUCE].i[0] != 0;
+        if (ok && reduce)
+            ok = dev->desc->fp64 && dev->desc->max_group >= OCL_REDUCE_GROUP &&
+                 cx_fused_rows(cx_fused_result_shape(&c, in, n_in), ps, &rows, &cols);
         if (ok) return true;
         snprintf(reason, len,
-                 "the opencl kernel runs fused chains without a reduction or broadcast rows, of "
-                 "ops it has kernels for");
+                 "the opencl kernel runs fused chains of ops it has kernels for, without "
+                 "broadcast rows; with a sum at the end, over trailing axes on a device with "
+                 "fp64");
         return false;
     }
     if (op == CX_OP_LAYER_NORM) {
@@ -902,9 +907,9 @@ done:
 /* The chain's kernel, built on first use from its own source (ocl_fused_source) and kept;
  * called with the device's lock held. */
 static cl_kernel fused_kernel(ocl_device *dev, const cx_fused_code *c, int n_in, const bool *wide,
-                              cx_status *st) {
+                              bool reduce, cx_status *st) {
     char key[160];
-    int len = snprintf(key, sizeof key, "%d:", n_in);
+    int len = snprintf(key, sizeof key, "%s%d:", reduce ? "sum:" : "", n_in);
     for (int k = 0; k < n_in && len < (int)sizeof key; k++)
         len += snprintf(key + len, sizeof key - (size_t)len, "%c", wide[k] ? 'w' : 'n');
     for (int k = 0; k < c->n && len < (int)sizeof key; k++)
@@ -917,7 +922,7 @@ static cl_kernel fused_kernel(ocl_device *dev, const cx_fused_code *c, int n_in,
     for (int k = 0; k < OCL_MAX_FUSED; k++)
         if (dev->fused[k].kernel && strcmp(dev->fused[k].key, key) == 0)
             return dev->fused[k].kernel;
-    char *src = ocl_fused_source(c, n_in, wide);
+    char *src = ocl_fused_source(c, n_in, wide, reduce);
     if (!src) {
         cx_fail(st, CX_ENOMEM, "opencl: no source for the fused chain");
         return NULL;
@@ -956,12 +961,33 @@ static cx_code run_fused(ocl_device *dev, const cx_tensor *const *in, int n_in, 
     cx_fused_code c;
     if (cx_fused_decode(ps, n_in, &c, st) != CX_OK) return st->code;
     bool wide[CX_FUSED_MAX_INPUTS];
-    for (int k = 0; k < n_in; k++) wide[k] = in[k]->desc.rank > 0;
+    cx_desc descs[CX_FUSED_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++) wide[k] = in[k]->desc.rank > 0, descs[k] = in[k]->desc;
     cl_long n = (cl_long)out->numel;
     size_t local = dev->desc->max_group < GROUP ? dev->desc->max_group : GROUP;
     size_t global = round_up((size_t)n, local);
+    bool reduce = ps->p[CX_P_REDUCE].i[0] != 0;
+    if (reduce) {
+        /* a group per row; n is the row's length */
+        int64_t rows, cols;
+        if (!cx_fused_rows(cx_fused_result_shape(&c, descs, n_in), ps, &rows, &cols))
+            return cx_fail(st, CX_EINVAL, "opencl: fused sum over axes that do not trail");
+        if (rows == 0) return CX_OK;
+        if (cols == 0) {
+            /* sums over nothing are 0 */
+            cl_float zero = 0.0f;
+            pthread_mutex_lock(&dev->lock);
+            cl_int e = clEnqueueFillBuffer(dev->queue, out->data, &zero, sizeof zero, 0,
+                                           sizeof(float) * (size_t)rows, 0, NULL, NULL);
+            pthread_mutex_unlock(&dev->lock);
+            return e == CL_SUCCESS ? CX_OK : ocl_fail(st, e, "zeroing a fused sum");
+        }
+        n = (cl_long)cols;
+        local = OCL_REDUCE_GROUP;
+        global = (size_t)rows * OCL_REDUCE_GROUP;
+    }
     pthread_mutex_lock(&dev->lock);
-    cl_kernel k = fused_kernel(dev, &c, n_in, wide, st);
+    cl_kernel k = fused_kernel(dev, &c, n_in, wide, reduce, st);
     cl_int err = CL_SUCCESS;
     if (k) err = clSetKernelArg(k, 0, sizeof(cl_mem), &out->data);
     for (int j = 0; k && j < n_in && err == CL_SUCCESS; j++)

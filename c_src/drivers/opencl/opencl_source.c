@@ -189,11 +189,17 @@ const char *ocl_elementwise_expr(cx_op_id op, cx_dtype t) {
 
 /* ---- fused chains ---------------------------------------------------------------------- */
 
-char *ocl_fused_source(const cx_fused_code *c, int n_in, const bool *wide) {
+/* The chain per element, then either stored (one work-item per element) or, with `reduce`,
+ * summed along rows of `cols` elements: a group of RG work-items per row, each summing every
+ * RG-th element in double, then the group's sums added pairwise, rounded once to f32 (the cpu
+ * sums its f32 values in double too). */
+char *ocl_fused_source(const cx_fused_code *c, int n_in, const bool *wide, bool reduce) {
     text b;
     if (!text_init(&b, 4096)) return NULL;
     /* each op rounds its result, as the ops one by one do: no contraction into fma */
     add(&b, "#pragma OPENCL FP_CONTRACT OFF\n#define CT float\n");
+    if (reduce)
+        add(&b, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#define RG %d\n", OCL_REDUCE_GROUP);
     for (int k = 0; k < c->n; k++) {
         const char *e = ocl_elementwise_expr(c->op[k], CX_F32);
         if (!e) {
@@ -204,16 +210,30 @@ char *ocl_fused_source(const cx_fused_code *c, int n_in, const bool *wide) {
     }
     add(&b, "__kernel void fused(__global float *out");
     for (int k = 0; k < n_in; k++) add(&b, ", __global const float *in%d", k);
-    add(&b, ", const long n) {\n  long i = get_global_id(0);\n  if (i >= n) return;\n");
-    for (int k = 0; k < n_in; k++) add(&b, "  float v%d = in%d[%s];\n", k, k, wide[k] ? "i" : "0");
+    if (reduce)
+        add(&b, ", const long cols) {\n  __local double part[RG];\n"
+                "  long g = get_group_id(0); int l = get_local_id(0);\n  double a = 0.0;\n"
+                "  for (long j = l; j < cols; j += RG) {\n    long i = g * cols + j;\n");
+    else
+        add(&b, ", const long n) {\n  long i = get_global_id(0);\n  if (i >= n) return;\n  {\n");
+    for (int k = 0; k < n_in; k++)
+        add(&b, "    float v%d = in%d[%s];\n", k, k, wide[k] ? "i" : "0");
     for (int k = 0; k < c->n; k++) {
-        add(&b, "  float v%d = op%d(v%d, ", n_in + k, k, c->a[k]);
+        add(&b, "    float v%d = op%d(v%d, ", n_in + k, k, c->a[k]);
         if (c->b[k] < 0)
             add(&b, "0.0f);\n");
         else
             add(&b, "v%d);\n", c->b[k]);
     }
-    add(&b, "  out[i] = v%d;\n}\n", n_in + c->n - 1);
+    if (reduce)
+        add(&b,
+            "    a += (double)v%d;\n  }\n  part[l] = a;\n  barrier(CLK_LOCAL_MEM_FENCE);\n"
+            "  for (int w = RG / 2; w > 0; w >>= 1) {\n"
+            "    if (l < w) part[l] += part[l + w];\n    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n"
+            "  if (l == 0) out[g] = (float)part[0];\n}\n",
+            n_in + c->n - 1);
+    else
+        add(&b, "    out[i] = v%d;\n  }\n}\n", n_in + c->n - 1);
     if (b.oom) {
         free(b.s);
         return NULL;
