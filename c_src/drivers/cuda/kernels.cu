@@ -321,24 +321,28 @@ struct fused_args {
     ck_fused_plan p;
 };
 
+/* The chain's value at element i: the instructions interpreted one after another. */
+__device__ __forceinline__ float fused_value(const fused_args &f, int64_t i) {
+    float v[16];
+    for (int k = 0; k < f.p.n_in; k++) v[k] = f.in[k][(f.p.wide >> k) & 1 ? i : 0];
+    for (int k = 0; k < f.p.n; k++) {
+        float x = v[f.p.a[k]], y = f.p.b[k] >= 0 ? v[f.p.b[k]] : 0.0f, r = 0.0f;
+#define FUSED_SET(EXPR) r = (EXPR)
+        switch (f.p.op[k]) {
+            UNARY_CASES(FUSED_SET)
+            BINARY_CASES(FUSED_SET)
+        default: break;
+        }
+#undef FUSED_SET
+        v[f.p.n_in + k] = r;
+    }
+    return v[f.p.n_in + f.p.n - 1];
+}
+
 __global__ void k_fused(fused_args f) {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < f.n; i += step) {
-        float v[16];
-        for (int k = 0; k < f.p.n_in; k++) v[k] = f.in[k][(f.p.wide >> k) & 1 ? i : 0];
-        for (int k = 0; k < f.p.n; k++) {
-            float x = v[f.p.a[k]], y = f.p.b[k] >= 0 ? v[f.p.b[k]] : 0.0f, r = 0.0f;
-#define FUSED_SET(EXPR) r = (EXPR)
-            switch (f.p.op[k]) {
-                UNARY_CASES(FUSED_SET)
-                BINARY_CASES(FUSED_SET)
-            default: break;
-            }
-#undef FUSED_SET
-            v[f.p.n_in + k] = r;
-        }
-        f.out[i] = v[f.p.n_in + f.p.n - 1];
-    }
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < f.n; i += step)
+        f.out[i] = fused_value(f, i);
 }
 
 /* The chain with a sum at the end: a block per row of `cols` elements (grid-strided over the
@@ -348,23 +352,8 @@ __global__ void k_fused_sum(fused_args f, int64_t rows, int64_t cols) {
     __shared__ double part[THREADS];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         double acc = 0.0;
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-            int64_t i = row * cols + j;
-            float v[16];
-            for (int k = 0; k < f.p.n_in; k++) v[k] = f.in[k][(f.p.wide >> k) & 1 ? i : 0];
-            for (int k = 0; k < f.p.n; k++) {
-                float x = v[f.p.a[k]], y = f.p.b[k] >= 0 ? v[f.p.b[k]] : 0.0f, r = 0.0f;
-#define FUSED_SET(EXPR) r = (EXPR)
-                switch (f.p.op[k]) {
-                    UNARY_CASES(FUSED_SET)
-                    BINARY_CASES(FUSED_SET)
-                default: break;
-                }
-#undef FUSED_SET
-                v[f.p.n_in + k] = r;
-            }
-            acc += (double)v[f.p.n_in + f.p.n - 1];
-        }
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+            acc += (double)fused_value(f, row * cols + j);
         part[threadIdx.x] = acc;
         __syncthreads();
         for (int w = THREADS / 2; w > 0; w >>= 1) {
@@ -376,14 +365,21 @@ __global__ void k_fused_sum(fused_args f, int64_t rows, int64_t cols) {
     }
 }
 
+/* The kernels' arguments; false for a plan the kernels cannot run. */
+static bool fused_setup(fused_args *f, const float *const *in, float *out, int64_t n,
+                        const ck_fused_plan *p) {
+    if (p->n_in < 1 || p->n_in > 8 || p->n < 1 || p->n > 8) return false;
+    for (int k = 0; k < 8; k++) f->in[k] = k < p->n_in ? in[k] : nullptr;
+    f->out = out;
+    f->n = n;
+    f->p = *p;
+    return true;
+}
+
 extern "C" cudaError_t ck_fused_sum(const float *const *in, float *out, int64_t rows, int64_t cols,
                                     const ck_fused_plan *p, cudaStream_t stream) {
-    if (p->n_in < 1 || p->n_in > 8 || p->n < 1 || p->n > 8) return cudaErrorInvalidValue;
     fused_args f;
-    for (int k = 0; k < 8; k++) f.in[k] = k < p->n_in ? in[k] : nullptr;
-    f.out = out;
-    f.n = rows * cols;
-    f.p = *p;
+    if (!fused_setup(&f, in, out, rows * cols, p)) return cudaErrorInvalidValue;
     if (rows == 0) return cudaSuccess;
     launch(rows > 65536 ? 65536u : (unsigned)rows, THREADS, stream, k_fused_sum, f, rows, cols);
     return cudaGetLastError();
@@ -401,12 +397,8 @@ extern "C" bool ck_fused_supports(int op) {
 
 extern "C" cudaError_t ck_fused(const float *const *in, float *out, int64_t n,
                                 const ck_fused_plan *p, cudaStream_t stream) {
-    if (p->n_in < 1 || p->n_in > 8 || p->n < 1 || p->n > 8) return cudaErrorInvalidValue;
     fused_args f;
-    for (int k = 0; k < 8; k++) f.in[k] = k < p->n_in ? in[k] : nullptr;
-    f.out = out;
-    f.n = n;
-    f.p = *p;
+    if (!fused_setup(&f, in, out, n, p)) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
     launch(blocks_for(n), THREADS, stream, k_fused, f);
     return cudaGetLastError();
