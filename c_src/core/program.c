@@ -419,11 +419,12 @@ cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor 
                     : v < first     ? consts[v - p->n_inputs]
                                     : &vals[v - first];
         }
-        /* a donated input's buffer: taken when no other input is the same tensor and nothing
-         * pins it; the step then reads it through its result */
+        /* a donated input's buffer: taken when no other input or constant is the same tensor
+         * and nothing pins it; the step then reads it through its result */
         int d = s->alias - 1;
         bool into = d >= 0;
         for (int u = 0; into && u < p->n_inputs; u++) into = u == d || inputs[u] != inputs[d];
+        for (int u = 0; into && u < p->n_consts; u++) into = consts[u] != inputs[d];
         if (into && cx_tensor_take(inputs[d], &vals[k])) {
             for (int j = 0; j < s->n_in; j++)
                 if (s->in[j] == d) in[j] = &vals[k];

@@ -47,8 +47,8 @@ int cx_program_add(cx_program *p, cx_op_id op, const int *in, int n_in, const cx
  * run, so that an elementwise step (unary, binary or fused, native, whose result has the
  * input's type and shape) that is the last to read one writes its result into that buffer
  * instead of a new one. A run takes the buffer only when the input tensor is unpinned and no
- * other input of the run is the same tensor; the input is then freed (using it again fails as
- * after Cascade.free/1). */
+ * other input or constant of the run is the same tensor; the input is then freed (using it again
+ * fails as after Cascade.free/1). */
 cx_code cx_program_donate(cx_program *p, const int *inputs, int n, cx_status *st);
 /* Names the step slots the program returns (distinct), folds steps into their readers where one
  * op does the work of two (a transpose of a dot's result becomes the dot with its operands
