@@ -58,6 +58,11 @@ defmodule Cascade.ProgramLoopTest do
       assert_raise ArgumentError, fn -> apply(Native, :program_loop, args) end
     end
 
+    # a pick that would overflow its negation
+    assert_raise ArgumentError, fn ->
+      Native.program_loop(cond, 0, body, [-2_147_483_648, 1], [x.ref, i.ref])
+    end
+
     # a state of the wrong shape, and a predicate of two elements (the state's x, pick -1)
     assert_raise ArgumentError, ~r/input 0/, fn ->
       Native.program_loop(cond, 0, body, [0, 1], [wrong.ref, i.ref])
@@ -65,6 +70,18 @@ defmodule Cascade.ProgramLoopTest do
 
     assert_raise ArgumentError, ~r/2 elements/, fn ->
       Native.program_loop(cond, -1, body, [0, 1], [x.ref, i.ref])
+    end
+  end
+
+  test "a freed predicate passed through raises, and does not crash" do
+    {cond, body} = programs()
+    x = Cascade.tensor([1.0, -3.0], device: :cpu)
+    flag = Cascade.tensor(1, type: :s32, device: :cpu)
+    Cascade.free(flag)
+
+    # the predicate is the state's second value itself (pick -2)
+    assert_raise ArgumentError, ~r/freed/, fn ->
+      Native.program_loop(cond, -2, body, [0, 1], [x.ref, flag.ref])
     end
   end
 end

@@ -448,13 +448,17 @@ cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor 
 
 /* Whether a one-element tensor is not zero: any bit but a sign bit set (NaN is true, -0 false),
  * for complex types in either part. */
-static cx_code truthy(const cx_tensor *t, bool *yes, cx_status *st) {
+static cx_code truthy(cx_tensor *t, bool *yes, cx_status *st) {
     unsigned char b[16] = {0};
     size_t size = cx_dtype_size(t->desc.dtype);
     if (t->numel != 1 || size > sizeof b)
         return cx_fail(st, CX_EINVAL, "program loop: the condition gave %lld elements, not one",
                        (long long)t->numel);
-    if (cx_tensor_download(t, b, size, st) != CX_OK) return st->code;
+    /* the state passed through: the caller's tensor, which another process may free */
+    if (cx_tensor_pin(t, st) != CX_OK) return st->code;
+    cx_code rc = cx_tensor_download(t, b, size, st);
+    cx_tensor_unpin(t);
+    if (rc != CX_OK) return rc;
     bool is_float = cx_dtype_is_float(t->desc.dtype) || cx_dtype_is_complex(t->desc.dtype);
     size_t part = cx_dtype_is_complex(t->desc.dtype) ? size / 2 : size;
     *yes = false;
@@ -467,7 +471,7 @@ static cx_code truthy(const cx_tensor *t, bool *yes, cx_status *st) {
 }
 
 static bool pick_ok(int pick, const cx_program *p, int n) {
-    return pick >= 0 ? pick < p->n_out : -pick <= n;
+    return pick >= 0 ? pick < p->n_out : pick >= -n; /* (not -pick: INT_MIN) */
 }
 
 cx_code cx_program_loop(const cx_program *cond, cx_tensor *const *cond_consts, int cond_pick,

@@ -9,9 +9,9 @@
 
 static ErlNifResourceType *tensor_type, *program_type;
 
-static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_gc, am_gc_major, am_oom, am_nan,
-    am_infinity, am_neg_infinity, am_exception, am_message, am_argument_error, am_cascade_error,
-    am_code, am_driver;
+static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_gc, am_gc_major, am_loop,
+    am_oom, am_nan, am_infinity, am_neg_infinity, am_exception, am_message, am_argument_error,
+    am_cascade_error, am_code, am_driver;
 static ERL_NIF_TERM am_dtype_kind[CX_DTYPE_COUNT];
 static int dtype_bits[CX_DTYPE_COUNT] = {
 #define CX_DTYPE_BITS(id, name, kind, bits, ctype) bits,
@@ -1095,13 +1095,15 @@ static ERL_NIF_TERM program_run_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
 /* program_loop(cond, cond_pick, body, [body_pick], [state_ref]): cx_program_loop on the state
  * until the condition is false; the state reached, as tensor references in a list (their
  * types and shapes are the state's; in {:cascade_gc, list} when the device asks for a
- * collection). A loop whose turn is estimated
- * above the dirty threshold runs whole on a dirty scheduler; a cheaper one runs turns for
- * about a millisecond a call on the normal scheduler and yields (enif_schedule_nif with the
- * state reached) until it ends. */
+ * collection), or {:cascade_loop, list} when the loop is not done but the device asks for a
+ * collection first: the caller collects and calls again with that state. A loop whose turn is
+ * estimated above the dirty threshold runs on a dirty scheduler, 20 ms of turns a call; a cheaper
+ * one runs turns for about a millisecond a call on the normal scheduler; either goes on from the
+ * state reached (enif_schedule_nif) until it ends. */
 #define LOOP_MAX_STATE 4096
 #define LOOP_TURNS     8
 #define LOOP_SLICE_US  1000
+#define LOOP_DIRTY_US  20000
 
 static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], bool dirty);
 /* the entry point through the watch (below), which each yielded call goes through again */
@@ -1155,17 +1157,19 @@ static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
         }
         owned[k] = false;
     }
-    /* a dirty call runs to the end; a normal one runs turns for about a millisecond (a few
+    /* turns for about a millisecond on a normal scheduler, LOOP_DIRTY_US on a dirty one (a few
      * turns at a time, between which it reads the clock: the estimated costs leave out the
-     * fixed cost of a step, which is all a cheap turn costs) */
+     * fixed cost of a step, which is all a cheap turn costs); then the call goes on from the
+     * state reached, so that a loop that never ends can still be killed between slices */
     bool finished = false;
     cx_status st = {CX_OK, ""};
     cx_code rc;
     ErlNifTime start = enif_monotonic_time(ERL_NIF_USEC);
     do {
         rc = cx_program_loop(&c->prog, c->consts, cond_pick, &b->prog, b->consts, picks, (int)n,
-                             state, owned, dirty ? INT64_MAX : LOOP_TURNS, &finished, &st);
-    } while (rc == CX_OK && !finished && enif_monotonic_time(ERL_NIF_USEC) - start < LOOP_SLICE_US);
+                             state, owned, dirty ? 1 : LOOP_TURNS, &finished, &st);
+    } while (rc == CX_OK && !finished &&
+             enif_monotonic_time(ERL_NIF_USEC) - start < (dirty ? LOOP_DIRTY_US : LOOP_SLICE_US));
     /* the values the loop made become resources (once each, however many positions hold them),
      * or are freed on failure */
     bool oom = false;
@@ -1200,11 +1204,17 @@ static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
     ERL_NIF_TERM out = enif_make_list_from_array(env, terms, n);
     if (finished) {
         res = with_warnings(env, with_gc(env, b->prog.dev, out));
+    } else if (cx_device_wants_gc(b->prog.dev) != CX_GC_NONE) {
+        /* the states of earlier slices, resources now garbage, hold device memory: back to the
+         * caller, which collects and calls again with the state reached */
+        res = enif_make_tuple2(env, am_loop, out);
     } else {
         /* yield, and go on from the state reached */
         ERL_NIF_TERM next[5] = {argv[0], argv[1], argv[2], argv[3], out};
         enif_consume_timeslice(env, 100);
-        res = enif_schedule_nif(env, "program_loop", 0, program_loop_nif_watched, 5, next);
+        res = dirty ? enif_schedule_nif(env, "program_loop_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                        program_loop_dirty, 5, next)
+                    : enif_schedule_nif(env, "program_loop", 0, program_loop_nif_watched, 5, next);
     }
 done:
     enif_free(picks);
@@ -1290,6 +1300,7 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
     am_cascade_error = enif_make_atom(env, "Elixir.Cascade.Error");
     am_gc = enif_make_atom(env, "cascade_gc");
     am_gc_major = enif_make_atom(env, "cascade_gc_major");
+    am_loop = enif_make_atom(env, "cascade_loop");
     am_oom = enif_make_atom(env, "cascade_oom");
     am_nan = enif_make_atom(env, "nan");
     am_infinity = enif_make_atom(env, "infinity");

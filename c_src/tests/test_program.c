@@ -1,6 +1,8 @@
 /* Programs (core/program.h): planned once, run whole; results against the same ops run one by
  * one; intermediates freed at their last reader; bad programs and bad inputs refused; loops of
  * two programs (cx_program_loop); donated inputs written in place. */
+#include <limits.h>
+
 #include "test_util.h"
 
 #include "../core/program.h"
@@ -309,6 +311,10 @@ static void test_program_loop(void **state_) {
                      CX_EINVAL);
     assert_int_equal(cx_program_loop(&lp.cond, &lp.limit, 1, &lp.body, &lp.one, picks, 3, s, owned,
                                      100, &done, &st),
+                     CX_EINVAL);
+    /* a pick whose negation overflows */
+    assert_int_equal(cx_program_loop(&lp.cond, &lp.limit, INT_MIN, &lp.body, &lp.one, picks, 3, s,
+                                     owned, 100, &done, &st),
                      CX_EINVAL);
     /* the predicate is the state's w (two elements, pick -3): refused, the state as it was */
     assert_int_equal(cx_program_loop(&lp.cond, &lp.limit, -3, &lp.body, &lp.one, picks, 3, s, owned,

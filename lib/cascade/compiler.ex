@@ -394,9 +394,10 @@ if Code.ensure_loaded?(Nx) do
       %Nx.Tensor{data: %Nx.Defn.Expr{id: id, args: [initial, arg, condition, body]}} = while
       state = Composite.flatten_list([arg])
 
+      # parameter positions count the flat tensors of the arguments, not the arguments
       params =
         state
-        |> Enum.with_index(length(vars))
+        |> Enum.with_index(length(Composite.flatten_list(vars)))
         |> Enum.map(fn {t, pos} -> Nx.Defn.Expr.parameter(t, :root, pos) end)
 
       {rest, _} = Composite.traverse(expr, %{}, &replace(&1, &2, id, params))
@@ -557,6 +558,7 @@ if Code.ensure_loaded?(Nx) do
       base
       |> Map.merge(%{
         mode: :program,
+        donated: donated,
         n_inputs: n_inputs,
         n_consts: length(consts),
         outputs: outputs,
@@ -602,8 +604,18 @@ if Code.ensure_loaded?(Nx) do
 
       results =
         case call.() do
-          list when is_list(list) -> Op.tensors(list)
-          other -> Op.after_run(other, call)
+          list when is_list(list) ->
+            Op.tensors(list)
+
+          # a failed run may have consumed donated inputs already: it cannot be made again
+          {:cascade_oom, driver, message} when compiled.donated != [] ->
+            raise Cascade.Error,
+              driver: driver,
+              code: :out_of_memory,
+              message: "#{message} (the call's donated inputs may be consumed: it is not retried)"
+
+          other ->
+            Op.after_run(other, call)
         end
         |> List.to_tuple()
 
@@ -628,32 +640,44 @@ if Code.ensure_loaded?(Nx) do
       run(compiled.rest, lazy(inputs ++ state), device)
     end
 
-    # Condition and body programs: the whole loop is one call into C.
-    defp loop(%{cond: %{mode: :program} = cond, body: %{mode: :program} = body}, state, _device) do
-      refs = Enum.map(state, & &1.data.tensor.ref)
-      [cond_pick] = picks(cond.outputs)
-      body_picks = picks(body.outputs)
-
-      call = fn ->
-        Native.program_loop(cond.program, cond_pick, body.program, body_picks, refs)
-      end
-
-      refs =
-        case call.() do
-          list when is_list(list) -> list
-          other -> Op.after_run(other, call)
-        end
-
-      # the state keeps its types, shapes and device from turn to turn
-      Enum.zip_with(state, refs, fn %{data: %{tensor: t} = data} = nx, ref ->
-        %{nx | data: %{data | tensor: %{t | ref: ref}}}
-      end)
-    end
-
     defp run(%{evaluator: evaluator}, params, device) do
       Nx.with_default_backend({Cascade.Backend, device: device}, fn ->
         [result] = evaluator.([params])
         result
+      end)
+    end
+
+    # Condition and body programs: the whole loop is one call into C (which hands the state
+    # back when the device asks for a collection before it is done: the states of its earlier
+    # slices are garbage resources holding device memory).
+    defp loop(%{cond: %{mode: :program} = cond, body: %{mode: :program} = body}, state, _device) do
+      [cond_pick] = picks(cond.outputs)
+      body_picks = picks(body.outputs)
+
+      run_loop = fn run_loop, refs ->
+        call = fn ->
+          Native.program_loop(cond.program, cond_pick, body.program, body_picks, refs)
+        end
+
+        case call.() do
+          list when is_list(list) ->
+            list
+
+          {:cascade_loop, refs} ->
+            :erlang.garbage_collect()
+            :erlang.yield()
+            run_loop.(run_loop, refs)
+
+          other ->
+            Op.after_run(other, call)
+        end
+      end
+
+      refs = run_loop.(run_loop, Enum.map(state, & &1.data.tensor.ref))
+
+      # the state keeps its types, shapes and device from turn to turn
+      Enum.zip_with(state, refs, fn %{data: %{tensor: t} = data} = nx, ref ->
+        %{nx | data: %{data | tensor: %{t | ref: ref}}}
       end)
     end
 

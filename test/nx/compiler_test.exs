@@ -100,6 +100,26 @@ if Code.ensure_loaded?(Nx) do
       v
     end
 
+    # a while on part of a container argument: the loop's results come after every tensor of
+    # the arguments
+    defn tuple_arg({a, b}) do
+      {x, _} =
+        while {x = a, i = 0}, i < 2 do
+          {x + 1, i + 1}
+        end
+
+      x * 100 + b
+    end
+
+    defn flag_loop(x, flag) do
+      {x, _} =
+        while {x, flag}, flag do
+          {x * 2, 0 * flag}
+        end
+
+      x
+    end
+
     defn loop_in_branch(a) do
       if Nx.sum(a) > 0 do
         {a, _} =
@@ -560,6 +580,26 @@ if Code.ensure_loaded?(Nx) do
 
       assert_raise ArgumentError, ~r/donate/, fn ->
         Nx.Defn.jit_apply(&Fns.elementwise/2, [a, a], compiler: Cascade.Compiler, donate: :all)
+      end
+    end
+
+    test "a while in a function of a container argument, and a predicate passed through" do
+      pair = {Nx.tensor([1.0, 2.0]), Nx.tensor([3.0, 5.0])}
+      {c, e} = both(&Fns.tuple_arg/1, [pair])
+      assert_close(c, e, 0)
+      assert Nx.to_flat_list(c) == [303.0, 405.0]
+
+      x = Nx.tensor([1.0, 2.0])
+      {c, e} = both(&Fns.flag_loop/2, [x, Nx.tensor(1, type: :u8)])
+      assert_close(c, e, 0)
+      assert Nx.to_flat_list(c) == [2.0, 4.0]
+
+      # a freed predicate raises, it does not crash the VM
+      flag = Nx.backend_copy(Nx.tensor(1, type: :u8), Cascade.Backend)
+      Nx.backend_deallocate(flag)
+
+      assert_raise ArgumentError, ~r/freed/, fn ->
+        Nx.Defn.jit_apply(&Fns.flag_loop/2, [x, flag], compiler: Cascade.Compiler)
       end
     end
 
