@@ -989,6 +989,18 @@ static cx_code run_fused(ocl_device *dev, const cx_tensor *const *in, int n_in, 
     pthread_mutex_lock(&dev->lock);
     cl_kernel k = fused_kernel(dev, &c, n_in, wide, reduce, st);
     cl_int err = CL_SUCCESS;
+    size_t most = 0;
+    /* a group of OCL_REDUCE_GROUP per row: the kernel as built must allow that many */
+    if (k && reduce &&
+        (clGetKernelWorkGroupInfo(k, dev->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most,
+                                  NULL) != CL_SUCCESS ||
+         most < OCL_REDUCE_GROUP)) {
+        pthread_mutex_unlock(&dev->lock);
+        return cx_fail(st, CX_EDEVICE,
+                       "opencl: the fused sum's kernel runs groups of at most %zu work-items, "
+                       "not %d",
+                       most, OCL_REDUCE_GROUP);
+    }
     if (k) err = clSetKernelArg(k, 0, sizeof(cl_mem), &out->data);
     for (int j = 0; k && j < n_in && err == CL_SUCCESS; j++)
         err = clSetKernelArg(k, (cl_uint)(j + 1), sizeof(cl_mem), &in[j]->data);
