@@ -565,22 +565,24 @@ done:
     return rc;
 }
 
-cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
-                    cx_tensor *out, cx_status *st) {
+/* cx_run_plan, or with `have_out` cx_run_plan_into (a native plan, out holding its buffer,
+ * freed on failure) */
+static cx_code run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
+                        cx_tensor *out, bool have_out, cx_status *st) {
     cx_device *dev = plan->device;
     int pinned = 0;
     cx_code rc = CX_OK;
-    cx_tensor_clear(out);
+    if (!have_out) cx_tensor_clear(out);
     for (; pinned < n_in; pinned++)
         if ((rc = cx_tensor_pin(in[pinned], st)) != CX_OK) goto done;
     /* An empty result needs no work, whatever the inputs: kernels need not walk empty shapes
      * such as {2^48, 0}, which would keep a scheduler busy for days. */
     if (cx_desc_numel(&plan->out) == 0) {
-        rc = cx_tensor_init(out, dev, &plan->out, st);
+        if (!have_out) rc = cx_tensor_init(out, dev, &plan->out, st);
         goto done;
     }
     switch (plan->route) {
-    case CX_ROUTE_NATIVE: rc = run_native(plan, in, n_in, ps, out, false, st); break;
+    case CX_ROUTE_NATIVE: rc = run_native(plan, in, n_in, ps, out, have_out, st); break;
     case CX_ROUTE_DECOMPOSED:
         rc = cx_graph_run(plan->op, dev, in, n_in, ps, out, st);
         if (rc == CX_OK) count(dev, plan->op, CX_ROUTE_DECOMPOSED, 0);
@@ -590,25 +592,24 @@ cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const c
     }
 done:
     for (int k = 0; k < pinned; k++) cx_tensor_unpin(in[k]);
+    /* idempotent: run_native may have freed it already */
+    if (rc != CX_OK && have_out) cx_tensor_free(out);
     return rc;
+}
+
+cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
+                    cx_tensor *out, cx_status *st) {
+    return run_plan(plan, in, n_in, ps, out, false, st);
 }
 
 cx_code cx_run_plan_into(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
                          cx_tensor *out, cx_status *st) {
-    int pinned = 0;
-    cx_code rc = CX_OK;
-    if (plan->route != CX_ROUTE_NATIVE || out->device != plan->device ||
-        out->desc.dtype != plan->out.dtype || !cx_desc_same_shape(&out->desc, &plan->out))
-        rc = cx_fail(st, CX_EINVAL, "%s: the buffer given does not fit the result",
-                     cx_op_table[plan->op].name);
-    for (; rc == CX_OK && pinned < n_in; pinned++)
-        if ((rc = cx_tensor_pin(in[pinned], st)) != CX_OK) break;
-    if (rc == CX_OK)
-        rc = run_native(plan, in, n_in, ps, out, true, st);
-    else
-        cx_tensor_free(out);
-    for (int k = 0; k < pinned; k++) cx_tensor_unpin(in[k]);
-    return rc;
+    if (plan->route == CX_ROUTE_NATIVE && out->device == plan->device &&
+        out->desc.dtype == plan->out.dtype && cx_desc_same_shape(&out->desc, &plan->out))
+        return run_plan(plan, in, n_in, ps, out, true, st);
+    cx_tensor_free(out);
+    return cx_fail(st, CX_EINVAL, "%s: the buffer given does not fit the result",
+                   cx_op_table[plan->op].name);
 }
 
 cx_code cx_run(cx_op_id op, cx_device *device, cx_tensor *const *in, int n_in, cx_params *ps,

@@ -181,7 +181,9 @@ void cx_sample_fused(cx_op_id op, cx_dtype t, cx_desc *in, int *n_in, cx_params 
     cx_param_put_ints(ps, CX_P_CODE, code, 9);
 }
 
-bool cx_fused_rows(const cx_desc *shape, const cx_params *ps, int64_t *rows, int64_t *cols) {
+bool cx_fused_rows(const cx_fused_code *c, const cx_desc *in, int n_in, const cx_params *ps,
+                   int64_t *rows, int64_t *cols) {
+    const cx_desc *shape = cx_fused_result_shape(c, in, n_in);
     const cx_param *axes = &ps->p[CX_P_AXES];
     int rank = shape ? shape->rank : 0;
     *rows = *cols = 1;

@@ -40,9 +40,10 @@ bool cx_fused_has_rows(const cx_desc *in, int n_in);
 /* The shape of the chain's result: the full input's when its last value reads it, else NULL
  * (one value, or, refused by inference, rows only). */
 const cx_desc *cx_fused_result_shape(const cx_fused_code *c, const cx_desc *in, int n_in);
-/* A sum at the end of a chain (reduce) over `shape`, the chain's result shape: its rows and the
+/* A sum at the end of chain c (reduce) on inputs `in`: the rows of the chain's result and the
  * elements each sums (cols), when the summed axes are the trailing ones; false for others. */
-bool cx_fused_rows(const cx_desc *shape, const cx_params *ps, int64_t *rows, int64_t *cols);
+bool cx_fused_rows(const cx_fused_code *c, const cx_desc *in, int n_in, const cx_params *ps,
+                   int64_t *rows, int64_t *cols);
 /* The CODE parameter, checked against n_in inputs. */
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st);
 

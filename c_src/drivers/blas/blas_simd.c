@@ -711,8 +711,7 @@ bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
     for (int k = 0; k < c.n; k++)
         if (c.b[k] < 0 ? !t->unary_f32[c.op[k]] : !t->binary_f32[c.op[k]]) return false;
     int64_t rows, cols;
-    return !ps->p[CX_P_REDUCE].i[0] ||
-           cx_fused_rows(cx_fused_result_shape(&c, in, n_in), ps, &rows, &cols);
+    return !ps->p[CX_P_REDUCE].i[0] || cx_fused_rows(&c, in, n_in, ps, &rows, &cols);
 }
 
 bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, cx_tensor *out) {
@@ -736,7 +735,7 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     }
     j.reduce = ps->p[CX_P_REDUCE].i[0] != 0;
     if (j.reduce) {
-        cx_fused_rows(cx_fused_result_shape(&j.c, descs, n_in), ps, &j.rows, &j.cols);
+        cx_fused_rows(&j.c, descs, n_in, ps, &j.rows, &j.cols);
         j.numel = j.rows * j.cols;
     }
     if (out->numel == 0) return true;

@@ -422,8 +422,7 @@ static bool cuda_drv_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in,
         bool ok = cx_fused_decode(ps, n_in, &c, &st) == CX_OK && !cx_fused_has_rows(in, n_in);
         for (int k = 0; ok && k < c.n; k++) ok = ck_fused_supports(c.op[k]);
         int64_t rows, cols;
-        if (ok && ps->p[CX_P_REDUCE].i[0])
-            ok = cx_fused_rows(cx_fused_result_shape(&c, in, n_in), ps, &rows, &cols);
+        if (ok && ps->p[CX_P_REDUCE].i[0]) ok = cx_fused_rows(&c, in, n_in, ps, &rows, &cols);
         if (ok) return true;
         snprintf(reason, len,
                  "the cuda kernel runs fused chains of ops it interprets, without broadcast "
@@ -962,7 +961,7 @@ static cx_code run_fused(cuda_device *d, const cx_tensor *const *in, int n_in, c
         cx_desc descs[CX_FUSED_MAX_INPUTS];
         for (int k = 0; k < n_in; k++) descs[k] = in[k]->desc;
         int64_t rows, cols;
-        if (!cx_fused_rows(cx_fused_result_shape(&c, descs, n_in), ps, &rows, &cols))
+        if (!cx_fused_rows(&c, descs, n_in, ps, &rows, &cols))
             return cx_fail(st, CX_EINVAL, "cuda: fused sum over axes that do not trail");
         return cuda_check(d, ck_fused_sum(ins, out->data, rows, cols, &p, d->stream), "fused", st);
     }

@@ -300,7 +300,7 @@ bool ocl_refine(const ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
         bool reduce = ps->p[CX_P_REDUCE].i[0] != 0;
         if (ok && reduce)
             ok = dev->desc->fp64 && dev->desc->max_group >= OCL_REDUCE_GROUP &&
-                 cx_fused_rows(cx_fused_result_shape(&c, in, n_in), ps, &rows, &cols);
+                 cx_fused_rows(&c, in, n_in, ps, &rows, &cols);
         if (ok) return true;
         snprintf(reason, len,
                  "the opencl kernel runs fused chains of ops it has kernels for, without "
@@ -970,7 +970,7 @@ static cx_code run_fused(ocl_device *dev, const cx_tensor *const *in, int n_in, 
     if (reduce) {
         /* a group per row; n is the row's length */
         int64_t rows, cols;
-        if (!cx_fused_rows(cx_fused_result_shape(&c, descs, n_in), ps, &rows, &cols))
+        if (!cx_fused_rows(&c, descs, n_in, ps, &rows, &cols))
             return cx_fail(st, CX_EINVAL, "opencl: fused sum over axes that do not trail");
         if (rows == 0) return CX_OK;
         if (cols == 0) {
