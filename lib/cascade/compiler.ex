@@ -43,9 +43,9 @@ if Code.ensure_loaded?(Nx) do
     are each compiled as above, a `while` in any of them in stages again. A call runs the
     initial state's program, then the loop, then the rest's program. When the condition and
     the body are programs the whole loop is one NIF call: turn after turn in C, the state
-    passed from one turn to the next without reaching the BEAM (on a dirty scheduler when a
-    turn is estimated above half a millisecond; else yielding to the BEAM's scheduler every
-    half millisecond or so of estimated work). A body with a `while` of its own is staged
+    passed from one turn to the next without reaching the BEAM (on a dirty scheduler, 20 ms
+    of turns a call, when a turn is estimated above half a millisecond; else on the normal
+    scheduler, yielding about every millisecond). A body with a `while` of its own is staged
     itself and the outer loop runs on the BEAM, one call per stage a turn. Work that the
     initial state and the rest share is done in both.
 
@@ -277,18 +277,7 @@ if Code.ensure_loaded?(Nx) do
       expr
     end
 
-    defp lower(%Nx.Tensor{data: %Nx.Defn.Expr{id: id}} = t, memo) do
-      case memo do
-        %{^id => new} ->
-          {new, memo}
-
-        %{} ->
-          {new, memo} = lower_node(t, memo)
-          {new, Map.put(memo, id, new)}
-      end
-    end
-
-    defp lower(other, memo), do: {other, memo}
+    defp lower(t, memo), do: rewrite(t, memo, &lower_node/2)
 
     defp lower_node(%Nx.Tensor{data: %Nx.Defn.Expr{op: :elem, args: [tuple, i]}} = t, memo) do
       case lower(tuple, memo) do
@@ -324,10 +313,33 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
-    defp lower_node(t, memo) do
-      {args, memo} = Nx.Defn.Tree.apply_args(t, :scope, memo, &lower/2)
-      {put_args(t, args), memo}
+    defp lower_node(_t, _memo), do: nil
+
+    # Rebuilds the graph of `t` in its own scope, once per node id (so the graph keeps its
+    # sharing): `node.(t, memo)` gives a node's replacement and the memo, or nil to rebuild
+    # the node from its rewritten arguments.
+    defp rewrite(%Nx.Tensor{data: %Nx.Defn.Expr{id: id}} = t, memo, node) do
+      case memo do
+        %{^id => new} ->
+          {new, memo}
+
+        %{} ->
+          {new, memo} =
+            case node.(t, memo) do
+              nil ->
+                {args, memo} = Nx.Defn.Tree.apply_args(t, :scope, memo, &rewrite(&1, &2, node))
+
+                {put_args(t, args), memo}
+
+              found ->
+                found
+            end
+
+          {new, Map.put(memo, id, new)}
+      end
     end
+
+    defp rewrite(other, memo, _node), do: {other, memo}
 
     defp put_args(%Nx.Tensor{data: expr} = t, args), do: %{t | data: %{expr | args: args}}
 
@@ -386,10 +398,8 @@ if Code.ensure_loaded?(Nx) do
     # A while in stages: its initial state (a function of `vars`), its condition and its body
     # (functions of the state), and the rest of the graph (a function of `vars` and the
     # while's results, which take the while's place). Each is compiled on its own; a call
-    # runs the initial state's program, then the condition's and the body's, turn after turn,
-    # while the condition holds (two calls into C a turn, the loop on the BEAM), then the
-    # rest's. The function runs under the evaluator unless every stage is a program or
-    # stages itself.
+    # runs the initial state's, then the loop (loop/3), then the rest's. The function runs
+    # under the evaluator unless every stage is a program or stages itself.
     defp stage(key, vars, expr, while, device, opts) do
       %Nx.Tensor{data: %Nx.Defn.Expr{id: id, args: [initial, arg, condition, body]}} = while
       state = Composite.flatten_list([arg])
@@ -421,25 +431,21 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
-    # `expr` with the results of the while `id` replaced by `params`.
-    defp replace(%Nx.Tensor{data: %Nx.Defn.Expr{id: id}}, memo, id, [param]), do: {param, memo}
+    # `expr` with the results of the while `id` (the node itself, or its elems) replaced by
+    # `params`.
+    defp replace(t, memo, id, params) do
+      rewrite(t, memo, fn
+        %Nx.Tensor{data: %Nx.Defn.Expr{id: ^id}}, memo when tl(params) == [] ->
+          {hd(params), memo}
 
-    defp replace(%Nx.Tensor{data: %Nx.Defn.Expr{id: node} = expr} = t, memo, id, params) do
-      case {memo, expr} do
-        {%{^node => new}, _} ->
-          {new, memo}
-
-        {_, %Nx.Defn.Expr{op: :elem, args: [%Nx.Tensor{data: %Nx.Defn.Expr{id: ^id}}, i]}} ->
+        %Nx.Tensor{data: %Nx.Defn.Expr{op: :elem, args: [%Nx.Tensor{data: %{id: ^id}}, i]}},
+        memo ->
           {Enum.at(params, i), memo}
 
-        _ ->
-          {args, memo} = Nx.Defn.Tree.apply_args(t, :scope, memo, &replace(&1, &2, id, params))
-          new = put_args(t, args)
-          {new, Map.put(memo, node, new)}
-      end
+        _, _ ->
+          nil
+      end)
     end
-
-    defp replace(other, memo, _id, _params), do: {other, memo}
 
     defp record(base, vars, evaluator, device, donated) do
       placeholders =
@@ -652,28 +658,8 @@ if Code.ensure_loaded?(Nx) do
     # slices are garbage resources holding device memory).
     defp loop(%{cond: %{mode: :program} = cond, body: %{mode: :program} = body}, state, _device) do
       [cond_pick] = picks(cond.outputs)
-      body_picks = picks(body.outputs)
-
-      run_loop = fn run_loop, refs ->
-        call = fn ->
-          Native.program_loop(cond.program, cond_pick, body.program, body_picks, refs)
-        end
-
-        case call.() do
-          list when is_list(list) ->
-            list
-
-          {:cascade_loop, refs} ->
-            :erlang.garbage_collect()
-            :erlang.yield()
-            run_loop.(run_loop, refs)
-
-          other ->
-            Op.after_run(other, call)
-        end
-      end
-
-      refs = run_loop.(run_loop, Enum.map(state, & &1.data.tensor.ref))
+      refs = Enum.map(state, & &1.data.tensor.ref)
+      refs = c_loop(cond.program, cond_pick, body.program, picks(body.outputs), refs)
 
       # the state keeps its types, shapes and device from turn to turn
       Enum.zip_with(state, refs, fn %{data: %{tensor: t} = data} = nx, ref ->
@@ -685,6 +671,23 @@ if Code.ensure_loaded?(Nx) do
       if Nx.to_number(run(cond, lazy(state), device)) != 0,
         do: loop(compiled, body |> run(lazy(state), device) |> flat(), device),
         else: state
+    end
+
+    defp c_loop(cond, cond_pick, body, body_picks, refs) do
+      call = fn -> Native.program_loop(cond, cond_pick, body, body_picks, refs) end
+
+      case call.() do
+        list when is_list(list) ->
+          list
+
+        {:cascade_loop, refs} ->
+          :erlang.garbage_collect()
+          :erlang.yield()
+          c_loop(cond, cond_pick, body, body_picks, refs)
+
+        other ->
+          Op.after_run(other, call)
+      end
     end
 
     # A program's outputs as cx_program_loop's picks: k for its result k, -(i + 1) for input i.
