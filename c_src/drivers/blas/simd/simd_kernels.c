@@ -214,10 +214,12 @@ static inline float vf_reduce_max(vf x) {
 
 /* 1 / (1 + exp(-x)) for x >= 0, e / (1 + e) with e = exp(x) below: the same value as the cpu's
  * two branches, as one exp of -|x| */
-static inline vf sigmoid_vf(vf x) {
-    vf e = SLF(exp)(vf_neg(vf_abs(x)));
+static inline vf sigmoid_from(vf x, vf e) { /* e = exp(-|x|) */
     vf d = vf_add(vf_set(1.0f), e);
     return vf_pick_nonneg(x, vf_div(vf_set(1.0f), d), vf_div(e, d));
+}
+static inline vf sigmoid_vf(vf x) {
+    return sigmoid_from(x, SLF(exp)(vf_neg(vf_abs(x))));
 }
 /* exp(x) for x <= 0, to about 2.2e-7 relative (2 ulp), for the composites whose tolerance is
  * wider than SLEEF's 1 ulp (gelu, silu; 30% faster gelu here): x = n ln 2 + r, |r| <= ln 2 / 2
@@ -240,9 +242,7 @@ static inline vf exp_neg_vf(vf a) {
 }
 /* sigmoid_vf on exp_neg_vf, for the composites */
 static inline vf sigmoid_fast_vf(vf x) {
-    vf e = exp_neg_vf(vf_neg(vf_abs(x)));
-    vf d = vf_add(vf_set(1.0f), e);
-    return vf_pick_nonneg(x, vf_div(vf_set(1.0f), d), vf_div(e, d));
+    return sigmoid_from(x, exp_neg_vf(vf_neg(vf_abs(x))));
 }
 static inline vd sigmoid_vd(vd x) {
     vd e = SLD(exp)(vd_neg(vd_abs(x)));
