@@ -38,6 +38,12 @@ static bool has_f16c(void) {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
 }
+/* CPUID.(7,1):EAX bit 5, AVX512-BF16 (AMD Zen 4, Intel Cooper Lake and Sapphire Rapids): the
+ * AVX-512 table rounds to bf16 with its instruction then; CASCADE_SIMD=avx512 turns that off */
+static bool has_avx512_bf16(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
 #endif
 
 static const simd_table *choose(void) {
@@ -50,6 +56,11 @@ static const simd_table *choose(void) {
     const char *want = getenv("CASCADE_SIMD");
     if (want && strcmp(want, "none") == 0) return NULL;
     if (want && strcmp(want, "avx2") == 0) return avx2 ? &simd_avx2 : NULL;
+    if (avx512 && !(want && strcmp(want, "avx512") == 0) && has_avx512_bf16()) {
+        static simd_table with_bf16;
+        simd_avx512_bf16(&with_bf16);
+        return &with_bf16;
+    }
     if (avx512) return &simd_avx512;
     if (avx2) return &simd_avx2;
 #endif

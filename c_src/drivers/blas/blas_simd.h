@@ -77,6 +77,9 @@ typedef struct {
 } simd_table;
 
 extern const simd_table simd_avx2, simd_avx512;
+/* fills t with simd_avx512 whose bf16 rounding (the binary kernels', f32_to_bf16) is the
+ * AVX512-BF16 instruction's; only for a processor that has it */
+void simd_avx512_bf16(simd_table *t);
 
 /* The table for this processor, or NULL where neither instruction set is there (then the cpu
  * kernels run). CASCADE_SIMD=avx2|avx512|none overrides the choice (none: the portable kernels,

@@ -59,7 +59,8 @@ endif
 
 # The differential suite runs the vector kernels the processor gets; on one with AVX-512 it runs
 # the blas driver again on the AVX2 table (CASCADE_SIMD=avx2), so that both tables are checked
-# against the cpu wherever the tests run on AVX-512.
+# against the cpu wherever the tests run on AVX-512; on one with AVX512-BF16 also on the AVX-512
+# table without it (CASCADE_SIMD=avx512).
 ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
 .PHONY: test-blas-avx2
 DRIVER_TEST_TARGETS += test-blas-avx2
@@ -67,6 +68,10 @@ test-blas-avx2: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential
 	@if grep -q avx512f /proc/cpuinfo 2>/dev/null; then \
 	  echo "== test_differential, blas on its AVX2 table"; \
 	  CASCADE_SIMD=avx2 CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential; \
+	fi
+	@if grep -q avx512_bf16 /proc/cpuinfo 2>/dev/null; then \
+	  echo "== test_differential, blas on its AVX-512 table without the AVX512-BF16 rounding"; \
+	  CASCADE_SIMD=avx512 CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential; \
 	fi
 endif
 

@@ -444,34 +444,67 @@ static inline vf ld_bf16(const uint16_t *h) {
     __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)h));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
-static inline void st_bf16(uint16_t *o, vf v) {
-    __m512i x = _mm512_castps_si512(v);
-    __m512i hi = _mm512_srli_epi32(x, 16);
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)),
-                                                   _mm512_and_si512(hi, _mm512_set1_epi32(1))),
-                                  16);
+/* the vector of VW f32 bit patterns x rounded to bf16 in each lane's high half (its low half is
+ * left over): to nearest even, NaN made quiet */
+typedef __m512i vi;
+static inline vi bf16_round_hi(vi x) {
+    vi r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)),
+                            _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1)));
     __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
                                             _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, _mm512_set1_epi32(0x400000)));
+}
+static inline void st_bf16(uint16_t *o, vf v) {
+    vi r = _mm512_srli_epi32(bf16_round_hi(_mm512_castps_si512(v)), 16);
     _mm256_storeu_si256((__m256i *)o, _mm512_cvtepi32_epi16(r));
+}
+#define vi_loadu(p)     _mm512_loadu_si512(p)
+#define vi_storeu(p, x) _mm512_storeu_si512(p, x)
+#define vi_as_vf        _mm512_castsi512_ps
+#define vf_as_vi        _mm512_castps_si512
+static inline vi bf16_even(vi x) {
+    return _mm512_slli_epi32(x, 16);
+}
+static inline vi bf16_odd(vi x) {
+    return _mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u));
+}
+static inline vi bf16_join(vi even, vi odd) { /* (even >> 16) | (odd & 0xffff0000) */
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(even, 16), odd,
+                                     _mm512_set1_epi32((int)0xffff0000u), 0xf8);
 }
 #else
 static inline vf ld_bf16(const uint16_t *h) {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
-static inline void st_bf16(uint16_t *o, vf v) {
+typedef __m256i vi;
+static inline vi bf16_round_hi(vi x) {
     const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    __m256i x = _mm256_castps_si256(v), hi = _mm256_srli_epi32(x, 16);
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)),
-                                                   _mm256_and_si256(hi, _mm256_set1_epi32(1))),
-                                  16);
+    vi r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)),
+                            _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1)));
     /* signed compare: |x| and the infinity's bits are both below 2^31 */
     __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+    return _mm256_blendv_epi8(r, _mm256_or_si256(x, _mm256_set1_epi32(0x400000)), nan);
+}
+static inline void st_bf16(uint16_t *o, vf v) {
+    vi r = _mm256_srli_epi32(bf16_round_hi(_mm256_castps_si256(v)), 16);
     /* lanes hold 0..0xffff: the signed-to-unsigned pack keeps them */
     _mm_storeu_si128((__m128i *)o,
                      _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+}
+#define vi_loadu(p)     _mm256_loadu_si256((const __m256i *)(p))
+#define vi_storeu(p, x) _mm256_storeu_si256((__m256i *)(p), x)
+#define vi_as_vf        _mm256_castsi256_ps
+#define vf_as_vi        _mm256_castps_si256
+static inline vi bf16_even(vi x) {
+    return _mm256_slli_epi32(x, 16);
+}
+static inline vi bf16_odd(vi x) {
+    return _mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u));
+}
+static inline vi bf16_join(vi even, vi odd) { /* (even >> 16) | (odd & 0xffff0000) */
+    return _mm256_or_si256(_mm256_srli_epi32(even, 16),
+                           _mm256_and_si256(odd, _mm256_set1_epi32((int)0xffff0000u)));
 }
 #endif
 
@@ -610,9 +643,30 @@ static inline vf vf_nan_or(vf x, vf y, vf pick_x) { /* x where pick_x or x is Na
             memcpy(o + i, to, sizeof(uint16_t) * (size_t)(n - i));                                 \
         }                                                                                          \
     }
+/* bf16 two vectors at a time without moving a value across lanes: 2 VW halves read as VW 32-bit
+ * lanes hold an even element in each lane's low half and an odd one in its high half; shifting
+ * the evens up and masking the odds widens both, F computes evens with evens and odds with odds,
+ * and the rounded results are joined lane by lane (1M adds on one AVX-512 thread: 0.106 ns a
+ * value, against 0.150 widening and narrowing with vpmovzxwd and vpmovdw, which cross lanes).
+ * The last partial pair goes through HALF_BINARY's loop. */
+#define PAIRS_BF16(name, F)                                                                        \
+    HALF_BINARY(name##_bf16_rest, ld_bf16, st_bf16, F)                                             \
+    static void name##_bf16(uint16_t *restrict o, const uint16_t *restrict a,                      \
+                            const uint16_t *restrict b, int sa, int sb, int64_t n) {               \
+        vf xs = vf_set(cx_bf16_to_f32(a[0])), ys = vf_set(cx_bf16_to_f32(b[0]));                   \
+        int64_t i = 0;                                                                             \
+        for (; i + 2 * VW <= n; i += 2 * VW) {                                                     \
+            vi pa = sa ? vi_loadu(a + i) : vf_as_vi(xs), pb = sb ? vi_loadu(b + i) : vf_as_vi(ys); \
+            vf x = sa ? vi_as_vf(bf16_even(pa)) : xs, y = sb ? vi_as_vf(bf16_even(pb)) : ys;       \
+            vi even = bf16_round_hi(vf_as_vi(F));                                                  \
+            x = sa ? vi_as_vf(bf16_odd(pa)) : xs, y = sb ? vi_as_vf(bf16_odd(pb)) : ys;            \
+            vi_storeu(o + i, bf16_join(even, bf16_round_hi(vf_as_vi(F))));                         \
+        }                                                                                          \
+        if (i < n) name##_bf16_rest(o + i, sa ? a + i : a, sb ? b + i : b, sa, sb, n - i);         \
+    }
 #define BOTH_HALF(name, F)                                                                         \
     HALF_BINARY(name##_f16, ld_f16, st_f16, F)                                                     \
-    HALF_BINARY(name##_bf16, ld_bf16, st_bf16, F)
+    PAIRS_BF16(name, F)
 BOTH_HALF(add, vf_add(x, y))
 BOTH_HALF(subtract, vf_sub(x, y))
 BOTH_HALF(multiply, vf_mul(x, y))
@@ -868,6 +922,49 @@ static void gelu_any_f32(float *o, const float *a, int64_t n, int tanh_approx) {
         gelu_f32(o, a, n);
 }
 
+/* ==== AVX512-BF16: rounding to bf16 in one instruction ==========================================
+ * vcvtne2ps2bf16 rounds two vectors to nearest even and makes NaN quiet as bf16_round_hi does, but
+ * flushes denormal values to zero: a pair with one goes the integer way. Only in the AVX-512
+ * object, and only called on a processor that has the extension (blas_simd.c): 1M bf16 adds on
+ * one thread, 0.081 ns a value against 0.106 for PAIRS_BF16. */
+#if VW == 16
+#define BF16_HW __attribute__((target("avx512bf16")))
+BF16_HW static inline void st2_bf16_hw(uint16_t *o, vf lo, vf hi) {
+    if (_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)) { /* denormal */
+        st_bf16(o, lo);
+        st_bf16(o + VW, hi);
+        return;
+    }
+    _mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+#define HW_BF16(name, F)                                                                           \
+    BF16_HW static void name##_bf16_hw(uint16_t *restrict o, const uint16_t *restrict a,           \
+                                       const uint16_t *restrict b, int sa, int sb, int64_t n) {    \
+        vf xs = vf_set(cx_bf16_to_f32(a[0])), ys = vf_set(cx_bf16_to_f32(b[0]));                   \
+        int64_t i = 0;                                                                             \
+        for (; i + 2 * VW <= n; i += 2 * VW) {                                                     \
+            vf x = sa ? ld_bf16(a + i) : xs, y = sb ? ld_bf16(b + i) : ys;                         \
+            vf lo = (F);                                                                           \
+            x = sa ? ld_bf16(a + i + VW) : xs, y = sb ? ld_bf16(b + i + VW) : ys;                  \
+            st2_bf16_hw(o + i, lo, (F));                                                           \
+        }                                                                                          \
+        if (i < n) name##_bf16_rest(o + i, sa ? a + i : a, sb ? b + i : b, sa, sb, n - i);         \
+    }
+HW_BF16(add, vf_add(x, y))
+HW_BF16(subtract, vf_sub(x, y))
+HW_BF16(multiply, vf_mul(x, y))
+HW_BF16(divide, vf_div(x, y))
+HW_BF16(max, vf_nan_or(x, y, vf_gt(x, y)))
+HW_BF16(min, vf_nan_or(x, y, vf_lt(x, y)))
+
+BF16_HW static void f32_to_bf16_hw(const float *restrict f, uint16_t *restrict h, int64_t n) {
+    int64_t i = 0;
+    for (; i + 2 * VW <= n; i += 2 * VW) st2_bf16_hw(h + i, vf_load(f + i), vf_load(f + i + VW));
+    f32_to_bf16(f + i, h + i, n - i);
+}
+#endif
+
 const simd_table SIMD_TABLE = {
 #if VW == 16
     .name = "avx512",
@@ -930,3 +1027,17 @@ const simd_table SIMD_TABLE = {
     .gelu_f32 = gelu_any_f32,
     .silu_f32 = silu_f32,
 };
+
+#if VW == 16
+void simd_avx512_bf16(simd_table *t) {
+    *t = SIMD_TABLE;
+#define HW(OP, fn) t->binary_bf16[CX_OP_##OP] = fn##_bf16_hw
+    HW(ADD, add);
+    HW(SUBTRACT, subtract);
+    HW(MULTIPLY, multiply);
+    HW(DIVIDE, divide);
+    HW(MAX, max);
+    HW(MIN, min);
+    t->f32_to_bf16 = f32_to_bf16_hw;
+}
+#endif

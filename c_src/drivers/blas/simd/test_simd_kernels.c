@@ -14,12 +14,14 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <cpuid.h>
 
 #include "../../../core/half.h"
 #include "../blas_simd.h"
 
-static const simd_table *tables[2];
+static const simd_table *tables[3];
 static int n_tables;
+static simd_table with_bf16; /* simd_avx512 with the AVX512-BF16 rounding, where it runs */
 
 static void find_tables(void) {
     __builtin_cpu_init();
@@ -29,6 +31,12 @@ static void find_tables(void) {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         tables[n_tables++] = &simd_avx512;
+    unsigned a, b, c, d;
+    if (n_tables == 2 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5))) {
+        simd_avx512_bf16(&with_bf16);
+        with_bf16.name = "avx512+bf16";
+        tables[n_tables++] = &with_bf16;
+    }
     if (n_tables == 0)
         printf("simd: this processor has neither AVX2 nor AVX-512: nothing to run\n");
 }
@@ -61,11 +69,14 @@ static void test_transpose(void **state) {
 
 /* the values the half kernels see: ordinary, tiny, huge, signed zeros, infinities, NaN */
 static float sample(int64_t i) {
-    static const float special[] = {0.0f,  -0.0f, 1.0f,     -1.5f,  65504.0f, 1e30f, -1e30f,
-                                    3e-8f, 0.1f,  123.456f, -7e-5f, 1e-3f,    2.5f,  -3.25f};
+    /* 1e-39 and -2.5e-39 are denormal in f32 and bf16 (the AVX512-BF16 instruction flushes
+     * them) */
+    static const float special[] = {0.0f,   -0.0f,  1.0f,   -1.5f,    65504.0f, 1e30f,
+                                    -1e30f, 3e-8f,  0.1f,   123.456f, -7e-5f,   1e-3f,
+                                    2.5f,   -3.25f, 1e-39f, -2.5e-39f};
     if (i % 29 == 5) return NAN;
     if (i % 31 == 7) return i % 2 ? INFINITY : -INFINITY;
-    return special[i % 14] * (float)(1 + i % 5);
+    return special[i % 16] * (float)(1 + i % 5);
 }
 
 static uint16_t to_half(int bf, float f) {
@@ -140,6 +151,48 @@ static void test_half_sum(void **state) {
                     fail_msg("%s %s sum of %lld: %.17g, expected %.17g", tables[k]->name,
                              bf ? "bf16" : "f16", (long long)n, got, want);
             }
+        }
+}
+
+/* f32_to_bf16 and bf16_to_f32 against half.h on bit patterns of every kind: random ones (NaNs
+ * with payloads, denormals), exact ties, and a block of denormals among normal values (the
+ * AVX512-BF16 rounding sends a pair with one the integer way), at every tail length. */
+static unsigned bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static void test_bf16_convert(void **state) {
+    (void)state;
+    enum { N = 4099 };
+    static float f[N], back[N];
+    static uint16_t h[N];
+    uint32_t seed = 12345;
+    for (int64_t i = 0; i < N; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        uint32_t bits = seed;
+        if (i % 7 == 1) bits = (bits & 0xffff0000u) | 0x8000u;      /* a tie */
+        if (i % 11 == 2) bits &= 0x807fffffu;                       /* denormal */
+        if (i % 13 == 3) bits = 0x7f800000u | (bits & 0x807fffffu); /* NaN or infinity */
+        if (i >= 2048 && i < 2048 + 64) bits = (bits & 0x807fffffu) | (i % 2 ? 0x3f800000u : 0);
+        memcpy(&f[i], &bits, 4);
+    }
+    for (int k = 0; k < n_tables; k++)
+        for (int64_t n = 1; n <= N; n += n < 70 ? 1 : 331) {
+            memset(h, 0xab, sizeof h);
+            tables[k]->f32_to_bf16(f, h, n);
+            for (int64_t i = 0; i < n; i++)
+                if (h[i] != cx_bf16_from_f32(f[i]))
+                    fail_msg("%s: f32_to_bf16 of %08x (n %lld, at %lld): %04x, expected %04x",
+                             tables[k]->name, bits_of(f[i]), (long long)n, (long long)i, h[i],
+                             cx_bf16_from_f32(f[i]));
+            if (n < N && h[n] != 0xabab)
+                fail_msg("%s: wrote past %lld", tables[k]->name, (long long)n);
+            tables[k]->bf16_to_f32(h, back, n);
+            for (int64_t i = 0; i < n; i++)
+                if (bits_of(back[i]) != bits_of(cx_bf16_to_f32(h[i])))
+                    fail_msg("%s: bf16_to_f32 of %04x", tables[k]->name, h[i]);
         }
 }
 
@@ -239,9 +292,9 @@ static void test_gelu_silu_f32(void **state) {
 int main(void) {
     find_tables();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_transpose),     cmocka_unit_test(test_half_binary),
-        cmocka_unit_test(test_half_sum),      cmocka_unit_test(test_erf_f32),
-        cmocka_unit_test(test_gelu_silu_f32),
+        cmocka_unit_test(test_transpose), cmocka_unit_test(test_half_binary),
+        cmocka_unit_test(test_half_sum),  cmocka_unit_test(test_bf16_convert),
+        cmocka_unit_test(test_erf_f32),   cmocka_unit_test(test_gelu_silu_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
