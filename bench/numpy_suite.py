@@ -138,6 +138,8 @@ def mlp_epoch(images, labels, dtype, batch=64, hidden=256, shift=2, rate=0.1, mo
 
 def main():
     data, min_seconds, types = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(",")
+    # the cases whose names contain one of these parts (mix cascade.bench --cases); all if none
+    parts = [p for p in (sys.argv[4] if len(sys.argv) > 4 else "").split(",") if p]
 
     def load(name, shape):
         return np.fromfile(f"{data}/{name}.bin", dtype=np.float32).reshape(shape)
@@ -159,6 +161,8 @@ def main():
         mnist = (images, labels)
 
     def report(t, case, fn, computes_in, library="numpy", check=True):
+        if parts and not any(p in case for p in parts):
+            return
         try:
             seconds = timed(fn, min_seconds)
         except (RuntimeError, TypeError):

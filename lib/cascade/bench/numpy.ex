@@ -22,8 +22,8 @@ defmodule Cascade.Bench.NumPy do
   end
 
   @doc "NumPy's results for `types` (atoms) on the data in `dir`."
-  def run(python, script, dir, min_seconds, types) do
-    args = [script, dir, "#{min_seconds}", Enum.join(types, ",")]
+  def run(python, script, dir, min_seconds, types, cases \\ "") do
+    args = [script, dir, "#{min_seconds}", Enum.join(types, ","), cases]
 
     case System.cmd(python, args, stderr_to_stdout: true) do
       {out, 0} ->

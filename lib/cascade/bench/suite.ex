@@ -74,8 +74,9 @@ defmodule Cascade.Bench.Suite do
   @doc """
   Runs every case on `device` in `type`: a list of `%{case, seconds, check}` (check is nil
   for the training epoch, `{sum, sum of absolute values}` otherwise). `on_case` is called with each result as it comes.
+  `keep` chooses the cases by name (default: all).
   """
-  def run(inputs, device, type, min_seconds, on_case \\ fn _ -> :ok end) do
+  def run(inputs, device, type, min_seconds, on_case \\ fn _ -> :ok end, keep \\ fn _ -> true end) do
     on = fn t -> t |> Cascade.transfer(device) |> Cascade.as_type(type) end
     pair = fn {a, b} -> {on.(a), on.(b)} end
 
@@ -112,18 +113,30 @@ defmodule Cascade.Bench.Suite do
         ]
 
     results =
-      for {name, fun} <- ops do
+      for {name, fun} <- ops, keep.(name) do
         result = %{case: name, seconds: Timer.median(fun, min_seconds), check: check(fun.())}
         on_case.(result)
         result
       end
 
-    results ++ epoch(inputs.mnist, device, type, min_seconds, on_case)
+    results ++ epoch(inputs.mnist, device, type, min_seconds, on_case, keep)
   end
 
-  defp epoch(nil, _device, _type, _min_seconds, _on_case), do: []
+  @doc """
+  Whether a case's name is chosen by `--cases` (a comma-separated list of parts of names;
+  nil: every case).
 
-  defp epoch(train, device, type, min_seconds, on_case) do
+      iex> Cascade.Bench.Suite.chosen?("add 1M", ["add", "dot"])
+      true
+      iex> Cascade.Bench.Suite.chosen?("exp 1M", ["add"])
+      false
+  """
+  def chosen?(_name, nil), do: true
+  def chosen?(name, parts), do: Enum.any?(parts, &String.contains?(name, &1))
+
+  defp epoch(nil, _device, _type, _min_seconds, _on_case, _keep), do: []
+
+  defp epoch(train, device, type, min_seconds, on_case, keep) do
     # the same training as `mix cascade.demo`, one epoch; only the training loop is timed
     test = %{train | count: 0, images: <<>>, labels: <<>>}
 
@@ -131,7 +144,8 @@ defmodule Cascade.Bench.Suite do
           {:mlp, "MLP training epoch", 0.1, 0.0},
           {:cnn, "CNN training epoch", 0.0015, 0.1}
         ],
-        model == :mlp or (type == :f32 and device != :cpu) do
+        model == :mlp or (type == :f32 and device != :cpu),
+        keep.(name) do
       once = fn ->
         opts = [model: model, device: device, type: type, epochs: 1, rate: rate]
         opts = if decay > 0, do: Keyword.put(opts, :weight_decay, decay), else: opts

@@ -11,11 +11,14 @@ defmodule Mix.Tasks.Cascade.Bench do
   installed, with as many threads as cores) on the same data in the same run.
 
       mix cascade.bench [--devices cpu,opencl] [--types f32,f16,bf16] [--seconds 0.5] [--out DIR]
+                        [--cases add,dot]
 
     * `--devices` — default: every available device (`Cascade.devices/0`)
     * `--types` — any of f32, f16, bf16, f64; default f32,f16,bf16
     * `--seconds` — the least time spent timing each case, default 0.5
     * `--out` — where the results go, default `bench/results`
+    * `--cases` — only the cases whose names contain one of these parts (`add` runs
+      "add 1M" and "add 1 element"); default: all
 
   Writes `<date>.json` (every figure, the check values and the machine),
   `<date>.md` (the Markdown table) and `<date>.svg` (a bar chart of the ratios,
@@ -30,7 +33,7 @@ defmodule Mix.Tasks.Cascade.Bench do
   alias Cascade.Bench.{NumPy, Report, Suite, SVG, Timer}
   alias Cascade.Demo.DeviceArg
 
-  @switches [devices: :string, types: :string, seconds: :float, out: :string]
+  @switches [devices: :string, types: :string, seconds: :float, out: :string, cases: :string]
 
   @impl true
   def run(args) do
@@ -39,7 +42,7 @@ defmodule Mix.Tasks.Cascade.Bench do
     if invalid != [] or rest != [] do
       Mix.raise(
         "unknown arguments: #{Enum.map_join(invalid, " ", &elem(&1, 0))} #{Enum.join(rest, " ")}\n" <>
-          "usage: mix cascade.bench [--devices cpu,opencl] [--types f32,f16,bf16] [--seconds 0.5] [--out DIR]"
+          "usage: mix cascade.bench [--devices cpu,opencl] [--types f32,f16,bf16] [--seconds 0.5] [--out DIR] [--cases add,dot]"
       )
     end
 
@@ -47,6 +50,8 @@ defmodule Mix.Tasks.Cascade.Bench do
     devices = devices!(opts[:devices])
     types = list(opts[:types] || "f32,f16,bf16", &ok!(DeviceArg.type(&1)))
     seconds = opts[:seconds] || 0.5
+    parts = opts[:cases] && list(opts[:cases], & &1)
+    keep = &Suite.chosen?(&1, parts)
     out = opts[:out] || Path.join(File.cwd!(), "bench/results")
     python = ok!(NumPy.python())
     script = Path.join(File.cwd!(), "bench/numpy_suite.py")
@@ -69,7 +74,7 @@ defmodule Mix.Tasks.Cascade.Bench do
     try do
       inputs = Suite.inputs(scratch, mnist)
       Mix.shell().info("NumPy and PyTorch: #{Enum.join(types, ", ")} (#{python})")
-      numpy = ok!(NumPy.run(python, script, scratch, seconds, types))
+      numpy = ok!(NumPy.run(python, script, scratch, seconds, types, opts[:cases] || ""))
 
       if numpy.torch == nil,
         do:
@@ -81,9 +86,16 @@ defmodule Mix.Tasks.Cascade.Bench do
         for device <- devices, type <- types do
           Mix.shell().info("Cascade: #{DeviceArg.name(device)} #{type}")
 
-          Suite.run(inputs, device, type, seconds, fn r ->
-            Mix.shell().info("  #{String.pad_trailing(r.case, 28)} #{Timer.format(r.seconds)}")
-          end)
+          Suite.run(
+            inputs,
+            device,
+            type,
+            seconds,
+            fn r ->
+              Mix.shell().info("  #{String.pad_trailing(r.case, 28)} #{Timer.format(r.seconds)}")
+            end,
+            keep
+          )
           |> Enum.flat_map(fn ours ->
             case Map.fetch(numpy.results, {type, ours.case}) do
               {:ok, theirs} -> [Report.row(DeviceArg.name(device), type, ours, theirs)]
