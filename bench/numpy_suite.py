@@ -205,7 +205,7 @@ def main():
             dtype = {"f64": np.float64}.get(t, np.float32)
             report(t, "MLP training epoch", lambda: mlp_epoch(*mnist, dtype), product, check=False)
         if torch is not None:
-            torch_cases(t, inputs, report)
+            torch_cases(t, inputs, report, parts, min_seconds)
             if mnist is not None and t == "f32":
                 report(t, "CNN training epoch", lambda: cnn_epoch(*mnist), t, "torch", check=False)
     print(f"numpy\t{np.__version__}", flush=True)
@@ -242,9 +242,12 @@ def cnn_epoch(images, labels, batch=64, shift=2):
     return model
 
 
-def torch_cases(t, inputs, report):
+def torch_cases(t, inputs, report, parts, min_seconds):
     """The same cases in PyTorch, in the case's own type (bf16 and f16 natively where PyTorch
-    has the kernel; products in f32 like NumPy's where it has not)."""
+    has the kernel). A product (dot, conv2d, dense) in f16 or bf16 runs both natively, where
+    PyTorch has the kernel, and in f32 on the same rounded values, as NumPy's; the faster is
+    reported (PyTorch's bf16 matmul through oneDNN is twice its f32 speed on a processor with
+    AVX512-BF16, and slower than f32 on one without)."""
     dtype = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16,
              "bf16": torch.bfloat16}[t]
 
@@ -259,19 +262,34 @@ def torch_cases(t, inputs, report):
             report(t, case, fn, computes_in, "torch")
 
     product = "f32" if t in ("f16", "bf16") else t
+
+    def run_product(case, fn, args):
+        ways = [([wide(v) for v in args], product)]
+        if product != t:
+            native = [on(v) for v in args]
+            try:
+                with torch.no_grad():
+                    fn(*native)
+                ways.append((native, t))
+            except RuntimeError:
+                pass  # no kernel for this type on the CPU
+        if parts and not any(p in case for p in parts):
+            return
+        with torch.no_grad():
+            vs, computes_in = min(ways, key=lambda w: timed(lambda: fn(*w[0]), min_seconds / 4))
+        run(case, lambda: fn(*vs), computes_in)
+
     for n, (a, b) in inputs["dot"].items():
-        a, b = wide(a), wide(b)
-        run(f"dot {n}x{n}", lambda: a @ b, product)
-    x, k = (wide(v) for v in inputs["conv"])
-    run("conv2d 64x32x28x28, 64 3x3", lambda: F.conv2d(x, k), product)
+        run_product(f"dot {n}x{n}", lambda a, b: a @ b, (a, b))
+    run_product("conv2d 64x32x28x28, 64 3x3", F.conv2d, inputs["conv"])
     xp = on(inputs["conv"][0])
     run("max_pool2d 2x2 of 64x32x28x28", lambda: F.max_pool2d(xp, 2), t)
     s = on(inputs["softmax"])
     run("softmax 1000x1000", lambda: torch.softmax(s, 1), t)
     g, b = (on(v) for v in inputs["norm"])
     run("layer_norm 1000x1000", lambda: F.layer_norm(s, (1000,), g, b), t)
-    dx, dw, db = (wide(v) for v in inputs["dense"])
-    run("dense+relu 256x1024x1024", lambda: torch.relu(torch.addmm(db, dx, dw)), product)
+    run_product("dense+relu 256x1024x1024", lambda x, w, b: torch.relu(torch.addmm(b, x, w)),
+                inputs["dense"])
     ty = on(inputs["targets"])
     run("cross-entropy 1000x1000", lambda: F.cross_entropy(s, ty), t)
     x, y = (on(v) for v in inputs["vec"])
