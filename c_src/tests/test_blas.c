@@ -4,6 +4,9 @@
  * without a bias vector, conv2d and its gradients (whose dot runs on OpenBLAS), the routes the
  * dispatcher counts, and two threads multiplying at once. Skipped, saying so, when the driver was
  * not built (no OpenBLAS at build time). */
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +216,67 @@ static void test_dot_empty(void **state) {
         {3, {0, 4, 5}, 3, {0, 5, 3}, 1, {2}, 1, {0}, 1, {1}, 1, {0}}, /* no batch */
     };
     run_dot_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+/* A bf16 product on oneDNN's matmul for its first three calls where the processor has AVX512-BF16
+ * and oneDNN loads, on OpenBLAS (widened copies) for the next two, then on the faster of the two;
+ * OpenBLAS throughout elsewhere. Every call agrees with the cpu and names the library that ran
+ * it. */
+static bool cpu_has_avx512_bf16(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+#else
+    return false;
+#endif
+}
+
+static void test_dot_bf16_paths(void **state) {
+    (void)state;
+    const char *simd = getenv("CASCADE_SIMD"), *forced = getenv("CASCADE_BLAS_DOT");
+    bool hw = cpu_has_avx512_bf16() && strstr(blas->props.detail, "oneDNN") && !simd && !forced;
+    static const int64_t sa[2] = {48, 40}, sb[2] = {56, 40};
+    static const int64_t ca[1] = {1}, cb[1] = {1};
+    cx_params ps;
+    dot_params(&ps, ca, 1, NULL, 0, cb, 1, NULL, 0); /* b read transposed */
+    cx_tensor *in[2] = {filled(CX_BF16, 2, sa, 5), filled(CX_BF16, 2, sb, 6)};
+    for (int call = 0; call < 7; call++) {
+        cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
+        cx_plan plan;
+        cx_status st = {0};
+        assert_int_equal(
+            cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
+            CX_OK);
+        if (!hw)
+            assert_string_equal(plan.library, "openblas");
+        else if (call < 3)
+            assert_string_equal(plan.library, "onednn");
+        else if (call < 5)
+            assert_string_equal(plan.library, "openblas");
+        tu_drop(on_blas[0]);
+        tu_drop(on_blas[1]);
+        compare(CX_OP_DOT, in, 2, &ps, CX_ROUTE_NATIVE);
+    }
+    tu_drop(in[0]);
+    tu_drop(in[1]);
+    /* dense the same way, its bias and relu added to oneDNN's f32 product */
+    cx_tensor *d[3] = {filled(CX_BF16, 2, TU_SHAPE(24, 40), 7),
+                       filled(CX_BF16, 2, TU_SHAPE(40, 72), 8),
+                       filled(CX_BF16, 1, TU_SHAPE(72), 9)};
+    cx_params relu = {0};
+    cx_param_put_int(&relu, CX_P_ACTIVATION, CX_ACTIVATION_RELU);
+    for (int call = 0; call < 5; call++) {
+        cx_tensor *on_blas[3] = {moved(d[0], blas), moved(d[1], blas), moved(d[2], blas)};
+        cx_plan plan;
+        cx_status st = {0};
+        assert_int_equal(
+            cx_plan_op(CX_OP_DENSE, blas, (const cx_tensor *const *)on_blas, 3, &relu, &plan, &st),
+            CX_OK);
+        assert_string_equal(plan.library, hw && call < 3 ? "onednn" : "openblas");
+        for (int k = 0; k < 3; k++) tu_drop(on_blas[k]);
+        compare(CX_OP_DENSE, d, 3, &relu, CX_ROUTE_NATIVE);
+    }
+    for (int k = 0; k < 3; k++) tu_drop(d[k]);
 }
 
 /* dense with a bias vector or a number, in every float type: native on blas.
@@ -766,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_dot_batched),
         cmocka_unit_test(test_dot_empty),
         cmocka_unit_test(test_dot_split),
+        cmocka_unit_test(test_dot_bf16_paths),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d_and_gradients),
         cmocka_unit_test(test_max_pool_2x2),

@@ -5,7 +5,10 @@
  *   starts OpenMP, which an application that never convolves should not pay for. Before the
  *   load, OMP_NUM_THREADS is set to the driver's thread count and OMP_WAIT_POLICY to PASSIVE
  *   (unless the environment sets them): OpenMP's threads then sleep between convolutions
- *   instead of spinning on the cores the pool and the BEAM's schedulers need.
+ *   instead of spinning on the cores the pool and the BEAM's schedulers need. GOMP_SPINCOUNT
+ *   3000 (unless set) lets them spin that long first, a few microseconds: a primitive's threads
+ *   meet at barriers inside it, and a bf16 256 x 256 matmul took 146 us sleeping at each of them
+ *   against 88 spinning first (the default spin, 300000, gave 85).
  * - Which path runs is decided per shape class (sizes, strides, dilations, padding, layout) by
  *   measuring: the second call of a class runs oneDNN, the third im2col + OpenBLAS, and the
  *   faster of the two runs from then on (the first call is oneDNN's warm-up: its JIT kernels,
@@ -38,6 +41,8 @@
     X(dnnl_stream_wait)                                                                            \
     X(dnnl_stream_destroy)                                                                         \
     X(dnnl_memory_desc_init_by_tag)                                                                \
+    X(dnnl_memory_desc_init_by_strides)                                                            \
+    X(dnnl_matmul_desc_init)                                                                       \
     X(dnnl_memory_desc_equal)                                                                      \
     X(dnnl_memory_desc_get_size)                                                                   \
     X(dnnl_dilated_convolution_forward_desc_init)                                                  \
@@ -71,6 +76,7 @@ static bool dn_load(void) {
         snprintf(threads, sizeof threads, "%d", blas_pool_threads());
         setenv("OMP_NUM_THREADS", threads, 0);
         setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+        setenv("GOMP_SPINCOUNT", "3000", 0);
         void *lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
         dn_state = lib ? 1 : -1;
         if (!lib) snprintf(dn_error, sizeof dn_error, "%s", dlerror());
@@ -506,6 +512,146 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
     return rc;
 }
 
+/* ---- bf16 products: oneDNN's matmul or OpenBLAS on widened copies, as measured -------------- */
+
+#define MM_CLASSES 32
+
+typedef struct {
+    bool used;
+    blas_mm_shape key;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t a, b, c;
+    int calls;
+    double dnnl_s, openblas_s; /* the faster of two timed calls each */
+    int choice;                /* 0 undecided, 1 oneDNN, 2 OpenBLAS */
+    int busy;
+    unsigned long long last;
+} mm_class;
+
+static mm_class mm_classes[MM_CLASSES];
+
+static int mm_forced(void) {
+    static int f = -1;
+    if (f < 0) {
+        const char *e = getenv("CASCADE_BLAS_DOT");
+        f = e && strcmp(e, "onednn") == 0 ? 1 : e && strcmp(e, "openblas") == 0 ? 2 : 0;
+    }
+    return f;
+}
+
+static bool same_shape(const blas_mm_shape *x, const blas_mm_shape *y) {
+    return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
+           x->ta == y->ta && x->tb == y->tb && x->c_f32 == y->c_f32;
+}
+
+static bool mm_build(const blas_mm_shape *s, mm_class *c) {
+    dnnl_dims_t ad = {s->m, s->k}, bd = {s->k, s->n}, cd = {s->m, s->n};
+    dnnl_dims_t as = {s->ta ? 1 : s->lda, s->ta ? s->lda : 1};
+    dnnl_dims_t bs = {s->tb ? 1 : s->ldb, s->tb ? s->ldb : 1};
+    dnnl_dims_t cs = {s->n, 1};
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd;
+    if (dn.dnnl_memory_desc_init_by_strides(&c->a, 2, ad, dnnl_bf16, as) != dnnl_success ||
+        dn.dnnl_memory_desc_init_by_strides(&c->b, 2, bd, dnnl_bf16, bs) != dnnl_success ||
+        dn.dnnl_memory_desc_init_by_strides(&c->c, 2, cd, s->c_f32 ? dnnl_f32 : dnnl_bf16, cs) !=
+            dnnl_success ||
+        dn.dnnl_matmul_desc_init(&md, &c->a, &c->b, NULL, &c->c) != dnnl_success ||
+        dn.dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) != dnnl_success)
+        return false;
+    bool ok = dn.dnnl_primitive_create(&c->prim, pd) == dnnl_success;
+    dn.dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* The class of shape s, built if new (evicting the least recently used idle one), marked busy
+ * when `hold`; NULL when oneDNN builds no primitive for it. */
+static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold) {
+    pthread_mutex_lock(&dn_lock);
+    mm_class *hit = NULL, *victim = NULL;
+    for (int k = 0; k < MM_CLASSES && !hit; k++) {
+        mm_class *c = &mm_classes[k];
+        if (c->used && same_shape(&c->key, s)) hit = c;
+        if (!c->used && !victim) victim = c;
+    }
+    if (!hit && build) {
+        for (int k = 0; k < MM_CLASSES && !victim; k++)
+            if (mm_classes[k].busy == 0 && (!victim || mm_classes[k].last < victim->last))
+                victim = &mm_classes[k];
+        if (victim) {
+            if (victim->used && victim->prim) dn.dnnl_primitive_destroy(victim->prim);
+            memset(victim, 0, sizeof *victim);
+            if (mm_build(s, victim)) {
+                victim->used = true;
+                victim->key = *s;
+                hit = victim;
+            } else {
+                memset(victim, 0, sizeof *victim);
+            }
+        }
+    }
+    if (hit && hold) {
+        hit->busy++;
+        hit->last = ++clock_tick;
+    }
+    pthread_mutex_unlock(&dn_lock);
+    return hit;
+}
+
+static bool mm_eligible(const blas_mm_shape *s) {
+    return s->m > 0 && s->n > 0 && s->k > 0 && mm_forced() != 2 && blas_simd_bf16_hw();
+}
+
+int blas_bf16_matmul_path(const blas_mm_shape *s) {
+    if (!mm_eligible(s) || dn_state == -1) return 2;
+    if (mm_forced()) return mm_forced();
+    mm_class *c = mm_class_for(s, false, false);
+    if (!c) return 1; /* a new shape: its first calls run oneDNN */
+    pthread_mutex_lock(&dn_lock);
+    int path = c->choice ? c->choice : c->calls < 3 ? 1 : 2;
+    pthread_mutex_unlock(&dn_lock);
+    return path;
+}
+
+bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
+    if (!mm_eligible(s) || !dn_load()) return false;
+    mm_class *c = mm_class_for(s, true, true);
+    if (!c) return false;
+    double t0 = now_s();
+    dnnl_stream_t st;
+    dnnl_memory_t ma = NULL, mb = NULL, my = NULL;
+    bool ok = dn.dnnl_stream_create(&st, engine, dnnl_stream_default_flags) == dnnl_success;
+    if (ok) {
+        ok =
+            memory(&ma, &c->a, (void *)a) && memory(&mb, &c->b, (void *)b) && memory(&my, &c->c, y);
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, my}};
+        ok = ok && dn.dnnl_primitive_execute(c->prim, st, 3, args) == dnnl_success &&
+             dn.dnnl_stream_wait(st) == dnnl_success;
+        dnnl_memory_t ms[3] = {ma, mb, my};
+        for (int k = 0; k < 3; k++)
+            if (ms[k]) dn.dnnl_memory_destroy(ms[k]);
+        dn.dnnl_stream_destroy(st);
+    }
+    double seconds = now_s() - t0;
+    pthread_mutex_lock(&dn_lock);
+    if (ok && !c->choice) {
+        int call = ++c->calls; /* the first builds oneDNN's kernel: not timed */
+        if (call == 2 || (call == 3 && seconds < c->dnnl_s)) c->dnnl_s = seconds;
+    }
+    c->busy--;
+    pthread_mutex_unlock(&dn_lock);
+    return ok;
+}
+
+void blas_bf16_matmul_record(const blas_mm_shape *s, double seconds) {
+    mm_class *c = mm_class_for(s, false, false);
+    if (!c) return;
+    pthread_mutex_lock(&dn_lock);
+    int call = c->choice ? 0 : ++c->calls;
+    if (call == 4 || (call == 5 && seconds < c->openblas_s)) c->openblas_s = seconds;
+    if (call == 5) c->choice = c->dnnl_s <= c->openblas_s ? 1 : 2;
+    pthread_mutex_unlock(&dn_lock);
+}
+
 bool blas_dnnl_built(void) {
     return true;
 }
@@ -515,6 +661,16 @@ bool blas_dnnl_available(void) {
 }
 
 #else /* built without oneDNN's headers: im2col + OpenBLAS only, the gradients decompose */
+
+int blas_bf16_matmul_path(const blas_mm_shape *s) {
+    return 2;
+}
+
+bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c) {
+    return false;
+}
+
+void blas_bf16_matmul_record(const blas_mm_shape *s, double seconds) {}
 
 bool blas_dnnl_built(void) {
     return false;

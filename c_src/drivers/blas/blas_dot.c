@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../core/half_array.h"
 #include "../cpu/cpu_kernels.h"
@@ -39,10 +40,13 @@ typedef struct {
 
 /* Decides how OpenBLAS reads the operand: in place (BLAS needs ld >= the stored row length and
  * one unit stride), or packed, for which it builds the offset tables and the scratch. */
-static bool operand_prepare(operand *x, cx_dtype gemm_type) {
+/* Whether the GEMM reads the operand in place (its type is the GEMM's, its rows and columns each
+ * walk memory with one stride, one of them 1); sets direct, trans and ld. */
+static bool in_place(operand *x, cx_dtype gemm_type) {
     int64_t rs, cs;
     x->nrows = cpu_view_count(&x->rows);
     x->ncols = cpu_view_count(&x->cols);
+    x->direct = false;
     if (x->t->desc.dtype == gemm_type && cpu_view_stride(&x->rows, 0, &rs) &&
         cpu_view_stride(&x->cols, 0, &cs)) {
         int64_t need_n = x->ncols > 1 ? x->ncols : 1, need_t = x->nrows > 1 ? x->nrows : 1;
@@ -59,6 +63,12 @@ static bool operand_prepare(operand *x, cx_dtype gemm_type) {
             return true;
         }
     }
+    return false;
+}
+
+static bool operand_prepare(operand *x, cx_dtype gemm_type) {
+    int64_t rs, cs;
+    if (in_place(x, gemm_type)) return true;
     size_t es = gemm_type == CX_F64 ? sizeof(double) : sizeof(float);
     size_t elems = (size_t)(x->nrows * x->ncols);
     x->direct = false;
@@ -175,6 +185,32 @@ static cx_code dot_f64(dot_job *j, cx_tensor *out, cx_status *st) {
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");
 }
 
+/* A bf16 product of one batch element whose operands oneDNN reads in place: its shape. */
+static bool bf16_shape(dot_job *j, blas_mm_shape *s) {
+    if (j->batch != 1 || j->a.t->desc.dtype != CX_BF16 || j->b.t->desc.dtype != CX_BF16 ||
+        !in_place(&j->a, CX_BF16) || !in_place(&j->b, CX_BF16))
+        return false;
+    *s = (blas_mm_shape){
+        j->m, j->n, j->k, j->a.ld, j->b.ld, j->a.trans == CblasTrans, j->b.trans == CblasTrans,
+        false};
+    return true;
+}
+
+const char *blas_dot_library(const cx_desc *a, const cx_desc *b, const cx_params *ps) {
+    if (a->dtype != CX_BF16 || b->dtype != CX_BF16 || !ps) return "openblas";
+    cx_tensor ta = {.desc = *a}, tb = {.desc = *b};
+    dot_job j;
+    blas_mm_shape s;
+    job_init(&ta, &tb, ps, &j);
+    return j.k > 0 && bf16_shape(&j, &s) && blas_bf16_matmul_path(&s) == 1 ? "onednn" : "openblas";
+}
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
                  cx_status *st) {
     cx_dtype t = out->desc.dtype;
@@ -188,7 +224,12 @@ cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx
         return CX_OK;
     }
     if (!blas_dims_fit(j.m, j.n, j.k)) return cpu_dot(a, b, ps, out, st);
+    blas_mm_shape s;
+    int path = t == CX_BF16 && bf16_shape(&j, &s) ? blas_bf16_matmul_path(&s) : 0;
+    if (path == 1 && blas_bf16_matmul(&s, a->data, b->data, out->data)) return CX_OK;
+    double t0 = seconds_now();
     cx_code rc = t == CX_F64 ? dot_f64(&j, out, st) : dot_f32(&j, out, st);
+    if (path == 2 && rc == CX_OK) blas_bf16_matmul_record(&s, seconds_now() - t0);
     operand_release(&j.a);
     operand_release(&j.b);
     return rc;

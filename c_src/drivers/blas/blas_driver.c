@@ -256,11 +256,13 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
  * (blas_simd.c), the cpu driver's portable kernels for the rest. */
 static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n_in,
                                 const cx_params *ps) {
-    if (op == CX_OP_DENSE) return "openblas";
+    if (op == CX_OP_DENSE) return n_in == 3 ? blas_dense_library(&in[0], &in[1]) : "openblas";
     if (op == CX_OP_CONV2D_GRAD_INPUT || op == CX_OP_CONV2D_GRAD_KERNEL) return "onednn";
     if (op == CX_OP_CONV2D)
         return n_in == 2 && ps ? blas_conv2d_library(&in[0], &in[1], ps) : "openblas";
-    if (op == CX_OP_DOT) return n_in == 2 && is_float(in[0].dtype) ? "openblas" : "portable";
+    if (op == CX_OP_DOT)
+        return n_in == 2 && is_float(in[0].dtype) ? blas_dot_library(&in[0], &in[1], ps)
+                                                  : "portable";
     if (cx_op_table[op].kind == CX_KIND_LINALG)
         return blas_linalg_fits(op, in, n_in < 2 ? n_in : 2) ? "openblas" : "portable";
     if (op == CX_OP_RELU && n_in == 1) { /* max(x, 0) */

@@ -11,6 +11,9 @@
  * dimensions do not fit OpenBLAS's int, go to the cpu kernel. */
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
                  cx_status *st);
+/* which library runs the next DOT of these inputs: "onednn" for a bf16 product that oneDNN
+ * runs (blas_bf16_matmul_path below), else "openblas" */
+const char *blas_dot_library(const cx_desc *a, const cx_desc *b, const cx_params *ps);
 /* blas_linalg.c: the LINALG kind (triangular_solve, lu_factor, eigh_packed) with dtrsm, LAPACK's
  * dgetrf and dsyevd; blas_linalg_fits: whether the matrices' sizes fit LAPACK's int (else the
  * portable steps run). */
@@ -27,6 +30,9 @@ float *blas_widen_f32(const cx_tensor *t);
 bool blas_dense_activation_fits(int64_t act, cx_dtype t);
 cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias,
                    const cx_params *ps, cx_tensor *out, cx_status *st);
+/* which library runs the next dense of these inputs: "onednn" for a bf16 one whose product
+ * oneDNN runs (blas_bf16_matmul_path below), else "openblas" */
+const char *blas_dense_library(const cx_desc *x, const cx_desc *w);
 /* blas_dnnl.c: conv2d on oneDNN or im2col + OpenBLAS, whichever measured faster for the shape
  * class; both inputs have the output's float type. blas_conv2d_library: which one runs next.
  * blas_conv.c: conv2d as im2col + blas_gemm per image and group, any geometry.
@@ -40,6 +46,24 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
  * oneDNN's backward primitives: fits says whether oneDNN builds one for these shapes (one
  * group, float types, padding >= 0); otherwise they decompose. */
 bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
+/* A bf16 product for oneDNN's matmul: C (m x n, row-major, bf16) = op(A) . op(B), A and B bf16
+ * read in place (ta: A is stored k x m, its element (i, l) at l * lda + i; else at i * lda + l;
+ * the same for B with tb, ldb). blas_dnnl.c runs it where the processor has AVX512-BF16 (bf16
+ * dot products in hardware, twice the f32 FMA rate) and measures it against widening to f32 for
+ * OpenBLAS, per shape: the first three calls of a shape run oneDNN (the first builds its kernel),
+ * the next two OpenBLAS, and the faster of the two timed calls each runs from then on
+ * (CASCADE_BLAS_DOT=onednn or openblas forces one). blas_bf16_matmul_path: which runs the next call
+ * of the shape, 1 oneDNN or 2 OpenBLAS (2 without oneDNN or the instructions). blas_bf16_matmul:
+ * runs it on oneDNN; false if it cannot (nothing written). blas_bf16_matmul_record: the OpenBLAS
+ * call's time, for the choice. */
+typedef struct {
+    int64_t m, n, k, lda, ldb;
+    bool ta, tb;
+    bool c_f32; /* C in f32 instead (dense adds its bias and activation, then rounds) */
+} blas_mm_shape;
+int blas_bf16_matmul_path(const blas_mm_shape *s);
+bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c);
+void blas_bf16_matmul_record(const blas_mm_shape *s, double seconds);
 /* Whether the driver was built with oneDNN's path (dnnl.h found, not a sanitised build), and
  * whether libdnnl loads (it is opened then, if it was not yet). */
 bool blas_dnnl_built(void);

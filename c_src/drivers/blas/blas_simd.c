@@ -32,6 +32,7 @@
 #define GRAIN_WIDEN (1 << 14)
 
 static const simd_table *chosen;
+static bool bf16_hw; /* the chosen table rounds with AVX512-BF16 */
 
 #if defined(CX_HAVE_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -63,6 +64,7 @@ static const simd_table *choose(void) {
     if (avx512 && !(want && strcmp(want, "avx512") == 0) && has_avx512_bf16()) {
         static simd_table with_bf16;
         simd_avx512_bf16(&with_bf16);
+        bf16_hw = true;
         return &with_bf16;
     }
     if (avx512) return &simd_avx512;
@@ -79,6 +81,10 @@ const simd_table *blas_simd(void) {
         done = true;
     }
     return chosen;
+}
+
+bool blas_simd_bf16_hw(void) {
+    return blas_simd() && bf16_hw;
 }
 
 /* ==== the matrix view ========================================================================= */

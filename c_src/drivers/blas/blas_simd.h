@@ -85,5 +85,8 @@ void simd_avx512_bf16(simd_table *t);
  * kernels run). CASCADE_SIMD=avx2|avx512|none overrides the choice (none: the portable kernels,
  * to measure them; an instruction set the processor lacks is not taken). */
 const simd_table *blas_simd(void);
+/* whether the chosen table is the AVX512-BF16 one (the processor has the instructions, and
+ * CASCADE_SIMD does not turn them off): bf16 products may then run on oneDNN (blas_dnnl.c) */
+bool blas_simd_bf16_hw(void);
 
 #endif
