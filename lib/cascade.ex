@@ -770,7 +770,8 @@ defmodule Cascade do
   @doc """
   Which library runs each op that `device` runs natively, by the type of its tensor
   arguments, on representative inputs: `%{{op, type} => library}`. Libraries: `"portable"`
-  (the cpu driver's C), `"openblas"`, `"avx512"` / `"avx2"` (the blas driver's vector kernels,
+  (the cpu driver's C), `"openblas"`, `"onednn"` (conv2d; bf16 products on a processor with
+  AVX512-BF16), `"avx512"` / `"avx2"` (the blas driver's vector kernels,
   SLEEF for transcendental functions, chosen for the processor at run time), or the driver's
   name (`"opencl"`, `"cuda"`). For given inputs, `explain/3` says it per step, and `stats/0`
   counts the calls each library ran. `mix cascade.devices` prints it beside the routes.
