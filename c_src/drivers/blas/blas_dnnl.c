@@ -10,10 +10,11 @@
  *   meet at barriers inside it, and a bf16 256 x 256 matmul took 146 us sleeping at each of them
  *   against 88 spinning first (the default spin, 300000, gave 85).
  * - Which path runs is decided per shape class (sizes, strides, dilations, padding, layout) by
- *   measuring: the second call of a class runs oneDNN, the third im2col + OpenBLAS, and the
- *   faster of the two runs from then on (the first call is oneDNN's warm-up: its JIT kernels,
- *   its scratch). CASCADE_BLAS_CONV=onednn or im2col forces one. Both give the same values
- *   within f32 rounding; the differential suite checks both against the cpu driver.
+ *   measuring: the second and third calls of a class run oneDNN, the fourth and fifth im2col +
+ *   OpenBLAS, and the faster (each by its faster call) runs from then on (the first call is
+ *   oneDNN's warm-up: its JIT kernels, its scratch). CASCADE_BLAS_CONV=onednn or im2col forces one.
+ * Both give the same values within f32 rounding; the differential suite checks both against the cpu
+ * driver.
  * - The plain layouts (nchw / oihw, nhwc / hwio) are reordered into the blocked ones oneDNN's
  *   kernels want and the result back, as PyTorch does; the weights are reordered per call.
  * - Taken: one group, float inputs (f16/bf16 widened to f32, the result rounded once, as
@@ -307,34 +308,63 @@ static void release_class(conv_class *c) {
 static int next_path(const conv_class *c) {
     if (forced()) return forced();
     if (c->choice) return c->choice;
-    return c->calls < 2 ? 1 : 2;
+    return c->calls < 3 ? 1 : 2;
 }
 
+/* Calls 2 and 3 time oneDNN, 4 and 5 im2col; the faster of each pair decides. One timing each
+ * was not enough: a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col at 26 ms
+ * a call against oneDNN's 9.5. */
 static void record(conv_class *c, int path, double seconds) {
     pthread_mutex_lock(&dn_lock);
-    int call = ++c->calls;
-    if (path == 1 && call == 2) c->dnnl_s = seconds;
-    if (path == 2 && call == 3) {
-        c->im2col_s = seconds;
-        c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
-    }
+    int call = c->choice ? 0 : ++c->calls;
+    if (path == 1 && (call == 2 || (call == 3 && seconds < c->dnnl_s))) c->dnnl_s = seconds;
+    if (path == 2 && (call == 4 || (call == 5 && seconds < c->im2col_s))) c->im2col_s = seconds;
+    if (call == 5) c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
     pthread_mutex_unlock(&dn_lock);
 }
 
-/* Image by image, y[n][ch][hw] = t[n][hw][ch], in tiles that stay in L1. */
+/* Image by image, y[n][ch][hw] = t[n][hw][ch], in tiles that stay in L1. With `half` set, each
+ * image is transposed into a scratch instead and rounded from there into half (f16 or bf16):
+ * one pass over the result less than transposing all of it, then rounding all of it. */
 typedef struct {
     const float *t;
     float *y;
     int64_t n, hw, ch;
+    void *half;
+    cx_dtype half_type;
+    _Atomic bool failed; /* a part had no memory for its scratch */
 } transpose_job;
 
+static void narrow_run(const simd_table *vt, cx_dtype type, const float *f, void *h, int64_t n) {
+    if (type == CX_F16)
+        cx_f32_to_f16_array(f, h, n);
+    else if (vt)
+        vt->f32_to_bf16(f, h, n);
+    else
+        cx_f32_to_bf16_array(f, h, n);
+}
+
 static void transpose_part(void *ctx, int index, int parts) {
-    const transpose_job *j = ctx;
+    transpose_job *j = ctx;
     enum { TILE = 32 };
     const simd_table *vt = blas_simd();
+    float *scratch = j->half ? cpu_buffer_get(sizeof(float) * (size_t)(j->hw * j->ch)) : NULL;
+    if (j->half && !scratch) {
+        j->failed = true;
+        return;
+    }
     for (int64_t n = j->n * index / parts; n < j->n * (index + 1) / parts; n++) {
         const float *t = j->t + n * j->hw * j->ch;
-        float *y = j->y + n * j->hw * j->ch;
+        float *y = scratch ? scratch : j->y + n * j->hw * j->ch;
+        if (scratch) {
+            if (vt)
+                vt->transpose_f32(y, t, j->hw, j->ch);
+            else
+                for (int64_t p = 0; p < j->hw; p++)
+                    for (int64_t c = 0; c < j->ch; c++) y[c * j->hw + p] = t[p * j->ch + c];
+            narrow_run(vt, j->half_type, y, (uint16_t *)j->half + n * j->hw * j->ch, j->hw * j->ch);
+            continue;
+        }
         if (vt) { /* the vector kernels' 8 x 8 blocks */
             vt->transpose_f32(y, t, j->hw, j->ch);
             continue;
@@ -347,6 +377,7 @@ static void transpose_part(void *ctx, int index, int parts) {
                     for (int64_t p = p0; p < p1; p++) y[c * j->hw + p] = t[p * j->ch + c];
             }
     }
+    cpu_buffer_put(scratch);
 }
 
 static bool memory(dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *p) {
@@ -358,8 +389,12 @@ static bool exec2(dnnl_primitive_t p, dnnl_stream_t s, dnnl_memory_t from, dnnl_
     return dn.dnnl_primitive_execute(p, s, 2, args) == dnnl_success;
 }
 
-/* The primitive of class c on f32 buffers a, b (inputs) and y (output) in the user's layouts. */
-static bool dn_run(conv_class *c, const void *a, const void *b, float *y) {
+/* The primitive of class c on buffers a, b (inputs: f32, or bf16 for a bf16 class) and y (the f32
+ * output) in the user's layouts; or, given `half`, an output of that type (f16 or bf16) instead
+ * of y when the result is transposed here (y is not written then). *narrowed: whether it was. */
+static bool dn_run(conv_class *c, const void *a, const void *b, float *y, void *half,
+                   cx_dtype half_type, bool *narrowed) {
+    *narrowed = false;
     dnnl_stream_t s;
     if (dn.dnnl_stream_create(&s, engine, dnnl_stream_default_flags) != dnnl_success) return false;
     void *ab = c->a.reorder ? cpu_buffer_get(c->a.bytes) : (void *)a;
@@ -379,9 +414,11 @@ static bool dn_run(conv_class *c, const void *a, const void *b, float *y) {
     if (ok && c->c.reorder) ok = exec2(c->c.reorder, s, my, myu);
     if (ok) ok = dn.dnnl_stream_wait(s) == dnnl_success;
     if (ok && c->c_transpose) {
-        transpose_job j = {yb, y, c->n, c->hw, c->ch};
+        *narrowed = half != NULL;
+        transpose_job j = {yb, y, c->n, c->hw, c->ch, half, half_type, false};
         int parts = (int)(c->n < blas_pool_threads() ? c->n : blas_pool_threads());
         blas_parallel(parts > 0 ? parts : 1, false, transpose_part, &j);
+        ok = !j.failed;
     }
     dnnl_memory_t ms[6] = {mau, ma, mbu, mb, my, myu};
     for (int k = 0; k < 6; k++)
@@ -419,11 +456,16 @@ static float *as_f32(const cx_tensor *t, bool *owned) {
 static cx_code run_class(conv_class *c, const cx_tensor *a, const cx_tensor *b, cx_tensor *out,
                          double *seconds, cx_status *st) {
     double t0 = now_s();
-    bool own_a = false, own_b = false, own_y = out->desc.dtype != CX_F32, bf16 = c->key[20];
+    bool half = out->desc.dtype != CX_F32, bf16 = c->key[20];
+    /* a half result transposed here is rounded as it is transposed: no f32 copy of it */
+    bool own_a = false, own_b = false, own_y = half && !c->c_transpose, narrowed = false;
     void *a32 = bf16 ? a->data : as_f32(a, &own_a), *b32 = bf16 ? b->data : as_f32(b, &own_b);
-    float *y32 = own_y ? cpu_buffer_get(sizeof(float) * (size_t)out->numel) : out->data;
-    bool ok = a32 && b32 && y32 && dn_run(c, a32, b32, y32);
-    if (ok && own_y) blas_narrow(out->desc.dtype, y32, out->data, out->numel);
+    float *y32 = own_y  ? cpu_buffer_get(sizeof(float) * (size_t)out->numel)
+                 : half ? NULL
+                        : out->data;
+    bool ok = a32 && b32 && (y32 || (half && !own_y)) &&
+              dn_run(c, a32, b32, y32, half ? out->data : NULL, out->desc.dtype, &narrowed);
+    if (ok && half && !narrowed) blas_narrow(out->desc.dtype, y32, out->data, out->numel);
     if (own_a) cpu_buffer_put(a32);
     if (own_b) cpu_buffer_put(b32);
     if (own_y) cpu_buffer_put(y32);
