@@ -133,7 +133,8 @@ void cpu_buffer_trim(void) {
  * touched are never mapped in. */
 static void *fresh_block(size_t size) {
     if (HEADER + size < HUGE_PAGE) return aligned_alloc(64, HEADER + size);
-    void *block = aligned_alloc(HUGE_PAGE, HEADER + size);
+    void *block = NULL; /* posix_memalign: aligned_alloc wants a size that is a multiple */
+    if (posix_memalign(&block, HUGE_PAGE, HEADER + size) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
     if (block) madvise(block, HEADER + size, MADV_HUGEPAGE);
 #endif
