@@ -356,14 +356,19 @@ static double work_per_element(cx_op_id op) {
  * per ns on two cores. Measured on this project's 2-core machines: a 1M-element f32 add 80-140
  * us (cost 3M: 0.05 ns per unit), sum of 1M 35-65 us; exp, tanh and gelu of 1M, softmax and
  * layer_norm of 1000 x 1000 190-380 us (2M elements in and out: 0.2 ns each, whatever the
- * op's weight above); a 256 x 256 product 130-200 us (cost 17M: 0.012). The factors stay on
- * the slow side of those figures. Other libraries (oneDNN's convolutions, whose cost above
- * leaves out the kernel's window) keep the portable estimate. */
+ * op's weight above); a 256 x 256 product 130-200 us (cost 17M: 0.012). dense on OpenBLAS is
+ * its product (and its composite weight does not apply): a 64 x 784 by 784 x 256 layer, 12.8M
+ * multiply-adds, 150 us. The factors stay on the slow side of those figures. Other libraries
+ * (oneDNN's convolutions, whose cost above leaves out the kernel's window) keep the portable
+ * estimate. */
 static double library_speed(const char *library, cx_op_id op) {
     if (!library) return 1;
     if (strcmp(library, "avx2") == 0 || strcmp(library, "avx512") == 0)
         return work_per_element(op) > 1 ? 0.2 / work_per_element(op) : 0.05;
-    if (strcmp(library, "openblas") == 0 && op == CX_OP_DOT) return 0.02;
+    /* oneDNN's bf16 products (blas_dnnl.c) run faster than OpenBLAS's f32 ones */
+    bool gemm = strcmp(library, "openblas") == 0 || strcmp(library, "onednn") == 0;
+    if (gemm && op == CX_OP_DOT) return 0.02;
+    if (gemm && op == CX_OP_DENSE) return 0.02 / work_per_element(op);
     return 1;
 }
 
@@ -413,6 +418,12 @@ cx_code cx_plan_descs(cx_op_id op, cx_device *device, const cx_desc *descs, int 
         double k = 1;
         for (int j = 0; j < ca->n; j++) k *= (double)descs[0].shape[ca->i[j]];
         cost += out_n * k;
+    } else if (op == CX_OP_DENSE && n_in >= 2 && descs[1].rank == 2) {
+        /* the same for dense's product (kernel {k, n}), and an activation counted as a
+         * transcendental function per output element (0.3 ns on OpenBLAS's scale below) */
+        const cx_param *act = &ps->p[CX_P_ACTIVATION];
+        bool activated = act->n > 0 && act->i[0] != CX_ACTIVATION_NONE;
+        cost += out_n * ((double)descs[1].shape[0] + (activated ? 16 : 0));
     }
     plan->cost = cost * work_per_element(op) * library_speed(plan->library, op);
     return CX_OK;

@@ -701,10 +701,11 @@ void blas_bf16_matmul_record(const blas_mm_shape *s, double seconds) {
     pthread_mutex_lock(&dn_lock);
     int call = c->choice ? 0 : ++c->calls;
     if (call == 4 || (call == 5 && seconds < c->openblas_s)) c->openblas_s = seconds;
-    /* OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16 instructions do,
-     * and one noisy timing each way picked it for a bf16 256 x 256 dot at 180 us a call against
-     * oneDNN's 95 */
-    if (call == 5) c->choice = c->openblas_s * 1.25 < c->dnnl_s ? 2 : 1;
+    /* OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16 instructions
+     * do, and a first oneDNN call whose OpenMP threads had gone to sleep (between calls that are
+     * not back to back) costs several times a later one: a bf16 256 x 256 dot took 380-450 us
+     * then and 80 us in a loop, against 260 us on OpenBLAS, which picked OpenBLAS at 1.25x */
+    if (call == 5) c->choice = c->openblas_s * 1.5 < c->dnnl_s ? 2 : 1;
     pthread_mutex_unlock(&dn_lock);
 }
 
