@@ -21,6 +21,8 @@
  *   im2col does), padding that is not negative. Anything else stays on im2col. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +98,91 @@ static bool dn_load(void) {
     bool ok = dn_state == 1;
     pthread_mutex_unlock(&dn_lock);
     return ok;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- one thread runs every oneDNN primitive ------------------------------------------------ */
+
+/* OpenMP keeps a team of threads per thread that starts parallel work, and oneDNN's primitives
+ * ran from whichever BEAM scheduler called (a convolution from a dirty one, a small bf16 product
+ * from a normal one): after a loop of convolutions, a loop of bf16 256 x 256 products took
+ * 145-210 us a call against 80-85 us before it, and 95 us when both had run on the same
+ * thread. So primitives run on this one thread: the caller hands it the work and waits (one at a
+ * time; a primitive uses every core anyway), sleeping on a condition variable (spinning there
+ * took cores from oneDNN's threads: 141-146 us a product). After a job the thread waits for the
+ * next with sched_yield for 100 us, then sleeps. */
+typedef bool (*dn_fn)(void *arg);
+
+static struct {
+    pthread_mutex_t exec, lock; /* exec: one caller at a time */
+    pthread_cond_t work, done;
+    pthread_t thread;
+    bool started;
+    _Atomic unsigned posted, finished; /* job numbers */
+    atomic_bool sleeping;
+    dn_fn fn;
+    void *arg;
+    bool result;
+} master = {.exec = PTHREAD_MUTEX_INITIALIZER,
+            .lock = PTHREAD_MUTEX_INITIALIZER,
+            .work = PTHREAD_COND_INITIALIZER,
+            .done = PTHREAD_COND_INITIALIZER};
+
+static void *master_main(void *unused) {
+    (void)unused;
+    unsigned seen = 0;
+    for (;;) {
+        double until = now_s() + 100e-6;
+        while (atomic_load(&master.posted) == seen && now_s() < until) sched_yield();
+        if (atomic_load(&master.posted) == seen) {
+            pthread_mutex_lock(&master.lock);
+            atomic_store(&master.sleeping, true);
+            while (atomic_load(&master.posted) == seen)
+                pthread_cond_wait(&master.work, &master.lock);
+            atomic_store(&master.sleeping, false);
+            pthread_mutex_unlock(&master.lock);
+        }
+        seen = atomic_load(&master.posted);
+        master.result = master.fn(master.arg);
+        pthread_mutex_lock(&master.lock);
+        atomic_store(&master.finished, seen);
+        pthread_cond_signal(&master.done);
+        pthread_mutex_unlock(&master.lock);
+    }
+    return NULL;
+}
+
+/* fn(arg) on the master thread; on the caller's if the thread cannot start. */
+static bool on_master(dn_fn fn, void *arg) {
+    pthread_mutex_lock(&master.exec);
+    if (!master.started) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        master.started = pthread_create(&master.thread, &attr, master_main, NULL) == 0;
+        pthread_attr_destroy(&attr);
+        if (!master.started) {
+            bool r = fn(arg);
+            pthread_mutex_unlock(&master.exec);
+            return r;
+        }
+    }
+    master.fn = fn;
+    master.arg = arg;
+    unsigned job = atomic_load(&master.posted) + 1;
+    pthread_mutex_lock(&master.lock);
+    atomic_store(&master.posted, job);
+    if (atomic_load(&master.sleeping)) pthread_cond_signal(&master.work);
+    while (atomic_load(&master.finished) != job) pthread_cond_wait(&master.done, &master.lock);
+    pthread_mutex_unlock(&master.lock);
+    bool r = master.result;
+    pthread_mutex_unlock(&master.exec);
+    return r;
 }
 
 /* ---- the shape classes: a primitive, its reorders and the measured choice ------------------ */
@@ -430,12 +517,6 @@ static bool dn_run(conv_class *c, const void *a, const void *b, float *y, void *
     return ok;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static bool float32ish(cx_dtype t) {
     return t == CX_F32 || t == CX_F16 || t == CX_BF16;
 }
@@ -451,6 +532,20 @@ static float *as_f32(const cx_tensor *t, bool *owned) {
     return *owned ? blas_widen_f32(t) : t->data;
 }
 
+typedef struct {
+    conv_class *c;
+    const void *a, *b;
+    float *y;
+    void *half;
+    cx_dtype half_type;
+    bool narrowed;
+} dn_run_args;
+
+static bool dn_run_job(void *arg) {
+    dn_run_args *r = arg;
+    return dn_run(r->c, r->a, r->b, r->y, r->half, r->half_type, &r->narrowed);
+}
+
 /* Runs class c on tensors a, b into out, f16/bf16 through f32 (read as bf16 by a bf16 class);
  * times it. */
 static cx_code run_class(conv_class *c, const cx_tensor *a, const cx_tensor *b, cx_tensor *out,
@@ -463,8 +558,9 @@ static cx_code run_class(conv_class *c, const cx_tensor *a, const cx_tensor *b, 
     float *y32 = own_y  ? cpu_buffer_get(sizeof(float) * (size_t)out->numel)
                  : half ? NULL
                         : out->data;
-    bool ok = a32 && b32 && (y32 || (half && !own_y)) &&
-              dn_run(c, a32, b32, y32, half ? out->data : NULL, out->desc.dtype, &narrowed);
+    dn_run_args r = {c, a32, b32, y32, half ? out->data : NULL, out->desc.dtype, false};
+    bool ok = a32 && b32 && (y32 || (half && !own_y)) && on_master(dn_run_job, &r);
+    narrowed = r.narrowed;
     if (ok && half && !narrowed) blas_narrow(out->desc.dtype, y32, out->data, out->numel);
     if (own_a) cpu_buffer_put(a32);
     if (own_b) cpu_buffer_put(b32);
@@ -660,9 +756,33 @@ int blas_bf16_matmul_path(const blas_mm_shape *s) {
     mm_class *c = mm_class_for(s, false, false);
     if (!c) return 1; /* a new shape: its first calls run oneDNN */
     pthread_mutex_lock(&dn_lock);
-    int path = c->choice ? c->choice : c->calls < 3 ? 1 : 2;
+    int path = c->choice ? c->choice : c->calls < 4 ? 1 : 2;
     pthread_mutex_unlock(&dn_lock);
     return path;
+}
+
+typedef struct {
+    const mm_class *c;
+    const void *a, *b;
+    void *y;
+} mm_run_args;
+
+static bool mm_run_job(void *arg) {
+    const mm_run_args *r = arg;
+    const mm_class *c = r->c;
+    dnnl_stream_t st;
+    dnnl_memory_t ma = NULL, mb = NULL, my = NULL;
+    if (dn.dnnl_stream_create(&st, engine, dnnl_stream_default_flags) != dnnl_success) return false;
+    bool ok = memory(&ma, &c->a, (void *)r->a) && memory(&mb, &c->b, (void *)r->b) &&
+              memory(&my, &c->c, r->y);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, my}};
+    ok = ok && dn.dnnl_primitive_execute(c->prim, st, 3, args) == dnnl_success &&
+         dn.dnnl_stream_wait(st) == dnnl_success;
+    dnnl_memory_t ms[3] = {ma, mb, my};
+    for (int k = 0; k < 3; k++)
+        if (ms[k]) dn.dnnl_memory_destroy(ms[k]);
+    dn.dnnl_stream_destroy(st);
+    return ok;
 }
 
 bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
@@ -670,25 +790,14 @@ bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void
     mm_class *c = mm_class_for(s, true, true);
     if (!c) return false;
     double t0 = now_s();
-    dnnl_stream_t st;
-    dnnl_memory_t ma = NULL, mb = NULL, my = NULL;
-    bool ok = dn.dnnl_stream_create(&st, engine, dnnl_stream_default_flags) == dnnl_success;
-    if (ok) {
-        ok =
-            memory(&ma, &c->a, (void *)a) && memory(&mb, &c->b, (void *)b) && memory(&my, &c->c, y);
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, my}};
-        ok = ok && dn.dnnl_primitive_execute(c->prim, st, 3, args) == dnnl_success &&
-             dn.dnnl_stream_wait(st) == dnnl_success;
-        dnnl_memory_t ms[3] = {ma, mb, my};
-        for (int k = 0; k < 3; k++)
-            if (ms[k]) dn.dnnl_memory_destroy(ms[k]);
-        dn.dnnl_stream_destroy(st);
-    }
+    mm_run_args r = {c, a, b, y};
+    bool ok = on_master(mm_run_job, &r);
     double seconds = now_s() - t0;
     pthread_mutex_lock(&dn_lock);
     if (ok && !c->choice) {
-        int call = ++c->calls; /* the first builds oneDNN's kernel: not timed */
-        if (call == 2 || (call == 3 && seconds < c->dnnl_s)) c->dnnl_s = seconds;
+        /* the first builds oneDNN's kernel, the second may wake its threads: not timed */
+        int call = ++c->calls;
+        if (call == 3 || (call == 4 && seconds < c->dnnl_s)) c->dnnl_s = seconds;
     }
     c->busy--;
     pthread_mutex_unlock(&dn_lock);
@@ -700,12 +809,12 @@ void blas_bf16_matmul_record(const blas_mm_shape *s, double seconds) {
     if (!c) return;
     pthread_mutex_lock(&dn_lock);
     int call = c->choice ? 0 : ++c->calls;
-    if (call == 4 || (call == 5 && seconds < c->openblas_s)) c->openblas_s = seconds;
+    if (call == 5 || (call == 6 && seconds < c->openblas_s)) c->openblas_s = seconds;
     /* OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16 instructions
      * do, and a first oneDNN call whose OpenMP threads had gone to sleep (between calls that are
      * not back to back) costs several times a later one: a bf16 256 x 256 dot took 380-450 us
      * then and 80 us in a loop, against 260 us on OpenBLAS, which picked OpenBLAS at 1.25x */
-    if (call == 5) c->choice = c->openblas_s * 1.5 < c->dnnl_s ? 2 : 1;
+    if (call == 6) c->choice = c->openblas_s * 1.5 < c->dnnl_s ? 2 : 1;
     pthread_mutex_unlock(&dn_lock);
 }
 

@@ -50,12 +50,12 @@ bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_pa
  * read in place (ta: A is stored k x m, its element (i, l) at l * lda + i; else at i * lda + l;
  * the same for B with tb, ldb). blas_dnnl.c runs it where the processor has AVX512-BF16 (bf16
  * dot products in hardware, twice the f32 FMA rate) and measures it against widening to f32 for
- * OpenBLAS, per shape: the first three calls of a shape run oneDNN (the first builds its kernel),
- * the next two OpenBLAS, and from then on OpenBLAS only if its faster call was 1.5x faster than
- * oneDNN's (CASCADE_BLAS_DOT=onednn or openblas forces one). blas_bf16_matmul_path: which runs
- * the next call of the shape, 1 oneDNN or 2 OpenBLAS (2 without oneDNN or the instructions).
- * blas_bf16_matmul: runs it on oneDNN; false if it cannot (nothing written).
- * blas_bf16_matmul_record: the OpenBLAS call's time, for the choice. */
+ * OpenBLAS, per shape: the first four calls of a shape run oneDNN (the first builds its kernel,
+ * the second may wake its threads; neither is timed), the next two OpenBLAS, and from then on
+ * OpenBLAS only if its faster call was 1.5x faster than oneDNN's (CASCADE_BLAS_DOT=onednn or
+ * openblas forces one). blas_bf16_matmul_path: which runs the next call of the shape, 1 oneDNN or 2
+ * OpenBLAS (2 without oneDNN or the instructions). blas_bf16_matmul: runs it on oneDNN; false if it
+ * cannot (nothing written). blas_bf16_matmul_record: the OpenBLAS call's time, for the choice. */
 typedef struct {
     int64_t m, n, k, lda, ldb;
     bool ta, tb;
