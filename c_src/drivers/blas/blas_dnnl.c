@@ -349,6 +349,26 @@ static bool build_class(conv_kind kind, const cx_conv_dims *v, bool bf16, conv_c
     return ok;
 }
 
+/* Building and destroying primitives on the master thread too: oneDNN's scratchpad is the
+ * creating thread's (thread-local, sized by the primitives created there, released by their
+ * destruction there), and a primitive created on one thread crashed running on another. */
+typedef struct {
+    conv_kind kind;
+    const cx_conv_dims *v;
+    bool bf16;
+    conv_class *c;
+} build_args;
+
+static bool build_job(void *arg) {
+    build_args *b = arg;
+    return build_class(b->kind, b->v, b->bf16, b->c);
+}
+
+static bool destroy_job(void *arg) {
+    destroy_class(arg);
+    return true;
+}
+
 /* The class of these dimensions, built if new (evicting the least recently used idle one);
  * marked busy. NULL when oneDNN cannot run it. */
 static conv_class *class_for(conv_kind kind, const cx_conv_dims *v, bool bf16) {
@@ -369,8 +389,9 @@ static conv_class *class_for(conv_kind kind, const cx_conv_dims *v, bool bf16) {
             if (classes[k].busy == 0 && (!victim || classes[k].last < victim->last))
                 victim = &classes[k];
         if (victim) {
-            if (victim->used) destroy_class(victim);
-            if (build_class(kind, v, bf16, victim)) {
+            if (victim->used) on_master(destroy_job, victim);
+            build_args b = {kind, v, bf16, victim};
+            if (on_master(build_job, &b)) {
                 victim->used = true;
                 memcpy(victim->key, key, sizeof key);
                 hit = victim;
@@ -714,6 +735,20 @@ static bool mm_build(const blas_mm_shape *s, mm_class *c) {
 
 /* The class of shape s, built if new (evicting the least recently used idle one), marked busy
  * when `hold`; NULL when oneDNN builds no primitive for it. */
+typedef struct {
+    const blas_mm_shape *s;
+    mm_class *c;
+} mm_build_args;
+
+static bool mm_build_job(void *arg) {
+    mm_build_args *b = arg;
+    return mm_build(b->s, b->c);
+}
+
+static bool mm_destroy_job(void *arg) {
+    return dn.dnnl_primitive_destroy(arg) == dnnl_success;
+}
+
 static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold) {
     pthread_mutex_lock(&dn_lock);
     mm_class *hit = NULL, *victim = NULL;
@@ -727,9 +762,10 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold) {
             if (mm_classes[k].busy == 0 && (!victim || mm_classes[k].last < victim->last))
                 victim = &mm_classes[k];
         if (victim) {
-            if (victim->used && victim->prim) dn.dnnl_primitive_destroy(victim->prim);
+            if (victim->used && victim->prim) on_master(mm_destroy_job, victim->prim);
             memset(victim, 0, sizeof *victim);
-            if (mm_build(s, victim)) {
+            mm_build_args b = {s, victim};
+            if (on_master(mm_build_job, &b)) {
                 victim->used = true;
                 victim->key = *s;
                 hit = victim;
