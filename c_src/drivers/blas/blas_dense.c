@@ -8,7 +8,6 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../../core/half.h"
 #include "../../core/half_array.h"
@@ -167,12 +166,6 @@ static bool dense_onednn(const blas_mm_shape *s, const cx_tensor *x, const cx_te
     return ok;
 }
 
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias,
                    const cx_params *ps, cx_tensor *out, cx_status *st) {
     if (out->numel == 0) return CX_OK;
@@ -192,7 +185,7 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
                    ? blas_bf16_matmul_path(&s)
                    : 0;
     if (path == 1 && dense_onednn(&s, x, w, bias, act, out)) return CX_OK;
-    double t0 = seconds_now();
+    double t0 = blas_seconds();
     float *xf = blas_widen_f32(x), *wf = blas_widen_f32(w),
           *yf = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     if (xf && wf && yf) {
@@ -203,6 +196,6 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
     cpu_buffer_put(xf);
     cpu_buffer_put(wf);
     cpu_buffer_put(yf);
-    if (ok && path == 2) blas_bf16_matmul_record(&s, seconds_now() - t0);
+    if (ok && path == 2) blas_bf16_matmul_record(&s, blas_seconds() - t0);
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dense");
 }

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../../core/conv_geom.h"
 #include "../../core/half_array.h"
@@ -100,12 +99,6 @@ static bool dn_load(void) {
     return ok;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- one thread runs every oneDNN primitive ------------------------------------------------ */
 
 /* OpenMP keeps a team of threads per thread that starts parallel work, and oneDNN's primitives
@@ -137,8 +130,8 @@ static void *master_main(void *unused) {
     (void)unused;
     unsigned seen = 0;
     for (;;) {
-        double until = now_s() + 100e-6;
-        while (atomic_load(&master.posted) == seen && now_s() < until) sched_yield();
+        double until = blas_seconds() + 100e-6;
+        while (atomic_load(&master.posted) == seen && blas_seconds() < until) sched_yield();
         if (atomic_load(&master.posted) == seen) {
             pthread_mutex_lock(&master.lock);
             atomic_store(&master.sleeping, true);
@@ -220,12 +213,15 @@ typedef struct {
 static conv_class classes[CLASSES];
 static unsigned long long clock_tick;
 
+/* Which path an environment variable forces: 1 when it says `one`, 2 when `two`, else 0. */
+static int env_path(const char *name, const char *one, const char *two) {
+    const char *e = getenv(name);
+    return e && strcmp(e, one) == 0 ? 1 : e && strcmp(e, two) == 0 ? 2 : 0;
+}
+
 static int forced(void) {
     static int f = -1;
-    if (f < 0) {
-        const char *e = getenv("CASCADE_BLAS_CONV");
-        f = e && strcmp(e, "onednn") == 0 ? 1 : e && strcmp(e, "im2col") == 0 ? 2 : 0;
-    }
+    if (f < 0) f = env_path("CASCADE_BLAS_CONV", "onednn", "im2col");
     return f;
 }
 
@@ -571,7 +567,7 @@ static bool dn_run_job(void *arg) {
  * times it. */
 static cx_code run_class(conv_class *c, const cx_tensor *a, const cx_tensor *b, cx_tensor *out,
                          double *seconds, cx_status *st) {
-    double t0 = now_s();
+    double t0 = blas_seconds();
     bool half = out->desc.dtype != CX_F32, bf16 = c->key[20];
     /* a half result transposed here is rounded as it is transposed: no f32 copy of it */
     bool own_a = false, own_b = false, own_y = half && !c->c_transpose, narrowed = false;
@@ -586,7 +582,7 @@ static cx_code run_class(conv_class *c, const cx_tensor *a, const cx_tensor *b, 
     if (own_a) cpu_buffer_put(a32);
     if (own_b) cpu_buffer_put(b32);
     if (own_y) cpu_buffer_put(y32);
-    *seconds = now_s() - t0;
+    *seconds = blas_seconds() - t0;
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: oneDNN convolution failed (out of memory?)");
 }
 
@@ -630,10 +626,10 @@ cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *
         release_class(c);
         return rc;
     }
-    double t0 = now_s();
+    double t0 = blas_seconds();
     cx_code rc = blas_conv2d_im2col(x, kern, ps, out, st);
     if (c) {
-        if (rc == CX_OK) record(c, 2, now_s() - t0);
+        if (rc == CX_OK) record(c, 2, blas_seconds() - t0);
         release_class(c);
     }
     return rc;
@@ -702,10 +698,7 @@ static mm_class mm_classes[MM_CLASSES];
 
 static int mm_forced(void) {
     static int f = -1;
-    if (f < 0) {
-        const char *e = getenv("CASCADE_BLAS_DOT");
-        f = e && strcmp(e, "onednn") == 0 ? 1 : e && strcmp(e, "openblas") == 0 ? 2 : 0;
-    }
+    if (f < 0) f = env_path("CASCADE_BLAS_DOT", "onednn", "openblas");
     return f;
 }
 
@@ -825,10 +818,10 @@ bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void
     if (!mm_eligible(s) || !dn_load()) return false;
     mm_class *c = mm_class_for(s, true, true);
     if (!c) return false;
-    double t0 = now_s();
+    double t0 = blas_seconds();
     mm_run_args r = {c, a, b, y};
     bool ok = on_master(mm_run_job, &r);
-    double seconds = now_s() - t0;
+    double seconds = blas_seconds() - t0;
     pthread_mutex_lock(&dn_lock);
     if (ok && !c->choice) {
         /* the first builds oneDNN's kernel, the second may wake its threads: not timed */

@@ -15,7 +15,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../../core/half_array.h"
 #include "../cpu/cpu_kernels.h"
@@ -205,12 +204,6 @@ const char *blas_dot_library(const cx_desc *a, const cx_desc *b, const cx_params
     return j.k > 0 && bf16_shape(&j, &s) && blas_bf16_matmul_path(&s) == 1 ? "onednn" : "openblas";
 }
 
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
                  cx_status *st) {
     cx_dtype t = out->desc.dtype;
@@ -227,9 +220,9 @@ cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx
     blas_mm_shape s;
     int path = t == CX_BF16 && bf16_shape(&j, &s) ? blas_bf16_matmul_path(&s) : 0;
     if (path == 1 && blas_bf16_matmul(&s, a->data, b->data, out->data)) return CX_OK;
-    double t0 = seconds_now();
+    double t0 = blas_seconds();
     cx_code rc = t == CX_F64 ? dot_f64(&j, out, st) : dot_f32(&j, out, st);
-    if (path == 2 && rc == CX_OK) blas_bf16_matmul_record(&s, seconds_now() - t0);
+    if (path == 2 && rc == CX_OK) blas_bf16_matmul_record(&s, blas_seconds() - t0);
     operand_release(&j.a);
     operand_release(&j.b);
     return rc;

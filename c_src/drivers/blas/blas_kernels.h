@@ -101,6 +101,8 @@ void blas_gemm(const blas_gemm_args *g);
 typedef void (*blas_part_fn)(void *ctx, int index, int parts);
 int blas_pool_start(int threads);
 int blas_pool_threads(void);
+/* monotonic seconds, for timing the paths a measured choice picks between */
+double blas_seconds(void);
 int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx);
 
 /* blas_simd.c: the vector kernels (blas_simd.h) on tensors. Each returns false, having done
