@@ -439,15 +439,6 @@ typedef struct {
     _Atomic bool failed; /* a part had no memory for its scratch */
 } transpose_job;
 
-static void narrow_run(const simd_table *vt, cx_dtype type, const float *f, void *h, int64_t n) {
-    if (type == CX_F16)
-        cx_f32_to_f16_array(f, h, n);
-    else if (vt)
-        vt->f32_to_bf16(f, h, n);
-    else
-        cx_f32_to_bf16_array(f, h, n);
-}
-
 static void transpose_part(void *ctx, int index, int parts) {
     transpose_job *j = ctx;
     enum { TILE = 32 };
@@ -460,26 +451,19 @@ static void transpose_part(void *ctx, int index, int parts) {
     for (int64_t n = j->n * index / parts; n < j->n * (index + 1) / parts; n++) {
         const float *t = j->t + n * j->hw * j->ch;
         float *y = scratch ? scratch : j->y + n * j->hw * j->ch;
-        if (scratch) {
-            if (vt)
-                vt->transpose_f32(y, t, j->hw, j->ch);
-            else
-                for (int64_t p = 0; p < j->hw; p++)
-                    for (int64_t c = 0; c < j->ch; c++) y[c * j->hw + p] = t[p * j->ch + c];
-            narrow_run(vt, j->half_type, y, (uint16_t *)j->half + n * j->hw * j->ch, j->hw * j->ch);
-            continue;
-        }
-        if (vt) { /* the vector kernels' 8 x 8 blocks */
+        if (vt) /* the vector kernels' 8 x 8 blocks */
             vt->transpose_f32(y, t, j->hw, j->ch);
-            continue;
-        }
-        for (int64_t p0 = 0; p0 < j->hw; p0 += TILE)
-            for (int64_t c0 = 0; c0 < j->ch; c0 += TILE) {
-                int64_t p1 = p0 + TILE < j->hw ? p0 + TILE : j->hw;
-                int64_t c1 = c0 + TILE < j->ch ? c0 + TILE : j->ch;
-                for (int64_t c = c0; c < c1; c++)
-                    for (int64_t p = p0; p < p1; p++) y[c * j->hw + p] = t[p * j->ch + c];
-            }
+        else
+            for (int64_t p0 = 0; p0 < j->hw; p0 += TILE)
+                for (int64_t c0 = 0; c0 < j->ch; c0 += TILE) {
+                    int64_t p1 = p0 + TILE < j->hw ? p0 + TILE : j->hw;
+                    int64_t c1 = c0 + TILE < j->ch ? c0 + TILE : j->ch;
+                    for (int64_t c = c0; c < c1; c++)
+                        for (int64_t p = p0; p < p1; p++) y[c * j->hw + p] = t[p * j->ch + c];
+                }
+        if (scratch)
+            blas_narrow_serial(j->half_type, y, (uint16_t *)j->half + n * j->hw * j->ch,
+                               j->hw * j->ch);
     }
     cpu_buffer_put(scratch);
 }
@@ -726,8 +710,6 @@ static bool mm_build(const blas_mm_shape *s, mm_class *c) {
     return ok;
 }
 
-/* The class of shape s, built if new (evicting the least recently used idle one), marked busy
- * when `hold`; NULL when oneDNN builds no primitive for it. */
 typedef struct {
     const blas_mm_shape *s;
     mm_class *c;
@@ -742,6 +724,8 @@ static bool mm_destroy_job(void *arg) {
     return dn.dnnl_primitive_destroy(arg) == dnnl_success;
 }
 
+/* The class of shape s, built if new (evicting the least recently used idle one), marked busy
+ * when `hold`; NULL when oneDNN builds no primitive for it. */
 static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold) {
     pthread_mutex_lock(&dn_lock);
     mm_class *hit = NULL, *victim = NULL;
@@ -780,12 +764,12 @@ static bool mm_eligible(const blas_mm_shape *s) {
 }
 
 int blas_bf16_matmul_path(const blas_mm_shape *s) {
-    if (!mm_eligible(s) || dn_state == -1) return 2;
-    if (mm_forced()) return mm_forced();
+    if (!mm_eligible(s) || dn_state == -1) return 0;
+    if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
     mm_class *c = mm_class_for(s, false, false);
     if (!c) return 1; /* a new shape: its first calls run oneDNN */
     pthread_mutex_lock(&dn_lock);
-    int path = c->choice ? c->choice : c->calls < 4 ? 1 : 2;
+    int path = c->choice == 2 ? 0 : c->choice ? 1 : c->calls < 4 ? 1 : 2;
     pthread_mutex_unlock(&dn_lock);
     return path;
 }
@@ -858,7 +842,7 @@ bool blas_dnnl_available(void) {
 #else /* built without oneDNN's headers: im2col + OpenBLAS only, the gradients decompose */
 
 int blas_bf16_matmul_path(const blas_mm_shape *s) {
-    return 2;
+    return 0;
 }
 
 bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c) {

@@ -37,8 +37,6 @@ typedef struct {
     void *packed;          /* when packed: nrows x ncols, row-major, in the GEMM's type */
 } operand;
 
-/* Decides how OpenBLAS reads the operand: in place (BLAS needs ld >= the stored row length and
- * one unit stride), or packed, for which it builds the offset tables and the scratch. */
 /* Whether the GEMM reads the operand in place (its type is the GEMM's, its rows and columns each
  * walk memory with one stride, one of them 1); sets direct, trans and ld. */
 static bool in_place(operand *x, cx_dtype gemm_type) {
@@ -65,12 +63,13 @@ static bool in_place(operand *x, cx_dtype gemm_type) {
     return false;
 }
 
+/* Decides how OpenBLAS reads the operand: in place (BLAS needs ld >= the stored row length and
+ * one unit stride), or packed, for which it builds the offset tables and the scratch. */
 static bool operand_prepare(operand *x, cx_dtype gemm_type) {
     int64_t rs, cs;
     if (in_place(x, gemm_type)) return true;
     size_t es = gemm_type == CX_F64 ? sizeof(double) : sizeof(float);
     size_t elems = (size_t)(x->nrows * x->ncols);
-    x->direct = false;
     x->trans = CblasNoTrans;
     x->ld = x->ncols > 1 ? x->ncols : 1;
     /* an f16/bf16 matrix stored as one block, row- or column-major: widened whole with the

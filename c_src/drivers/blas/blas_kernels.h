@@ -53,9 +53,10 @@ bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_pa
  * OpenBLAS, per shape: the first four calls of a shape run oneDNN (the first builds its kernel,
  * the second may wake its threads; neither is timed), the next two OpenBLAS, and from then on
  * OpenBLAS only if its faster call was 1.5x faster than oneDNN's (CASCADE_BLAS_DOT=onednn or
- * openblas forces one). blas_bf16_matmul_path: which runs the next call of the shape, 1 oneDNN or 2
- * OpenBLAS (2 without oneDNN or the instructions). blas_bf16_matmul: runs it on oneDNN; false if it
- * cannot (nothing written). blas_bf16_matmul_record: the OpenBLAS call's time, for the choice. */
+ * openblas forces one). blas_bf16_matmul_path: which runs the next call of the shape: 1 oneDNN,
+ * 2 OpenBLAS timed for the choice (its time goes to blas_bf16_matmul_record), 0 OpenBLAS with
+ * nothing to time (without oneDNN or the instructions, forced, or chosen). blas_bf16_matmul: runs
+ * it on oneDNN; false if it cannot (nothing written). */
 typedef struct {
     int64_t m, n, k, lda, ldb;
     bool ta, tb;
@@ -117,6 +118,8 @@ bool blas_window(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_par
  * conversions. */
 void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n);
 void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n);
+/* blas_narrow on the calling thread alone (inside a part of the pool's work) */
+void blas_narrow_serial(cx_dtype type, const float *src, void *dst, int64_t n);
 bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out);
 /* softmax and log_softmax along the last axis that is not 1, gelu, silu: in f32, f16 or bf16
  * when the processor has a table; false also when a buffer could not be allocated */

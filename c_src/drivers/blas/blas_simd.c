@@ -963,13 +963,20 @@ void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n) {
     blas_parallel(parts_for(n, GRAIN_WIDEN), false, convert_part, &c);
 }
 
+void blas_narrow_serial(cx_dtype type, const float *src, void *dst, int64_t n) {
+    const simd_table *t = blas_simd();
+    if (t)
+        narrow(type, t, src, dst, n);
+    else if (type == CX_F16)
+        cx_f32_to_f16_array(src, dst, n);
+    else
+        cx_f32_to_bf16_array(src, dst, n);
+}
+
 void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n) {
     const simd_table *t = blas_simd();
     if (!t) {
-        if (type == CX_F16)
-            cx_f32_to_f16_array(src, dst, n);
-        else
-            cx_f32_to_bf16_array(src, dst, n);
+        blas_narrow_serial(type, src, dst, n);
         return;
     }
     convert_job c = {t, type, false, src, dst, n};
