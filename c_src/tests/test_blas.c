@@ -646,6 +646,64 @@ static void test_vector_kernels(void **state) {
     }
 }
 
+/* A cpu tensor of n f16/bf16 values whose bits are `bits` (i + first, as 16 bits, when bits is
+ * NULL). */
+static cx_tensor *half_bits(cx_dtype t, int64_t n, const uint16_t *bits, uint32_t first) {
+    cx_tensor *x = malloc(sizeof *x);
+    cx_desc desc = tu_desc(t, 1, (const int64_t[]){n});
+    cx_status st = {0};
+    assert_int_equal(cx_tensor_init(x, cpu, &desc, &st), CX_OK);
+    uint16_t *d = x->data;
+    for (int64_t i = 0; i < n; i++) d[i] = bits ? bits[i] : (uint16_t)(first + (uint32_t)i);
+    return x;
+}
+
+/* Large f16/bf16 tensors read a unary function's results from a table (blas_simd.c): every one
+ * of the 65,536 arguments (NaNs, infinities, denormals) gives bit for bit what the chunked path
+ * gives on a tensor below BLAS_HALF_TABLE_MIN, for each function that has a table. */
+static void test_half_tables(void **state) {
+    (void)state;
+    static const cx_op_id ops[] = {CX_OP_EXP,     CX_OP_EXPM1, CX_OP_LOG,  CX_OP_LOG1P,
+                                   CX_OP_SIN,     CX_OP_COS,   CX_OP_TANH, CX_OP_ERF,
+                                   CX_OP_SIGMOID, CX_OP_RSQRT, CX_OP_GELU, CX_OP_SILU};
+    const int64_t n = 65536 + 37, piece = 4093; /* < BLAS_HALF_TABLE_MIN, and odd */
+    for (int t = 0; t < 2; t++) {
+        cx_dtype ty = t ? CX_BF16 : CX_F16;
+        cx_tensor *all = half_bits(ty, n, NULL, 0x7f00);
+        cx_tensor *on_blas = moved(all, blas);
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0] + 1; k++) {
+            cx_op_id op = k < sizeof ops / sizeof ops[0] ? ops[k] : CX_OP_GELU;
+            cx_params ps = {0};
+            if (k == sizeof ops / sizeof ops[0]) cx_param_put_int(&ps, CX_P_APPROXIMATE, 1);
+            cx_tensor *big = run_on(blas, op, &on_blas, 1, &ps);
+            cx_tensor *got = moved(big, cpu);
+            const uint16_t *g = got->data, *a = all->data;
+            for (int64_t lo = 0; lo < n; lo += piece) {
+                int64_t m = n - lo < piece ? n - lo : piece;
+                cx_tensor *part = half_bits(ty, m, a + lo, 0);
+                cx_tensor *part_blas = moved(part, blas);
+                cx_tensor *small = run_on(blas, op, &part_blas, 1, &ps);
+                cx_tensor *want = moved(small, cpu);
+                const uint16_t *w = want->data;
+                for (int64_t i = 0; i < m; i++)
+                    if (g[lo + i] != w[i])
+                        fail_msg("%s%s %s of 0x%04x: table 0x%04x, computed 0x%04x",
+                                 cx_op_table[op].name,
+                                 k == sizeof ops / sizeof ops[0] ? " (tanh)" : "",
+                                 ty == CX_F16 ? "f16" : "bf16", a[lo + i], g[lo + i], w[i]);
+                tu_drop(want);
+                tu_drop(small);
+                tu_drop(part_blas);
+                tu_drop(part);
+            }
+            tu_drop(got);
+            tu_drop(big);
+        }
+        tu_drop(on_blas);
+        tu_drop(all);
+    }
+}
+
 static void test_concurrent_callers(void **state) {
     (void)state;
     worker w[2];
@@ -838,6 +896,7 @@ int main(void) {
         cmocka_unit_test(test_conv2d_and_gradients),
         cmocka_unit_test(test_max_pool_2x2),
         cmocka_unit_test(test_vector_kernels),
+        cmocka_unit_test(test_half_tables),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),

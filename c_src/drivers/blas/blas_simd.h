@@ -76,6 +76,11 @@ typedef struct {
     void (*silu_f32)(float *o, const float *a, int64_t n);
 } simd_table;
 
+/* From this many elements, an f16/bf16 function of one value (exp, tanh, gelu ...) reads each
+ * result from a table of the function's 65,536 results, computed by the f32 kernel the same way
+ * (blas_simd.c); smaller tensors compute each element. */
+#define BLAS_HALF_TABLE_MIN (1 << 14)
+
 extern const simd_table simd_avx2, simd_avx512;
 /* fills t with simd_avx512 whose bf16 rounding (the binary kernels', f32_to_bf16) is the
  * AVX512-BF16 instruction's; only for a processor that has it */
