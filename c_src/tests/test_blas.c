@@ -231,18 +231,21 @@ static bool cpu_has_avx512_bf16(void) {
 #endif
 }
 
-static void test_dot_bf16_paths(void **state) {
-    (void)state;
+/* The library each call of a product names, and its result against the cpu: a new shape's
+ * first four calls run on oneDNN, the next two on OpenBLAS (both timed), where oneDNN takes the
+ * type (bf16: with AVX512-BF16; f32: from BLAS_DNNL_F32_MIN multiply-adds); dot with b read
+ * transposed, then dense with its bias and relu added to oneDNN's f32 product. */
+static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     /* CASCADE_BLAS_DOT=onednn or openblas: every call on that one, where oneDNN can run it */
     const char *simd = getenv("CASCADE_SIMD"), *forced = getenv("CASCADE_BLAS_DOT");
-    bool hw = cpu_has_avx512_bf16() && strstr(blas->props.detail, "oneDNN") && !simd &&
-              !(forced && strcmp(forced, "openblas") == 0);
+    bool hw = (t == CX_F32 || (cpu_has_avx512_bf16() && !simd)) &&
+              strstr(blas->props.detail, "oneDNN") && !(forced && strcmp(forced, "openblas") == 0);
     bool always = forced && strcmp(forced, "onednn") == 0;
-    static const int64_t sa[2] = {48, 40}, sb[2] = {56, 40};
+    const int64_t sa[2] = {m, k}, sb[2] = {n, k};
     static const int64_t ca[1] = {1}, cb[1] = {1};
     cx_params ps;
     dot_params(&ps, ca, 1, NULL, 0, cb, 1, NULL, 0); /* b read transposed */
-    cx_tensor *in[2] = {filled(CX_BF16, 2, sa, 5), filled(CX_BF16, 2, sb, 6)};
+    cx_tensor *in[2] = {filled(t, 2, sa, 5), filled(t, 2, sb, 6)};
     for (int call = 0; call < 8; call++) {
         cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
         cx_plan plan;
@@ -262,10 +265,8 @@ static void test_dot_bf16_paths(void **state) {
     }
     tu_drop(in[0]);
     tu_drop(in[1]);
-    /* dense the same way, its bias and relu added to oneDNN's f32 product */
-    cx_tensor *d[3] = {filled(CX_BF16, 2, TU_SHAPE(24, 40), 7),
-                       filled(CX_BF16, 2, TU_SHAPE(40, 72), 8),
-                       filled(CX_BF16, 1, TU_SHAPE(72), 9)};
+    cx_tensor *d[3] = {filled(t, 2, TU_SHAPE(m, k), 7), filled(t, 2, TU_SHAPE(k, n), 8),
+                       filled(t, 1, TU_SHAPE(n), 9)};
     cx_params relu = {0};
     cx_param_put_int(&relu, CX_P_ACTIVATION, CX_ACTIVATION_RELU);
     for (int call = 0; call < 6; call++) {
@@ -280,6 +281,29 @@ static void test_dot_bf16_paths(void **state) {
         compare(CX_OP_DENSE, d, 3, &relu, CX_ROUTE_NATIVE);
     }
     for (int k = 0; k < 3; k++) tu_drop(d[k]);
+}
+
+static void test_dot_onednn_paths(void **state) {
+    (void)state;
+    onednn_paths(CX_BF16, 48, 56, 40);
+    /* 256 x 264 x 512 = 34.6M multiply-adds, above BLAS_DNNL_F32_MIN */
+    onednn_paths(CX_F32, 256, 264, 512);
+    /* below it: OpenBLAS (unless forced) */
+    const char *forced = getenv("CASCADE_BLAS_DOT");
+    if (!(forced && strcmp(forced, "onednn") == 0)) {
+        cx_tensor *in[2] = {filled(CX_F32, 2, TU_SHAPE(64, 64), 1),
+                            filled(CX_F32, 2, TU_SHAPE(64, 64), 2)};
+        cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
+        cx_params ps;
+        dot_params(&ps, (const int64_t[]){1}, 1, NULL, 0, (const int64_t[]){0}, 1, NULL, 0);
+        cx_plan plan;
+        cx_status st = {0};
+        assert_int_equal(
+            cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
+            CX_OK);
+        assert_string_equal(plan.library, "openblas");
+        for (int k = 0; k < 2; k++) tu_drop(on_blas[k]), tu_drop(in[k]);
+    }
 }
 
 /* dense with a bias vector or a number, in every float type: native on blas.
@@ -891,7 +915,7 @@ int main(void) {
         cmocka_unit_test(test_dot_batched),
         cmocka_unit_test(test_dot_empty),
         cmocka_unit_test(test_dot_split),
-        cmocka_unit_test(test_dot_bf16_paths),
+        cmocka_unit_test(test_dot_onednn_paths),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d_and_gradients),
         cmocka_unit_test(test_max_pool_2x2),

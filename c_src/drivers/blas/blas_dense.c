@@ -108,22 +108,28 @@ static void dense_gemm(bool f64, const void *x, const void *w, const cx_tensor *
     }
 }
 
-/* ==== bf16 on oneDNN's matmul ================================================================
- * Where the processor has AVX512-BF16, a bf16 dense's product may run on oneDNN (measured against
- * OpenBLAS per shape, blas_dnnl.c) into an f32 scratch; the bias, the activation and the rounding
- * to bf16 follow in one pass over its rows, split across the pool. */
+/* ==== on oneDNN's matmul =======================================================================
+ * A bf16 dense's product (where the processor has AVX512-BF16) and a large f32 one may run on
+ * oneDNN (measured against OpenBLAS per shape, blas_dnnl.c) into an f32 scratch, or the f32
+ * result itself; the bias, the activation and (bf16) the rounding follow in one pass over its
+ * rows, split across the pool. */
 
-static blas_mm_shape dense_shape(int64_t m, int64_t n, int64_t k) {
-    return (blas_mm_shape){m, n, k, k, n, false, false, true};
+static blas_mm_shape dense_shape(cx_dtype t, int64_t m, int64_t n, int64_t k) {
+    return (blas_mm_shape){m, n, k, k, n, false, false, t == CX_BF16, t == CX_F32};
+}
+
+/* whether dense's operands and result are all bf16 or all f32 (the types oneDNN's path takes) */
+static bool dnnl_types(const cx_desc *x, const cx_desc *w, cx_dtype out) {
+    return (out == CX_BF16 || out == CX_F32) && x->dtype == out && w->dtype == out;
 }
 
 const char *blas_dense_library(const cx_desc *x, const cx_desc *w) {
-    if (x->dtype != CX_BF16 || w->dtype != CX_BF16 || w->rank != 2 || x->rank < 1 ||
-        w->shape[0] == 0 || w->shape[1] == 0)
+    if (!dnnl_types(x, w, x->dtype) || w->rank != 2 || x->rank < 1 || w->shape[0] == 0 ||
+        w->shape[1] == 0)
         return "openblas";
     int64_t m = cx_desc_numel(x) / w->shape[0];
-    blas_mm_shape s = dense_shape(m, w->shape[1], w->shape[0]);
-    return blas_bf16_matmul_path(&s) == 1 ? "onednn" : "openblas";
+    blas_mm_shape s = dense_shape(x->dtype, m, w->shape[1], w->shape[0]);
+    return blas_dnnl_matmul_path(&s) == 1 ? "onednn" : "openblas";
 }
 
 typedef struct {
@@ -131,7 +137,7 @@ typedef struct {
     const float *bias;     /* n values, or 1 */
     int64_t bias_n, n;     /* bias_n: 1 or n */
     const activation *act; /* or NULL */
-    uint16_t *out;
+    uint16_t *out;         /* bf16: the result, rounded from y; NULL: y is the f32 result */
     int64_t m;
 } epilogue_job;
 
@@ -142,26 +148,27 @@ static void epilogue_part(void *ctx, int index, int parts) {
         float *row = j->y + r * j->n;
         t->binary_f32[CX_OP_ADD](row, row, j->bias, 1, j->bias_n > 1, j->n);
         if (j->act) activate_run(j->act, row, j->n);
-        t->f32_to_bf16(row, j->out + r * j->n, j->n);
+        if (j->out) t->f32_to_bf16(row, j->out + r * j->n, j->n);
     }
 }
 
-/* The bf16 dense on oneDNN: false (nothing written) when it does not run there. */
+/* The dense on oneDNN: false when it does not run there (nothing written to a bf16 result; an
+ * f32 one may hold a partial product, which the OpenBLAS path then overwrites). */
 static bool dense_onednn(const blas_mm_shape *s, const cx_tensor *x, const cx_tensor *w,
                          const cx_tensor *bias, const activation *act, cx_tensor *out) {
-    float *y = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
+    float *y = s->f32 ? out->data : cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     float *b = cpu_buffer_get(sizeof(float) * (size_t)bias->numel);
-    bool ok = y && b && blas_bf16_matmul(s, x->data, w->data, y);
+    bool ok = y && b && blas_dnnl_matmul(s, x->data, w->data, y);
     if (ok) {
         for (int64_t j = 0; j < bias->numel; j++) b[j] = (float)bias_at(bias, j);
-        epilogue_job j = {y, b, bias->numel, s->n, act, out->data, s->m};
+        epilogue_job j = {y, b, bias->numel, s->n, act, s->f32 ? NULL : out->data, s->m};
         int64_t parts = s->m * s->n / (1 << 14);
         blas_parallel(parts < 1      ? 1
                       : parts > s->m ? (int)s->m
                                      : (int)parts,
                       false, epilogue_part, &j);
     }
-    cpu_buffer_put(y);
+    if (!s->f32) cpu_buffer_put(y);
     cpu_buffer_put(b);
     return ok;
 }
@@ -176,16 +183,15 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
         return cx_fail(st, CX_EINVAL, "blas: dense cannot apply activation %lld to %s",
                        (long long)which, cx_dtype_name(t));
     activation a = {blas_simd(), which, t == CX_F64}, *act = which ? &a : NULL;
-    if (t == CX_F64 || t == CX_F32) {
-        dense_gemm(t == CX_F64, x->data, w->data, bias, m, n, k, out->data, act);
-        return CX_OK;
-    }
-    blas_mm_shape s = dense_shape(m, n, k);
-    int path = t == CX_BF16 && x->desc.dtype == CX_BF16 && w->desc.dtype == CX_BF16 && k > 0
-                   ? blas_bf16_matmul_path(&s)
-                   : 0;
+    blas_mm_shape s = dense_shape(t, m, n, k);
+    int path = dnnl_types(&x->desc, &w->desc, t) && k > 0 ? blas_dnnl_matmul_path(&s) : 0;
     if (path == 1 && dense_onednn(&s, x, w, bias, act, out)) return CX_OK;
     double t0 = blas_seconds();
+    if (t == CX_F64 || t == CX_F32) {
+        dense_gemm(t == CX_F64, x->data, w->data, bias, m, n, k, out->data, act);
+        if (path == 2) blas_dnnl_matmul_record(&s, blas_seconds() - t0);
+        return CX_OK;
+    }
     float *xf = blas_widen_f32(x), *wf = blas_widen_f32(w),
           *yf = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     if (xf && wf && yf) {
@@ -196,6 +202,6 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
     cpu_buffer_put(xf);
     cpu_buffer_put(wf);
     cpu_buffer_put(yf);
-    if (ok && path == 2) blas_bf16_matmul_record(&s, blas_seconds() - t0);
+    if (ok && path == 2) blas_dnnl_matmul_record(&s, blas_seconds() - t0);
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dense");
 }

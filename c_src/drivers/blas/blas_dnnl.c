@@ -662,7 +662,7 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
     return rc;
 }
 
-/* ---- bf16 products: oneDNN's matmul or OpenBLAS on widened copies, as measured -------------- */
+/* ---- products: oneDNN's matmul or OpenBLAS, as measured (blas_kernels.h) -------------------- */
 
 #define MM_CLASSES 32
 
@@ -688,7 +688,7 @@ static int mm_forced(void) {
 
 static bool same_shape(const blas_mm_shape *x, const blas_mm_shape *y) {
     return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
-           x->ta == y->ta && x->tb == y->tb && x->c_f32 == y->c_f32;
+           x->ta == y->ta && x->tb == y->tb && x->c_f32 == y->c_f32 && x->f32 == y->f32;
 }
 
 static bool mm_build(const blas_mm_shape *s, mm_class *c) {
@@ -698,9 +698,10 @@ static bool mm_build(const blas_mm_shape *s, mm_class *c) {
     dnnl_dims_t cs = {s->n, 1};
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd;
-    if (dn.dnnl_memory_desc_init_by_strides(&c->a, 2, ad, dnnl_bf16, as) != dnnl_success ||
-        dn.dnnl_memory_desc_init_by_strides(&c->b, 2, bd, dnnl_bf16, bs) != dnnl_success ||
-        dn.dnnl_memory_desc_init_by_strides(&c->c, 2, cd, s->c_f32 ? dnnl_f32 : dnnl_bf16, cs) !=
+    dnnl_data_type_t in = s->f32 ? dnnl_f32 : dnnl_bf16;
+    if (dn.dnnl_memory_desc_init_by_strides(&c->a, 2, ad, in, as) != dnnl_success ||
+        dn.dnnl_memory_desc_init_by_strides(&c->b, 2, bd, in, bs) != dnnl_success ||
+        dn.dnnl_memory_desc_init_by_strides(&c->c, 2, cd, s->c_f32 || s->f32 ? dnnl_f32 : in, cs) !=
             dnnl_success ||
         dn.dnnl_matmul_desc_init(&md, &c->a, &c->b, NULL, &c->c) != dnnl_success ||
         dn.dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) != dnnl_success)
@@ -760,10 +761,13 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold) {
 }
 
 static bool mm_eligible(const blas_mm_shape *s) {
-    return s->m > 0 && s->n > 0 && s->k > 0 && mm_forced() != 2 && blas_simd_bf16_hw();
+    if (s->m <= 0 || s->n <= 0 || s->k <= 0 || mm_forced() == 2) return false;
+    if (!s->f32) return blas_simd_bf16_hw();
+    /* in double: m n k may pass int64 for shapes OpenBLAS takes */
+    return mm_forced() == 1 || (double)s->m * (double)s->n * (double)s->k >= BLAS_DNNL_F32_MIN;
 }
 
-int blas_bf16_matmul_path(const blas_mm_shape *s) {
+int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
     if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
     mm_class *c = mm_class_for(s, false, false);
@@ -798,7 +802,7 @@ static bool mm_run_job(void *arg) {
     return ok;
 }
 
-bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
+bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
     if (!mm_eligible(s) || !dn_load()) return false;
     mm_class *c = mm_class_for(s, true, true);
     if (!c) return false;
@@ -817,17 +821,19 @@ bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void
     return ok;
 }
 
-void blas_bf16_matmul_record(const blas_mm_shape *s, double seconds) {
+void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
     mm_class *c = mm_class_for(s, false, false);
     if (!c) return;
     pthread_mutex_lock(&dn_lock);
     int call = c->choice ? 0 : ++c->calls;
     if (call == 5 || (call == 6 && seconds < c->openblas_s)) c->openblas_s = seconds;
-    /* OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16 instructions
-     * do, and a first oneDNN call whose OpenMP threads had gone to sleep (between calls that are
-     * not back to back) costs several times a later one: a bf16 256 x 256 dot took 380-450 us
-     * then and 80 us in a loop, against 260 us on OpenBLAS, which picked OpenBLAS at 1.25x */
-    if (call == 6) c->choice = c->openblas_s * 1.5 < c->dnnl_s ? 2 : 1;
+    /* bf16: OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16
+     * instructions do, and a first oneDNN call whose OpenMP threads had gone to sleep (between
+     * calls that are not back to back) costs several times a later one: a bf16 256 x 256 dot
+     * took 380-450 us then and 80 us in a loop, against 260 us on OpenBLAS, which picked
+     * OpenBLAS at 1.25x. f32: the faster (its products are 2^25 multiply-adds or more, a few
+     * milliseconds, where a late wake-up weighs little) */
+    if (call == 6) c->choice = c->openblas_s * (s->f32 ? 1.0 : 1.5) < c->dnnl_s ? 2 : 1;
     pthread_mutex_unlock(&dn_lock);
 }
 
@@ -841,15 +847,15 @@ bool blas_dnnl_available(void) {
 
 #else /* built without oneDNN's headers: im2col + OpenBLAS only, the gradients decompose */
 
-int blas_bf16_matmul_path(const blas_mm_shape *s) {
+int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     return 0;
 }
 
-bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c) {
+bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c) {
     return false;
 }
 
-void blas_bf16_matmul_record(const blas_mm_shape *s, double seconds) {}
+void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {}
 
 bool blas_dnnl_built(void) {
     return false;

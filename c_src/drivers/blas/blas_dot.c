@@ -183,24 +183,32 @@ static cx_code dot_f64(dot_job *j, cx_tensor *out, cx_status *st) {
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");
 }
 
-/* A bf16 product of one batch element whose operands oneDNN reads in place: its shape. */
-static bool bf16_shape(dot_job *j, blas_mm_shape *s) {
-    if (j->batch != 1 || j->a.t->desc.dtype != CX_BF16 || j->b.t->desc.dtype != CX_BF16 ||
-        !in_place(&j->a, CX_BF16) || !in_place(&j->b, CX_BF16))
+/* A bf16 or f32 product of one batch element whose operands oneDNN reads in place: its shape. */
+static bool dnnl_shape(dot_job *j, blas_mm_shape *s) {
+    cx_dtype t = j->a.t->desc.dtype;
+    if (j->batch != 1 || (t != CX_BF16 && t != CX_F32) || j->b.t->desc.dtype != t ||
+        !in_place(&j->a, t) || !in_place(&j->b, t))
         return false;
-    *s = (blas_mm_shape){
-        j->m, j->n, j->k, j->a.ld, j->b.ld, j->a.trans == CblasTrans, j->b.trans == CblasTrans,
-        false};
+    *s = (blas_mm_shape){j->m,
+                         j->n,
+                         j->k,
+                         j->a.ld,
+                         j->b.ld,
+                         j->a.trans == CblasTrans,
+                         j->b.trans == CblasTrans,
+                         false,
+                         t == CX_F32};
     return true;
 }
 
 const char *blas_dot_library(const cx_desc *a, const cx_desc *b, const cx_params *ps) {
-    if (a->dtype != CX_BF16 || b->dtype != CX_BF16 || !ps) return "openblas";
+    if ((a->dtype != CX_BF16 && a->dtype != CX_F32) || b->dtype != a->dtype || !ps)
+        return "openblas";
     cx_tensor ta = {.desc = *a}, tb = {.desc = *b};
     dot_job j;
     blas_mm_shape s;
     job_init(&ta, &tb, ps, &j);
-    return j.k > 0 && bf16_shape(&j, &s) && blas_bf16_matmul_path(&s) == 1 ? "onednn" : "openblas";
+    return j.k > 0 && dnnl_shape(&j, &s) && blas_dnnl_matmul_path(&s) == 1 ? "onednn" : "openblas";
 }
 
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
@@ -217,11 +225,11 @@ cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx
     }
     if (!blas_dims_fit(j.m, j.n, j.k)) return cpu_dot(a, b, ps, out, st);
     blas_mm_shape s;
-    int path = t == CX_BF16 && bf16_shape(&j, &s) ? blas_bf16_matmul_path(&s) : 0;
-    if (path == 1 && blas_bf16_matmul(&s, a->data, b->data, out->data)) return CX_OK;
+    int path = (t == CX_BF16 || t == CX_F32) && dnnl_shape(&j, &s) ? blas_dnnl_matmul_path(&s) : 0;
+    if (path == 1 && blas_dnnl_matmul(&s, a->data, b->data, out->data)) return CX_OK;
     double t0 = blas_seconds();
     cx_code rc = t == CX_F64 ? dot_f64(&j, out, st) : dot_f32(&j, out, st);
-    if (path == 2 && rc == CX_OK) blas_bf16_matmul_record(&s, blas_seconds() - t0);
+    if (path == 2 && rc == CX_OK) blas_dnnl_matmul_record(&s, blas_seconds() - t0);
     operand_release(&j.a);
     operand_release(&j.b);
     return rc;

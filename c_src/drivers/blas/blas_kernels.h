@@ -12,7 +12,7 @@
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
                  cx_status *st);
 /* which library runs the next DOT of these inputs: "onednn" for a bf16 product that oneDNN
- * runs (blas_bf16_matmul_path below), else "openblas" */
+ * runs (blas_dnnl_matmul_path below), else "openblas" */
 const char *blas_dot_library(const cx_desc *a, const cx_desc *b, const cx_params *ps);
 /* blas_linalg.c: the LINALG kind (triangular_solve, lu_factor, eigh_packed) with dtrsm, LAPACK's
  * dgetrf and dsyevd; blas_linalg_fits: whether the matrices' sizes fit LAPACK's int (else the
@@ -31,7 +31,7 @@ bool blas_dense_activation_fits(int64_t act, cx_dtype t);
 cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias,
                    const cx_params *ps, cx_tensor *out, cx_status *st);
 /* which library runs the next dense of these inputs: "onednn" for a bf16 one whose product
- * oneDNN runs (blas_bf16_matmul_path below), else "openblas" */
+ * oneDNN runs (blas_dnnl_matmul_path below), else "openblas" */
 const char *blas_dense_library(const cx_desc *x, const cx_desc *w);
 /* blas_dnnl.c: conv2d on oneDNN or im2col + OpenBLAS, whichever measured faster for the shape
  * class; both inputs have the output's float type. blas_conv2d_library: which one runs next.
@@ -46,25 +46,30 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
  * oneDNN's backward primitives: fits says whether oneDNN builds one for these shapes (one
  * group, float types, padding >= 0); otherwise they decompose. */
 bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
-/* A bf16 product for oneDNN's matmul: C (m x n, row-major, bf16) = op(A) . op(B), A and B bf16
- * read in place (ta: A is stored k x m, its element (i, l) at l * lda + i; else at i * lda + l;
- * the same for B with tb, ldb). blas_dnnl.c runs it where the processor has AVX512-BF16 (bf16
- * dot products in hardware, twice the f32 FMA rate) and measures it against widening to f32 for
- * OpenBLAS, per shape: the first four calls of a shape run oneDNN (the first builds its kernel,
- * the second may wake its threads; neither is timed), the next two OpenBLAS, and from then on
- * OpenBLAS only if its faster call was 1.5x faster than oneDNN's (CASCADE_BLAS_DOT=onednn or
- * openblas forces one). blas_bf16_matmul_path: which runs the next call of the shape: 1 oneDNN,
- * 2 OpenBLAS timed for the choice (its time goes to blas_bf16_matmul_record), 0 OpenBLAS with
- * nothing to time (without oneDNN or the instructions, forced, or chosen). blas_bf16_matmul: runs
- * it on oneDNN; false if it cannot (nothing written). */
+/* A product for oneDNN's matmul: C (m x n, row-major) = op(A) . op(B), A and B read in place
+ * (ta: A is stored k x m, its element (i, l) at l * lda + i; else at i * lda + l; the same for B
+ * with tb, ldb), all bf16 or all f32. blas_dnnl.c measures it against OpenBLAS per shape: the
+ * first four calls of a shape run oneDNN (the first builds its kernel, the second may wake its
+ * threads; neither is timed), the next two OpenBLAS, and from then on the faster, where OpenBLAS
+ * must be 1.5x faster to win a bf16 shape (CASCADE_BLAS_DOT=onednn or openblas forces one).
+ * bf16 shapes take part where the processor has AVX512-BF16 (bf16 dot products in hardware,
+ * twice the f32 FMA rate; OpenBLAS runs them widened to f32); f32 ones from BLAS_DNNL_F32_MIN
+ * multiply-adds, whose OpenBLAS calls already go to a dirty scheduler (oneDNN's do too: they wait
+ * for its one thread), so that a smaller product does not pay that move for oneDNN's 10-20 %.
+ * blas_dnnl_matmul_path: which runs the next call of the shape: 1 oneDNN, 2 OpenBLAS timed for
+ * the choice (its time goes to blas_dnnl_matmul_record), 0 OpenBLAS with nothing to time
+ * (without oneDNN or the instructions, too small, forced, or chosen). blas_dnnl_matmul: runs it
+ * on oneDNN; false if it cannot (nothing written). */
+#define BLAS_DNNL_F32_MIN (INT64_C(1) << 25)
 typedef struct {
     int64_t m, n, k, lda, ldb;
     bool ta, tb;
-    bool c_f32; /* C in f32 instead (dense adds its bias and activation, then rounds) */
+    bool c_f32; /* bf16: C in f32 instead (dense adds its bias and activation, then rounds) */
+    bool f32;   /* A, B and C f32 */
 } blas_mm_shape;
-int blas_bf16_matmul_path(const blas_mm_shape *s);
-bool blas_bf16_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c);
-void blas_bf16_matmul_record(const blas_mm_shape *s, double seconds);
+int blas_dnnl_matmul_path(const blas_mm_shape *s);
+bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c);
+void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds);
 /* Whether the driver was built with oneDNN's path (dnnl.h found, not a sanitised build), and
  * whether libdnnl loads (it is opened then, if it was not yet). */
 bool blas_dnnl_built(void);
