@@ -365,12 +365,12 @@ static double library_speed(const char *library, cx_op_id op) {
     if (!library) return 1;
     if (strcmp(library, "avx2") == 0 || strcmp(library, "avx512") == 0)
         return work_per_element(op) > 1 ? 0.2 / work_per_element(op) : 0.05;
-    /* Not oneDNN's, though its bf16 products run faster: every oneDNN primitive waits its turn
-     * on one thread (blas_dnnl.c), behind another process's convolution perhaps, which only a
-     * dirty scheduler may do. */
-    bool openblas = strcmp(library, "openblas") == 0;
-    if (openblas && op == CX_OP_DOT) return 0.02;
-    if (openblas && op == CX_OP_DENSE) return 0.02 / work_per_element(op);
+    /* oneDNN's products too (bf16 ones run faster): they never wait for its one thread
+     * (blas_dnnl.c), and run on OpenBLAS when another call has it. Its convolutions do wait,
+     * behind another process's perhaps, which only a dirty scheduler may do. */
+    bool gemm = strcmp(library, "openblas") == 0 || strcmp(library, "onednn") == 0;
+    if (gemm && op == CX_OP_DOT) return 0.02;
+    if (gemm && op == CX_OP_DENSE) return 0.02 / work_per_element(op);
     return 1;
 }
 

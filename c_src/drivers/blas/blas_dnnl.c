@@ -150,9 +150,9 @@ static void *master_main(void *unused) {
     return NULL;
 }
 
-/* fn(arg) on the master thread; on the caller's if the thread cannot start. */
-static bool on_master(dn_fn fn, void *arg) {
-    pthread_mutex_lock(&master.exec);
+/* fn(arg) on the master thread, master.exec held (and released here); on the caller's if the
+ * thread cannot start. */
+static bool master_run(dn_fn fn, void *arg) {
     if (!master.started) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -176,6 +176,29 @@ static bool on_master(dn_fn fn, void *arg) {
     bool r = master.result;
     pthread_mutex_unlock(&master.exec);
     return r;
+}
+
+/* fn(arg) on the master thread, after the callers before (convolutions: a dirty scheduler). */
+static bool on_master(dn_fn fn, void *arg) {
+    pthread_mutex_lock(&master.exec);
+    return master_run(fn, arg);
+}
+
+/* fn(arg) on the master thread if no other caller has it now, or when `wait`; *ran false (and
+ * nothing run) otherwise. Products may be called from a normal scheduler, which must not wait
+ * behind another process's convolution: they run on OpenBLAS then. */
+static bool on_master_if_free(dn_fn fn, void *arg, bool wait, bool *ran) {
+    *ran = wait || pthread_mutex_trylock(&master.exec) == 0;
+    if (!*ran) return false;
+    if (wait) pthread_mutex_lock(&master.exec);
+    return master_run(fn, arg);
+}
+
+/* dn_lock, or false when it is held and not `wait` (a class being built holds it for a while) */
+static bool dn_lock_if_free(bool wait) {
+    if (!wait) return pthread_mutex_trylock(&dn_lock) == 0;
+    pthread_mutex_lock(&dn_lock);
+    return true;
 }
 
 /* ---- the shape classes: a primitive, its reorders and the measured choice ------------------ */
@@ -674,7 +697,7 @@ typedef struct {
     int calls;
     double dnnl_s, openblas_s; /* the faster of two timed calls each */
     int choice;                /* 0 undecided, 1 oneDNN, 2 OpenBLAS */
-    int busy;
+    _Atomic int busy;          /* calls running it: not evicted while > 0 */
     unsigned long long last;
 } mm_class;
 
@@ -726,9 +749,10 @@ static bool mm_destroy_job(void *arg) {
 }
 
 /* The class of shape s, built if new (evicting the least recently used idle one), marked busy
- * when `hold`; NULL when oneDNN builds no primitive for it. */
-static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold) {
-    pthread_mutex_lock(&dn_lock);
+ * when `hold`; NULL when oneDNN builds no primitive for it, or when the lock or the master
+ * thread is taken and not `wait`. */
+static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold, bool wait) {
+    if (!dn_lock_if_free(wait)) return NULL;
     mm_class *hit = NULL, *victim = NULL;
     for (int k = 0; k < MM_CLASSES && !hit; k++) {
         mm_class *c = &mm_classes[k];
@@ -737,13 +761,16 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold) {
     }
     if (!hit && build) {
         for (int k = 0; k < MM_CLASSES && !victim; k++)
-            if (mm_classes[k].busy == 0 && (!victim || mm_classes[k].last < victim->last))
+            if (atomic_load(&mm_classes[k].busy) == 0 &&
+                (!victim || mm_classes[k].last < victim->last))
                 victim = &mm_classes[k];
-        if (victim) {
-            if (victim->used && victim->prim) on_master(mm_destroy_job, victim->prim);
+        bool ran = true;
+        if (victim && victim->used && victim->prim)
+            on_master_if_free(mm_destroy_job, victim->prim, wait, &ran);
+        if (victim && ran) {
             memset(victim, 0, sizeof *victim);
             mm_build_args b = {s, victim};
-            if (on_master(mm_build_job, &b)) {
+            if (on_master_if_free(mm_build_job, &b, wait, &ran)) {
                 victim->used = true;
                 victim->key = *s;
                 hit = victim;
@@ -753,7 +780,7 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold) {
         }
     }
     if (hit && hold) {
-        hit->busy++;
+        atomic_fetch_add(&hit->busy, 1);
         hit->last = ++clock_tick;
     }
     pthread_mutex_unlock(&dn_lock);
@@ -770,10 +797,12 @@ static bool mm_eligible(const blas_mm_shape *s) {
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
     if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
-    mm_class *c = mm_class_for(s, false, false);
-    if (!c) return 1; /* a new shape: its first calls run oneDNN */
-    pthread_mutex_lock(&dn_lock);
-    int path = c->choice == 2 ? 0 : c->choice ? 1 : c->calls < 4 ? 1 : 2;
+    if (!dn_lock_if_free(false)) return 0; /* taken: OpenBLAS now, nothing timed */
+    const mm_class *c = NULL;
+    for (int k = 0; k < MM_CLASSES && !c; k++)
+        if (mm_classes[k].used && same_shape(&mm_classes[k].key, s)) c = &mm_classes[k];
+    /* a new shape: its first calls run oneDNN */
+    int path = !c ? 1 : c->choice == 2 ? 0 : c->choice ? 1 : c->calls < 4 ? 1 : 2;
     pthread_mutex_unlock(&dn_lock);
     return path;
 }
@@ -804,27 +833,26 @@ static bool mm_run_job(void *arg) {
 
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
     if (!mm_eligible(s) || !dn_load()) return false;
-    mm_class *c = mm_class_for(s, true, true);
+    bool wait = mm_forced() == 1, ran;
+    mm_class *c = mm_class_for(s, true, true, wait);
     if (!c) return false;
     double t0 = blas_seconds();
     mm_run_args r = {c, a, b, y};
-    bool ok = on_master(mm_run_job, &r);
+    bool ok = on_master_if_free(mm_run_job, &r, wait, &ran);
     double seconds = blas_seconds() - t0;
-    pthread_mutex_lock(&dn_lock);
-    if (ok && !c->choice) {
+    if (ok && dn_lock_if_free(false)) { /* taken: this call is not counted */
         /* the first builds oneDNN's kernel, the second may wake its threads: not timed */
-        int call = ++c->calls;
+        int call = c->choice ? 0 : ++c->calls;
         if (call == 3 || (call == 4 && seconds < c->dnnl_s)) c->dnnl_s = seconds;
+        pthread_mutex_unlock(&dn_lock);
     }
-    c->busy--;
-    pthread_mutex_unlock(&dn_lock);
+    atomic_fetch_sub(&c->busy, 1);
     return ok;
 }
 
 void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
-    mm_class *c = mm_class_for(s, false, false);
-    if (!c) return;
-    pthread_mutex_lock(&dn_lock);
+    mm_class *c = mm_class_for(s, false, false, false);
+    if (!c || !dn_lock_if_free(false)) return;
     int call = c->choice ? 0 : ++c->calls;
     if (call == 5 || (call == 6 && seconds < c->openblas_s)) c->openblas_s = seconds;
     /* bf16: OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16
