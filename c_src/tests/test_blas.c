@@ -238,9 +238,11 @@ static bool cpu_has_avx512_bf16(void) {
 static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     /* CASCADE_BLAS_DOT=onednn or openblas: every call on that one, where oneDNN can run it */
     const char *simd = getenv("CASCADE_SIMD"), *forced = getenv("CASCADE_BLAS_DOT");
-    bool hw = (t == CX_F32 || (cpu_has_avx512_bf16() && !simd)) &&
+    bool hw = (t == CX_F32 || (cpu_has_avx512_bf16() && !(simd && *simd))) &&
               strstr(blas->props.detail, "oneDNN") && !(forced && strcmp(forced, "openblas") == 0);
     bool always = forced && strcmp(forced, "onednn") == 0;
+    /* dense on oneDNN adds its bias with the vector kernels: none under CASCADE_SIMD=none */
+    bool dense_hw = hw && !(simd && strcmp(simd, "none") == 0);
     const int64_t sa[2] = {m, k}, sb[2] = {n, k};
     static const int64_t ca[1] = {1}, cb[1] = {1};
     cx_params ps;
@@ -276,7 +278,8 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
         assert_int_equal(
             cx_plan_op(CX_OP_DENSE, blas, (const cx_tensor *const *)on_blas, 3, &relu, &plan, &st),
             CX_OK);
-        assert_string_equal(plan.library, hw && (call < 4 || always) ? "onednn" : "openblas");
+        assert_non_null(plan.library); /* NULL: decomposed (CASCADE_SIMD=none) */
+        assert_string_equal(plan.library, dense_hw && (call < 4 || always) ? "onednn" : "openblas");
         for (int k = 0; k < 3; k++) tu_drop(on_blas[k]);
         compare(CX_OP_DENSE, d, 3, &relu, CX_ROUTE_NATIVE);
     }
@@ -682,9 +685,16 @@ static cx_tensor *half_bits(cx_dtype t, int64_t n, const uint16_t *bits, uint32_
     return x;
 }
 
+static bool is_nan16(cx_dtype t, uint16_t h) {
+    return t == CX_F16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff)
+                       : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+}
+
 /* Large f16/bf16 tensors read a unary function's results from a table (blas_simd.c): every one
  * of the 65,536 arguments (NaNs, infinities, denormals) gives bit for bit what the chunked path
- * gives on a tensor below BLAS_HALF_TABLE_MIN, for each function that has a table. */
+ * gives on a tensor below BLAS_HALF_TABLE_MIN, for each function that has a table; a NaN may
+ * come back with another sign or payload (the vector kernels' last partial vector may already
+ * give one: the AVX2 build's gelu of a negative NaN is -NaN there and +NaN in a full vector). */
 static void test_half_tables(void **state) {
     (void)state;
     static const cx_op_id ops[] = {CX_OP_EXP,     CX_OP_EXPM1, CX_OP_LOG,  CX_OP_LOG1P,
@@ -710,7 +720,7 @@ static void test_half_tables(void **state) {
                 cx_tensor *want = moved(small, cpu);
                 const uint16_t *w = want->data;
                 for (int64_t i = 0; i < m; i++)
-                    if (g[lo + i] != w[i])
+                    if (g[lo + i] != w[i] && !(is_nan16(ty, g[lo + i]) && is_nan16(ty, w[i])))
                         fail_msg("%s%s %s of 0x%04x: table 0x%04x, computed 0x%04x",
                                  cx_op_table[op].name,
                                  k == sizeof ops / sizeof ops[0] ? " (tanh)" : "",

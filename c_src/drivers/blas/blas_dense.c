@@ -118,9 +118,11 @@ static blas_mm_shape dense_shape(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     return (blas_mm_shape){m, n, k, k, n, false, false, t == CX_BF16, t == CX_F32};
 }
 
-/* whether dense's operands and result are all bf16 or all f32 (the types oneDNN's path takes) */
+/* whether dense's operands and result are all bf16 or all f32 (the types oneDNN's path takes),
+ * and the vector kernels that add the bias and apply the activation are there (CASCADE_SIMD=none
+ * or a processor without AVX2 has none) */
 static bool dnnl_types(const cx_desc *x, const cx_desc *w, cx_dtype out) {
-    return (out == CX_BF16 || out == CX_F32) && x->dtype == out && w->dtype == out;
+    return (out == CX_BF16 || out == CX_F32) && x->dtype == out && w->dtype == out && blas_simd();
 }
 
 const char *blas_dense_library(const cx_desc *x, const cx_desc *w) {

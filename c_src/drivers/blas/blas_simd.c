@@ -192,10 +192,11 @@ static void narrow(cx_dtype t, const simd_table *s, const float *f, uint16_t *h,
  *
  * An f16 or bf16 argument has 65,536 values. A function's results for all of them, computed once
  * by the same widening, f32 kernel and rounding that the chunked path runs on each element (and so
- * bit for bit its results: SLEEF's vector functions treat each lane alone, the last partial vector
- * included), make each element of a large tensor one load from the table. One table per type and
- * function, 128 KiB, built on the first call that needs it (about 50 us) and kept for the life of
- * the process. From C, one thread, 1M bf16 values in [-1, 1]: 0.24 ns a value, whatever the
+ * bit for bit its results: the kernels treat each lane alone, the last partial vector included;
+ * only a NaN's sign may differ, as it already may between a full vector and the last partial one,
+ * compiled apart), make each element of a large tensor one load from the table. One table per type
+ * and function, 128 KiB, built on the first call that needs it (about 50 us) and kept for the life
+ * of the process. From C, one thread, 1M bf16 values in [-1, 1]: 0.24 ns a value, whatever the
  * function. */
 enum { HT_GELU = CX_OP_COUNT, HT_GELU_TANH, HT_SILU, HT_KEYS };
 static _Atomic(uint16_t *) half_tables[2][HT_KEYS];
