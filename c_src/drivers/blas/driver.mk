@@ -64,10 +64,11 @@ endif
 ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
 .PHONY: test-blas-avx2
 DRIVER_TEST_TARGETS += test-blas-avx2
-test-blas-avx2: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential
+test-blas-avx2: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential $(BUILD)/tests/test_blas
 	@if grep -q avx512f /proc/cpuinfo 2>/dev/null; then \
-	  echo "== test_differential, blas on its AVX2 table"; \
-	  CASCADE_SIMD=avx2 CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential; \
+	  echo "== test_differential and test_blas, blas on its AVX2 table"; \
+	  CASCADE_SIMD=avx2 CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential && \
+	  CASCADE_SIMD=avx2 $(BUILD)/tests/test_blas; \
 	fi
 	@if grep -q avx512_bf16 /proc/cpuinfo 2>/dev/null; then \
 	  echo "== test_differential, blas on its AVX-512 table without the AVX512-BF16 rounding"; \
