@@ -532,17 +532,17 @@ typedef struct {
     cx_tensor *a, *b, *want;
     int rounds;
     int failures;
+    cx_op_id op; /* dot (a . b) or conv2d */
+    cx_params ps;
 } worker;
 
 static void *multiply_many(void *arg) {
     worker *w = arg;
-    cx_params ps;
-    dot_params(&ps, TU_SHAPE(1), 1, NULL, 0, TU_SHAPE(0), 1, NULL, 0);
     for (int r = 0; r < w->rounds; r++) {
         cx_tensor out;
-        cx_params local = ps;
+        cx_params local = w->ps;
         cx_status st = {0};
-        if (cx_run(CX_OP_DOT, blas, (cx_tensor *[]){w->a, w->b}, 2, &local, &out, &st) != CX_OK) {
+        if (cx_run(w->op, blas, (cx_tensor *[]){w->a, w->b}, 2, &local, &out, &st) != CX_OK) {
             w->failures++;
             continue;
         }
@@ -557,7 +557,6 @@ static void *multiply_many(void *arg) {
     return NULL;
 }
 
-/* Two threads multiplying on blas at once (the BEAM's two dirty schedulers) get right answers. */
 /* The vector kernels (blas_simd.c) on tensors big enough to be split across the four threads, in
  * every float type: elementwise ops on each operand layout (full, one value, a row repeated, a
  * value per row), sums along the last axes, the first ones and all, and the fused softmax,
@@ -738,18 +737,25 @@ static void test_half_tables(void **state) {
     }
 }
 
-static void test_concurrent_callers(void **state) {
-    (void)state;
+/* Two threads multiplying on blas at once (the BEAM's two dirty schedulers) get right answers:
+ * two OpenBLAS products; then an f32 product large enough for oneDNN (BLAS_DNNL_F32_MIN) beside
+ * convolutions, whose oneDNN calls hold its one thread: the product runs on OpenBLAS then
+ * (blas_dnnl.c), and on oneDNN when the thread is free. */
+static void concurrent(const int64_t sa[2][4], const int64_t sb[2][4], const cx_op_id op[2]) {
     worker w[2];
     pthread_t th[2];
-    cx_params ps;
-    dot_params(&ps, TU_SHAPE(1), 1, NULL, 0, TU_SHAPE(0), 1, NULL, 0);
     for (int k = 0; k < 2; k++) {
-        int64_t n = 160 + 40 * k;
-        cx_tensor *a = filled(CX_F32, 2, TU_SHAPE(n, n), 20 + k);
-        cx_tensor *b = filled(CX_F32, 2, TU_SHAPE(n, n), 30 + k);
-        w[k] = (worker){moved(a, blas), moved(b, blas), NULL, 10, 0};
-        w[k].want = run_on(cpu, CX_OP_DOT, (cx_tensor *[]){a, b}, 2, &ps);
+        int rank = op[k] == CX_OP_CONV2D ? 4 : 2;
+        cx_tensor *a = filled(CX_F32, rank, sa[k], 20 + k);
+        cx_tensor *b = filled(CX_F32, rank, sb[k], 30 + k);
+        w[k] = (worker){moved(a, blas), moved(b, blas), NULL, 10, 0, op[k], {0}};
+        if (op[k] == CX_OP_DOT)
+            dot_params(&w[k].ps, TU_SHAPE(1), 1, NULL, 0, TU_SHAPE(0), 1, NULL, 0);
+        else
+            conv_params(&(conv_case){.groups = 1, .s = {1, 1}, .d = {1, 1}, .pads = {1, 1, 1, 1}},
+                        &w[k].ps);
+        cx_params ps = w[k].ps;
+        w[k].want = run_on(cpu, op[k], (cx_tensor *[]){a, b}, 2, &ps);
         tu_drop(a);
         tu_drop(b);
     }
@@ -762,6 +768,17 @@ static void test_concurrent_callers(void **state) {
         tu_drop(w[k].b);
         tu_drop(w[k].want);
     }
+}
+
+static void test_concurrent_callers(void **state) {
+    (void)state;
+    concurrent((const int64_t[2][4]){{160, 160}, {200, 200}},
+               (const int64_t[2][4]){{160, 160}, {200, 200}},
+               (const cx_op_id[2]){CX_OP_DOT, CX_OP_DOT});
+    /* 256 x 512 . 512 x 264: 34.6M multiply-adds; 8 x 32 x 28 x 28 by 64 3 x 3 */
+    concurrent((const int64_t[2][4]){{256, 512}, {8, 32, 28, 28}},
+               (const int64_t[2][4]){{512, 264}, {64, 32, 3, 3}},
+               (const cx_op_id[2]){CX_OP_DOT, CX_OP_CONV2D});
 }
 
 /* A program on blas turns a chain of elementwise f32 ops into one fused step, leaving out an

@@ -748,10 +748,10 @@ static bool mm_destroy_job(void *arg) {
     return dn.dnnl_primitive_destroy(arg) == dnnl_success;
 }
 
-/* The class of shape s, built if new (evicting the least recently used idle one), marked busy
- * when `hold`; NULL when oneDNN builds no primitive for it, or when the lock or the master
- * thread is taken and not `wait`. */
-static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold, bool wait) {
+/* The class of shape s, built if new (evicting the least recently used idle one), marked busy;
+ * NULL when oneDNN builds no primitive for it, or when the lock or the master thread is taken
+ * and not `wait`. */
+static mm_class *mm_class_for(const blas_mm_shape *s, bool wait) {
     if (!dn_lock_if_free(wait)) return NULL;
     mm_class *hit = NULL, *victim = NULL;
     for (int k = 0; k < MM_CLASSES && !hit; k++) {
@@ -759,7 +759,7 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold, boo
         if (c->used && same_shape(&c->key, s)) hit = c;
         if (!c->used && !victim) victim = c;
     }
-    if (!hit && build) {
+    if (!hit) {
         for (int k = 0; k < MM_CLASSES && !victim; k++)
             if (atomic_load(&mm_classes[k].busy) == 0 &&
                 (!victim || mm_classes[k].last < victim->last))
@@ -779,7 +779,7 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool build, bool hold, boo
             }
         }
     }
-    if (hit && hold) {
+    if (hit) {
         atomic_fetch_add(&hit->busy, 1);
         hit->last = ++clock_tick;
     }
@@ -794,13 +794,18 @@ static bool mm_eligible(const blas_mm_shape *s) {
     return mm_forced() == 1 || (double)s->m * (double)s->n * (double)s->k >= BLAS_DNNL_F32_MIN;
 }
 
+/* the class of shape s, or NULL; dn_lock held */
+static mm_class *mm_find(const blas_mm_shape *s) {
+    for (int k = 0; k < MM_CLASSES; k++)
+        if (mm_classes[k].used && same_shape(&mm_classes[k].key, s)) return &mm_classes[k];
+    return NULL;
+}
+
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
     if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
     if (!dn_lock_if_free(false)) return 0; /* taken: OpenBLAS now, nothing timed */
-    const mm_class *c = NULL;
-    for (int k = 0; k < MM_CLASSES && !c; k++)
-        if (mm_classes[k].used && same_shape(&mm_classes[k].key, s)) c = &mm_classes[k];
+    const mm_class *c = mm_find(s);
     /* a new shape: its first calls run oneDNN */
     int path = !c ? 1 : c->choice == 2 ? 0 : c->choice ? 1 : c->calls < 4 ? 1 : 2;
     pthread_mutex_unlock(&dn_lock);
@@ -834,7 +839,7 @@ static bool mm_run_job(void *arg) {
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
     if (!mm_eligible(s) || !dn_load()) return false;
     bool wait = mm_forced() == 1, ran;
-    mm_class *c = mm_class_for(s, true, true, wait);
+    mm_class *c = mm_class_for(s, wait);
     if (!c) return false;
     double t0 = blas_seconds();
     mm_run_args r = {c, a, b, y};
@@ -851,9 +856,9 @@ bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void
 }
 
 void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
-    mm_class *c = mm_class_for(s, false, false, false);
-    if (!c || !dn_lock_if_free(false)) return;
-    int call = c->choice ? 0 : ++c->calls;
+    if (!dn_lock_if_free(false)) return; /* taken: this call is not counted */
+    mm_class *c = mm_find(s);
+    int call = !c || c->choice ? 0 : ++c->calls;
     if (call == 5 || (call == 6 && seconds < c->openblas_s)) c->openblas_s = seconds;
     /* bf16: OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16
      * instructions do, and a first oneDNN call whose OpenMP threads had gone to sleep (between
