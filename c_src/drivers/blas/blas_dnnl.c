@@ -556,11 +556,11 @@ static bool winograd_allowed(void) {
     return allowed;
 }
 
-/* The seconds of the faster of two runs of class c on zeros in the user's layouts (the first
- * run is not counted: it may wake oneDNN's threads), or a huge number if it failed. */
+/* The seconds of the second of two runs of class c on zeros in the user's layouts (the first
+ * wakes oneDNN's threads and faults its buffers in), or a huge number if one failed. */
 static double time_class(conv_class *c, void *a, void *b, float *y) {
     double best = 1e30;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 2; r++) {
         bool narrowed;
         double t0 = blas_seconds();
         if (!dn_run(c, a, b, y, NULL, CX_F32, &narrowed)) return 1e30;
@@ -572,10 +572,11 @@ static double time_class(conv_class *c, void *a, void *b, float *y) {
 
 /* Class c for an f32 convolution: with the direct algorithm, or with Winograd's where oneDNN has
  * it (3 x 3 kernels at stride 1 and no dilation, one group; AVX-512) and it ran faster on zeros
- * of these shapes when the class was built. 64 x 32 x 28 x 28 by 64 3 x 3 from C: 3.4-4.5 ms
- * against 7.9-8.8 direct. Its error is larger: at most 6e-6 x (1 + |y|) there against the direct
- * result, 1.8e-5 with 256 channels in and out, well inside the differential suite's bound for
- * sums; CASCADE_BLAS_WINOGRAD=0 turns it off. Gradients and bf16 stay direct. */
+ * of these shapes when the class was built (the first call of a shape pays four runs). 64 x 32 x 28
+ * x 28 by 64 3 x 3 from C: 3.4-4.5 ms against 7.9-8.8 direct. Its error is larger: at most 6e-6 x
+ * (1 + |y|) there against the direct result, 1.8e-5 with 256 channels in and out, well inside the
+ * differential suite's bound for sums; CASCADE_BLAS_WINOGRAD=0 turns it off. Gradients and bf16
+ * stay direct. */
 static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, conv_class *c) {
     if (!build_class(kind, v, bf16, false, c)) return false;
     bool maybe = kind == K_FWD && !bf16 && winograd_allowed() && v->kh == 3 && v->kw == 3 &&
