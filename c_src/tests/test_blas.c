@@ -422,6 +422,9 @@ static void test_conv2d_and_gradients(void **state) {
         {0, 1, 4, 10, 9, 6, 3, 2, 2, {2, 1}, {1, 2}, {1, 2, 0, 1}},
         {1, 2, 6, 7, 7, 3, 2, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}},
         {1, 1, 2, 5, 6, 4, 1, 1, 1, {1, 2}, {1, 1}, {0, 0, 0, 0}},
+        /* 3 x 3 at stride 1, 16 channels in and out: oneDNN's Winograd algorithm takes it (on
+         * AVX-512), always under CASCADE_BLAS_WINOGRAD=1 (make test-blas-winograd) */
+        {0, 2, 16, 10, 9, 16, 3, 3, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
         /* 2x2 windows side by side (the CNN's pooling; its gradient writes in place) */
         {0, 2, 3, 9, 8, 4, 2, 2, 1, {2, 2}, {1, 1}, {0, 1, 1, 0}},
     };

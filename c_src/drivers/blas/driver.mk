@@ -62,6 +62,15 @@ endif
 # against the cpu wherever the tests run on AVX-512; on one with AVX512-BF16 also on the AVX-512
 # table without it (CASCADE_SIMD=avx512).
 ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
+# test_blas with every f32 3x3 stride-1 convolution on oneDNN's Winograd algorithm wherever
+# oneDNN builds it, instead of where it measures faster, so that the tests check it against the
+# cpu on each such shape
+.PHONY: test-blas-winograd
+DRIVER_TEST_TARGETS += test-blas-winograd
+test-blas-winograd: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
+	@echo "== test_blas, f32 3x3 convolutions on Winograd's algorithm wherever oneDNN has it"
+	@CASCADE_BLAS_WINOGRAD=1 $(BUILD)/tests/test_blas
+
 .PHONY: test-blas-avx2
 DRIVER_TEST_TARGETS += test-blas-avx2
 test-blas-avx2: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential $(BUILD)/tests/test_blas
