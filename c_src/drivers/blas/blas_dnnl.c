@@ -551,8 +551,8 @@ static bool dn_run(conv_class *c, const void *a, const void *b, float *y, void *
 static int winograd_mode(void) {
     static int mode = -1;
     if (mode < 0) {
-        const char *e = getenv("CASCADE_BLAS_WINOGRAD");
-        mode = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : 2;
+        int p = env_path("CASCADE_BLAS_WINOGRAD", "1", "0");
+        mode = p == 2 ? 0 : p == 1 ? 1 : 2;
     }
     return mode;
 }
@@ -560,15 +560,30 @@ static int winograd_mode(void) {
 /* The seconds of the second of two runs of class c on zeros in the user's layouts (the first
  * wakes oneDNN's threads and faults its buffers in), or a huge number if one failed. */
 static double time_class(conv_class *c, void *a, void *b, float *y) {
-    double best = 1e30;
-    for (int r = 0; r < 2; r++) {
-        bool narrowed;
-        double t0 = blas_seconds();
-        if (!dn_run(c, a, b, y, NULL, CX_F32, &narrowed)) return 1e30;
-        double t = blas_seconds() - t0;
-        if (r > 0 && t < best) best = t;
+    bool narrowed;
+    if (!dn_run(c, a, b, y, NULL, CX_F32, &narrowed)) return 1e30;
+    double t0 = blas_seconds();
+    if (!dn_run(c, a, b, y, NULL, CX_F32, &narrowed)) return 1e30;
+    return blas_seconds() - t0;
+}
+
+/* Whether class w (Winograd's) ran faster than c (direct) on zeros of dimensions v. */
+static bool winograd_faster(conv_class *c, conv_class *w, const cx_conv_dims *v) {
+    size_t an = (size_t)(v->n * v->c * v->h * v->w), bn = (size_t)(v->og * v->c * v->kh * v->kw),
+           yn = (size_t)(v->n * v->og * v->oh * v->ow);
+    float *a = cpu_buffer_get(sizeof(float) * an), *b = cpu_buffer_get(sizeof(float) * bn),
+          *y = cpu_buffer_get(sizeof(float) * yn);
+    bool faster = false;
+    if (a && b && y) {
+        memset(a, 0, sizeof(float) * an);
+        memset(b, 0, sizeof(float) * bn);
+        double direct = time_class(c, a, b, y);
+        faster = time_class(w, a, b, y) < direct;
     }
-    return best;
+    cpu_buffer_put(a);
+    cpu_buffer_put(b);
+    cpu_buffer_put(y);
+    return faster;
 }
 
 /* Class c for an f32 convolution: with the direct algorithm, or with Winograd's where oneDNN has
@@ -585,26 +600,7 @@ static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, conv_cl
     conv_class w;
     memset(&w, 0, sizeof w);
     if (!maybe || !build_class(kind, v, bf16, true, &w)) return true;
-    if (winograd_mode() == 1) {
-        destroy_class(c);
-        *c = w;
-        return true;
-    }
-    size_t an = (size_t)(v->n * v->c * v->h * v->w), bn = (size_t)(v->og * v->c * v->kh * v->kw),
-           yn = (size_t)(v->n * v->og * v->oh * v->ow);
-    float *a = cpu_buffer_get(sizeof(float) * an), *b = cpu_buffer_get(sizeof(float) * bn),
-          *y = cpu_buffer_get(sizeof(float) * yn);
-    double direct = 1e30, wino = 1e30;
-    if (a && b && y) {
-        memset(a, 0, sizeof(float) * an);
-        memset(b, 0, sizeof(float) * bn);
-        direct = time_class(c, a, b, y);
-        wino = time_class(&w, a, b, y);
-    }
-    cpu_buffer_put(a);
-    cpu_buffer_put(b);
-    cpu_buffer_put(y);
-    if (wino < direct) {
+    if (winograd_mode() == 1 || winograd_faster(c, &w, v)) {
         destroy_class(c);
         *c = w;
     } else {
@@ -820,18 +816,22 @@ static bool mm_destroy_job(void *arg) {
     return dn.dnnl_primitive_destroy(arg) == dnnl_success;
 }
 
+/* the class of shape s, or NULL; dn_lock held */
+static mm_class *mm_find(const blas_mm_shape *s) {
+    for (int k = 0; k < MM_CLASSES; k++)
+        if (mm_classes[k].used && same_shape(&mm_classes[k].key, s)) return &mm_classes[k];
+    return NULL;
+}
+
 /* The class of shape s, built if new (evicting the least recently used idle one), marked busy;
  * NULL when oneDNN builds no primitive for it, or when the lock or the master thread is taken
  * and not `wait`. */
 static mm_class *mm_class_for(const blas_mm_shape *s, bool wait) {
     if (!dn_lock_if_free(wait)) return NULL;
-    mm_class *hit = NULL, *victim = NULL;
-    for (int k = 0; k < MM_CLASSES && !hit; k++) {
-        mm_class *c = &mm_classes[k];
-        if (c->used && same_shape(&c->key, s)) hit = c;
-        if (!c->used && !victim) victim = c;
-    }
+    mm_class *hit = mm_find(s), *victim = NULL;
     if (!hit) {
+        for (int k = 0; k < MM_CLASSES && !victim; k++)
+            if (!mm_classes[k].used) victim = &mm_classes[k];
         for (int k = 0; k < MM_CLASSES && !victim; k++)
             if (atomic_load(&mm_classes[k].busy) == 0 &&
                 (!victim || mm_classes[k].last < victim->last))
@@ -864,13 +864,6 @@ static bool mm_eligible(const blas_mm_shape *s) {
     if (!s->f32) return blas_simd_bf16_hw();
     /* in double: m n k may pass int64 for shapes OpenBLAS takes */
     return mm_forced() == 1 || (double)s->m * (double)s->n * (double)s->k >= BLAS_DNNL_F32_MIN;
-}
-
-/* the class of shape s, or NULL; dn_lock held */
-static mm_class *mm_find(const blas_mm_shape *s) {
-    for (int k = 0; k < MM_CLASSES; k++)
-        if (mm_classes[k].used && same_shape(&mm_classes[k].key, s)) return &mm_classes[k];
-    return NULL;
 }
 
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
