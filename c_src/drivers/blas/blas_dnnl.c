@@ -409,7 +409,8 @@ static conv_class *class_for(conv_kind kind, const cx_conv_dims *v, bool bf16) {
         if (!c->used && !victim) victim = c;
     }
     if (!hit) {
-        for (int k = 0; k < CLASSES && !victim; k++)
+        conv_class *unused = victim; /* else the least recently used idle one */
+        for (int k = 0; k < CLASSES && !unused; k++)
             if (classes[k].busy == 0 && (!victim || classes[k].last < victim->last))
                 victim = &classes[k];
         if (victim) {
@@ -832,7 +833,8 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool wait) {
     if (!hit) {
         for (int k = 0; k < MM_CLASSES && !victim; k++)
             if (!mm_classes[k].used) victim = &mm_classes[k];
-        for (int k = 0; k < MM_CLASSES && !victim; k++)
+        mm_class *unused = victim; /* else the least recently used idle one */
+        for (int k = 0; k < MM_CLASSES && !unused; k++)
             if (atomic_load(&mm_classes[k].busy) == 0 &&
                 (!victim || mm_classes[k].last < victim->last))
                 victim = &mm_classes[k];
