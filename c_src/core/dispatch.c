@@ -398,9 +398,97 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
     return cx_plan_descs(op, n_in > 0 ? in[0]->device : device, descs, n_in, ps, plan, st);
 }
 
+/* ---- the plan cache: elementwise calls without parameters ---------------------------------
+ *
+ * A loop of small elementwise calls (a one-element add costs about half a microsecond in all)
+ * would spend some 60 ns of each planning it again: inference, the memo, the driver's library.
+ * For these ops the plan depends only on the op, the device and the inputs' types and shapes
+ * (capabilities are fixed once a driver is loaded; the elementwise kernels' library too), so
+ * each scheduler thread keeps its last few native plans. Only native plans are kept: the
+ * others carry a reason and may warn. */
+
+#define PLAN_CACHE_SLOTS  8
+#define PLAN_CACHE_MAX_IN 3
+
+typedef struct {
+    cx_op_id op;
+    int n_in; /* 0: empty slot */
+    const cx_device *device;
+    cx_desc in[PLAN_CACHE_MAX_IN];
+    cx_desc out;
+    cx_dtype compute[PLAN_CACHE_MAX_IN];
+    double cost;
+    const char *library;
+} plan_entry;
+
+static __thread plan_entry plan_cache[PLAN_CACHE_SLOTS];
+static __thread unsigned plan_cache_next;
+
+static bool plan_cacheable(cx_op_id op, int n_in, const cx_params *ps) {
+    cx_op_kind k = cx_op_table[op].kind;
+    return ps->set == 0 && n_in >= 1 && n_in <= PLAN_CACHE_MAX_IN && k >= CX_KIND_UNARY &&
+           k <= CX_KIND_SELECT;
+}
+
+static bool same_desc(const cx_desc *a, const cx_desc *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank) return false;
+    for (int k = 0; k < a->rank; k++)
+        if (a->shape[k] != b->shape[k]) return false;
+    return true;
+}
+
+static const plan_entry *plan_find(cx_op_id op, const cx_device *dev, const cx_desc *in, int n_in) {
+    for (int s = 0; s < PLAN_CACHE_SLOTS; s++) {
+        const plan_entry *e = &plan_cache[s];
+        if (e->n_in != n_in || e->op != op || e->device != dev) continue;
+        bool same = true;
+        for (int k = 0; k < n_in && same; k++) same = same_desc(&e->in[k], &in[k]);
+        if (same) return e;
+    }
+    return NULL;
+}
+
+static void plan_keep(const cx_plan *plan, const cx_desc *in, int n_in) {
+    plan_entry *e = &plan_cache[plan_cache_next++ % PLAN_CACHE_SLOTS];
+    e->op = plan->op;
+    e->n_in = n_in;
+    e->device = plan->device;
+    for (int k = 0; k < n_in; k++) {
+        e->in[k] = in[k];
+        e->compute[k] = plan->compute[k];
+    }
+    e->out = plan->out;
+    e->cost = plan->cost;
+    e->library = plan->library;
+}
+
+static cx_code plan_descs(cx_op_id op, cx_device *device, const cx_desc *descs, int n_in,
+                          cx_params *ps, cx_plan *plan, cx_status *st);
+
 cx_code cx_plan_descs(cx_op_id op, cx_device *device, const cx_desc *descs, int n_in, cx_params *ps,
                       cx_plan *plan, cx_status *st) {
     if (check_op(op, n_in, st) != CX_OK) return st->code;
+    if (!device || !plan_cacheable(op, n_in, ps))
+        return plan_descs(op, device, descs, n_in, ps, plan, st);
+    const plan_entry *e = plan_find(op, device, descs, n_in);
+    if (e) {
+        plan->op = op;
+        plan->device = device;
+        plan->route = CX_ROUTE_NATIVE;
+        plan->out = e->out;
+        for (int k = 0; k < n_in; k++) plan->compute[k] = e->compute[k];
+        plan->cost = e->cost;
+        plan->reason[0] = 0;
+        plan->library = e->library;
+        return CX_OK;
+    }
+    cx_code rc = plan_descs(op, device, descs, n_in, ps, plan, st);
+    if (rc == CX_OK && plan->route == CX_ROUTE_NATIVE && ps->set == 0) plan_keep(plan, descs, n_in);
+    return rc;
+}
+
+static cx_code plan_descs(cx_op_id op, cx_device *device, const cx_desc *descs, int n_in,
+                          cx_params *ps, cx_plan *plan, cx_status *st) {
     double cost = 0;
     for (int k = 0; k < n_in; k++) cost += (double)cx_desc_numel(&descs[k]);
     plan->op = op;

@@ -450,6 +450,67 @@ static void test_stats_reset(void **state) {
     tu_drop(in[1]);
 }
 
+static void assert_same_plan(const cx_plan *a, const cx_plan *b, int n_in) {
+    assert_int_equal(a->op, b->op);
+    assert_ptr_equal(a->device, b->device);
+    assert_int_equal(a->route, b->route);
+    assert_int_equal(a->out.dtype, b->out.dtype);
+    assert_int_equal(a->out.rank, b->out.rank);
+    for (int k = 0; k < a->out.rank; k++) assert_int_equal(a->out.shape[k], b->out.shape[k]);
+    for (int k = 0; k < n_in; k++) assert_int_equal(a->compute[k], b->compute[k]);
+    assert_true(a->cost == b->cost);
+    assert_string_equal(a->library ? a->library : "-", b->library ? b->library : "-");
+    assert_string_equal(a->reason, b->reason);
+}
+
+/* The plan cache (dispatch.c) answers a repeated elementwise call as planning it the first
+ * time did, and keeps apart calls that differ only in the device, the op, a type, a rank or a
+ * dimension; more calls than it has slots take turns. */
+static void test_plan_cache_answers_as_planning(void **state) {
+    (void)state;
+    enum { N = 12 };
+    static const struct {
+        int dev; /* 0 cpu, 1 test */
+        cx_op_id op;
+        int n_in;
+        cx_desc in[3];
+    } c[N] = {
+        {0, CX_OP_ADD, 2, {{CX_F32, 1, {7}}, {CX_F32, 1, {7}}}},
+        {1, CX_OP_ADD, 2, {{CX_F32, 1, {7}}, {CX_F32, 1, {7}}}},
+        {0, CX_OP_SUBTRACT, 2, {{CX_F32, 1, {7}}, {CX_F32, 1, {7}}}},
+        {0, CX_OP_ADD, 2, {{CX_F64, 1, {7}}, {CX_F32, 1, {7}}}},
+        {0, CX_OP_ADD, 2, {{CX_F32, 2, {7, 1}}, {CX_F32, 1, {7}}}},
+        {0, CX_OP_ADD, 2, {{CX_F32, 1, {1}}, {CX_F32, 1, {7}}}},
+        {0, CX_OP_ADD, 2, {{CX_S32, 0, {0}}, {CX_F16, 2, {3, 7}}}},
+        {0, CX_OP_EXP, 1, {{CX_S32, 1, {7}}}},
+        {1, CX_OP_EXP, 1, {{CX_F16, 1, {7}}}},
+        {0, CX_OP_LESS, 2, {{CX_U8, 1, {7}}, {CX_S64, 1, {7}}}},
+        {0, CX_OP_SELECT, 3, {{CX_U8, 1, {7}}, {CX_F32, 0, {0}}, {CX_BF16, 1, {7}}}},
+        {1, CX_OP_MULTIPLY, 2, {{CX_F32, 1, {7}}, {CX_F32, 1, {8}}}}, /* refused: no plan */
+    };
+    cx_plan first[N];
+    cx_code first_rc[N];
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < N; i++)
+            for (int again = 0; again < 2; again++) {
+                cx_params ps = {0};
+                cx_status st = {0};
+                cx_plan plan;
+                cx_device *dev = c[i].dev ? test_dev : cpu;
+                cx_code rc = cx_plan_descs(c[i].op, dev, c[i].in, c[i].n_in, &ps, &plan, &st);
+                if (round == 0 && again == 0) {
+                    first_rc[i] = rc;
+                    first[i] = plan;
+                    continue;
+                }
+                assert_int_equal(rc, first_rc[i]);
+                if (rc == CX_OK) assert_same_plan(&plan, &first[i], c[i].n_in);
+            }
+    assert_int_equal(first_rc[N - 1], CX_EINVAL);
+    assert_int_equal(first[4].out.rank, 2);
+    assert_int_equal(first[3].out.dtype, CX_F64);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_devices),
@@ -465,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_memo_answers_each_question),
         cmocka_unit_test(test_transfer),
         cmocka_unit_test(test_stats_reset),
+        cmocka_unit_test(test_plan_cache_answers_as_planning),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
