@@ -638,6 +638,9 @@ defmodule Cascade do
   Idempotent, and safe while another process runs an op on the same tensor (the memory
   goes when that op ends). Using the tensor afterwards raises `ArgumentError`.
 
+  A value (a small result of an op, see `Cascade.Tensor`) holds no device memory: freeing it
+  returns `:ok` and changes nothing; it stays readable.
+
       iex> t = Cascade.zeros({4})
       iex> Cascade.free(t)
       :ok
@@ -650,7 +653,8 @@ defmodule Cascade do
 
   @doc """
   Live bytes per device: `%{device => %{bytes: live, peak_bytes: peak, tensors: count}}`.
-  Counts device buffers only (not the BEAM's own memory).
+  Counts device buffers only (not the BEAM's own memory, where values live: see
+  `Cascade.Tensor`).
 
       iex> %{cpu: %{bytes: bytes}} = Cascade.memory()
       iex> is_integer(bytes)

@@ -18,6 +18,11 @@ typedef struct {
     char message[512];
 } cx_status;
 
+/* Makes `st` a fresh status by setting only its code and the message's first byte: an
+ * initialiser such as {CX_OK, ""} clears all 512 bytes, which showed in the profile of a loop
+ * of one-element adds. */
+#define CX_STATUS_RESET(st) ((st).code = CX_OK, (st).message[0] = 0)
+
 /* Sets code and a printf-formatted message; returns the code so callers can `return cx_fail(...)`.
  */
 cx_code cx_fail(cx_status *st, cx_code code, const char *fmt, ...)

@@ -77,8 +77,80 @@ static ERL_NIF_TERM raise_status(ErlNifEnv *env, const cx_status *st, const char
 
 /* ---- terms -> core --------------------------------------------------------------------- */
 
-static bool get_tensor(ErlNifEnv *env, ERL_NIF_TERM term, cx_tensor **out) {
-    return enif_get_resource(env, term, tensor_type, (void **)out);
+/* ---- small tensors as values -----------------------------------------------------------
+ *
+ * A resource costs the BEAM 250-330 ns to make, collect and destroy, against about 20 ns for a
+ * binary of at most 64 bytes, which lives on the process heap (measured with a test NIF on
+ * Erlang 25): more than NumPy's whole one-element add. So the result of an op that runs natively
+ * on a device with host memory and has at most VALUE_MAX_BYTES of data is returned as a binary
+ * holding its description and its bytes. Every entry point that takes a tensor takes both forms:
+ * a value is read through a view, a cx_tensor on the caller's stack holding a copy of its bytes.
+ * A value owns no device memory: free has nothing to release, and memory/0 does not count it.
+ *
+ * Layout, 16 bytes then the data in native byte order: 'C', 'x', the type code, the device id,
+ * the rank, three zero bytes, then one byte per dimension (1-255; zero past the rank). A binary
+ * that does not parse exactly (a magic, a type or a device that does not exist, a size that does
+ * not match) is not a tensor. */
+#define VALUE_HEADER    16
+#define VALUE_MAX_BYTES 48
+/* room past the data for kernels that read or write whole vectors at a tail */
+#define VALUE_SLACK 64
+
+typedef struct {
+    cx_tensor t;
+    uint64_t data[(VALUE_MAX_BYTES + VALUE_SLACK) / 8];
+} value_view;
+
+/* A tensor whose buffer the caller owns: one permanent pin keeps cx_tensor_free and
+ * cx_tensor_take from ever releasing or moving it. */
+static void value_tensor(cx_tensor *t, cx_device *dev, const cx_desc *d, void *data) {
+    cx_tensor_clear(t);
+    t->desc = *d;
+    t->numel = cx_desc_numel(d);
+    t->nbytes = (size_t)t->numel * cx_dtype_size(d->dtype);
+    t->device = dev;
+    t->data = data;
+    atomic_store(&t->state, 1);
+}
+
+static bool value_parse(const ErlNifBinary *bin, value_view *v) {
+    const unsigned char *h = bin->data;
+    if (bin->size < VALUE_HEADER || bin->size > VALUE_HEADER + VALUE_MAX_BYTES || h[0] != 'C' ||
+        h[1] != 'x' || h[2] >= CX_DTYPE_COUNT || h[4] > CX_MAX_RANK || h[5] || h[6] || h[7])
+        return false;
+    cx_device *dev = cx_device_get(h[3]);
+    if (!dev || !dev->available || !dev->props.host_memory) return false;
+    cx_desc d = {(cx_dtype)h[2], h[4], {0}};
+    int64_t numel = 1;
+    for (int k = 0; k < CX_MAX_RANK; k++) {
+        if ((k < d.rank) != (h[8 + k] != 0)) return false;
+        if (k < d.rank) numel *= d.shape[k] = h[8 + k];
+    }
+    size_t bytes = (size_t)numel * cx_dtype_size(d.dtype);
+    if (bin->size != VALUE_HEADER + bytes) return false;
+    memcpy(v->data, h + VALUE_HEADER, bytes);
+    value_tensor(&v->t, dev, &d, v->data);
+    return true;
+}
+
+/* Whether a plan's result is returned as a value. */
+static bool value_fits(const cx_plan *plan) {
+    const cx_desc *d = &plan->out;
+    int64_t numel = cx_desc_numel(d);
+    return plan->route == CX_ROUTE_NATIVE && plan->device->props.host_memory &&
+           plan->device->id < 256 && numel >= 1 &&
+           (size_t)numel * cx_dtype_size(d->dtype) <= VALUE_MAX_BYTES;
+}
+
+/* A tensor argument: a resource, or a value read into `room` (NULL: resources only). */
+static bool get_tensor(ErlNifEnv *env, ERL_NIF_TERM term, cx_tensor **out, value_view *room) {
+    if (enif_get_resource(env, term, tensor_type, (void **)out)) return true;
+    ErlNifBinary bin;
+    if (!room || !enif_is_binary(env, term) || !enif_inspect_binary(env, term, &bin) ||
+        !value_parse(&bin, room))
+        return false;
+    *out = &room->t;
+    return true;
 }
 
 static bool get_dtype(ErlNifEnv *env, ERL_NIF_TERM term, cx_dtype *out) {
@@ -278,6 +350,8 @@ typedef struct {
     int n_in;
     cx_tensor *in_small[8];
     cx_tensor **in;
+    value_view vals_small[8];
+    value_view *vals; /* room for the values among the inputs, one per input */
     cx_params ps;
     cx_plan plan;
 } op_call;
@@ -290,6 +364,7 @@ static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL
     unsigned len;
     char msg[256];
     c->in = c->in_small;
+    c->vals = c->vals_small;
     if (!enif_get_int(env, argv[0], &op) || op < 0 || op >= CX_OP_COUNT)
         return *err = raise_arg(env, "Cascade.Native.op/4: unknown op id"), false;
     c->op = (cx_op_id)op;
@@ -300,12 +375,13 @@ static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL
                  CX_MAX_INPUTS);
         return *err = raise_arg(env, msg), false;
     }
-    if (len > 8 && !(c->in = enif_alloc(sizeof(cx_tensor *) * len)))
+    if (len > 8 && (!(c->in = enif_alloc(sizeof(cx_tensor *) * len)) ||
+                    !(c->vals = enif_alloc(sizeof(value_view) * len))))
         return *err = raise_arg(env, "out of memory decoding the arguments"), false;
     ERL_NIF_TERM head, tail = argv[1];
     c->n_in = 0;
     while (enif_get_list_cell(env, tail, &head, &tail))
-        if (!get_tensor(env, head, &c->in[c->n_in++])) {
+        if (c->n_in++, !get_tensor(env, head, &c->in[c->n_in - 1], &c->vals[c->n_in - 1])) {
             snprintf(msg, sizeof msg, "%s: argument %d is not a Cascade tensor reference",
                      cx_op_table[op].name, c->n_in);
             return *err = raise_arg(env, msg), false;
@@ -315,7 +391,8 @@ static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL
         snprintf(msg, sizeof msg, "%s: %s", cx_op_table[op].name, why);
         return *err = raise_arg(env, msg), false;
     }
-    cx_status st = {CX_OK, ""};
+    cx_status st;
+    CX_STATUS_RESET(st);
     if (cx_plan_op(c->op, c->device, (const cx_tensor *const *)c->in, c->n_in, &c->ps, &c->plan,
                    &st) != CX_OK)
         return *err = raise_status(env, &st, NULL), false;
@@ -323,15 +400,45 @@ static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL
 }
 
 static void release_call(op_call *c) {
-    if (c->in != c->in_small) enif_free(c->in);
+    if (c->in && c->in != c->in_small) enif_free(c->in);
+    if (c->vals && c->vals != c->vals_small) enif_free(c->vals);
 }
 
-static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c) {
+/* The result as a value (see value_view): computed into a buffer with slack, then copied into
+ * a new binary after its header. */
+static ERL_NIF_TERM run_value(ErlNifEnv *env, op_call *c) {
+    const cx_desc *d = &c->plan.out;
+    cx_device *dev = c->plan.device;
+    uint64_t buf[(VALUE_MAX_BYTES + VALUE_SLACK) / 8];
+    cx_tensor out;
+    value_tensor(&out, dev, d, buf);
+    cx_status st;
+    CX_STATUS_RESET(st);
+    if (cx_run_plan_into(&c->plan, c->in, c->n_in, &c->ps, &out, &st) != CX_OK)
+        return raise_status(env, &st, dev->driver_name);
+    ERL_NIF_TERM bin;
+    unsigned char *p = enif_make_new_binary(env, VALUE_HEADER + out.nbytes, &bin);
+    if (!p) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
+    memset(p, 0, VALUE_HEADER);
+    p[0] = 'C';
+    p[1] = 'x';
+    p[2] = (unsigned char)d->dtype;
+    p[3] = (unsigned char)dev->id;
+    p[4] = (unsigned char)d->rank;
+    for (int k = 0; k < d->rank; k++) p[8 + k] = (unsigned char)d->shape[k];
+    memcpy(p + VALUE_HEADER, buf, out.nbytes);
+    return with_warnings(env, enif_make_tuple4(env, bin, make_shape(env, d),
+                                               make_type(env, d->dtype), make_device(env, dev)));
+}
+
+static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c, bool values) {
+    if (values && value_fits(&c->plan)) return run_value(env, c);
     /* cx_run_plan and cx_tensor_init empty the tensor before anything can fail, so the
      * destructor is safe on every error path below */
     cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
     if (!out) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
-    cx_status st = {CX_OK, ""};
+    cx_status st;
+    CX_STATUS_RESET(st);
     if (cx_run_plan(&c->plan, c->in, c->n_in, &c->ps, out, &st) != CX_OK) {
         enif_release_resource(out);
         /* an exception is not a term to wrap: reports wait for the next call */
@@ -340,11 +447,16 @@ static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c) {
     return with_warnings(env, make_tensor(env, out));
 }
 
+/* op/5's last argument: whether small results may be values (not while the compiler records
+ * a program: it tells tensors apart by their references, and equal values are one term) */
+static bool values_wanted(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    return argc > 4 && enif_is_identical(argv[4], am_true);
+}
+
 static ERL_NIF_TERM op_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-    (void)argc;
     op_call c;
     ERL_NIF_TERM res;
-    if (decode_op(env, argv, &c, &res)) res = run_call(env, &c);
+    if (decode_op(env, argv, &c, &res)) res = run_call(env, &c, values_wanted(env, argc, argv));
     release_call(&c);
     return res;
 }
@@ -369,7 +481,7 @@ static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
             res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc,
                                     argv);
         else {
-            res = run_call(env, &c);
+            res = run_call(env, &c, values_wanted(env, argc, argv));
             consume_slice(env, c.plan.cost);
         }
     }
@@ -450,7 +562,9 @@ static size_t download_bytes(ErlNifEnv *env, const cx_tensor *t, ERL_NIF_TERM li
 /* to_binary(ref, limit_bytes | nil, tag), synchronously */
 static ERL_NIF_TERM to_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
-    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    value_view room;
+    if (!get_tensor(env, argv[0], &t, &room))
+        return raise_arg(env, "expected a Cascade tensor reference");
     cx_status st = {CX_OK, ""};
     if (cx_tensor_pin(t, &st) != CX_OK) return raise_status(env, &st, NULL);
     size_t bytes = download_bytes(env, t, argv[1]);
@@ -586,7 +700,9 @@ failed:
  * on a dirty scheduler above nw_dirty_bytes(). */
 static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
-    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    value_view room;
+    if (!get_tensor(env, argv[0], &t, &room))
+        return raise_arg(env, "expected a Cascade tensor reference");
     size_t bytes = download_bytes(env, t, argv[1]);
     ERL_NIF_TERM res;
     if (bytes > 0 && cx_tensor_downloads_async(t) &&
@@ -610,7 +726,9 @@ static ERL_NIF_TERM async_downloads_nif(ErlNifEnv *env, int argc, const ERL_NIF_
 static ERL_NIF_TERM free_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     cx_tensor *t;
-    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    value_view room;
+    if (!get_tensor(env, argv[0], &t, &room))
+        return raise_arg(env, "expected a Cascade tensor reference");
     cx_tensor_free(t);
     return am_ok;
 }
@@ -619,7 +737,9 @@ static ERL_NIF_TERM free_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
  * normal scheduler in a CI run), so a large tensor is freed on a dirty scheduler. */
 static ERL_NIF_TERM free_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
-    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    value_view room;
+    if (!get_tensor(env, argv[0], &t, &room))
+        return raise_arg(env, "expected a Cascade tensor reference");
     if (t->nbytes > nw_dirty_bytes())
         return enif_schedule_nif(env, "free_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, free_dirty, argc,
                                  argv);
@@ -629,7 +749,9 @@ static ERL_NIF_TERM free_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
 static ERL_NIF_TERM freed_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     cx_tensor *t;
-    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    value_view room;
+    if (!get_tensor(env, argv[0], &t, &room))
+        return raise_arg(env, "expected a Cascade tensor reference");
     return cx_tensor_is_freed(t) ? am_true : am_false;
 }
 
@@ -820,7 +942,9 @@ static ERL_NIF_TERM transfer_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
     int id;
     cx_device *to;
-    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    value_view room;
+    if (!get_tensor(env, argv[0], &t, &room))
+        return raise_arg(env, "expected a Cascade tensor reference");
     if (!enif_get_int(env, argv[1], &id) || !(to = cx_device_get(id)))
         return raise_arg(env, "unknown device id");
     cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
@@ -845,7 +969,9 @@ static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     cx_tensor *t;
     int id;
     cx_device *to;
-    if (!get_tensor(env, argv[0], &t)) return raise_arg(env, "expected a Cascade tensor reference");
+    value_view room;
+    if (!get_tensor(env, argv[0], &t, &room))
+        return raise_arg(env, "expected a Cascade tensor reference");
     if (!enif_get_int(env, argv[1], &id) || !(to = cx_device_get(id)))
         return raise_arg(env, "unknown device id");
     if (t->nbytes > 0 && to->props.host_memory && !t->device->props.host_memory &&
@@ -966,7 +1092,8 @@ static ERL_NIF_TERM program_new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     list = argv[2];
     for (unsigned k = 0; ok && enif_get_list_cell(env, list, &head, &list); k++) {
         cx_tensor *t;
-        if (!get_tensor(env, head, &t)) {
+        value_view room;
+        if (!get_tensor(env, head, &t, &room)) {
             res = raise_arg(env, "program: a constant is not a Cascade tensor reference"),
             ok = false;
             break;
@@ -977,7 +1104,23 @@ static ERL_NIF_TERM program_new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
             res = raise_arg(env, msg), ok = false;
             break;
         }
-        enif_keep_resource(t);
+        if (t == &room.t) { /* a value: the program keeps a tensor of its own */
+            cx_status vst = {CX_OK, ""};
+            cx_tensor *own = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
+            if (!own) {
+                res = raise_arg(env, "out of memory"), ok = false;
+                break;
+            }
+            if (cx_tensor_init(own, dev, &t->desc, &vst) != CX_OK ||
+                cx_tensor_upload(own, t->data, t->nbytes, &vst) != CX_OK) {
+                enif_release_resource(own);
+                res = raise_status(env, &vst, dev->driver_name), ok = false;
+                break;
+            }
+            t = own;
+        } else {
+            enif_keep_resource(t);
+        }
         r->consts[r->n_consts++] = t;
         descs[n_in + k] = t->desc;
     }
@@ -1031,15 +1174,16 @@ static ERL_NIF_TERM program_new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
 static ERL_NIF_TERM program_run_call(ErlNifEnv *env, program_res *r, const ERL_NIF_TERM argv[]) {
     const cx_program *p = &r->prog;
     cx_tensor **in = enif_alloc(sizeof(cx_tensor *) * ((size_t)p->n_inputs + 1));
+    value_view *rooms = enif_alloc(sizeof(value_view) * ((size_t)p->n_inputs + 1));
     cx_tensor *out = enif_alloc(sizeof(cx_tensor) * ((size_t)p->n_out + 1));
     ERL_NIF_TERM res, head, list = argv[1];
-    if (!in || !out) {
+    if (!in || !rooms || !out) {
         res = raise_arg(env, "out of memory");
         goto done;
     }
     int n = 0;
     while (n < p->n_inputs && enif_get_list_cell(env, list, &head, &list))
-        if (!get_tensor(env, head, &in[n++])) {
+        if (n++, !get_tensor(env, head, &in[n - 1], &rooms[n - 1])) {
             res = raise_arg(env, "program: an input is not a Cascade tensor reference");
             goto done;
         }
@@ -1068,6 +1212,7 @@ static ERL_NIF_TERM program_run_call(ErlNifEnv *env, program_res *r, const ERL_N
                                  : with_gc(env, p->dev, res));
 done:
     enif_free(in);
+    enif_free(rooms);
     enif_free(out);
     return res;
 }
@@ -1139,8 +1284,9 @@ static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
     cx_tensor **state = enif_alloc(sizeof(cx_tensor *) * m);
     bool *owned = enif_alloc(sizeof(bool) * m);
     ERL_NIF_TERM *terms = enif_alloc(sizeof(ERL_NIF_TERM) * m);
+    value_view *rooms = enif_alloc(sizeof(value_view) * m);
     ERL_NIF_TERM res, head, list = argv[3], refs = argv[4];
-    if (!picks || !state || !owned || !terms) {
+    if (!picks || !state || !owned || !terms || !rooms) {
         res = raise_arg(env, "out of memory");
         goto done;
     }
@@ -1151,7 +1297,7 @@ static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
             goto done;
         }
         enif_get_list_cell(env, refs, &terms[k], &refs);
-        if (!get_tensor(env, terms[k], &state[k])) {
+        if (!get_tensor(env, terms[k], &state[k], &rooms[k])) {
             res = raise_arg(env, "program_loop: a state value is not a Cascade tensor reference");
             goto done;
         }
@@ -1221,6 +1367,7 @@ done:
     enif_free(state);
     enif_free(owned);
     enif_free(terms);
+    enif_free(rooms);
     return res;
 }
 
@@ -1380,7 +1527,7 @@ WATCHED(program_loop_nif, "program_loop", NULL)
 #undef WATCHED
 
 static ErlNifFunc nif_funcs[] = {
-    {"op", 4, op_nif_watched, 0},
+    {"op", 5, op_nif_watched, 0},
     {"from_binary", 4, from_binary_nif_watched, 0},
     {"to_binary", 3, to_binary_nif_watched, 0},
     {"async_downloads", 0, async_downloads_nif_watched, 0},

@@ -452,7 +452,8 @@ if Code.ensure_loaded?(Nx) do
         vars
         |> Composite.flatten_list()
         |> Enum.map(fn var ->
-          t = Cascade.full(0, var.shape, type: var.type, device: device)
+          # resources: the recording tells its inputs apart by their refs
+          t = Cascade.full(0, var.shape, type: var.type, device: device) |> Op.resource()
           %{var | data: %Cascade.Backend{tensor: t, device: device}}
         end)
 

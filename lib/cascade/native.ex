@@ -29,7 +29,9 @@ defmodule Cascade.Native do
 
   defp nif!, do: :erlang.nif_error(:cascade_nif_not_loaded)
 
-  def op(_op_id, _refs, _params, _device_id), do: nif!()
+  # values: whether a small result on a host device may come back as a value (a binary; see
+  # Cascade.Tensor) instead of a resource
+  def op(_op_id, _refs, _params, _device_id, _values), do: nif!()
   def from_binary(_binary, _type, _shape, _device_id), do: nif!()
   def to_binary(_ref, _limit, _tag), do: nif!()
   def async_downloads, do: nif!()

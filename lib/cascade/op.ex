@@ -13,13 +13,18 @@ defmodule Cascade.Op do
   # by a collection of the process that held them); {:cascade_oom, driver, message} means the
   # device is full: collect and retry once before raising.
   def run(id, refs, params, device_id) do
+    # A recording tells tensors apart by their refs: its results stay resources, never values
+    # (two equal values are one term).
+    calls = Process.get(:cascade_record)
+    values = calls == nil
+
     t =
-      case Native.op(id, refs, params, device_id) do
+      case Native.op(id, refs, params, device_id, values) do
         {_, _, _, _} = t -> tensors(t)
-        other -> after_run(other, fn -> Native.op(id, refs, params, device_id) end)
+        other -> after_run(other, fn -> Native.op(id, refs, params, device_id, values) end)
       end
 
-    case Process.get(:cascade_record) do
+    case calls do
       nil ->
         t
 
@@ -75,6 +80,14 @@ defmodule Cascade.Op do
 
     :ok
   end
+
+  @doc false
+  # The tensor as a resource: a value (a small result, see Cascade.Tensor) is copied into one,
+  # for the places that tell tensors apart by their refs (a recording's inputs).
+  def resource(%Tensor{ref: ref} = t) when is_binary(ref),
+    do: Cascade.from_binary(Cascade.to_binary(t), t.type, t.shape, device: t.device)
+
+  def resource(%Tensor{} = t), do: t
 
   @doc false
   # A tensor as the NIF gives it, {ref, shape, type, device}, or a list of them (a program's

@@ -526,7 +526,14 @@ if Code.ensure_loaded?(Nx) do
       y = Nx.eye(5) |> Nx.slice([0, 0], [5, 3])
       expected = Nx.Defn.jit_apply(&Fns.step/3, [params, x, y], compiler: Nx.Defn.Evaluator)
 
-      copy = fn params -> Composite.traverse(params, &Nx.backend_copy(&1, Cascade.Backend)) end
+      # through the binary backend, so that every parameter is a resource: a small result of an
+      # op is a value (Cascade.Tensor), which has no buffer to give
+      copy = fn params ->
+        Composite.traverse(params, fn t ->
+          t |> Nx.backend_copy(Nx.BinaryBackend) |> Nx.backend_copy(Cascade.Backend)
+        end)
+      end
+
       donated = copy.(params)
       step = Nx.Defn.jit(&Fns.step/3, compiler: Cascade.Compiler, donate: [0])
       {loss, new_params} = step.(donated, x, y)
@@ -595,7 +602,9 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_flat_list(c) == [2.0, 4.0]
 
       # a freed predicate raises, it does not crash the VM
-      flag = Nx.backend_copy(Nx.tensor(1, type: :u8), Cascade.Backend)
+      # (a resource: a scalar made by an op is a value, which deallocating leaves as it is)
+      one = Cascade.from_binary(<<1>>, :u8, {})
+      flag = %{Nx.tensor(1, type: :u8) | data: %Cascade.Backend{tensor: one, device: one.device}}
       Nx.backend_deallocate(flag)
 
       assert_raise ArgumentError, ~r/freed/, fn ->
