@@ -115,6 +115,8 @@ defmodule CascadeValuesTest do
       {"no data", head},
       {"short header", binary_part(head, 0, 15)},
       {"empty", <<>>},
+      {"huge dimensions",
+       <<c, x, type, dev, 8, pad::binary, 255, 255, 255, 255, 255, 255, 255, 255, data::binary>>},
       {"too large", <<c, x, type, dev, 1, pad::binary, 13, 0::56, 0::13*32>>}
     ]
 

@@ -124,7 +124,9 @@ static bool value_parse(const ErlNifBinary *bin, value_view *v) {
     int64_t numel = 1;
     for (int k = 0; k < CX_MAX_RANK; k++) {
         if ((k < d.rank) != (h[8 + k] != 0)) return false;
-        if (k < d.rank) numel *= d.shape[k] = h[8 + k];
+        /* bounded as it goes: eight dimensions of 255 would overflow the product, and a
+         * product that wrapped could match the data's size */
+        if (k < d.rank && (numel *= d.shape[k] = h[8 + k]) > VALUE_MAX_BYTES) return false;
     }
     size_t bytes = (size_t)numel * cx_dtype_size(d.dtype);
     if (bin->size != VALUE_HEADER + bytes) return false;
