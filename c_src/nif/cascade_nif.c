@@ -358,7 +358,8 @@ typedef struct {
     cx_plan plan;
 } op_call;
 
-/* Decodes op(op_id, [ref], params, device_id) and plans it. On failure returns false with the
+/* Decodes op(op_id, [ref], params, device_id, values) or explain(op_id, [ref], params,
+ * device_id) (the first four arguments) and plans it; a ref may be a value. On failure returns false with the
  * raised exception in *err: an exception is THE_NON_VALUE, which may be 0, so it cannot double
  * as a success flag. */
 static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL_NIF_TERM *err) {
@@ -368,10 +369,10 @@ static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL
     c->in = c->in_small;
     c->vals = c->vals_small;
     if (!enif_get_int(env, argv[0], &op) || op < 0 || op >= CX_OP_COUNT)
-        return *err = raise_arg(env, "Cascade.Native.op/4: unknown op id"), false;
+        return *err = raise_arg(env, "Cascade.Native.op: unknown op id"), false;
     c->op = (cx_op_id)op;
     if (!enif_get_int(env, argv[3], &dev) || !(c->device = cx_device_get(dev)))
-        return *err = raise_arg(env, "Cascade.Native.op/4: unknown device id"), false;
+        return *err = raise_arg(env, "Cascade.Native.op: unknown device id"), false;
     if (!enif_get_list_length(env, argv[1], &len) || len > CX_MAX_INPUTS) {
         snprintf(msg, sizeof msg, "%s: expected a list of at most %d tensors", cx_op_table[op].name,
                  CX_MAX_INPUTS);
@@ -590,7 +591,7 @@ static ERL_NIF_TERM to_binary_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM
  * {:cascade_download, tag, {:error, code, driver, message}}; Elixir waits in a receive, so no
  * scheduler, dirty or not, waits for the device. A transfer to a host-memory device (the cpu)
  * goes the same way, the bytes landing in the new tensor's buffer and the reply carrying the
- * tensor ({ref, shape, type, device}, as op/4 answers) instead of a binary.
+ * tensor ({ref, shape, type, device}, as op/5 answers) instead of a binary.
  *
  * Lifetimes: the job holds a reference to the tensor's resource (enif_keep_resource: the
  * struct outlives every term that named it, so a caller that dies or drops the tensor cannot

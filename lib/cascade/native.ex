@@ -1,6 +1,6 @@
 defmodule Cascade.Native do
   @moduledoc false
-  # The NIF entry points. There is one generic `op/4` for every op of the table: the C side
+  # The NIF entry points. There is one generic `op/5` for every op of the table: the C side
   # decodes the parameter map with the same table, so no op is written out here.
   @on_load :load
 

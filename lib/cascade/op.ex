@@ -103,7 +103,7 @@ defmodule Cascade.Op do
   defp tensors?(answer), do: is_list(answer) or match?({_, _, _, _}, answer)
 
   @doc false
-  # The answers of a call into C (op/4, program_run/2 ...) besides its tensors, handled;
+  # The answers of a call into C (op/5, program_run/2 ...) besides its tensors, handled;
   # `retry` makes the call again. Fallback reports under `fallback: :warn` come once per
   # (device, op, type, reason).
   def after_run({:cascade_warn, messages, result}, retry) do
