@@ -104,13 +104,12 @@ typedef struct {
 /* A tensor whose buffer the caller owns: one permanent pin keeps cx_tensor_free and
  * cx_tensor_take from ever releasing or moving it. */
 static void value_tensor(cx_tensor *t, cx_device *dev, const cx_desc *d, void *data) {
-    cx_tensor_clear(t);
     t->desc = *d;
     t->numel = cx_desc_numel(d);
     t->nbytes = (size_t)t->numel * cx_dtype_size(d->dtype);
     t->device = dev;
     t->data = data;
-    atomic_store(&t->state, 1);
+    atomic_init(&t->state, 1); /* a view on the caller's stack: never shared */
 }
 
 static bool value_parse(const ErlNifBinary *bin, value_view *v) {
@@ -359,9 +358,9 @@ typedef struct {
 } op_call;
 
 /* Decodes op(op_id, [ref], params, device_id, values) or explain(op_id, [ref], params,
- * device_id) (the first four arguments) and plans it; a ref may be a value. On failure returns false with the
- * raised exception in *err: an exception is THE_NON_VALUE, which may be 0, so it cannot double
- * as a success flag. */
+ * device_id) (the first four arguments) and plans it; a ref may be a value. On failure returns
+ * false with the raised exception in *err: an exception is THE_NON_VALUE, which may be 0, so it
+ * cannot double as a success flag. */
 static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL_NIF_TERM *err) {
     int op, dev;
     unsigned len;
