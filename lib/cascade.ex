@@ -14,8 +14,8 @@ defmodule Cascade do
   Numbers may stand wherever a tensor is expected and are typed as Nx would type them.
   Inputs of different types are promoted (`Cascade.Type`). Calls estimated to take more than
   half a millisecond run on dirty CPU schedulers, so they never block the BEAM's schedulers;
-  smaller ones stay on the calling scheduler (a one-element add costs about half a
-  microsecond) and count their share of its time slice.
+  smaller ones stay on the calling scheduler (a one-element add costs about a quarter
+  of a microsecond) and count their share of its time slice.
 
   Every op of the table in `c_src/core/ops.def` is a function of this module: the functions,
   their options and their documentation are generated from that table at compile time.

@@ -400,7 +400,7 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
 
 /* ---- the plan cache: elementwise calls without parameters ---------------------------------
  *
- * A loop of small elementwise calls (a one-element add costs about half a microsecond in all)
+ * A loop of small elementwise calls (a one-element add cost about half a microsecond in all)
  * would spend some 60 ns of each planning it again: inference, the memo, the driver's library.
  * For these ops the plan depends only on the op, the device and the inputs' types and shapes
  * (capabilities are fixed once a driver is loaded; the elementwise kernels' library too), so
