@@ -582,6 +582,30 @@ defmodule CascadeTest do
   end
 
   describe "type promotion with numbers (Nx rules)" do
+    test "the numbers a process keeps as scalars: 1 and 1.0, 0.0 and -0.0 stay apart" do
+      bits = fn t -> Cascade.to_binary(t) end
+      neg = Cascade.tensor([-0.0])
+
+      # alternately, so that each call finds the other's scalar kept
+      for _ <- 1..3 do
+        assert bits.(Cascade.add(neg, -0.0)) == <<-0.0::float-32-native>>
+        assert bits.(Cascade.add(neg, 0.0)) == <<0.0::float-32-native>>
+        assert bits.(Cascade.add(neg, 0)) == <<0.0::float-32-native>>
+        assert bits.(Cascade.multiply(-0.0, Cascade.tensor([1.0]))) == <<-0.0::float-32-native>>
+        assert bits.(Cascade.multiply(0.0, Cascade.tensor([1.0]))) == <<0.0::float-32-native>>
+
+        i = Cascade.tensor([1], type: :s32)
+        assert Cascade.add(i, 1).type == {:s, 32}
+        assert Cascade.add(i, 1.0).type == {:f, 32}
+        assert Cascade.to_list(Cascade.add(i, 1)) == [2]
+        assert Cascade.to_list(Cascade.add(i, 1.0)) == [2.0]
+        # the same number beside another type or device is another scalar
+        assert Cascade.add(Cascade.tensor([1.0], type: :f64), 1.5).type == {:f, 64}
+        assert Cascade.add(Cascade.tensor([1.0], device: :cpu), 1.5).device == :cpu
+        assert Cascade.add(Cascade.tensor([1.0], device: :blas), 1.5).device == :blas
+      end
+    end
+
     test "s64 tensor + 1.5 gives f32" do
       t = Cascade.add(Cascade.tensor([1, 2]), 1.5)
       assert t.type == {:f, 32}
