@@ -48,8 +48,18 @@ cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_sta
     return CX_OK;
 }
 
+void cx_tensor_borrow(cx_tensor *t, cx_device *dev, const cx_desc *desc, void *data) {
+    t->desc = *desc;
+    t->numel = cx_desc_numel(desc);
+    t->nbytes = (size_t)t->numel * cx_dtype_size(desc->dtype);
+    t->device = dev;
+    t->data = data;
+    atomic_init(&t->state, CX_TENSOR_BORROWED);
+}
+
 cx_code cx_tensor_pin(cx_tensor *t, cx_status *st) {
     uint64_t s = atomic_load(&t->state);
+    if (s & CX_TENSOR_BORROWED) return CX_OK; /* the caller keeps the buffer */
     do {
         if (s & CX_TENSOR_FREED)
             return cx_fail(st, CX_EFREED,
@@ -73,11 +83,13 @@ static void release_if_idle(cx_tensor *t) {
 }
 
 void cx_tensor_unpin(cx_tensor *t) {
+    if (atomic_load_explicit(&t->state, memory_order_relaxed) & CX_TENSOR_BORROWED) return;
     atomic_fetch_sub(&t->state, 1);
     release_if_idle(t);
 }
 
 void cx_tensor_free(cx_tensor *t) {
+    if (atomic_load_explicit(&t->state, memory_order_relaxed) & CX_TENSOR_BORROWED) return;
     atomic_fetch_or(&t->state, CX_TENSOR_FREED);
     release_if_idle(t);
 }
@@ -97,7 +109,8 @@ bool cx_tensor_take(cx_tensor *t, cx_tensor *into) {
 }
 
 bool cx_tensor_is_freed(const cx_tensor *t) {
-    return (atomic_load(&((cx_tensor *)t)->state) & CX_TENSOR_FREED) != 0;
+    uint64_t s = atomic_load(&((cx_tensor *)t)->state);
+    return (s & CX_TENSOR_FREED) && !(s & CX_TENSOR_BORROWED);
 }
 
 cx_code cx_tensor_upload(cx_tensor *t, const void *src, size_t bytes, cx_status *st) {

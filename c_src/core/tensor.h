@@ -19,11 +19,18 @@ typedef struct cx_tensor {
 
 #define CX_TENSOR_FREED    (UINT64_C(1) << 62)
 #define CX_TENSOR_RELEASED (UINT64_C(1) << 63)
+/* The buffer belongs to the caller (cx_tensor_borrow): never released, moved or freed here. */
+#define CX_TENSOR_BORROWED (UINT64_C(1) << 61)
 
 /* Makes `t` an empty, already released tensor: freeing it does nothing. */
 void cx_tensor_clear(cx_tensor *t);
 /* Allocates the buffer for `desc` on `dev`. On failure the tensor holds no buffer. */
 cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_status *st);
+/* Makes `t` a tensor of `desc` on host-memory device `dev` over the caller's buffer `data`
+ * (at least desc's size): a view that ops read and write like any tensor, for as long as the
+ * caller keeps `data`. Pins cost nothing, cx_tensor_free leaves it readable and cx_tensor_take
+ * refuses it. Not to be shared with other threads. */
+void cx_tensor_borrow(cx_tensor *t, cx_device *dev, const cx_desc *desc, void *data);
 /* Keeps the buffer alive while an op reads it; CX_EFREED after free. */
 cx_code cx_tensor_pin(cx_tensor *t, cx_status *st);
 void cx_tensor_unpin(cx_tensor *t);

@@ -84,7 +84,8 @@ static ERL_NIF_TERM raise_status(ErlNifEnv *env, const cx_status *st, const char
  * Erlang 25): more than NumPy's whole one-element add. So the result of an op that runs natively
  * on a device with host memory and has at most VALUE_MAX_BYTES of data is returned as a binary
  * holding its description and its bytes. Every entry point that takes a tensor takes both forms:
- * a value is read through a view, a cx_tensor on the caller's stack holding a copy of its bytes.
+ * a value is read through a view, a borrowed cx_tensor on the caller's stack holding a copy of
+ * its bytes (cx_tensor_borrow).
  * A value owns no device memory: free has nothing to release, and memory/0 does not count it.
  *
  * Layout, 16 bytes then the data in native byte order: 'C', 'x', the type code, the device id,
@@ -100,17 +101,6 @@ typedef struct {
     cx_tensor t;
     uint64_t data[(VALUE_MAX_BYTES + VALUE_SLACK) / 8];
 } value_view;
-
-/* A tensor whose buffer the caller owns: one permanent pin keeps cx_tensor_free and
- * cx_tensor_take from ever releasing or moving it. */
-static void value_tensor(cx_tensor *t, cx_device *dev, const cx_desc *d, void *data) {
-    t->desc = *d;
-    t->numel = cx_desc_numel(d);
-    t->nbytes = (size_t)t->numel * cx_dtype_size(d->dtype);
-    t->device = dev;
-    t->data = data;
-    atomic_init(&t->state, 1); /* a view on the caller's stack: never shared */
-}
 
 static bool value_parse(const ErlNifBinary *bin, value_view *v) {
     const unsigned char *h = bin->data;
@@ -130,7 +120,7 @@ static bool value_parse(const ErlNifBinary *bin, value_view *v) {
     size_t bytes = (size_t)numel * cx_dtype_size(d.dtype);
     if (bin->size != VALUE_HEADER + bytes) return false;
     memcpy(v->data, h + VALUE_HEADER, bytes);
-    value_tensor(&v->t, dev, &d, v->data);
+    cx_tensor_borrow(&v->t, dev, &d, v->data);
     return true;
 }
 
@@ -413,7 +403,7 @@ static ERL_NIF_TERM run_value(ErlNifEnv *env, op_call *c) {
     cx_device *dev = c->plan.device;
     uint64_t buf[(VALUE_MAX_BYTES + VALUE_SLACK) / 8];
     cx_tensor out;
-    value_tensor(&out, dev, d, buf);
+    cx_tensor_borrow(&out, dev, d, buf);
     cx_status st;
     CX_STATUS_RESET(st);
     if (cx_run_plan_into(&c->plan, c->in, c->n_in, &c->ps, &out, &st) != CX_OK)

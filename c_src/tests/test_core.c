@@ -1726,6 +1726,57 @@ static void test_tensor_deferred_release(void **state) {
     assert_int_equal(live(), start);
 }
 
+/* A borrowed tensor (the NIF's view of a value) is read and written by ops over the caller's
+ * buffer, counts no device memory, and is never released, moved or marked freed: a release would
+ * hand a stack buffer to the cpu driver's cache (ASan and valgrind would see it). */
+static void test_tensor_borrowed(void **state) {
+    (void)state;
+    int64_t start = live();
+    float a[3] = {1, 2, 3}, b[3] = {10, 20, 30}, r[3] = {0, 0, 0};
+    cx_desc d = tu_desc(CX_F32, 1, TU_SHAPE(3));
+    cx_tensor x, y, out;
+    cx_tensor_borrow(&x, tu_cpu(), &d, a);
+    cx_tensor_borrow(&y, tu_cpu(), &d, b);
+    assert_int_equal(x.numel, 3);
+    assert_int_equal(x.nbytes, 12);
+    assert_int_equal(live(), start);
+    cx_status st = {0};
+    for (int k = 0; k < 3; k++) assert_int_equal(cx_tensor_pin(&x, &st), CX_OK);
+    cx_tensor_unpin(&x);
+    cx_tensor_free(&x);
+    cx_tensor_free(&x);
+    assert_false(cx_tensor_is_freed(&x));
+    assert_int_equal(cx_tensor_pin(&x, &st), CX_OK); /* still readable */
+    assert_ptr_equal(x.data, a);
+    cx_tensor taken;
+    assert_false(cx_tensor_take(&x, &taken));
+    assert_ptr_equal(x.data, a);
+
+    /* an op from borrowed inputs into a borrowed result */
+    cx_params ps = {0};
+    cx_plan plan;
+    cx_tensor *in[2] = {&x, &y};
+    assert_int_equal(
+        cx_plan_op(CX_OP_ADD, tu_cpu(), (const cx_tensor *const *)in, 2, &ps, &plan, &st), CX_OK);
+    cx_tensor_borrow(&out, tu_cpu(), &plan.out, r);
+    assert_int_equal(cx_run_plan_into(&plan, in, 2, &ps, &out, &st), CX_OK);
+    assert_true(r[0] == 11 && r[1] == 22 && r[2] == 33);
+    assert_true(a[0] == 1 && b[2] == 30);
+    /* and into a tensor of its own */
+    cx_tensor own;
+    assert_int_equal(cx_run(CX_OP_MULTIPLY, tu_cpu(), in, 2, &ps, &own, &st), CX_OK);
+    assert_true(((float *)own.data)[2] == 90);
+    assert_int_equal(live(), start + 12);
+    cx_tensor_free(&own);
+    assert_int_equal(live(), start);
+    /* a failed run leaves the borrowed result's buffer alone */
+    cx_desc wrong = tu_desc(CX_F32, 1, TU_SHAPE(2));
+    cx_tensor_borrow(&out, tu_cpu(), &wrong, r);
+    assert_int_equal(cx_run_plan_into(&plan, in, 2, &ps, &out, &st), CX_EINVAL);
+    assert_ptr_equal(out.data, r);
+    assert_int_equal(live(), start);
+}
+
 static void test_tensor_unavailable_device(void **state) {
     (void)state;
     cx_device dev;
@@ -2081,6 +2132,7 @@ int main(void) {
         cmocka_unit_test(test_empty_results_return_at_once),
         cmocka_unit_test(test_half_array_matches_scalar),
         cmocka_unit_test(test_tensor_deferred_release),
+        cmocka_unit_test(test_tensor_borrowed),
         cmocka_unit_test(test_tensor_unavailable_device),
         cmocka_unit_test(test_tensor_threads),
         cmocka_unit_test(test_devices),
