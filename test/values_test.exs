@@ -70,6 +70,46 @@ defmodule CascadeValuesTest do
     assert Cascade.to_list(v) == [1.0, 2.0]
   end
 
+  test "values as a program's constants, inputs (donated or not) and loop state" do
+    alias Cascade.Native
+    op = fn name -> Enum.find_value(Cascade.__ops__(), &(&1.name == name && &1.id)) end
+    dev = Cascade.Device.id!(:cpu)
+
+    v = fn t ->
+      r = Cascade.add(t, 0)
+      assert is_binary(r.ref)
+      r
+    end
+
+    results = fn
+      {:cascade_gc, list} -> list
+      list -> list
+    end
+
+    five = v.(Cascade.tensor(5, type: :s32, device: :cpu))
+    one = v.(Cascade.tensor(1, type: :s32, device: :cpu))
+    two = v.(Cascade.tensor(2.0, device: :cpu))
+    state = [{:f32, {2}}, {:s32, {}}]
+    cond = Native.program_new(dev, state, [five.ref], [{op.(:less), [1, 2], %{}}], [3], [])
+    steps = [{op.(:multiply), [0, 3], %{}}, {op.(:add), [1, 2], %{}}]
+    body = Native.program_new(dev, state, [one.ref, two.ref], steps, [4, 5], [])
+    donating = Native.program_new(dev, state, [one.ref, two.ref], steps, [4, 5], [0])
+
+    x = v.(Cascade.tensor([1.0, -3.0], device: :cpu))
+    i = v.(Cascade.tensor(0, type: :s32, device: :cpu))
+    [x2, i2] = Native.program_loop(cond, 0, body, [0, 1], [x.ref, i.ref])
+    assert Cascade.to_list(%{x | ref: x2}) == [32.0, -96.0]
+    assert Cascade.to_list(%{i | ref: i2}) == 5
+
+    for prog <- [body, donating] do
+      [{y, _, _, _}, {j, _, _, _}] = results.(Native.program_run(prog, [x.ref, i.ref]))
+      assert Cascade.to_list(%{x | ref: y}) == [2.0, -6.0]
+      assert Cascade.to_list(%{i | ref: j}) == 1
+      # a donated value is copied, not written into
+      assert Cascade.to_list(x) == [1.0, -3.0]
+    end
+  end
+
   test "values go to other processes as they are" do
     v = value([3.0, 4.0])
     task = Task.async(fn -> v |> Cascade.multiply(2.0) |> Cascade.to_list() end)
