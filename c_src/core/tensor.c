@@ -33,13 +33,18 @@ void cx_tensor_clear(cx_tensor *t) {
     atomic_store_explicit(&t->state, CX_TENSOR_FREED | CX_TENSOR_RELEASED, memory_order_relaxed);
 }
 
+/* t's description and the sizes that follow from it */
+static void describe(cx_tensor *t, const cx_desc *desc) {
+    t->desc = *desc;
+    t->numel = cx_desc_numel(desc);
+    t->nbytes = (size_t)t->numel * cx_dtype_size(desc->dtype);
+}
+
 cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_status *st) {
     cx_tensor_clear(t);
     t->device = dev;
     if (check_desc(desc, st) != CX_OK) return CX_EINVAL;
-    t->desc = *desc;
-    t->numel = cx_desc_numel(desc);
-    t->nbytes = (size_t)t->numel * cx_dtype_size(desc->dtype);
+    describe(t, desc);
     if (!dev->available)
         return cx_fail(st, CX_EDEVICE, "device %s is unavailable: %s", dev->name, dev->reason);
     if (dev->driver->alloc(dev->ctx, t->nbytes, &t->data, st) != CX_OK) return st->code;
@@ -49,9 +54,7 @@ cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_sta
 }
 
 void cx_tensor_borrow(cx_tensor *t, cx_device *dev, const cx_desc *desc, void *data) {
-    t->desc = *desc;
-    t->numel = cx_desc_numel(desc);
-    t->nbytes = (size_t)t->numel * cx_dtype_size(desc->dtype);
+    describe(t, desc);
     t->device = dev;
     t->data = data;
     atomic_init(&t->state, CX_TENSOR_BORROWED);
