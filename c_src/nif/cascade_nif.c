@@ -124,22 +124,22 @@ static bool value_parse(const ErlNifBinary *bin, value_view *v) {
     return true;
 }
 
+_Static_assert(CX_MAX_DEVICES <= 256 && CX_DTYPE_COUNT <= 256,
+               "a value's header holds the device id and the type code in a byte each");
+
 /* Whether a plan's result is returned as a value. */
 static bool value_fits(const cx_plan *plan) {
     const cx_desc *d = &plan->out;
     int64_t numel = cx_desc_numel(d);
-    return plan->route == CX_ROUTE_NATIVE && plan->device->props.host_memory &&
-           plan->device->id < 256 && numel >= 1 &&
+    return plan->route == CX_ROUTE_NATIVE && plan->device->props.host_memory && numel >= 1 &&
            (size_t)numel * cx_dtype_size(d->dtype) <= VALUE_MAX_BYTES;
 }
 
-/* A tensor argument: a resource, or a value read into `room` (NULL: resources only). */
+/* A tensor argument: a resource, or a value read into `room`. */
 static bool get_tensor(ErlNifEnv *env, ERL_NIF_TERM term, cx_tensor **out, value_view *room) {
     if (enif_get_resource(env, term, tensor_type, (void **)out)) return true;
     ErlNifBinary bin;
-    if (!room || !enif_is_binary(env, term) || !enif_inspect_binary(env, term, &bin) ||
-        !value_parse(&bin, room))
-        return false;
+    if (!enif_inspect_binary(env, term, &bin) || !value_parse(&bin, room)) return false;
     *out = &room->t;
     return true;
 }
@@ -372,12 +372,14 @@ static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL
         return *err = raise_arg(env, "out of memory decoding the arguments"), false;
     ERL_NIF_TERM head, tail = argv[1];
     c->n_in = 0;
-    while (enif_get_list_cell(env, tail, &head, &tail))
-        if (c->n_in++, !get_tensor(env, head, &c->in[c->n_in - 1], &c->vals[c->n_in - 1])) {
+    while (enif_get_list_cell(env, tail, &head, &tail)) {
+        int k = c->n_in++;
+        if (!get_tensor(env, head, &c->in[k], &c->vals[k])) {
             snprintf(msg, sizeof msg, "%s: argument %d is not a Cascade tensor reference",
-                     cx_op_table[op].name, c->n_in);
+                     cx_op_table[op].name, k + 1);
             return *err = raise_arg(env, msg), false;
         }
+    }
     char why[160];
     if (!get_params(env, argv[2], &c->ps, why, sizeof why)) {
         snprintf(msg, sizeof msg, "%s: %s", cx_op_table[op].name, why);
@@ -481,6 +483,19 @@ static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
     return res;
 }
 
+/* A new tensor resource of `d` on `dev` holding `bytes` (its whole size), or NULL: with *st
+ * still CX_OK when the BEAM had no memory for the resource, else with the device's failure. */
+static cx_tensor *resource_holding(cx_device *dev, const cx_desc *d, const void *bytes, size_t size,
+                                   cx_status *st) {
+    cx_tensor *t = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
+    if (!t) return NULL;
+    if (cx_tensor_init(t, dev, d, st) != CX_OK || cx_tensor_upload(t, bytes, size, st) != CX_OK) {
+        enif_release_resource(t); /* the destructor frees what init made */
+        return NULL;
+    }
+    return t;
+}
+
 /* from_binary(binary, type, shape, device_id) */
 static ERL_NIF_TERM from_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     ErlNifBinary bin;
@@ -519,15 +534,11 @@ static ERL_NIF_TERM from_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
                  want, cx_dtype_name(d.dtype), (long long)numel, bin.size);
         return raise_arg(env, msg);
     }
-    cx_tensor *t = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
-    if (!t) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
     cx_status st = {CX_OK, ""};
-    if (cx_tensor_init(t, dev, &d, &st) != CX_OK ||
-        cx_tensor_upload(t, bin.data, bin.size, &st) != CX_OK) {
-        cx_tensor_free(t);
-        enif_release_resource(t);
-        return raise_status(env, &st, dev->driver_name);
-    }
+    cx_tensor *t = resource_holding(dev, &d, bin.data, bin.size, &st);
+    if (!t)
+        return st.code == CX_OK ? enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"))
+                                : raise_status(env, &st, dev->driver_name);
     return make_tensor(env, t);
 }
 
@@ -1098,18 +1109,12 @@ static ERL_NIF_TERM program_new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
         }
         if (t == &room.t) { /* a value: the program keeps a tensor of its own */
             cx_status vst = {CX_OK, ""};
-            cx_tensor *own = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
-            if (!own) {
-                res = raise_arg(env, "out of memory"), ok = false;
+            if (!(t = resource_holding(dev, &room.t.desc, room.t.data, room.t.nbytes, &vst))) {
+                res = vst.code == CX_OK ? raise_arg(env, "out of memory")
+                                        : raise_status(env, &vst, dev->driver_name);
+                ok = false;
                 break;
             }
-            if (cx_tensor_init(own, dev, &t->desc, &vst) != CX_OK ||
-                cx_tensor_upload(own, t->data, t->nbytes, &vst) != CX_OK) {
-                enif_release_resource(own);
-                res = raise_status(env, &vst, dev->driver_name), ok = false;
-                break;
-            }
-            t = own;
         } else {
             enif_keep_resource(t);
         }
@@ -1174,8 +1179,8 @@ static ERL_NIF_TERM program_run_call(ErlNifEnv *env, program_res *r, const ERL_N
         goto done;
     }
     int n = 0;
-    while (n < p->n_inputs && enif_get_list_cell(env, list, &head, &list))
-        if (n++, !get_tensor(env, head, &in[n - 1], &rooms[n - 1])) {
+    for (; n < p->n_inputs && enif_get_list_cell(env, list, &head, &list); n++)
+        if (!get_tensor(env, head, &in[n], &rooms[n])) {
             res = raise_arg(env, "program: an input is not a Cascade tensor reference");
             goto done;
         }
