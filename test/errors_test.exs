@@ -21,9 +21,7 @@ defmodule CascadeErrorsTest do
   # A small result of an op is a value (Cascade.Tensor), which free/1 cannot take away: the
   # tensor freed here is a resource holding the same data.
   defp freed(t \\ m22()) do
-    t =
-      if is_binary(t.ref), do: Cascade.from_binary(Cascade.to_binary(t), t.type, t.shape), else: t
-
+    t = Cascade.Op.resource(t)
     :ok = Cascade.free(t)
     t
   end

@@ -321,34 +321,36 @@ defmodule Cascade.Op do
   # can stand for every use of the same number): `x * 2.0` in a loop then costs one NIF call,
   # not two (one-element add with a number: 1,006 -> 614 ns on :host, 2026-11-25). At most
   # @scalars_kept per process; the whole set is dropped when it is full.
-  # A number as given, with the tensor's type and device, is the key (the scalar's type follows
-  # from them): 1 and 1.0 are different keys. Zeros are not, as 0.0 and -0.0 are one key on
-  # Erlang 25: those (and anything but a plain number) are kept under their bytes. Looking up the number as given saves encoding
-  # it on every call (one-element add with a number: 370-387 -> 300-310 ns, 2026-11-26).
+  # A plain number other than zero is kept under itself with the tensor's type and device (the
+  # scalar's type follows from them; 1 and 1.0 are different keys), so that a kept one is found
+  # without encoding it (one-element add with a number: 370-387 -> 283-320 ns, 2026-11-26). Zeros
+  # (0.0 and -0.0 are one map key on Erlang 25) and anything else are kept under their bytes.
   @scalars_kept 64
   def scalar_ref(%Tensor{type: type, device: device}, n) do
     kept = Process.get(:cascade_scalars, %{})
-    key = if is_number(n) and n != 0, do: {n, type, device}
+    by_number = if is_number(n) and n != 0, do: {n, type, device}
 
     case kept do
-      %{^key => ref} when key != nil ->
+      %{^by_number => ref} when by_number != nil -> ref
+      _ -> kept_or_new_scalar(kept, by_number, type, device, n)
+    end
+  end
+
+  # not kept under the number: kept under its bytes (zeros and the rest), or made now
+  defp kept_or_new_scalar(kept, by_number, type, device, n) do
+    type = Type.merge_number(Type.normalize!(type), n)
+    bin = Type.encode_one(Type.wrap(n, type), type)
+    key = by_number || {bin, type, device}
+
+    case kept do
+      %{^key => ref} when by_number == nil ->
         ref
 
       _ ->
-        merged = Type.merge_number(Type.normalize!(type), n)
-        bin = Type.encode_one(Type.wrap(n, merged), merged)
-        key = key || {bin, merged, device}
-
-        case kept do
-          %{^key => ref} ->
-            ref
-
-          _ ->
-            ref = new_scalar(bin, merged, device)
-            kept = if map_size(kept) >= @scalars_kept, do: %{}, else: kept
-            Process.put(:cascade_scalars, Map.put(kept, key, ref))
-            ref
-        end
+        ref = new_scalar(bin, type, device)
+        kept = if map_size(kept) >= @scalars_kept, do: %{}, else: kept
+        Process.put(:cascade_scalars, Map.put(kept, key, ref))
+        ref
     end
   end
 
