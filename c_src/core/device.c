@@ -192,8 +192,8 @@ void cx_device_count_release(cx_device *dev, int64_t bytes) {
     lower_to(&dev->major_mark, add_sat(live, major_step()));
 }
 
-cx_gc_request cx_device_wants_gc(cx_device *dev) {
-    int64_t live = atomic_load(&dev->live_bytes);
+static cx_gc_request wants_gc(cx_device *dev, int64_t bytes) {
+    int64_t live = add_sat(atomic_load(&dev->live_bytes), bytes);
     int64_t mark = atomic_load(&dev->gc_mark);
     if (live < mark) return CX_GC_NONE;
     if (!atomic_compare_exchange_strong(&dev->gc_mark, &mark,
@@ -204,4 +204,13 @@ cx_gc_request cx_device_wants_gc(cx_device *dev) {
         atomic_compare_exchange_strong(&dev->major_mark, &major, add_sat(live, major_step())))
         return CX_GC_MAJOR;
     return CX_GC_MINOR;
+}
+
+cx_gc_request cx_device_wants_gc(cx_device *dev) {
+    return wants_gc(dev, 0);
+}
+
+cx_gc_request cx_device_wants_gc_before(cx_device *dev, int64_t bytes) {
+    if (bytes < 0 || bytes >= atomic_load(&gc_interval)) return CX_GC_NONE;
+    return wants_gc(dev, bytes);
 }

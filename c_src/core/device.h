@@ -64,5 +64,12 @@ void cx_device_count_release(cx_device *dev, int64_t bytes);
  * (a major one past the major mark), else CX_GC_NONE: dropped tensors are NIF resources that
  * only a garbage collection of their owner releases. */
 cx_gc_request cx_device_wants_gc(cx_device *dev);
+/* The same request made before a new tensor of `bytes` is allocated, as if it were already
+ * live: a collection then returns the caller's dropped tensors first, so that the new one can
+ * reuse their memory, still in the caches (a loop of 1M-element adds: one buffer instead of
+ * three in turn, 84 -> 70 us a call). A request moves the mark above live + bytes, so the
+ * allocation that follows makes no second one. CX_GC_NONE for a tensor of an interval or more:
+ * one allocation alone would ask again at every call. */
+cx_gc_request cx_device_wants_gc_before(cx_device *dev, int64_t bytes);
 
 #endif

@@ -9,9 +9,9 @@
 
 static ErlNifResourceType *tensor_type, *program_type;
 
-static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_gc, am_gc_major, am_loop,
-    am_oom, am_nan, am_infinity, am_neg_infinity, am_exception, am_message, am_argument_error,
-    am_cascade_error, am_code, am_driver;
+static ERL_NIF_TERM am_ok, am_true, am_false, am_nil, am_struct, am_gc, am_gc_major, am_gc_first,
+    am_gc_major_first, am_loop, am_oom, am_nan, am_infinity, am_neg_infinity, am_exception,
+    am_message, am_argument_error, am_cascade_error, am_code, am_driver;
 static ERL_NIF_TERM am_dtype_kind[CX_DTYPE_COUNT];
 static int dtype_bits[CX_DTYPE_COUNT] = {
 #define CX_DTYPE_BITS(id, name, kind, bits, ctype) bits,
@@ -425,8 +425,30 @@ static ERL_NIF_TERM run_value(ErlNifEnv *env, op_call *c) {
                                                make_type(env, d->dtype), make_device(env, dev)));
 }
 
-static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c, bool values) {
-    if (values && value_fits(&c->plan)) return run_value(env, c);
+/* op/5's last argument, a set of bits. OP_VALUES: a small result may be a value (not while the
+ * compiler records a program: it tells tensors apart by their references, and equal values are
+ * one term). OP_GC_FIRST: when the device wants a collection, the call may answer
+ * :cascade_gc_first (:cascade_gc_major_first) without running, for the caller to collect and
+ * call again without this bit (cx_device_wants_gc_before). */
+enum { OP_VALUES = 1, OP_GC_FIRST = 2 };
+
+static int op_flags(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    int flags;
+    return argc > 4 && enif_get_int(env, argv[4], &flags) ? flags : 0;
+}
+
+static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c, int flags) {
+    if ((flags & OP_VALUES) && value_fits(&c->plan)) return run_value(env, c);
+    if (flags & OP_GC_FIRST) {
+        const cx_desc *d = &c->plan.out;
+        int64_t bytes = (int64_t)cx_dtype_size(d->dtype);
+        for (int k = 0; k < d->rank; k++) bytes *= d->shape[k];
+        switch (cx_device_wants_gc_before(c->plan.device, bytes)) {
+        case CX_GC_MINOR: return am_gc_first;
+        case CX_GC_MAJOR: return am_gc_major_first;
+        default: break;
+        }
+    }
     /* cx_run_plan and cx_tensor_init empty the tensor before anything can fail, so the
      * destructor is safe on every error path below */
     cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
@@ -441,16 +463,10 @@ static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c, bool values) {
     return with_warnings(env, make_tensor(env, out));
 }
 
-/* op/5's last argument: whether small results may be values (not while the compiler records
- * a program: it tells tensors apart by their references, and equal values are one term) */
-static bool values_wanted(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-    return argc > 4 && enif_is_identical(argv[4], am_true);
-}
-
 static ERL_NIF_TERM op_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     op_call c;
     ERL_NIF_TERM res;
-    if (decode_op(env, argv, &c, &res)) res = run_call(env, &c, values_wanted(env, argc, argv));
+    if (decode_op(env, argv, &c, &res)) res = run_call(env, &c, op_flags(env, argc, argv));
     release_call(&c);
     return res;
 }
@@ -475,7 +491,7 @@ static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
             res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc,
                                     argv);
         else {
-            res = run_call(env, &c, values_wanted(env, argc, argv));
+            res = run_call(env, &c, op_flags(env, argc, argv));
             consume_slice(env, c.plan.cost);
         }
     }
@@ -1444,6 +1460,8 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
     am_cascade_error = enif_make_atom(env, "Elixir.Cascade.Error");
     am_gc = enif_make_atom(env, "cascade_gc");
     am_gc_major = enif_make_atom(env, "cascade_gc_major");
+    am_gc_first = enif_make_atom(env, "cascade_gc_first");
+    am_gc_major_first = enif_make_atom(env, "cascade_gc_major_first");
     am_loop = enif_make_atom(env, "cascade_loop");
     am_oom = enif_make_atom(env, "cascade_oom");
     am_nan = enif_make_atom(env, "nan");

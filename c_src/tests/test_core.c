@@ -1998,6 +1998,55 @@ static void test_device_gc_major(void **state) {
     assert_int_equal(cx_device_wants_gc(d), CX_GC_NONE);
 }
 
+/* Asked before an allocation, a request counts the tensor about to be made as live: a loop that
+ * drops each result is asked to collect before the allocation that reaches the mark, not after
+ * it, and the allocation that follows the request makes no second one. */
+static void test_device_gc_before(void **state) {
+    (void)state;
+    cx_device *d = tu_cpu();
+    const int64_t start = live();
+    cx_set_gc_interval(4096);
+    cx_tensor *t[8];
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(cx_device_wants_gc_before(d, 1024), CX_GC_NONE);
+        t[k] = alloc_bytes(1024);
+        assert_int_equal(cx_device_wants_gc(d), CX_GC_NONE);
+    }
+    assert_int_equal(cx_device_wants_gc_before(d, 1023), CX_GC_NONE);
+    assert_int_equal(cx_device_wants_gc_before(d, 1024), CX_GC_MINOR); /* reaches the mark */
+    assert_int_equal(cx_device_wants_gc_before(d, 1024), CX_GC_NONE);  /* not twice */
+    t[3] = alloc_bytes(1024);
+    assert_int_equal(cx_device_wants_gc(d), CX_GC_NONE); /* asked already */
+    /* the collection releases the dropped tensors: the mark follows the live set down, to one
+     * interval above it */
+    for (int k = 0; k < 4; k++) tu_drop(t[k]);
+    assert_int_equal(live(), start);
+    assert_int_equal(cx_device_wants_gc_before(d, 4095), CX_GC_NONE);
+    /* a tensor of an interval or more never asks before: it would ask at every call */
+    assert_int_equal(cx_device_wants_gc_before(d, 4096), CX_GC_NONE);
+    assert_int_equal(cx_device_wants_gc_before(d, INT64_MAX), CX_GC_NONE);
+    assert_int_equal(cx_device_wants_gc_before(d, -1), CX_GC_NONE);
+    t[0] = alloc_bytes(4096);
+    assert_int_equal(cx_device_wants_gc(d), CX_GC_MINOR); /* the request after still comes */
+    tu_drop(t[0]);
+    /* a major request when the live set with the new tensor passes the major mark */
+    cx_set_gc_interval(1000);
+    cx_tensor *kept[CX_GC_MAJOR_INTERVALS];
+    for (int k = 0; k < CX_GC_MAJOR_INTERVALS - 1; k++) {
+        kept[k] = alloc_bytes(1000);
+        assert_int_equal(cx_device_wants_gc(d), CX_GC_MINOR);
+    }
+    kept[CX_GC_MAJOR_INTERVALS - 1] = alloc_bytes(1);
+    assert_int_equal(cx_device_wants_gc(d), CX_GC_NONE);
+    assert_int_equal(cx_device_wants_gc_before(d, 999), CX_GC_MAJOR);
+    cx_tensor *last = alloc_bytes(999);
+    assert_int_equal(cx_device_wants_gc(d), CX_GC_NONE);
+    tu_drop(last);
+    for (int k = 0; k < CX_GC_MAJOR_INTERVALS; k++) tu_drop(kept[k]);
+    assert_int_equal(live(), start);
+    cx_set_gc_interval(INT64_C(4) << 20);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * params.c, ops.c, status.c */
 
@@ -2138,6 +2187,7 @@ int main(void) {
         cmocka_unit_test(test_devices),
         cmocka_unit_test(test_device_gc),
         cmocka_unit_test(test_device_gc_major),
+        cmocka_unit_test(test_device_gc_before),
         cmocka_unit_test(test_params_table),
         cmocka_unit_test(test_ops_table),
     };

@@ -29,9 +29,10 @@ defmodule Cascade.Native do
 
   defp nif!, do: :erlang.nif_error(:cascade_nif_not_loaded)
 
-  # values: whether a small result on a host device may come back as a value (a binary; see
-  # Cascade.Tensor) instead of a resource
-  def op(_op_id, _refs, _params, _device_id, _values), do: nif!()
+  # flags (bits): 1, a small result on a host device may come back as a value (a binary; see
+  # Cascade.Tensor) instead of a resource; 2, the call may answer :cascade_gc_first or
+  # :cascade_gc_major_first instead of running, when the device wants a collection
+  def op(_op_id, _refs, _params, _device_id, _flags), do: nif!()
   def from_binary(_binary, _type, _shape, _device_id), do: nif!()
   def to_binary(_ref, _limit, _tag), do: nif!()
   def async_downloads, do: nif!()

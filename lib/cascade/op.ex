@@ -7,6 +7,11 @@ defmodule Cascade.Op do
   alias Cascade.{Device, Native, Tensor, Type}
   require Logger
 
+  # Native.op/5's flags: a small result may be a value; the call may ask for a collection
+  # before it runs (:cascade_gc_first), and is then made again without this flag
+  @op_values 1
+  @op_gc_first 2
+
   @doc false
   # The one call into C for an op. A tensor is the usual answer; {:cascade_gc, tensor} (or
   # :cascade_gc_major) asks the caller to collect garbage (dropped tensors are only released
@@ -16,10 +21,10 @@ defmodule Cascade.Op do
     # A recording tells tensors apart by their refs: its results stay resources, never values
     # (two equal values are one term).
     calls = Process.get(:cascade_record)
-    values = calls == nil
+    values = if calls == nil, do: @op_values, else: 0
 
     t =
-      case Native.op(id, refs, params, device_id, values) do
+      case Native.op(id, refs, params, device_id, values + @op_gc_first) do
         {_, _, _, _} = t -> tensors(t)
         other -> after_run(other, fn -> Native.op(id, refs, params, device_id, values) end)
       end
@@ -125,6 +130,22 @@ defmodule Cascade.Op do
 
     :erlang.yield()
     tensors(result)
+  end
+
+  # The same, asked before the op ran (so that its result can take the memory of the tensors
+  # the collection releases): collect, then run it.
+  @gc_first_tags [:cascade_gc_first, :cascade_gc_major_first]
+  def after_run(tag, retry) when tag in @gc_first_tags do
+    if tag == :cascade_gc_first,
+      do: :erlang.garbage_collect(self(), type: :minor),
+      else: :erlang.garbage_collect()
+
+    :erlang.yield()
+
+    case retry.() do
+      {_, _, _, _} = t -> tensors(t)
+      other -> after_run(other, retry)
+    end
   end
 
   # the BEAM had no memory for a result's resource (the result itself is freed)
