@@ -55,6 +55,40 @@ defmodule Cascade.GcFirstTest do
     assert length(kept) > 0
   end
 
+  test "a result of an interval or more asks before every call, and only before" do
+    x = Cascade.iota({div(@interval, 4)}, type: :f32, device: :cpu)
+    dev = Cascade.Device.id!(:cpu)
+    run = fn flags -> Native.op(add_id(), [x.ref, x.ref], %{}, dev, flags) end
+    tensor = fn {_, _, _, _} = t -> Cascade.Op.tensors(t) end
+
+    prev =
+      case run.(0) do
+        {_, _, _, _} = t -> tensor.(t)
+        {_, t} -> tensor.(t)
+      end
+
+    prev =
+      Enum.reduce(1..3, prev, fn _, prev ->
+        assert run.(2) in [:cascade_gc_first, :cascade_gc_major_first]
+        # what the collection releases: the live set drops, and the mark with it
+        Cascade.free(prev)
+        # made again after the collection (flag 4): no second request
+        assert {_, _, _, _} = t = run.(4)
+        tensor.(t)
+      end)
+
+    # without flag 4 the same call would ask for a second collection
+    assert run.(2) in [:cascade_gc_first, :cascade_gc_major_first]
+    Cascade.free(prev)
+    assert {tag, {_, _, _, _}} = run.(0)
+    assert tag in [:cascade_gc, :cascade_gc_major]
+
+    # through Cascade: right results
+    for i <- 1..5 do
+      assert Cascade.to_list(Cascade.slice(Cascade.add(x, i), [1], [1])) == [1.0 + i]
+    end
+  end
+
   test "a loop that drops its results through Cascade collects, and each result is right" do
     x = operand()
     before = Cascade.memory().cpu.bytes

@@ -211,6 +211,6 @@ cx_gc_request cx_device_wants_gc(cx_device *dev) {
 }
 
 cx_gc_request cx_device_wants_gc_before(cx_device *dev, int64_t bytes) {
-    if (bytes < 0 || bytes >= atomic_load(&gc_interval)) return CX_GC_NONE;
+    if (bytes < 0) return CX_GC_NONE;
     return wants_gc(dev, bytes);
 }

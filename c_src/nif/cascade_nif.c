@@ -429,8 +429,10 @@ static ERL_NIF_TERM run_value(ErlNifEnv *env, op_call *c) {
  * compiler records a program: it tells tensors apart by their references, and equal values are
  * one term). OP_GC_FIRST: when the device wants a collection, the call may answer
  * :cascade_gc_first (:cascade_gc_major_first) without running, for the caller to collect and
- * call again without this bit (cx_device_wants_gc_before). */
-enum { OP_VALUES = 1, OP_GC_FIRST = 2 };
+ * call again (cx_device_wants_gc_before). OP_COLLECTED: the caller has just collected; the
+ * result comes without a request (a result of a gc interval or more would ask for a second
+ * collection after the one before it). */
+enum { OP_VALUES = 1, OP_GC_FIRST = 2, OP_COLLECTED = 4 };
 
 static int op_flags(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     int flags;
@@ -460,7 +462,8 @@ static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c, int flags) {
         /* an exception is not a term to wrap: reports wait for the next call */
         return raise_status(env, &st, c->plan.device->driver_name);
     }
-    return with_warnings(env, make_tensor(env, out));
+    return with_warnings(env,
+                         (flags & OP_COLLECTED) ? tensor_term(env, out) : make_tensor(env, out));
 }
 
 static ERL_NIF_TERM op_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {

@@ -8,9 +8,11 @@ defmodule Cascade.Op do
   require Logger
 
   # Native.op/5's flags: a small result may be a value; the call may ask for a collection
-  # before it runs (:cascade_gc_first), and is then made again without this flag
+  # before it runs (:cascade_gc_first); the caller has just collected (the call made again after
+  # a collection: its result comes without a request for another)
   @op_values 1
   @op_gc_first 2
+  @op_collected 4
 
   @doc false
   # The one call into C for an op. A tensor is the usual answer; {:cascade_gc, tensor} (or
@@ -25,8 +27,13 @@ defmodule Cascade.Op do
 
     t =
       case Native.op(id, refs, params, device_id, values + @op_gc_first) do
-        {_, _, _, _} = t -> tensors(t)
-        other -> after_run(other, fn -> Native.op(id, refs, params, device_id, values) end)
+        {_, _, _, _} = t ->
+          tensors(t)
+
+        other ->
+          after_run(other, fn ->
+            Native.op(id, refs, params, device_id, values + @op_collected)
+          end)
       end
 
     case calls do

@@ -16,6 +16,7 @@
  * three results in four miss the cache and fault their pages in, 1.2x slower; 128 MiB instead of
  * 64 made no measurable difference and left the idle set twice as large). */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -112,10 +113,58 @@ static void *from_cache(size_t size) {
     return found;
 }
 
+/* A new block. One of 2 MiB or more is mapped on its own, starting on a 2 MiB boundary, and asks
+ * for transparent huge pages before any of it is touched (on Linux they are given to a range
+ * that asks, by default): a 1M-element f32 add on the blas driver, 12 MB through the caches,
+ * took 66-69 us on them against 75-80 on 4 KiB pages (C, AMD EPYC; fewer TLB misses). Not
+ * from malloc: past its dynamic mmap threshold (raised by each large free) malloc hands out
+ * heap memory already faulted in as 4 KiB pages, which madvise does not turn into huge ones; in
+ * the benchmark's process most inputs ended up so (AnonHugePages 4 MiB of 8 after two 4 MB
+ * tensors), and its 1M-element add took 77-79 us against 66-68 in a fresh process. */
+static size_t mapped_length(size_t size) {
+    size_t pages = (HEADER + size + 4095) & ~(size_t)4095;
+    size_t huge = (HEADER + size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    /* the last 2 MiB in huge pages too unless that wastes more than an eighth (a 1M-element
+     * f32 tensor: 4 MB in two huge pages, 194 KiB more) */
+    return huge - pages <= pages / 8 ? huge : pages;
+}
+
+static bool is_mapped(size_t size) {
+    return HEADER + size >= HUGE_PAGE;
+}
+
+static void *fresh_block(size_t size) {
+    if (!is_mapped(size)) return aligned_alloc(64, HEADER + size);
+    size_t len = mapped_length(size);
+    if (len > SIZE_MAX - HUGE_PAGE) return NULL;
+    char *map =
+        mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) return NULL;
+    /* keep the 2 MiB-aligned part, give the rest back */
+    char *block = (char *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (block > map) munmap(map, (size_t)(block - map));
+    size_t tail = (size_t)(map + len + HUGE_PAGE - (block + len));
+    if (tail) munmap(block + len, tail);
+#ifdef MADV_HUGEPAGE
+    madvise(block, len, MADV_HUGEPAGE);
+#endif
+    return block;
+}
+
+/* Gives a block back to the system (its header holds its rounded size). */
+static void release_block(void *block) {
+    if (!block) return;
+    size_t size = ((header *)block)->size;
+    if (is_mapped(size))
+        munmap(block, mapped_length(size));
+    else
+        free(block);
+}
+
 void cpu_buffer_trim(void) {
     pthread_mutex_lock(&cache.lock);
     for (int k = 0; k < CACHE_SLOTS; k++) {
-        free(cache.block[k]);
+        release_block(cache.block[k]);
         cache.block[k] = NULL;
     }
     cache.total = 0;
@@ -124,21 +173,6 @@ void cpu_buffer_trim(void) {
     for (int c = 0; c < SMALL_CLASSES; c++)
         while (small.n[c] > 0) free(small.block[c][--small.n[c]]);
     pthread_mutex_unlock(&small.lock);
-}
-
-/* A new block. One of 2 MiB or more starts on a 2 MiB boundary and asks for transparent huge
- * pages (on Linux they are given to a range that asks, by default): a 1M-element f32 add on the
- * blas driver, 12 MB through the caches, took 66-69 us on them against 75-80 on 4 KiB pages
- * (C, AMD EPYC; fewer TLB misses). The alignment costs address space, not memory: pages not
- * touched are never mapped in. */
-static void *fresh_block(size_t size) {
-    if (HEADER + size < HUGE_PAGE) return aligned_alloc(64, HEADER + size);
-    void *block = NULL; /* posix_memalign: aligned_alloc wants a size that is a multiple */
-    if (posix_memalign(&block, HUGE_PAGE, HEADER + size) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    if (block) madvise(block, HEADER + size, MADV_HUGEPAGE);
-#endif
-    return block;
 }
 
 void *cpu_buffer_get(size_t bytes) {
@@ -175,7 +209,7 @@ void cpu_buffer_put(void *data) {
     int c = small_class(size);
     if (c >= 0 && small_put(c, block)) return;
     if (size < CACHED_MIN || size > CACHE_CAP) {
-        free(block);
+        release_block(block);
         return;
     }
     void *evicted[CACHE_SLOTS];
@@ -194,5 +228,5 @@ void cpu_buffer_put(void *data) {
     cache.stamp[slot] = ++cache.clock;
     cache.total += size;
     pthread_mutex_unlock(&cache.lock);
-    for (int k = 0; k < n_evicted; k++) free(evicted[k]);
+    for (int k = 0; k < n_evicted; k++) release_block(evicted[k]);
 }
