@@ -118,9 +118,9 @@ static void *from_cache(size_t size) {
  * that asks, by default): a 1M-element f32 add on the blas driver, 12 MB through the caches,
  * took 66-69 us on them against 75-80 on 4 KiB pages (C, AMD EPYC; fewer TLB misses). Not
  * from malloc: past its dynamic mmap threshold (raised by each large free) malloc hands out
- * heap memory already faulted in as 4 KiB pages, which madvise does not turn into huge ones; in
- * the benchmark's process most inputs ended up so (AnonHugePages 4 MiB of 8 after two 4 MB
- * tensors), and its 1M-element add took 77-79 us against 66-68 in a fresh process. */
+ * heap memory already faulted in as 4 KiB pages, which madvise does not turn into huge ones (two
+ * 1M-element f32 tensors made from malloc: AnonHugePages 4 MiB of their 8, and adding them took
+ * 69-72 us a call against 66-67 mapped here). */
 static size_t mapped_length(size_t size) {
     size_t pages = (HEADER + size + 4095) & ~(size_t)4095;
     size_t huge = (HEADER + size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
