@@ -182,6 +182,26 @@ defmodule Cascade.DemoTest do
       Cascade.DemoTest.assert_finite_differences(params, grads, loss, 1.0e-5, sample)
     end
 
+    test "with dropout its backward pass matches finite differences under the same mask" do
+      params = CNN.init(key: 3, type: :f64, device: :cpu)
+      x = Cascade.random_uniform({2, 784}, key: 4, type: :f64, device: :cpu)
+      one_hot = Cascade.tensor([3, 7], device: :cpu) |> Cascade.one_hot(depth: 10, type: :f64)
+      drop = [dropout: {0.5, 11}]
+      {loss, grads} = CNN.loss_and_grads(params, x, one_hot, drop)
+
+      loss_of = fn params, opts ->
+        params |> CNN.loss_and_grads(x, one_hot, opts) |> elem(0) |> Cascade.to_list()
+      end
+
+      # the mask drops something, and p = 0 is no dropout at all
+      refute Cascade.to_list(loss) == loss_of.(params, [])
+      assert loss_of.(params, dropout: {0.0, 11}) == loss_of.(params, [])
+
+      sample = fn n -> Enum.uniq([0, div(n, 3), n - 1]) end
+      loss = fn params -> loss_of.(params, drop) end
+      Cascade.DemoTest.assert_finite_differences(params, grads, loss, 1.0e-5, sample)
+    end
+
     # on :blas a convolution's path (oneDNN or im2col) is chosen by timing the first calls of
     # its shape, and the two sum in different orders: the same seed gives the same losses up
     # to rounding there, bit for bit on :cpu

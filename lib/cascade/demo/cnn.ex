@@ -54,8 +54,9 @@ defmodule Cascade.Demo.CNN do
   @spec predict(params, Cascade.Tensor.t()) :: Cascade.Tensor.t()
   def predict(params, x), do: params |> logits(x) |> Cascade.argmax(axis: 1)
 
-  # The logits and what the backward pass needs.
-  defp forward([{k1, b1}, {k2, b2}, {w3, b3}, {w4, b4}], x) do
+  # The logits and what the backward pass needs; `drop` is nil or {p, key}: dropout of the
+  # hidden dense layer's activations, each kept with probability 1 - p and scaled by 1 / (1 - p).
+  defp forward([{k1, b1}, {k2, b2}, {w3, b3}, {w4, b4}], x, drop \\ nil) do
     batch = elem(Cascade.shape(x), 0)
     x4 = Cascade.reshape(x, {batch, 1, @side, @side})
     z1 = conv(x4, k1, b1)
@@ -66,9 +67,30 @@ defmodule Cascade.Demo.CNN do
     p2 = Cascade.max_pool2d(a2, 2)
     f = Cascade.reshape(p2, {batch, Cascade.size(p2) |> div(batch)})
     a3 = Cascade.dense(f, w3, b3, activation: :relu)
-    logits = Cascade.dense(a3, w4, b4)
-    {logits, %{x4: x4, z1: z1, a1: a1, p1: p1, z2: z2, a2: a2, p2: p2, f: f, a3: a3}}
+    {h3, keep} = dropout(a3, drop)
+    logits = Cascade.dense(h3, w4, b4)
+
+    {logits,
+     %{x4: x4, z1: z1, a1: a1, p1: p1, z2: z2, a2: a2, p2: p2, f: f, a3: a3, h3: h3, keep: keep}}
   end
+
+  defp dropout(a, nil), do: {a, nil}
+  defp dropout(a, {p, _key}) when p == 0, do: {a, nil}
+
+  defp dropout(a, {p, key}) do
+    keep =
+      Cascade.shape(a)
+      |> Cascade.random_uniform(key: key, type: Cascade.type(a), device: Cascade.device(a))
+      |> Cascade.greater_equal(p)
+
+    {scaled(a, keep, p), {keep, p}}
+  end
+
+  defp scaled(a, keep, p), do: Cascade.select(keep, Cascade.multiply(a, 1 / (1 - p)), 0)
+
+  # the gradient through the dropout: that of the kept activations, scaled alike
+  defp dropout_grad(dh, nil), do: dh
+  defp dropout_grad(dh, {keep, p}), do: scaled(dh, keep, p)
 
   defp conv(x, kernel, bias) do
     out = elem(Cascade.shape(bias), 0)
@@ -81,16 +103,22 @@ defmodule Cascade.Demo.CNN do
   @doc """
   The loss on a batch and its gradient by every parameter: `{loss, grads}`, with `grads`
   shaped like `params`.
+
+  `dropout: {p, key}` trains with dropout of the hidden dense layer's activations: each is
+  dropped with probability `p` (a mask drawn with Cascade's generator from `key`, one key a
+  step) and the kept ones scaled by 1 / (1 − p), so that `logits/2`, which drops nothing, needs
+  no rescaling.
   """
-  @spec loss_and_grads(params, Cascade.Tensor.t(), Cascade.Tensor.t()) ::
+  @spec loss_and_grads(params, Cascade.Tensor.t(), Cascade.Tensor.t(), keyword) ::
           {Cascade.Tensor.t(), params}
-  def loss_and_grads([{k1, _}, {k2, _}, {w3, _}, {w4, _}] = params, x, one_hot) do
-    {logits, c} = forward(params, x)
+  def loss_and_grads([{k1, _}, {k2, _}, {w3, _}, {w4, _}] = params, x, one_hot, opts \\ []) do
+    {logits, c} = forward(params, x, opts[:dropout])
     dlogits = Cascade.Demo.MLP.dlogits(logits, one_hot)
 
-    g4 = dense_grads(c.a3, dlogits)
+    g4 = dense_grads(c.h3, dlogits)
+    dh3 = dropout_grad(Cascade.dot(dlogits, [1], [], w4, [1], []), c.keep)
     # a3 = relu(z3) > 0 exactly where z3 > 0
-    dz3 = relu_grad(c.a3, Cascade.dot(dlogits, [1], [], w4, [1], []))
+    dz3 = relu_grad(c.a3, dh3)
     g3 = dense_grads(c.f, dz3)
     dp2 = Cascade.reshape(Cascade.dot(dz3, [1], [], w3, [1], []), Cascade.shape(c.p2))
     dz2 = relu_grad(c.z2, Cascade.max_pool2d_grad(c.a2, dp2, 2))

@@ -12,6 +12,7 @@ defmodule Cascade.Demo.Training do
   gives the same accuracy, to the last digit, on the same device.
   """
 
+  import Bitwise
   alias Cascade.Demo.{Adam, Augment, CNN, Data, MLP, SGD}
 
   @defaults [
@@ -23,6 +24,7 @@ defmodule Cascade.Demo.Training do
     rate: 0.1,
     momentum: 0.9,
     weight_decay: 0.0,
+    dropout: 0.0,
     hidden: [256],
     shift: 2,
     seed: 42,
@@ -41,7 +43,9 @@ defmodule Cascade.Demo.Training do
 
   Options (defaults in `defaults/0`): `model:` (`:mlp` or `:cnn`), `device:`, `type:` (f32,
   f16, bf16, f64), `epochs:`, `batch:`, `rate:` (initial learning rate), `momentum:` (SGD,
-  the MLP), `weight_decay:` (Adam's decoupled weight decay, the CNN),
+  the MLP), `weight_decay:` (Adam's decoupled weight decay, the CNN), `dropout:` (the
+  probability of dropping each of the CNN's hidden dense activations in training, its mask
+  keyed by the seed and the step),
   `hidden:` (the MLP's hidden layer sizes),
   `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:`
   (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with the epoch's mean
@@ -112,7 +116,7 @@ defmodule Cascade.Demo.Training do
                                                             {params, velocity, losses, rand} ->
         {choices, rand} = draw_shifts(indices, Augment.shifts(run.shifter), rand)
         {x, one_hot} = batch(run, indices, choices)
-        {loss, grads} = run.model.loss_and_grads(params, x, one_hot)
+        {loss, grads} = loss_and_grads(run, params, x, one_hot, first_step + i)
         # cosine decay from the initial rate to zero over the whole run
         rate = opts[:rate] * 0.5 * (1 + :math.cos(:math.pi() * (first_step + i) / run.steps))
         {params, velocity} = optimizer_step(run, params, grads, velocity, rate)
@@ -133,6 +137,14 @@ defmodule Cascade.Demo.Training do
 
     {params, velocity, losses}
   end
+
+  defp loss_and_grads(%{model: CNN, opts: opts}, params, x, one_hot, step) do
+    key = :erlang.phash2({:dropout, opts[:seed], step}, 1 <<< 32)
+    CNN.loss_and_grads(params, x, one_hot, dropout: {opts[:dropout], key})
+  end
+
+  defp loss_and_grads(%{model: model}, params, x, one_hot, _step),
+    do: model.loss_and_grads(params, x, one_hot)
 
   # The batch's images, shifted, and its one-hot labels.
   defp batch(%{x: x, y: y, shifter: shifter, opts: opts}, indices, choices) do

@@ -11,7 +11,7 @@ defmodule Mix.Tasks.Cascade.Demo do
 
       mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda|opencl:1] [--epochs N]
                        [--type f32|f16|bf16|f64] [--seed N] [--batch N] [--rate X]
-                       [--weight-decay X] [--hidden 256[,128...]] [--shift N]
+                       [--weight-decay X] [--dropout P] [--hidden 256[,128...]] [--shift N]
 
   Defaults: `--model cnn --device host` (the default device: `blas` where OpenBLAS loaded,
   else `cpu`) `--type f32 --seed 42 --batch 64 --shift 2`; for the CNN `--epochs 18 --rate
@@ -40,6 +40,7 @@ defmodule Mix.Tasks.Cascade.Demo do
     batch: :integer,
     rate: :float,
     weight_decay: :float,
+    dropout: :float,
     hidden: :string,
     shift: :integer
   ]
@@ -131,10 +132,14 @@ defmodule Mix.Tasks.Cascade.Demo do
       rate: Keyword.get(opts, :rate, defaults[:rate]),
       momentum: defaults[:momentum],
       weight_decay: Keyword.get(opts, :weight_decay, defaults[:weight_decay]),
+      dropout: dropout!(Keyword.get(opts, :dropout, defaults[:dropout])),
       hidden: hidden!(opts[:hidden], defaults[:hidden]),
       shift: shift!(Keyword.get(opts, :shift, defaults[:shift]))
     ]
   end
+
+  defp dropout!(p) when p >= 0 and p < 1, do: p
+  defp dropout!(p), do: Mix.raise("--dropout must be in [0, 1), got: #{p}")
 
   defp positive!(opts, key, defaults) do
     case Keyword.get(opts, key, defaults[key]) do
@@ -174,6 +179,6 @@ defmodule Mix.Tasks.Cascade.Demo do
 
   defp usage do
     "usage: mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda] [--epochs N] [--type f32|f16|bf16|f64] " <>
-      "[--seed N] [--batch N] [--rate X] [--weight-decay X] [--hidden 256[,128]] [--shift N]"
+      "[--seed N] [--batch N] [--rate X] [--weight-decay X] [--dropout P] [--hidden 256[,128]] [--shift N]"
   end
 end
