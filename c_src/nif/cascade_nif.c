@@ -439,18 +439,24 @@ static int op_flags(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     return argc > 4 && enif_get_int(env, argv[4], &flags) ? flags : 0;
 }
 
+/* Whether the call answers :cascade_gc_first (:cascade_gc_major_first, in *answer) instead of
+ * running: it may ask (OP_GC_FIRST), its result will be a resource, and the device wants a
+ * collection before it is made. Asked before a costly call moves to a dirty scheduler, so that
+ * the call made again moves once. */
+static bool gc_first(const op_call *c, int flags, ERL_NIF_TERM *answer) {
+    if (!(flags & OP_GC_FIRST) || ((flags & OP_VALUES) && value_fits(&c->plan))) return false;
+    const cx_desc *d = &c->plan.out;
+    int64_t bytes = (int64_t)cx_dtype_size(d->dtype);
+    for (int k = 0; k < d->rank; k++) bytes *= d->shape[k];
+    switch (cx_device_wants_gc_before(c->plan.device, bytes)) {
+    case CX_GC_MINOR: *answer = am_gc_first; return true;
+    case CX_GC_MAJOR: *answer = am_gc_major_first; return true;
+    default: return false;
+    }
+}
+
 static ERL_NIF_TERM run_call(ErlNifEnv *env, op_call *c, int flags) {
     if ((flags & OP_VALUES) && value_fits(&c->plan)) return run_value(env, c);
-    if (flags & OP_GC_FIRST) {
-        const cx_desc *d = &c->plan.out;
-        int64_t bytes = (int64_t)cx_dtype_size(d->dtype);
-        for (int k = 0; k < d->rank; k++) bytes *= d->shape[k];
-        switch (cx_device_wants_gc_before(c->plan.device, bytes)) {
-        case CX_GC_MINOR: return am_gc_first;
-        case CX_GC_MAJOR: return am_gc_major_first;
-        default: break;
-        }
-    }
     /* cx_run_plan and cx_tensor_init empty the tensor before anything can fail, so the
      * destructor is safe on every error path below */
     cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
@@ -490,11 +496,14 @@ static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
     op_call c;
     ERL_NIF_TERM res; /* the exception when decoding fails */
     if (decode_op(env, argv, &c, &res)) {
-        if (c.plan.cost > nw_dirty_cost())
+        int flags = op_flags(env, argc, argv);
+        if (gc_first(&c, flags, &res)) {
+            /* res is the request: the caller collects and calls again */
+        } else if (c.plan.cost > nw_dirty_cost()) {
             res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc,
                                     argv);
-        else {
-            res = run_call(env, &c, op_flags(env, argc, argv));
+        } else {
+            res = run_call(env, &c, flags);
             consume_slice(env, c.plan.cost);
         }
     }
