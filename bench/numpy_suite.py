@@ -1,14 +1,12 @@
 """NumPy and PyTorch side of `mix cascade.bench`: the same suite on the same data, in the same run.
 
-Usage: numpy_suite.py DATA_DIR MIN_SECONDS TYPES [PARTS [serve]]
+Usage: numpy_suite.py DATA_DIR MIN_SECONDS TYPES [PARTS [CASE]]
   DATA_DIR     the raw native-endian files the task wrote (f32 inputs; MNIST u8 images, labels)
   MIN_SECONDS  how long to time each case at least
   TYPES        comma-separated: f32, f16, bf16, f64
   PARTS        comma-separated parts of case names: only the cases that contain one
-  serve        print the versions and "ready", then run one case at a time: each line
-               "TYPE<tab>CASE" on stdin runs the case of that exact name and type, and its
-               answer ends with a line "done" (mix cascade.bench times each case beside
-               Cascade's timing of it, in this one process)
+  CASE         only the case of this exact name (the task runs one case at a time, beside
+               Cascade's timing of it)
 
 Prints one line per case, type and library, tab-separated (OTP 25 has no JSON parser):
   TYPE  CASE  SECONDS  CHECK  COMPUTES_IN  LIBRARY
@@ -145,10 +143,8 @@ def main():
     data, min_seconds, types = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(",")
     # the cases whose names contain one of these parts (mix cascade.bench --cases); all if none
     parts = [p for p in (sys.argv[4] if len(sys.argv) > 4 else "").split(",") if p]
-    # "serve": one case at a time, as asked on stdin (mix cascade.bench times each case beside
-    # Cascade's, in one long-lived process, as the whole suite used to run)
-    serve = len(sys.argv) > 5 and sys.argv[5] == "serve"
-    exact = None
+    # or the one case of this exact name (mix cascade.bench times each case beside Cascade's)
+    exact = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
 
     def wanted(case):
         if exact is not None:
@@ -190,7 +186,7 @@ def main():
             value = ""
         print(f"{t}\t{case}\t{seconds}\t{value}\t{computes_in}\t{library}", flush=True)
 
-    def run_type(t):
+    for t in types:
         elementwise = "f32" if t == "bf16" else t
         product = "f32" if t in ("f16", "bf16") else t
         for n, (a, b) in inputs["dot"].items():
@@ -222,20 +218,9 @@ def main():
             torch_cases(t, inputs, report, wanted, min_seconds)
             if mnist is not None and t == "f32":
                 report(t, "CNN training epoch", lambda: cnn_epoch(*mnist), t, "torch", check=False)
-
     print(f"numpy\t{np.__version__}", flush=True)
     if torch is not None:
         print(f"torch\t{torch.__version__}", flush=True)
-    if not serve:
-        for t in types:
-            run_type(t)
-        return
-    # a line "TYPE<tab>CASE" runs that case; each answer ends with a line "done"
-    print("ready", flush=True)
-    for line in sys.stdin:
-        t, _, exact = line.rstrip("\n").partition("\t")
-        run_type(t)
-        print("done", flush=True)
 
 
 def cnn_epoch(images, labels, batch=64, shift=2):

@@ -259,9 +259,9 @@ defmodule Cascade.DemoTest do
       assert {:ok, _, _} = :xmerl_sax_parser.stream(svg, [])
     end
 
-    # mix cascade.bench asks bench/numpy_suite.py for one case at a time, by its exact name
-    # ("add 1" is part of "add 1M" and of "add 1 element"), in one process
-    test "numpy_suite.py serves the case of the exact name it is asked for" do
+    # mix cascade.bench runs bench/numpy_suite.py one case at a time, by its exact name ("add 1"
+    # is part of "add 1M" and of "add 1 element")
+    test "numpy_suite.py times only the case of the exact name it is given" do
       case Cascade.Bench.NumPy.python() do
         {:error, _} ->
           :ok
@@ -273,15 +273,13 @@ defmodule Cascade.DemoTest do
           try do
             Cascade.Bench.Suite.inputs(dir, nil)
             script = Path.join(File.cwd!(), "bench/numpy_suite.py")
-            {:ok, server} = Cascade.Bench.NumPy.serve(python, script, dir, 0.001, [:f32])
-            assert is_binary(server.versions.version)
-            {:ok, one} = Cascade.Bench.NumPy.ask(server, :f32, "add 1 element")
+            run = &Cascade.Bench.NumPy.run(python, script, dir, 0.001, [:f32], "", &1)
+            {:ok, one} = run.("add 1 element")
             assert [{:f32, "add 1 element"}] = Map.keys(one.results)
             assert %{numpy: %{check: {sum, _}}} = one.results[{:f32, "add 1 element"}]
             assert is_float(sum)
-            assert {:ok, %{results: none}} = Cascade.Bench.NumPy.ask(server, :f32, "add 1")
-            assert none == %{}
-            assert Cascade.Bench.NumPy.stop(server) == :ok
+            {:ok, none} = run.("add 1")
+            assert none.results == %{}
           after
             File.rm_rf(dir)
           end

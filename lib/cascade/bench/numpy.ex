@@ -6,8 +6,6 @@ defmodule Cascade.Bench.NumPy do
   the versions of NumPy and of PyTorch (nil without it).
   """
 
-  import Bitwise
-
   @doc "A python3 that has NumPy, or `{:error, message}`."
   def python do
     candidates = ["/usr/bin/python3", System.find_executable("python3")] |> Enum.reject(&is_nil/1)
@@ -24,65 +22,11 @@ defmodule Cascade.Bench.NumPy do
   end
 
   @doc """
-  Starts the script in its serving mode on the data in `dir`: it answers `ask/3` one case at a
-  time, in one process for the whole run (as the whole suite ran before the cases were
-  interleaved with Cascade's, so NumPy's allocator and PyTorch's threads are as warm). Returns
-  `{:ok, server}` (with the versions in `server.versions`) or `{:error, message}`.
+  NumPy's results for `types` (atoms) on the data in `dir`: the cases whose names contain one
+  of the comma-separated `cases` (all when empty), or only the case named `exact`.
   """
-  def serve(python, script, dir, min_seconds, types) do
-    args = [script, dir, "#{min_seconds}", Enum.join(types, ","), "", "serve"]
-
-    port =
-      Port.open({:spawn_executable, python}, [
-        :binary,
-        :exit_status,
-        {:line, 1 <<< 20},
-        args: args
-      ])
-
-    case read_until(port, "ready", []) do
-      {:ok, lines} -> {:ok, %{port: port, versions: parse(lines)}}
-      {:error, _} = error -> error
-    end
-  end
-
-  @doc "The results of the case named `name` in `type`, parsed as `parse/1` does."
-  def ask(%{port: port}, type, name) do
-    Port.command(port, "#{type}\t#{name}\n")
-
-    case read_until(port, "done", []) do
-      {:ok, lines} -> {:ok, parse(lines)}
-      error -> error
-    end
-  end
-
-  @doc "Stops a server (it ends when its input closes)."
-  def stop(%{port: port}) do
-    if Port.info(port), do: Port.close(port)
-    :ok
-  end
-
-  defp read_until(port, last, acc) do
-    receive do
-      {^port, {:data, {:eol, ^last}}} ->
-        {:ok, acc |> Enum.reverse() |> Enum.join("\n")}
-
-      {^port, {:data, {:eol, line}}} ->
-        read_until(port, last, [line | acc])
-
-      {^port, {:data, {:noeol, part}}} ->
-        read_until(port, last, [part | acc])
-
-      {^port, {:exit_status, status}} ->
-        {:error,
-         "numpy_suite.py failed (exit status #{status}):\n" <>
-           (acc |> Enum.reverse() |> Enum.join("\n"))}
-    end
-  end
-
-  @doc "NumPy's results for `types` (atoms) on the data in `dir`."
-  def run(python, script, dir, min_seconds, types, cases \\ "") do
-    args = [script, dir, "#{min_seconds}", Enum.join(types, ","), cases]
+  def run(python, script, dir, min_seconds, types, cases \\ "", exact \\ "") do
+    args = [script, dir, "#{min_seconds}", Enum.join(types, ","), cases, exact]
 
     case System.cmd(python, args, stderr_to_stdout: true) do
       {out, 0} ->

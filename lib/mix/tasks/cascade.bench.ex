@@ -9,9 +9,8 @@ defmodule Mix.Tasks.Cascade.Bench do
   `mix cascade.demo` — on every available device and type, and the same cases in NumPy and
   PyTorch (`bench/numpy_suite.py`; Debian `python3-numpy`, and `python3-torch` where it is
   installed, with as many threads as cores) on the same data in the same run, case by case:
-  NumPy and PyTorch time a case (in one `python3` process that serves the whole run), then
-  Cascade times it on each device, so that both sides of a ratio are measured seconds apart,
-  not minutes.
+  NumPy and PyTorch time a case (one `python3` run for it), then Cascade times it on each
+  device, so that both sides of a ratio are measured seconds apart, not minutes.
 
       mix cascade.bench [--devices cpu,opencl] [--types f32,f16,bf16] [--seconds 0.5] [--out DIR]
                         [--cases add,dot]
@@ -78,14 +77,12 @@ defmodule Mix.Tasks.Cascade.Bench do
       inputs = Suite.inputs(scratch, mnist)
       Mix.shell().info("NumPy and PyTorch: #{Enum.join(types, ", ")} (#{python})")
 
-      # Case by case: NumPy and PyTorch (one python3 process for the run), then Cascade on
-      # each device, seconds apart, so that the two sides of a ratio see the machine in the
-      # same state (on these shared machines its speed moves by 1.5-2x within minutes)
-      server = ok!(NumPy.serve(python, script, scratch, seconds, types))
-
+      # Case by case: NumPy and PyTorch, then Cascade on each device, seconds apart, so that
+      # the two sides of a ratio see the machine in the same state (on these shared machines
+      # its speed moves by 1.5-2x within minutes)
       timed =
         for type <- types, name <- Suite.names(), keep.(name) do
-          numpy = ok!(NumPy.ask(server, type, name))
+          numpy = ok!(NumPy.run(python, script, scratch, seconds, [type], "", name))
 
           ours =
             for device <- devices do
@@ -96,9 +93,8 @@ defmodule Mix.Tasks.Cascade.Bench do
           {numpy, List.flatten(ours)}
         end
 
-      NumPy.stop(server)
       if timed == [], do: Mix.raise("no case of the suite matches --cases #{opts[:cases]}")
-      numpy = timed |> Enum.map(&elem(&1, 0)) |> Enum.reduce(server.versions, &merge/2)
+      numpy = timed |> Enum.map(&elem(&1, 0)) |> Enum.reduce(&merge/2)
 
       if numpy.torch == nil,
         do:
