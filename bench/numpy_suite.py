@@ -1,12 +1,9 @@
 """NumPy and PyTorch side of `mix cascade.bench`: the same suite on the same data, in the same run.
 
-Usage: numpy_suite.py DATA_DIR MIN_SECONDS TYPES [PARTS [CASE]]
+Usage: numpy_suite.py DATA_DIR MIN_SECONDS TYPES
   DATA_DIR     the raw native-endian files the task wrote (f32 inputs; MNIST u8 images, labels)
   MIN_SECONDS  how long to time each case at least
   TYPES        comma-separated: f32, f16, bf16, f64
-  PARTS        comma-separated parts of case names: only the cases that contain one
-  CASE         only the case of this exact name (the task runs one case at a time, beside
-               Cascade's timing of it)
 
 Prints one line per case, type and library, tab-separated (OTP 25 has no JSON parser):
   TYPE  CASE  SECONDS  CHECK  COMPUTES_IN  LIBRARY
@@ -143,13 +140,6 @@ def main():
     data, min_seconds, types = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(",")
     # the cases whose names contain one of these parts (mix cascade.bench --cases); all if none
     parts = [p for p in (sys.argv[4] if len(sys.argv) > 4 else "").split(",") if p]
-    # or the one case of this exact name (mix cascade.bench times each case beside Cascade's)
-    exact = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
-
-    def wanted(case):
-        if exact is not None:
-            return case == exact
-        return not parts or any(p in case for p in parts)
 
     def load(name, shape):
         return np.fromfile(f"{data}/{name}.bin", dtype=np.float32).reshape(shape)
@@ -171,7 +161,7 @@ def main():
         mnist = (images, labels)
 
     def report(t, case, fn, computes_in, library="numpy", check=True):
-        if not wanted(case):
+        if parts and not any(p in case for p in parts):
             return
         try:
             seconds = timed(fn, min_seconds)
@@ -215,7 +205,7 @@ def main():
             dtype = {"f64": np.float64}.get(t, np.float32)
             report(t, "MLP training epoch", lambda: mlp_epoch(*mnist, dtype), product, check=False)
         if torch is not None:
-            torch_cases(t, inputs, report, wanted, min_seconds)
+            torch_cases(t, inputs, report, parts, min_seconds)
             if mnist is not None and t == "f32":
                 report(t, "CNN training epoch", lambda: cnn_epoch(*mnist), t, "torch", check=False)
     print(f"numpy\t{np.__version__}", flush=True)
@@ -252,7 +242,7 @@ def cnn_epoch(images, labels, batch=64, shift=2):
     return model
 
 
-def torch_cases(t, inputs, report, wanted, min_seconds):
+def torch_cases(t, inputs, report, parts, min_seconds):
     """The same cases in PyTorch, in the case's own type (bf16 and f16 natively where PyTorch
     has the kernel). A product (dot, conv2d, dense) in f16 or bf16 runs both natively, where
     PyTorch has the kernel, and in f32 on the same rounded values, as NumPy's; the faster is
@@ -274,7 +264,7 @@ def torch_cases(t, inputs, report, wanted, min_seconds):
     product = "f32" if t in ("f16", "bf16") else t
 
     def run_product(case, fn, args):
-        if not wanted(case):
+        if parts and not any(p in case for p in parts):
             return
         ways = [([wide(v) for v in args], product)]
         if product != t:

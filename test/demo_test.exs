@@ -258,32 +258,5 @@ defmodule Cascade.DemoTest do
       assert length(Regex.scan(~r/<rect [^>]*><title>/, svg)) == 2
       assert {:ok, _, _} = :xmerl_sax_parser.stream(svg, [])
     end
-
-    # mix cascade.bench runs bench/numpy_suite.py one case at a time, by its exact name ("add 1"
-    # is part of "add 1M" and of "add 1 element")
-    test "numpy_suite.py times only the case of the exact name it is given" do
-      case Cascade.Bench.NumPy.python() do
-        {:error, _} ->
-          :ok
-
-        {:ok, python} ->
-          dir =
-            Path.join(System.tmp_dir!(), "cascade_suite_#{System.unique_integer([:positive])}")
-
-          try do
-            Cascade.Bench.Suite.inputs(dir, nil)
-            script = Path.join(File.cwd!(), "bench/numpy_suite.py")
-            run = &Cascade.Bench.NumPy.run(python, script, dir, 0.001, [:f32], "", &1)
-            {:ok, one} = run.("add 1 element")
-            assert [{:f32, "add 1 element"}] = Map.keys(one.results)
-            assert %{numpy: %{check: {sum, _}}} = one.results[{:f32, "add 1 element"}]
-            assert is_float(sum)
-            {:ok, none} = run.("add 1")
-            assert none.results == %{}
-          after
-            File.rm_rf(dir)
-          end
-      end
-    end
   end
 end

@@ -21,12 +21,9 @@ defmodule Cascade.Bench.NumPy do
     )
   end
 
-  @doc """
-  NumPy's results for `types` (atoms) on the data in `dir`: the cases whose names contain one
-  of the comma-separated `cases` (all when empty), or only the case named `exact`.
-  """
-  def run(python, script, dir, min_seconds, types, cases \\ "", exact \\ "") do
-    args = [script, dir, "#{min_seconds}", Enum.join(types, ","), cases, exact]
+  @doc "NumPy's results for `types` (atoms) on the data in `dir`."
+  def run(python, script, dir, min_seconds, types, cases \\ "") do
+    args = [script, dir, "#{min_seconds}", Enum.join(types, ","), cases]
 
     case System.cmd(python, args, stderr_to_stdout: true) do
       {out, 0} ->

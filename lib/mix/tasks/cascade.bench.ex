@@ -8,9 +8,7 @@ defmodule Mix.Tasks.Cascade.Bench do
   add/exp/tanh/gelu/sum of 1M elements, a one-element add, one training epoch of
   `mix cascade.demo` — on every available device and type, and the same cases in NumPy and
   PyTorch (`bench/numpy_suite.py`; Debian `python3-numpy`, and `python3-torch` where it is
-  installed, with as many threads as cores) on the same data in the same run, case by case:
-  NumPy and PyTorch time a case (one `python3` run for it), then Cascade times it on each
-  device, so that both sides of a ratio are measured seconds apart, not minutes.
+  installed, with as many threads as cores) on the same data in the same run.
 
       mix cascade.bench [--devices cpu,opencl] [--types f32,f16,bf16] [--seconds 0.5] [--out DIR]
                         [--cases add,dot]
@@ -76,25 +74,7 @@ defmodule Mix.Tasks.Cascade.Bench do
     try do
       inputs = Suite.inputs(scratch, mnist)
       Mix.shell().info("NumPy and PyTorch: #{Enum.join(types, ", ")} (#{python})")
-
-      # Case by case: NumPy and PyTorch, then Cascade on each device, seconds apart, so that
-      # the two sides of a ratio see the machine in the same state (on these shared machines
-      # its speed moves by 1.5-2x within minutes)
-      timed =
-        for type <- types, name <- Suite.names(), keep.(name) do
-          numpy = ok!(NumPy.run(python, script, scratch, seconds, [type], "", name))
-
-          ours =
-            for device <- devices do
-              Suite.run(inputs, device, type, seconds, &info(device, type, &1), &(&1 == name))
-              |> Enum.map(&{device, type, &1})
-            end
-
-          {numpy, List.flatten(ours)}
-        end
-
-      if timed == [], do: Mix.raise("no case of the suite matches --cases #{opts[:cases]}")
-      numpy = timed |> Enum.map(&elem(&1, 0)) |> Enum.reduce(&merge/2)
+      numpy = ok!(NumPy.run(python, script, scratch, seconds, types, opts[:cases] || ""))
 
       if numpy.torch == nil,
         do:
@@ -102,14 +82,28 @@ defmodule Mix.Tasks.Cascade.Bench do
             "no PyTorch column: #{python} has no torch (apt-get install python3-torch)"
           )
 
-      ours = Enum.flat_map(timed, &elem(&1, 1))
-
       rows =
-        for device <- devices,
-            type <- types,
-            {^device, ^type, r} <- ours,
-            {:ok, theirs} <- [Map.fetch(numpy.results, {type, r.case})],
-            do: Report.row(DeviceArg.name(device), type, r, theirs)
+        for device <- devices, type <- types do
+          Mix.shell().info("Cascade: #{DeviceArg.name(device)} #{type}")
+
+          Suite.run(
+            inputs,
+            device,
+            type,
+            seconds,
+            fn r ->
+              Mix.shell().info("  #{String.pad_trailing(r.case, 28)} #{Timer.format(r.seconds)}")
+            end,
+            keep
+          )
+          |> Enum.flat_map(fn ours ->
+            case Map.fetch(numpy.results, {type, ours.case}) do
+              {:ok, theirs} -> [Report.row(DeviceArg.name(device), type, ours, theirs)]
+              :error -> []
+            end
+          end)
+        end
+        |> List.flatten()
 
       write(rows, out, numpy.version, numpy.torch)
     after
@@ -156,20 +150,6 @@ defmodule Mix.Tasks.Cascade.Bench do
       "Saved #{Enum.map_join([".json", ".md", ".svg"], ", ", &Path.relative_to_cwd(base <> &1))}"
     )
   end
-
-  defp info(device, type, r) do
-    Mix.shell().info(
-      "  #{DeviceArg.name(device)} #{type} #{String.pad_trailing(r.case, 28)} #{Timer.format(r.seconds)}"
-    )
-  end
-
-  # two runs' parsed output as one
-  defp merge(a, b),
-    do: %{
-      version: a.version || b.version,
-      torch: a.torch || b.torch,
-      results: Map.merge(b.results, a.results)
-    }
 
   defp devices!(nil), do: DeviceArg.available()
   defp devices!(text), do: list(text, &ok!(DeviceArg.device(&1)))
