@@ -446,8 +446,7 @@ static int op_flags(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
 static bool gc_first(const op_call *c, int flags, ERL_NIF_TERM *answer) {
     if (!(flags & OP_GC_FIRST) || ((flags & OP_VALUES) && value_fits(&c->plan))) return false;
     const cx_desc *d = &c->plan.out;
-    int64_t bytes = (int64_t)cx_dtype_size(d->dtype);
-    for (int k = 0; k < d->rank; k++) bytes *= d->shape[k];
+    int64_t bytes = cx_desc_numel(d) * (int64_t)cx_dtype_size(d->dtype);
     switch (cx_device_wants_gc_before(c->plan.device, bytes)) {
     case CX_GC_MINOR: *answer = am_gc_first; return true;
     case CX_GC_MAJOR: *answer = am_gc_major_first; return true;

@@ -125,17 +125,10 @@ defmodule Cascade.Op do
 
   # The device asks for a collection once its tensors have grown by the gc interval: a minor
   # one releases the tensors dropped since the last; a full one (:cascade_gc_major) also those
-  # that outlived a collection first. The BEAM runs the destructors of the released tensors as
-  # its scheduler's aux work, between processes: yielding lets it run them now, so that their
-  # buffers are back before the next op asks for one (a loop of 1M-element adds: 84 us a call
-  # against 290 us without, whose results' pages were faulted in again).
+  # that outlived a collection first.
   @gc_tags [:cascade_gc, :cascade_gc_major]
   def after_run({tag, result}, _retry) when tag in @gc_tags do
-    if tag == :cascade_gc,
-      do: :erlang.garbage_collect(self(), type: :minor),
-      else: :erlang.garbage_collect()
-
-    :erlang.yield()
+    collect(tag == :cascade_gc)
     tensors(result)
   end
 
@@ -143,16 +136,9 @@ defmodule Cascade.Op do
   # the collection releases): collect, then run it.
   @gc_first_tags [:cascade_gc_first, :cascade_gc_major_first]
   def after_run(tag, retry) when tag in @gc_first_tags do
-    if tag == :cascade_gc_first,
-      do: :erlang.garbage_collect(self(), type: :minor),
-      else: :erlang.garbage_collect()
-
-    :erlang.yield()
-
-    case retry.() do
-      {_, _, _, _} = t -> tensors(t)
-      other -> after_run(other, retry)
-    end
+    collect(tag == :cascade_gc_first)
+    result = retry.()
+    if tensors?(result), do: tensors(result), else: after_run(result, retry)
   end
 
   # the BEAM had no memory for a result's resource (the result itself is freed)
@@ -176,6 +162,19 @@ defmodule Cascade.Op do
       other ->
         if tensors?(other), do: tensors(other), else: after_run(other, retry)
     end
+  end
+
+  # A minor or full collection of the calling process, then a yield. The BEAM runs the
+  # destructors of the released tensors as its scheduler's aux work, between processes: yielding
+  # lets it run them now, so that their buffers are back before the next op asks for one (a loop
+  # of 1M-element adds: 84 us a call against 290 us without, whose results' pages were faulted
+  # in again).
+  defp collect(minor?) do
+    if minor?,
+      do: :erlang.garbage_collect(self(), type: :minor),
+      else: :erlang.garbage_collect()
+
+    :erlang.yield()
   end
 
   # the most tensors one call into C takes (CX_MAX_INPUTS in c_src/core/ops.h)
