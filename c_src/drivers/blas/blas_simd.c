@@ -304,6 +304,12 @@ static void ew_segment(const ew_job *j, void *o, const void *const *p, const int
         table_apply(o, p[0], s[0], j->table, len);
         return;
     }
+    if (j->unary && j->type == CX_F16 && t->unary_f16[j->op]) {
+        t->unary_f16[j->op](o, p[0], s[0] ? len : 1);
+        if (!s[0])
+            for (int64_t i = 1; i < len; i++) ((uint16_t *)o)[i] = ((uint16_t *)o)[0];
+        return;
+    }
     if (!j->unary) {
         simd_binary_h h = j->type == CX_F16 ? t->binary_f16[j->op] : t->binary_bf16[j->op];
         if (h) {
@@ -427,7 +433,7 @@ bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx
                 NULL};
     for (int k = 0; k < n_in; k++) j.es[k] = cx_dtype_size(in[k]->desc.dtype);
     if (form == EW_ARITH && unary && j.type != CX_F32 && j.type != CX_F64 &&
-        j.n >= BLAS_HALF_TABLE_MIN && table_pays(op)) {
+        j.n >= BLAS_HALF_TABLE_MIN && table_pays(op) && !(j.type == CX_F16 && t->unary_f16[op])) {
         j.table = half_table(t, j.type, op);
         if (j.table) j.grain = GRAIN_CHEAP;
     }
@@ -795,6 +801,16 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
             float *o = last && !j->reduce && !half ? j->out + (wide[r] ? i : 0)
                                                    : scratch + (size_t)k * CHAIN_BLOCK;
             int64_t m = wide[r] ? n : 1;
+            simd_unary_h h16 = b < 0 && j->type == CX_F16 ? j->t->unary_f16[c->op[k]] : NULL;
+            if (h16) {
+                /* as the op alone runs it (ew_segment), from the f16 values v[a] holds exactly */
+                uint16_t *ho = last ? (uint16_t *)j->out + (wide[r] ? i : 0) : hbuf + CHAIN_BLOCK;
+                narrow(j->type, j->t, v[a], hbuf, m);
+                h16(ho, hbuf, m);
+                if (!last) widen(j->type, j->t, ho, o, m);
+                v[r] = o;
+                continue;
+            }
             if (b < 0)
                 j->t->unary_f32[c->op[k]](o, v[a], m);
             else

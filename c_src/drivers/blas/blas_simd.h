@@ -22,6 +22,7 @@ typedef void (*simd_binary_f32)(float *o, const float *a, const float *b, int sa
 typedef void (*simd_binary_f64)(double *o, const double *a, const double *b, int sa, int sb,
                                 int64_t n);
 /* f16 or bf16 operands and result, computed in f32 registers */
+typedef void (*simd_unary_h)(uint16_t *o, const uint16_t *a, int64_t n);
 typedef void (*simd_binary_h)(uint16_t *o, const uint16_t *a, const uint16_t *b, int sa, int sb,
                               int64_t n);
 typedef void (*simd_compare_f32)(uint8_t *o, const float *a, const float *b, int sa, int sb,
@@ -39,6 +40,9 @@ typedef struct {
      * and narrowing give (NULL: that chunked path runs) */
     simd_binary_h binary_f16[CX_OP_COUNT];
     simd_binary_h binary_bf16[CX_OP_COUNT];
+    /* f16 functions of one value computed in registers, where that beats the table of their
+     * results (blas_simd.c, half_table): then for every size (NULL: the table, or the chunks) */
+    simd_unary_h unary_f16[CX_OP_COUNT];
     /* comparisons to u8 (1 where it holds) */
     simd_compare_f32 compare_f32[CX_OP_COUNT];
     simd_compare_f64 compare_f64[CX_OP_COUNT];
