@@ -241,6 +241,39 @@ defmodule Cascade.DemoTest do
                [0.0, 0.0, 0.0, 0.0, 10.0, 11.0, 0.0, 13.0, 14.0]
              ]
     end
+
+    test "rotations and scales: each move is a row of the table, the identity in the middle" do
+      alias Cascade.Demo.Augment
+      x = Cascade.iota({3, 9}, type: :f32) |> Cascade.remainder(9) |> Cascade.add(1)
+
+      # -90, -45, 0, 45 and 90 degrees: the quarter turns move every pixel exactly
+      turner = Augment.new(3, 3, 0, :cpu, rotate: 90)
+      assert Augment.shifts(turner) == 5
+
+      assert Augment.apply(turner, x, [0, 2, 4]) |> Cascade.to_list() == [
+               [3.0, 6.0, 9.0, 2.0, 5.0, 8.0, 1.0, 4.0, 7.0],
+               [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+               [7.0, 4.0, 1.0, 8.0, 5.0, 2.0, 9.0, 6.0, 3.0]
+             ]
+
+      # scales 0.5, 1 and 1.5: at half size only the centre pixel stays, the rest comes from
+      # outside the image (zero)
+      scaler = Augment.new(3, 3, 0, :cpu, scale: 0.5)
+      assert Augment.shifts(scaler) == 3
+
+      assert Augment.apply(scaler, Cascade.slice(x, [0, 0], [2, 9]), [0, 1]) |> Cascade.to_list() ==
+               [
+                 [0.0, 0.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0],
+                 [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+               ]
+
+      # shifts, angles and scales together: 9 x 5 x 3 moves, the middle one the identity
+      both = Augment.new(3, 3, 1, :cpu, rotate: 10, scale: 0.1)
+      assert Augment.shifts(both) == 135
+
+      assert Augment.apply(both, Cascade.slice(x, [0, 0], [1, 9]), [67]) |> Cascade.to_list() ==
+               [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]]
+    end
   end
 
   describe "the bench report" do

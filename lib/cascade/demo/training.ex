@@ -27,6 +27,8 @@ defmodule Cascade.Demo.Training do
     dropout: 0.0,
     hidden: [256],
     shift: 2,
+    rotate: 0,
+    scale: 0,
     seed: 42,
     on_batch: nil,
     on_epoch: nil
@@ -47,7 +49,9 @@ defmodule Cascade.Demo.Training do
   probability of dropping each of the CNN's hidden dense activations in training, its mask
   keyed by the seed and the step),
   `hidden:` (the MLP's hidden layer sizes),
-  `shift:` (the largest random shift in pixels, 0 for none), `seed:`, `on_batch:`
+  `shift:` (the largest random shift in pixels, 0 for none), `rotate:` (the largest random
+  rotation in degrees) and `scale:` (the largest random change of size, a fraction; both 0 for
+  none: see `Cascade.Demo.Augment.new/5`), `seed:`, `on_batch:`
   (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with the epoch's mean
   loss so far) and `on_epoch:` (`fn epoch_result -> ...`).
   """
@@ -76,7 +80,11 @@ defmodule Cascade.Demo.Training do
       x: x_train,
       y: y_train,
       count: train.count,
-      shifter: Augment.new(train.rows, train.cols, opts[:shift], device),
+      shifter:
+        Augment.new(train.rows, train.cols, opts[:shift], device,
+          rotate: opts[:rotate],
+          scale: opts[:scale]
+        ),
       steps: div(train.count + opts[:batch] - 1, opts[:batch]) * opts[:epochs]
     }
 

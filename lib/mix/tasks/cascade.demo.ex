@@ -12,6 +12,7 @@ defmodule Mix.Tasks.Cascade.Demo do
       mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda|opencl:1] [--epochs N]
                        [--type f32|f16|bf16|f64] [--seed N] [--batch N] [--rate X]
                        [--weight-decay X] [--dropout P] [--hidden 256[,128...]] [--shift N]
+                       [--rotate DEGREES] [--scale F]
 
   Defaults: `--model cnn --device host` (the default device: `blas` where OpenBLAS loaded,
   else `cpu`) `--type f32 --seed 42 --batch 64 --shift 2`; for the CNN `--epochs 18 --rate
@@ -42,7 +43,9 @@ defmodule Mix.Tasks.Cascade.Demo do
     weight_decay: :float,
     dropout: :float,
     hidden: :string,
-    shift: :integer
+    shift: :integer,
+    rotate: :float,
+    scale: :float
   ]
 
   @impl true
@@ -134,7 +137,9 @@ defmodule Mix.Tasks.Cascade.Demo do
       weight_decay: Keyword.get(opts, :weight_decay, defaults[:weight_decay]),
       dropout: dropout!(Keyword.get(opts, :dropout, defaults[:dropout])),
       hidden: hidden!(opts[:hidden], defaults[:hidden]),
-      shift: shift!(Keyword.get(opts, :shift, defaults[:shift]))
+      shift: shift!(Keyword.get(opts, :shift, defaults[:shift])),
+      rotate: rotate!(Keyword.get(opts, :rotate, defaults[:rotate])),
+      scale: scale!(Keyword.get(opts, :scale, defaults[:scale]))
     ]
   end
 
@@ -150,6 +155,12 @@ defmodule Mix.Tasks.Cascade.Demo do
 
   defp shift!(n) when n in 0..8, do: n
   defp shift!(n), do: Mix.raise("--shift must be between 0 and 8 pixels, got: #{n}")
+
+  defp rotate!(d) when d >= 0 and d <= 45, do: d
+  defp rotate!(d), do: Mix.raise("--rotate must be between 0 and 45 degrees, got: #{d}")
+
+  defp scale!(f) when f >= 0 and f < 0.5, do: f
+  defp scale!(f), do: Mix.raise("--scale must be in [0, 0.5), got: #{f}")
 
   defp hidden!(nil, default), do: default
 
@@ -179,6 +190,7 @@ defmodule Mix.Tasks.Cascade.Demo do
 
   defp usage do
     "usage: mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda] [--epochs N] [--type f32|f16|bf16|f64] " <>
-      "[--seed N] [--batch N] [--rate X] [--weight-decay X] [--dropout P] [--hidden 256[,128]] [--shift N]"
+      "[--seed N] [--batch N] [--rate X] [--weight-decay X] [--dropout P] [--hidden 256[,128]] [--shift N] " <>
+      "[--rotate DEGREES] [--scale F]"
   end
 end
