@@ -120,6 +120,16 @@ defmodule Cascade.DemoTest do
       end
     end
 
+    test "mix cascade.demo refuses turns and scales out of range" do
+      assert_raise Mix.Error, ~r/--rotate must be between 0 and 45 degrees, got: 50.0/, fn ->
+        Mix.Tasks.Cascade.Demo.run(["--rotate", "50"])
+      end
+
+      assert_raise Mix.Error, ~r/--scale must be in \[0, 0.5\), got: 0.5/, fn ->
+        Mix.Tasks.Cascade.Demo.run(["--scale", "0.5"])
+      end
+    end
+
     test "mix cascade.demo names the available devices for one that is not" do
       assert_raise Mix.Error, ~r/no device nosuch\navailable devices: .*cpu/, fn ->
         Mix.Tasks.Cascade.Demo.run(["--device", "nosuch"])
