@@ -11,6 +11,7 @@ defmodule Cascade.DemoTest do
   doctest Cascade.Bench.Timer
   doctest Cascade.Bench.Report
   doctest Cascade.Bench.NumPy
+  doctest Cascade.Demo.Training
 
   setup do
     dir = Path.join(System.tmp_dir!(), "cascade_demo_test_#{System.unique_integer([:positive])}")

@@ -35,6 +35,28 @@ defmodule Cascade.Bench.NumPy do
   end
 
   @doc """
+  Two runs' results as one: for each case and library, the faster of its two timings (nil for
+  no run yet).
+
+      iex> a = %{version: "1.24.2", torch: nil, results: %{{:f32, "add 1M"} => %{numpy: %{seconds: 0.5, check: nil, numpy_type: "f32"}}}}
+      iex> b = put_in(a.results[{:f32, "add 1M"}].numpy.seconds, 0.4)
+      iex> Cascade.Bench.NumPy.best_of(a, b).results[{:f32, "add 1M"}].numpy.seconds
+      0.4
+      iex> Cascade.Bench.NumPy.best_of(nil, a) == a
+      true
+  """
+  def best_of(nil, run), do: run
+
+  def best_of(a, b) do
+    results =
+      Map.merge(a.results, b.results, fn _key, x, y ->
+        Map.merge(x, y, fn _lib, r, s -> if s.seconds < r.seconds, do: s, else: r end)
+      end)
+
+    %{b | results: results}
+  end
+
+  @doc """
   The script's output, parsed.
 
       iex> Cascade.Bench.NumPy.parse("f32\\tadd 1M\\t0.5\\t-3.0,5.0\\tf32\\tnumpy\\nnumpy\\t1.24.2\\n")

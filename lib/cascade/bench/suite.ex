@@ -140,15 +140,12 @@ defmodule Cascade.Bench.Suite do
     # the same training as `mix cascade.demo`, one epoch; only the training loop is timed
     test = %{train | count: 0, images: <<>>, labels: <<>>}
 
-    for {model, name, rate, decay} <- [
-          {:mlp, "MLP training epoch", 0.1, 0.0},
-          {:cnn, "CNN training epoch", 0.0015, 0.1}
-        ],
+    for {model, name} <- [{:mlp, "MLP training epoch"}, {:cnn, "CNN training epoch"}],
         model == :mlp or (type == :f32 and device != :cpu),
         keep.(name) do
       once = fn ->
-        opts = [model: model, device: device, type: type, epochs: 1, rate: rate]
-        opts = if decay > 0, do: Keyword.put(opts, :weight_decay, decay), else: opts
+        opts = Training.model_defaults(model) ++ [model: model, device: device, type: type]
+        opts = Keyword.put(opts, :epochs, 1)
         hd(Training.run(train, test, opts).epochs).seconds
       end
 

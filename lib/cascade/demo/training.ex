@@ -37,6 +37,21 @@ defmodule Cascade.Demo.Training do
   @doc "The options and their defaults."
   def defaults, do: @defaults
 
+  # what `mix cascade.demo` and the benchmark's training epochs use for each model
+  @model_defaults %{
+    cnn: [epochs: 18, rate: 0.0015, weight_decay: 0.1, rotate: 15.0, scale: 0.15],
+    mlp: [epochs: 40, rate: 0.1]
+  }
+
+  @doc """
+  The options `mix cascade.demo` trains `model` (`:cnn` or `:mlp`) with, where they differ
+  from `defaults/0`.
+
+      iex> Cascade.Demo.Training.model_defaults(:mlp)
+      [epochs: 40, rate: 0.1]
+  """
+  def model_defaults(model), do: Map.fetch!(@model_defaults, model)
+
   @doc """
   Trains on `train`, evaluates on `test` after each epoch (accuracy nil when `test` is
   empty), and returns

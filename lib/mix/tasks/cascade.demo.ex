@@ -29,11 +29,6 @@ defmodule Mix.Tasks.Cascade.Demo do
 
   alias Cascade.Demo.{Data, DeviceArg, Progress, Routes, Training}
 
-  @model_defaults %{
-    cnn: [epochs: 18, rate: 0.0015, weight_decay: 0.1, rotate: 15.0, scale: 0.15],
-    mlp: [epochs: 40, rate: 0.1]
-  }
-
   @switches [
     model: :string,
     device: :string,
@@ -125,7 +120,7 @@ defmodule Mix.Tasks.Cascade.Demo do
         other -> Mix.raise("--model must be cnn or mlp, got: #{other}")
       end
 
-    defaults = Keyword.merge(Training.defaults(), @model_defaults[model])
+    defaults = Keyword.merge(Training.defaults(), Training.model_defaults(model))
 
     [
       model: model,
