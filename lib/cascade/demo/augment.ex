@@ -5,13 +5,14 @@ defmodule Cascade.Demo.Augment do
   training digits an MLP learns the training set by heart within a few epochs; shifted copies
   are the cheapest way to show it more digits.
 
-  How, in Cascade ops: the batch is padded by `max` on each side and flattened; a table holds,
-  for each of the (2·max + 1)² shifts, the position in a padded image of every output pixel;
+  How, in Cascade ops: the batch is padded by `max` on each side (at least 1 when images also
+  turn or scale) and flattened; a table holds, for each of the moves (the (2·max + 1)² shifts,
+  times the angles and scales of `new/5`), the position in a padded image of every output pixel;
   `take/3` picks each image's row of the table, an offset per image makes the positions
   absolute, and one more `take/3` reads the pixels.
   """
 
-  defstruct [:max, :pad, :count, :rows, :cols, :table]
+  defstruct [:pad, :count, :rows, :cols, :table]
 
   @doc """
   A shifter for `rows` × `cols` images moved by up to `max` pixels, its table on `device`.
@@ -36,8 +37,8 @@ defmodule Cascade.Demo.Augment do
       for dy <- -max..max//1,
           dx <- -max..max//1,
           angle <- angles,
-          s <- scales,
           {sin, cos} = {:math.sin(angle * :math.pi() / 180), :math.cos(angle * :math.pi() / 180)},
+          s <- scales,
           r <- 0..(rows - 1),
           c <- 0..(cols - 1) do
         # the source of output pixel (r, c): the shift undone, then the rotation and the scale
@@ -56,14 +57,7 @@ defmodule Cascade.Demo.Augment do
       Cascade.tensor(positions, type: :s64, device: device)
       |> Cascade.reshape({count, rows * cols})
 
-    %__MODULE__{
-      max: max,
-      pad: pad,
-      count: count,
-      rows: rows,
-      cols: cols,
-      table: {table, prows * pcols}
-    }
+    %__MODULE__{pad: pad, count: count, rows: rows, cols: cols, table: {table, prows * pcols}}
   end
 
   @doc """
@@ -79,17 +73,17 @@ defmodule Cascade.Demo.Augment do
   """
   def apply(%__MODULE__{count: 1}, x, _choices), do: x
 
-  def apply(%__MODULE__{pad: max, rows: rows, cols: cols, table: {table, padded}}, x, choices) do
+  def apply(%__MODULE__{pad: pad, rows: rows, cols: cols, table: {table, padded}}, x, choices) do
     batch = elem(Cascade.shape(x), 0)
     device = Cascade.device(x)
 
     flat =
-      x |> Cascade.reshape({batch, rows, cols}) |> pad(max) |> Cascade.reshape({batch * padded})
+      x |> Cascade.reshape({batch, rows, cols}) |> pad(pad) |> Cascade.reshape({batch * padded})
 
     chosen = Cascade.take(table, Cascade.tensor(choices, type: :s64, device: device), axis: 0)
     offsets = Cascade.iota({batch, 1}, device: device) |> Cascade.multiply(padded)
     Cascade.take(flat, Cascade.add(chosen, offsets))
   end
 
-  defp pad(x, max), do: Cascade.pad(x, 0, [{0, 0, 0}, {max, max, 0}, {max, max, 0}])
+  defp pad(x, n), do: Cascade.pad(x, 0, [{0, 0, 0}, {n, n, 0}, {n, n, 0}])
 end
