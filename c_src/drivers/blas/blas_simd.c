@@ -646,13 +646,15 @@ static void row_part(void *ctx, int index, int parts) {
     int64_t lo = span * index / parts, hi = span * (index + 1) / parts;
     if (rows) lo *= j->cols, hi *= j->cols;
     float *buf = j->buf ? j->buf + (size_t)index * (size_t)step : NULL; /* f16/bf16 only */
+    if (j->table) { /* one call over the part: called per CHUNK it took 10% longer (1M bf16 gelu) */
+        table_apply((uint16_t *)j->out->data + lo, (const uint16_t *)j->in->data + lo, 1, j->table,
+                    hi - lo);
+        return;
+    }
     for (int64_t i = lo; i < hi; i += step) {
         int64_t n = hi - i < step ? hi - i : step;
         if (type == CX_F32) {
             rows_f32(j, (float *)j->out->data + i, (const float *)j->in->data + i, n);
-        } else if (j->table) {
-            table_apply((uint16_t *)j->out->data + i, (const uint16_t *)j->in->data + i, 1,
-                        j->table, n);
         } else {
             widen(type, j->t, (const uint16_t *)j->in->data + i, buf, n);
             rows_f32(j, buf, buf, n);
