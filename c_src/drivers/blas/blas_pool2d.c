@@ -344,12 +344,19 @@ static void avg_forward_part(void *ctx, int index, int parts) {
     }
 }
 
+/* doubles between the parts' planes of sums: whole 64-byte lines, so that two threads never
+ * write one line (cpu_buffer_get's buffers start on one) */
+static int64_t plane_stride(const pool_dims *v) {
+    return (v->h * v->w + 7) / 8 * 8;
+}
+
 /* acc holds one plane of doubles per part (nchw: contiguous; nhwc: strided by C) */
 static void avg_grad_part(void *ctx, int index, int parts) {
     const pool_job *j = ctx;
     const pool_dims *v = j->v;
     int64_t planes = v->n * v->c, hw = v->h * v->w;
-    double scale = 1.0 / (double)(v->kh * v->kw), *acc = j->acc + (size_t)index * (size_t)hw;
+    double scale = 1.0 / (double)(v->kh * v->kw),
+           *acc = j->acc + (size_t)index * (size_t)plane_stride(v);
     for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
         int64_t n = p / v->c, ch = p % v->c;
         memset(acc, 0, sizeof(double) * (size_t)hw);
@@ -385,7 +392,7 @@ cx_code blas_avg_pool2d_grad(const cx_tensor *gy, const cx_params *ps, cx_tensor
     pool_dims v;
     pool_dims_of(&out->desc, ps, &v); /* the input's shape is the result's */
     int parts = parts_of(&v, gy->numel * v.kh * v.kw);
-    double *acc = cpu_buffer_get(sizeof(double) * (size_t)(v.h * v.w) * (size_t)parts);
+    double *acc = cpu_buffer_get(sizeof(double) * (size_t)plane_stride(&v) * (size_t)parts);
     if (!acc) return cx_fail(st, CX_ENOMEM, "blas: no memory for avg_pool2d_grad's sums");
     pool_job j = {&v, NULL, gy, out, acc};
     /* a plane of sums for each part: blas_parallel runs at most `parts` */

@@ -32,6 +32,20 @@
  * (bf16 256 x 256 dot: 226 -> 199 us split at 2^14 elements instead of 2^16) */
 #define GRAIN_WIDEN (1 << 14)
 
+/* Scratch rows of f32, one per part: each starts on its own cache line, so that two threads
+ * never write one line. Packed end to end, 1000-float rows (f16/bf16 softmax of 1000 x 1000)
+ * shared a line at every boundary, and the two threads' stores to it, pass after pass, made two
+ * threads no faster than one (380 us against 480; f32, whose rows are the tensor's, 224 against
+ * 422). */
+#define LINE_FLOATS 16 /* 64 bytes */
+static size_t part_floats(size_t n) {
+    return (n + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
+}
+/* parts scratch rows of `stride` floats (a part_floats), 64-byte aligned; free() releases them */
+static float *part_scratch(size_t stride, int parts) {
+    return aligned_alloc(64, sizeof(float) * stride * (size_t)(parts > 0 ? parts : 1));
+}
+
 static const simd_table *chosen;
 static bool bf16_hw; /* the chosen table rounds with AVX512-BF16 */
 
@@ -623,7 +637,8 @@ typedef struct {
     cx_tensor *out;
     int64_t rows, cols; /* softmax: rows of the axis; gelu, silu: one row of every element */
     bool tanh_approx;
-    float *buf;            /* f16/bf16: a row of f32 per part */
+    float *buf; /* f16/bf16: a row of f32 per part, `stride` apart */
+    size_t stride;
     const uint16_t *table; /* f16/bf16 gelu, silu: its table (or NULL) */
 } row_job;
 
@@ -645,7 +660,7 @@ static void row_part(void *ctx, int index, int parts) {
     int64_t span = rows ? j->rows : j->cols, step = rows ? j->cols : CHUNK;
     int64_t lo = span * index / parts, hi = span * (index + 1) / parts;
     if (rows) lo *= j->cols, hi *= j->cols;
-    float *buf = j->buf ? j->buf + (size_t)index * (size_t)step : NULL; /* f16/bf16 only */
+    float *buf = j->buf ? j->buf + (size_t)index * j->stride : NULL; /* f16/bf16 only */
     if (j->table) { /* one call over the part: called per CHUNK it took 10% longer (1M bf16 gelu) */
         table_apply((uint16_t *)j->out->data + lo, (const uint16_t *)j->in->data + lo, 1, j->table,
                     hi - lo);
@@ -681,7 +696,7 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
     if (!t || in->desc.dtype != type || !blas_simd_fused_fits(op, &in->desc, ps)) return false;
     if (type != CX_F32 && type != CX_F16 && type != CX_BF16) return false;
     if (out->numel == 0) return true;
-    row_job j = {t, op, in, out, 1, out->numel, false, NULL, NULL};
+    row_job j = {t, op, in, out, 1, out->numel, false, NULL, 0, NULL};
     int parts = parts_for(out->numel, GRAIN_MATH);
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX) {
         j.cols = in->desc.shape[ps->p[CX_P_AXIS].i[0]];
@@ -700,7 +715,8 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
     if (type != CX_F32 && !j.table) {
         size_t step =
             j.rows > 1 || op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX ? (size_t)j.cols : CHUNK;
-        j.buf = malloc(sizeof(float) * step * (size_t)parts);
+        j.stride = part_floats(step);
+        j.buf = part_scratch(j.stride, parts);
         if (!j.buf) return false;
     }
     blas_parallel(parts, false, row_part, &j);
@@ -887,7 +903,7 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     if (out->numel == 0) return true;
     int want = parts_for(j.numel, math ? GRAIN_MATH : GRAIN_CHEAP);
     j.by_cols = j.reduce && j.rows < want;
-    j.scratch = malloc(sizeof(float) * CHAIN_SCRATCH * CHAIN_BLOCK * (size_t)want);
+    j.scratch = part_scratch(CHAIN_SCRATCH * CHAIN_BLOCK, want);
     j.partial = j.by_cols ? calloc((size_t)(j.rows * want), sizeof(double)) : NULL;
     if (!j.scratch || (j.by_cols && !j.partial)) {
         free(j.scratch);
@@ -921,14 +937,15 @@ typedef struct {
     int gs, bs;
     int64_t rows, cols;
     float eps;
-    float *buf; /* f16/bf16: two rows of f32 per part */
+    float *buf;    /* f16/bf16: two rows of f32 per part, each `stride` long */
+    size_t stride; /* part_floats(cols) */
 } norm_job;
 
 static void norm_part(void *ctx, int index, int parts) {
     const norm_job *j = ctx;
     cx_dtype type = j->out->desc.dtype;
-    float *in = j->buf ? j->buf + (size_t)index * 2 * (size_t)j->cols : NULL;
-    float *res = in ? in + j->cols : NULL;
+    float *in = j->buf ? j->buf + (size_t)index * 2 * j->stride : NULL;
+    float *res = in ? in + j->stride : NULL;
     for (int64_t r = j->rows * index / parts; r < j->rows * (index + 1) / parts; r++) {
         int64_t off = r * j->cols;
         if (type == CX_F32) {
@@ -987,7 +1004,8 @@ bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_te
                   0,
                   0,
                   (float)ps->p[CX_P_EPSILON].f,
-                  NULL};
+                  NULL,
+                  0};
     const cx_param *axes = &ps->p[CX_P_AXES];
     j.cols = 1;
     for (int k = 0; k < axes->n; k++) j.cols *= d[0].shape[axes->i[k]];
@@ -995,13 +1013,16 @@ bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_te
     int parts = parts_for(out->numel, GRAIN_CHEAP / 4);
     if (parts > j.rows) parts = (int)j.rows;
     bool half = d[0].dtype != CX_F32;
-    size_t extra = half ? (size_t)(in[1]->numel + in[2]->numel) + 2 * (size_t)j.cols * parts : 0;
-    float *mem = extra ? malloc(sizeof(float) * extra) : NULL;
+    /* f16/bf16: the parts' rows, then gamma and beta widened */
+    j.stride = part_floats((size_t)j.cols);
+    size_t rows = 2 * j.stride * (size_t)parts;
+    float *mem =
+        half ? part_scratch(part_floats(rows + (size_t)(in[1]->numel + in[2]->numel)), 1) : NULL;
     if (half && !mem) return false;
     if (half) {
-        j.g = as_f32(t, in[1], mem);
-        j.b = as_f32(t, in[2], mem + in[1]->numel);
-        j.buf = mem + in[1]->numel + in[2]->numel;
+        j.buf = mem;
+        j.g = as_f32(t, in[1], mem + rows);
+        j.b = as_f32(t, in[2], mem + rows + in[1]->numel);
     } else {
         j.g = in[1]->data;
         j.b = in[2]->data;
