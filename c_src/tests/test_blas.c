@@ -233,12 +233,13 @@ static bool cpu_has_avx512_bf16(void) {
 
 /* The library each call of a product names, and its result against the cpu: a new shape's
  * first four calls run on oneDNN, the next two on OpenBLAS (both timed), where oneDNN takes the
- * type (bf16: with AVX512-BF16; f32: from BLAS_DNNL_F32_MIN multiply-adds); dot with b read
- * transposed, then dense with its bias and relu added to oneDNN's f32 product. */
+ * type (bf16: with AVX512-BF16; f32, and f16 as widened f32 copies: from BLAS_DNNL_F32_MIN
+ * multiply-adds); dot with b read transposed, then dense with its bias and relu added to
+ * oneDNN's f32 product. */
 static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     /* CASCADE_BLAS_DOT=onednn or openblas: every call on that one, where oneDNN can run it */
     const char *simd = getenv("CASCADE_SIMD"), *forced = getenv("CASCADE_BLAS_DOT");
-    bool hw = (t == CX_F32 || (cpu_has_avx512_bf16() && !(simd && *simd))) &&
+    bool hw = (t == CX_F32 || t == CX_F16 || (cpu_has_avx512_bf16() && !(simd && *simd))) &&
               strstr(blas->props.detail, "oneDNN") && !(forced && strcmp(forced, "openblas") == 0);
     bool always = forced && strcmp(forced, "onednn") == 0;
     /* dense on oneDNN adds its bias with the vector kernels: none under CASCADE_SIMD=none */
@@ -291,6 +292,7 @@ static void test_dot_onednn_paths(void **state) {
     onednn_paths(CX_BF16, 48, 56, 40);
     /* 256 x 264 x 512 = 34.6M multiply-adds, above BLAS_DNNL_F32_MIN */
     onednn_paths(CX_F32, 256, 264, 512);
+    onednn_paths(CX_F16, 256, 264, 512);
     /* below it: OpenBLAS (unless forced) */
     const char *forced = getenv("CASCADE_BLAS_DOT");
     if (!(forced && strcmp(forced, "onednn") == 0)) {

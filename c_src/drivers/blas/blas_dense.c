@@ -109,20 +109,21 @@ static void dense_gemm(bool f64, const void *x, const void *w, const cx_tensor *
 }
 
 /* ==== on oneDNN's matmul =======================================================================
- * A bf16 dense's product (where the processor has AVX512-BF16) and a large f32 one may run on
- * oneDNN (measured against OpenBLAS per shape, blas_dnnl.c) into an f32 scratch, or the f32
- * result itself; the bias, the activation and (bf16) the rounding follow in one pass over its
- * rows, split across the pool. */
+ * A bf16 dense's product (where the processor has AVX512-BF16), a large f32 one and a large f16
+ * one (on f32 copies, as oneDNN's f32 matmul) may run on oneDNN (measured against OpenBLAS per
+ * shape, blas_dnnl.c) into an f32 scratch, or the f32 result itself; the bias, the activation
+ * and (f16, bf16) the rounding follow in one pass over its rows, split across the pool. */
 
 static blas_mm_shape dense_shape(cx_dtype t, int64_t m, int64_t n, int64_t k) {
-    return (blas_mm_shape){m, n, k, k, n, false, false, t == CX_BF16, t == CX_F32};
+    return (blas_mm_shape){m, n, k, k, n, false, false, t == CX_BF16, t != CX_BF16, t == CX_F16};
 }
 
-/* whether dense's operands and result are all bf16 or all f32 (the types oneDNN's path takes),
- * and the vector kernels that add the bias and apply the activation are there (CASCADE_SIMD=none
- * or a processor without AVX2 has none) */
+/* whether dense's operands and result all have one of the types oneDNN's path takes (bf16, f32,
+ * f16 widened), and the vector kernels that add the bias and apply the activation are there
+ * (CASCADE_SIMD=none or a processor without AVX2 has none) */
 static bool dnnl_types(const cx_desc *x, const cx_desc *w, cx_dtype out) {
-    return (out == CX_BF16 || out == CX_F32) && x->dtype == out && w->dtype == out && blas_simd();
+    return (out == CX_BF16 || out == CX_F32 || out == CX_F16) && x->dtype == out &&
+           w->dtype == out && blas_simd();
 }
 
 const char *blas_dense_library(const cx_desc *x, const cx_desc *w) {
@@ -139,7 +140,8 @@ typedef struct {
     const float *bias;     /* n values, or 1 */
     int64_t bias_n, n;     /* bias_n: 1 or n */
     const activation *act; /* or NULL */
-    uint16_t *out;         /* bf16: the result, rounded from y; NULL: y is the f32 result */
+    uint16_t *out;         /* f16/bf16: the result, rounded from y; NULL: y is the f32 result */
+    cx_dtype type;         /* of out */
     int64_t m;
 } epilogue_job;
 
@@ -150,7 +152,7 @@ static void epilogue_part(void *ctx, int index, int parts) {
         float *row = j->y + r * j->n;
         t->binary_f32[CX_OP_ADD](row, row, j->bias, 1, j->bias_n > 1, j->n);
         if (j->act) activate_run(j->act, row, j->n);
-        if (j->out) t->f32_to_bf16(row, j->out + r * j->n, j->n);
+        if (j->out) blas_narrow_serial(j->type, row, j->out + r * j->n, j->n);
     }
 }
 
@@ -158,19 +160,32 @@ static void epilogue_part(void *ctx, int index, int parts) {
  * f32 one may hold a partial product, which the OpenBLAS path then overwrites). */
 static bool dense_onednn(const blas_mm_shape *s, const cx_tensor *x, const cx_tensor *w,
                          const cx_tensor *bias, const activation *act, cx_tensor *out) {
-    float *y = s->f32 ? out->data : cpu_buffer_get(sizeof(float) * (size_t)out->numel);
+    bool f32 = out->desc.dtype == CX_F32;
+    float *y = f32 ? out->data : cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     float *b = cpu_buffer_get(sizeof(float) * (size_t)bias->numel);
-    bool ok = y && b && blas_dnnl_matmul(s, x->data, w->data, y);
+    /* f16: widened copies of x and w */
+    float *xw = s->widened ? blas_widen_f32(x) : NULL, *ww = s->widened ? blas_widen_f32(w) : NULL;
+    bool ok = y && b && (!s->widened || (xw && ww)) &&
+              blas_dnnl_matmul(s, s->widened ? xw : x->data, s->widened ? ww : w->data, y);
+    cpu_buffer_put(xw);
+    cpu_buffer_put(ww);
     if (ok) {
         for (int64_t j = 0; j < bias->numel; j++) b[j] = (float)bias_at(bias, j);
-        epilogue_job j = {y, b, bias->numel, s->n, act, s->f32 ? NULL : out->data, s->m};
+        epilogue_job j = {.y = y,
+                          .bias = b,
+                          .bias_n = bias->numel,
+                          .n = s->n,
+                          .act = act,
+                          .out = f32 ? NULL : out->data,
+                          .type = out->desc.dtype,
+                          .m = s->m};
         int64_t parts = s->m * s->n / (1 << 14);
         blas_parallel(parts < 1      ? 1
                       : parts > s->m ? (int)s->m
                                      : (int)parts,
                       false, epilogue_part, &j);
     }
-    if (!s->f32) cpu_buffer_put(y);
+    if (!f32) cpu_buffer_put(y);
     cpu_buffer_put(b);
     return ok;
 }

@@ -780,7 +780,8 @@ static int mm_forced(void) {
 
 static bool same_shape(const blas_mm_shape *x, const blas_mm_shape *y) {
     return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
-           x->ta == y->ta && x->tb == y->tb && x->c_f32 == y->c_f32 && x->f32 == y->f32;
+           x->ta == y->ta && x->tb == y->tb && x->c_f32 == y->c_f32 && x->f32 == y->f32 &&
+           x->widened == y->widened;
 }
 
 static bool mm_build(const blas_mm_shape *s, mm_class *c) {

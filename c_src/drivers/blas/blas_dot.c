@@ -13,6 +13,7 @@
  * computed in f32 and rounded once, as the cpu driver does. */
 #include <cblas.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,19 +64,17 @@ static bool in_place(operand *x, cx_dtype gemm_type) {
     return false;
 }
 
-/* Decides how OpenBLAS reads the operand: in place (BLAS needs ld >= the stored row length and
- * one unit stride), or packed, for which it builds the offset tables and the scratch. */
-static bool operand_prepare(operand *x, cx_dtype gemm_type) {
+/* Whether the operand is an f16/bf16 matrix stored as one block, row- or column-major, which
+ * the vector conversions widen whole (the gather of pack_f32 goes element by element through
+ * offset tables); sets widen, and trans and ld for the widened copy. */
+static bool half_block(operand *x) {
     int64_t rs, cs;
-    if (in_place(x, gemm_type)) return true;
-    size_t es = gemm_type == CX_F64 ? sizeof(double) : sizeof(float);
-    size_t elems = (size_t)(x->nrows * x->ncols);
+    x->nrows = cpu_view_count(&x->rows);
+    x->ncols = cpu_view_count(&x->cols);
     x->trans = CblasNoTrans;
     x->ld = x->ncols > 1 ? x->ncols : 1;
-    /* an f16/bf16 matrix stored as one block, row- or column-major: widened whole with the
-     * vector conversions (the gather below goes element by element through offset tables) */
     x->widen = false;
-    if (gemm_type == CX_F32 && (x->t->desc.dtype == CX_F16 || x->t->desc.dtype == CX_BF16) &&
+    if ((x->t->desc.dtype == CX_F16 || x->t->desc.dtype == CX_BF16) &&
         cpu_view_stride(&x->rows, 0, &rs) && cpu_view_stride(&x->cols, 0, &cs) && x->nrows > 1 &&
         x->ncols > 1 && x->nrows <= INT_MAX && x->ncols <= INT_MAX) {
         if (cs == 1 && rs == x->ncols) {
@@ -85,6 +84,20 @@ static bool operand_prepare(operand *x, cx_dtype gemm_type) {
             x->trans = CblasTrans;
             x->ld = x->nrows;
         }
+    }
+    return x->widen;
+}
+
+/* Decides how OpenBLAS reads the operand: in place (BLAS needs ld >= the stored row length and
+ * one unit stride), or packed, for which it builds the offset tables and the scratch. */
+static bool operand_prepare(operand *x, cx_dtype gemm_type) {
+    if (in_place(x, gemm_type)) return true;
+    size_t es = gemm_type == CX_F64 ? sizeof(double) : sizeof(float);
+    size_t elems = (size_t)(x->nrows * x->ncols);
+    if (gemm_type != CX_F32 || !half_block(x)) {
+        x->widen = false;
+        x->trans = CblasNoTrans;
+        x->ld = x->ncols > 1 ? x->ncols : 1;
     }
     x->packed = cpu_buffer_get(es * elems); /* cached: no page faults in a loop */
     if (x->widen) return x->packed != NULL; /* no offset tables: the block is read whole */
@@ -97,6 +110,8 @@ static void operand_release(operand *x) {
     free(x->roff);
     free(x->coff);
     cpu_buffer_put(x->packed);
+    x->roff = x->coff = NULL;
+    x->packed = NULL;
 }
 
 /* Packs the operand's matrix at element offset base into x->packed, converting to f32. */
@@ -135,10 +150,127 @@ static void job_init(const cx_tensor *a, const cx_tensor *b, const cx_params *ps
     j->batch = cpu_view_count(&j->a.batch);
 }
 
+/* A half product's f32 block rounded into its place in the output, by the thread that computed
+ * it, while it is in that core's cache. */
+typedef struct {
+    const float *c32;
+    uint16_t *out;
+    cx_dtype type;
+} narrow_ctx;
+
+static void narrow_block(void *ctx, void *c, int rows, int cols, int ldc) {
+    const narrow_ctx *x = ctx;
+    size_t at = (size_t)((const float *)c - x->c32);
+    for (int r = 0; r < rows; r++)
+        blas_narrow_serial(x->type, (const float *)c + (size_t)r * (size_t)ldc,
+                           x->out + at + (size_t)r * (size_t)ldc, cols);
+}
+
+/* ---- f16/bf16 products on private copies ----------------------------------------------------
+ * A half product runs in f32: its operands widened, the result rounded back. Widened once into
+ * shared buffers, every call made the cores trade cache lines: the other thread's part of the
+ * product read what this one had widened, and the next call's widening wrote over lines the
+ * other core held (f16 256 x 256: 223-231 us against 175-185 for f32; widened by one thread,
+ * 263-272). So each thread of the product widens the operands itself, into a scratch only it
+ * uses (kept from call to call, as the cores' caches are), multiplies its block of rows (or
+ * columns) and rounds that block into the output. What a thread widens: the whole of the
+ * operand it reads whole, and of the other only its rows (or columns) where those are one
+ * block. A thread's scratch is at most PRIVATE_MAX floats (4 MiB); larger products, whose
+ * arithmetic outweighs the widening, keep the shared buffers. */
+#define PRIVATE_MAX ((size_t)1 << 20)
+
+static _Thread_local float *private_buf;
+static _Thread_local size_t private_cap;
+
+/* this thread's scratch of at least `floats`, or NULL */
+static float *private_scratch(size_t floats) {
+    if (floats > private_cap) {
+        free(private_buf);
+        private_buf = aligned_alloc(64, (floats + 15) / 16 * 16 * sizeof(float));
+        private_cap = private_buf ? floats : 0;
+    }
+    return private_buf;
+}
+
+typedef struct {
+    const dot_job *j;
+    cx_dtype type;
+    uint16_t *out;
+    bool by_cols;
+    int span;
+    atomic_bool failed; /* a part found no memory: the product runs again on shared buffers */
+} private_job;
+
+/* Whether a part's share of the split operand (rows of op(A), or columns of op(B)) is one block
+ * of the stored matrix: rows of a row-major one, columns of a column-major one. */
+static bool share_is_block(const operand *x, bool by_cols) {
+    return by_cols ? x->trans == CblasTrans : x->trans == CblasNoTrans;
+}
+
+/* The floats of a part of `len` rows (or columns): the whole operand, its share of the other,
+ * its block of C. */
+static int64_t private_floats(const dot_job *j, bool by_cols, int64_t len) {
+    const operand *split = by_cols ? &j->b : &j->a, *whole = by_cols ? &j->a : &j->b;
+    int64_t other = by_cols ? j->m : j->n;
+    return whole->nrows * whole->ncols +
+           (share_is_block(split, by_cols) ? len * split->ld : split->nrows * split->ncols) +
+           len * other;
+}
+
+static void private_part(void *ctx, int index, int parts) {
+    private_job *p = ctx;
+    const dot_job *j = p->j;
+    int64_t lo = (int64_t)p->span * index / parts, hi = (int64_t)p->span * (index + 1) / parts;
+    if (lo == hi) return;
+    const operand *split = p->by_cols ? &j->b : &j->a, *whole = p->by_cols ? &j->a : &j->b;
+    bool block = share_is_block(split, p->by_cols);
+    int64_t wlen = whole->nrows * whole->ncols;
+    int64_t len = block ? (hi - lo) * split->ld : split->nrows * split->ncols;
+    int64_t m = p->by_cols ? j->m : hi - lo, n = p->by_cols ? hi - lo : j->n;
+    float *buf = private_scratch((size_t)private_floats(j, p->by_cols, hi - lo));
+    if (!buf) {
+        atomic_store(&p->failed, true);
+        return;
+    }
+    float *w = buf, *s = buf + wlen, *c = s + len;
+    blas_widen_serial(p->type, whole->t->data, w, wlen);
+    /* the block of the share, or the whole operand and the share lo rows (or columns) in: a
+     * column lo of a row-major matrix, a row lo of a column-major one */
+    blas_widen_serial(p->type, (const uint16_t *)split->t->data + (block ? lo * split->ld : 0), s,
+                      len);
+    if (!block) s += lo;
+    const float *a = p->by_cols ? w : s, *b = p->by_cols ? s : w;
+    cblas_sgemm(CblasRowMajor, j->a.trans, j->b.trans, (int)m, (int)n, (int)j->k, 1.0f, a,
+                (int)j->a.ld, b, (int)j->b.ld, 0.0f, c, (int)n);
+    if (!p->by_cols) {
+        blas_narrow_serial(p->type, c, p->out + lo * j->n, m * n);
+        return;
+    }
+    for (int64_t r = 0; r < m; r++)
+        blas_narrow_serial(p->type, c + r * n, p->out + r * j->n + lo, n);
+}
+
+/* The product on private copies when it fits (one batch element, both operands half blocks of
+ * the output's type, small enough); false when it does not, having written nothing. */
+static bool dot_private(dot_job *j, cx_tensor *out) {
+    cx_dtype t = out->desc.dtype;
+    if (j->batch != 1 || j->a.t->desc.dtype != t || j->b.t->desc.dtype != t || !half_block(&j->a) ||
+        !half_block(&j->b))
+        return false;
+    bool by_cols;
+    int parts = blas_gemm_parts((int)j->m, (int)j->n, (int)j->k, &by_cols);
+    int64_t span = by_cols ? j->n : j->m;
+    if ((size_t)private_floats(j, by_cols, (span + parts - 1) / parts) > PRIVATE_MAX) return false;
+    private_job p = {j, t, out->data, by_cols, (int)span, false};
+    blas_parallel(parts, true, private_part, &p);
+    return !atomic_load(&p.failed);
+}
+
 /* f32, f16 and bf16: sgemm, into an f32 scratch that is rounded when the output is a half. */
 static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
     int64_t m = j->m, n = j->n, k = j->k;
     bool half = out->desc.dtype != CX_F32;
+    if (half && dot_private(j, out)) return CX_OK;
     float *c32 = NULL;
     bool ok = operand_prepare(&j->a, CX_F32) && operand_prepare(&j->b, CX_F32);
     ok = ok && (!half || (c32 = cpu_buffer_get(sizeof(float) * (size_t)(m * n))));
@@ -154,9 +286,10 @@ static cx_code dot_f32(dot_job *j, cx_tensor *out, cx_status *st) {
         else
             pack_f32(&j->b, w.b);
         float *c = half ? c32 : (float *)out->data + bi * m * n;
+        narrow_ctx nc = {c32, (uint16_t *)out->data + bi * m * n, out->desc.dtype};
         blas_gemm(&(blas_gemm_args){false, j->a.trans, j->b.trans, (int)m, (int)n, (int)k, a,
-                                    (int)j->a.ld, b, (int)j->b.ld, 0.0, c, (int)n, NULL, NULL});
-        if (half) blas_narrow(out->desc.dtype, c32, (uint16_t *)out->data + bi * m * n, m * n);
+                                    (int)j->a.ld, b, (int)j->b.ld, 0.0, c, (int)n,
+                                    half ? narrow_block : NULL, half ? &nc : NULL});
     }
     cpu_buffer_put(c32);
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of dot");
@@ -197,18 +330,60 @@ static bool dnnl_shape(dot_job *j, blas_mm_shape *s) {
                          j->a.trans == CblasTrans,
                          j->b.trans == CblasTrans,
                          false,
-                         t == CX_F32};
+                         t == CX_F32,
+                         false};
     return true;
 }
 
+/* An f16/bf16 product of one batch element whose operands are half blocks: the shape of the
+ * product of their widened f32 copies, for oneDNN's f32 matmul. */
+static bool widened_shape(dot_job *j, blas_mm_shape *s) {
+    cx_dtype t = j->a.t->desc.dtype;
+    if (j->batch != 1 || (t != CX_F16 && t != CX_BF16) || j->b.t->desc.dtype != t ||
+        !half_block(&j->a) || !half_block(&j->b))
+        return false;
+    *s = (blas_mm_shape){
+        j->m,  j->n, j->k, j->a.ld, j->b.ld, j->a.trans == CblasTrans, j->b.trans == CblasTrans,
+        false, true, true};
+    return true;
+}
+
+/* The shape oneDNN would run the product as, natively or widened; false when neither fits. */
+static bool dnnl_any_shape(dot_job *j, cx_dtype out, blas_mm_shape *s) {
+    if ((out == CX_BF16 || out == CX_F32) && dnnl_shape(j, s) && blas_dnnl_matmul_path(s) != 0)
+        return true;
+    return (out == CX_F16 || out == CX_BF16) && widened_shape(j, s);
+}
+
+/* The product of widened copies on oneDNN, rounded into out; false when it could not run (the
+ * operands released, nothing written). */
+static bool dot_widened_dnnl(dot_job *j, const blas_mm_shape *s, cx_tensor *out) {
+    float *c32 = NULL;
+    bool ok = operand_prepare(&j->a, CX_F32) && operand_prepare(&j->b, CX_F32) && j->a.widen &&
+              j->b.widen && (c32 = cpu_buffer_get(sizeof(float) * (size_t)(j->m * j->n)));
+    if (ok) {
+        pack_f32(&j->a, 0);
+        pack_f32(&j->b, 0);
+        ok = blas_dnnl_matmul(s, j->a.packed, j->b.packed, c32);
+    }
+    if (ok) blas_narrow(out->desc.dtype, c32, out->data, j->m * j->n);
+    cpu_buffer_put(c32);
+    operand_release(&j->a);
+    operand_release(&j->b);
+    return ok;
+}
+
 const char *blas_dot_library(const cx_desc *a, const cx_desc *b, const cx_params *ps) {
-    if ((a->dtype != CX_BF16 && a->dtype != CX_F32) || b->dtype != a->dtype || !ps)
+    if ((a->dtype != CX_BF16 && a->dtype != CX_F32 && a->dtype != CX_F16) || b->dtype != a->dtype ||
+        !ps)
         return "openblas";
     cx_tensor ta = {.desc = *a}, tb = {.desc = *b};
     dot_job j;
     blas_mm_shape s;
     job_init(&ta, &tb, ps, &j);
-    return j.k > 0 && dnnl_shape(&j, &s) && blas_dnnl_matmul_path(&s) == 1 ? "onednn" : "openblas";
+    return j.k > 0 && dnnl_any_shape(&j, a->dtype, &s) && blas_dnnl_matmul_path(&s) == 1
+               ? "onednn"
+               : "openblas";
 }
 
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
@@ -225,8 +400,10 @@ cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx
     }
     if (!blas_dims_fit(j.m, j.n, j.k)) return cpu_dot(a, b, ps, out, st);
     blas_mm_shape s;
-    int path = (t == CX_BF16 || t == CX_F32) && dnnl_shape(&j, &s) ? blas_dnnl_matmul_path(&s) : 0;
-    if (path == 1 && blas_dnnl_matmul(&s, a->data, b->data, out->data)) return CX_OK;
+    int path = dnnl_any_shape(&j, t, &s) ? blas_dnnl_matmul_path(&s) : 0;
+    if (path == 1 && (s.widened ? dot_widened_dnnl(&j, &s, out)
+                                : blas_dnnl_matmul(&s, a->data, b->data, out->data)))
+        return CX_OK;
     double t0 = blas_seconds();
     cx_code rc = t == CX_F64 ? dot_f64(&j, out, st) : dot_f32(&j, out, st);
     if (path == 2 && rc == CX_OK) blas_dnnl_matmul_record(&s, blas_seconds() - t0);

@@ -50,11 +50,17 @@ static void run_part(void *ctx, int index, int parts) {
     if (g->epilogue) g->epilogue(g->epilogue_ctx, c, m, n, g->ldc);
 }
 
+int blas_gemm_parts(int m, int n, int k, bool *by_cols) {
+    *by_cols = n > m;
+    if ((double)m * n * k <= SPLIT_MIN_WORK) return 1;
+    int parts = (*by_cols ? n : m) / SPLIT_MIN_ROWS;
+    return parts > 1 ? parts : 1;
+}
+
 void blas_gemm(const blas_gemm_args *g) {
     if (g->m == 0 || g->n == 0) return;
-    split s = {g, 0, g->n > g->m};
+    split s = {g, 0, false};
+    int parts = blas_gemm_parts(g->m, g->n, g->k, &s.split_cols);
     s.span = s.split_cols ? g->n : g->m;
-    int parts = s.span / SPLIT_MIN_ROWS;
-    if ((double)g->m * g->n * g->k <= SPLIT_MIN_WORK) parts = 1;
     blas_parallel(parts, true, run_part, &s);
 }

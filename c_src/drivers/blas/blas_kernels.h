@@ -66,6 +66,9 @@ typedef struct {
     bool ta, tb;
     bool c_f32; /* bf16: C in f32 instead (dense adds its bias and activation, then rounds) */
     bool f32;   /* A, B and C f32 */
+    /* f32 copies of f16/bf16 operands, widened by the caller: a class of its own, measured
+     * against OpenBLAS on the same halves (its time with the widening, oneDNN's without) */
+    bool widened;
 } blas_mm_shape;
 int blas_dnnl_matmul_path(const blas_mm_shape *s);
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c);
@@ -96,6 +99,9 @@ typedef struct {
     void *epilogue_ctx;
 } blas_gemm_args;
 void blas_gemm(const blas_gemm_args *g);
+/* how blas_gemm splits an m x n x k product: the parts to ask the pool for, by columns of C when
+ * *by_cols, else by rows */
+int blas_gemm_parts(int m, int n, int k, bool *by_cols);
 
 /* blas_pool.c: the driver's threads, shared by every op it splits. blas_pool_start starts the
  * workers for `threads` threads in all (the caller is one) and returns how many there are, fewer
@@ -123,7 +129,8 @@ bool blas_window(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_par
  * conversions. */
 void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n);
 void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n);
-/* blas_narrow on the calling thread alone (inside a part of the pool's work) */
+/* blas_widen and blas_narrow on the calling thread alone (inside a part of the pool's work) */
+void blas_widen_serial(cx_dtype type, const void *src, float *dst, int64_t n);
 void blas_narrow_serial(cx_dtype type, const float *src, void *dst, int64_t n);
 bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out);
 /* softmax and log_softmax along the last axis that is not 1, gelu, silu: in f32, f16 or bf16

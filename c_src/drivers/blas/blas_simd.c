@@ -1121,6 +1121,16 @@ void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n) {
     blas_parallel(parts_for(n, GRAIN_WIDEN), false, convert_part, &c);
 }
 
+void blas_widen_serial(cx_dtype type, const void *src, float *dst, int64_t n) {
+    const simd_table *t = blas_simd();
+    if (t)
+        widen(type, t, src, dst, n);
+    else if (type == CX_F16)
+        cx_f16_to_f32_array(src, dst, n);
+    else
+        cx_bf16_to_f32_array(src, dst, n);
+}
+
 void blas_narrow_serial(cx_dtype type, const float *src, void *dst, int64_t n) {
     const simd_table *t = blas_simd();
     if (t)
