@@ -932,9 +932,13 @@ void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
      * instructions do, and a first oneDNN call whose OpenMP threads had gone to sleep (between
      * calls that are not back to back) costs several times a later one: a bf16 256 x 256 dot
      * took 380-450 us then and 80 us in a loop, against 260 us on OpenBLAS, which picked
-     * OpenBLAS at 1.25x. f32: the faster (its products are 2^25 multiply-adds or more, a few
-     * milliseconds, where a late wake-up weighs little) */
-    if (call == 6) c->choice = c->openblas_s * (s->f32 ? 1.0 : 1.5) < c->dnnl_s ? 2 : 1;
+     * OpenBLAS at 1.25x. f32 (and f16 on widened copies): OpenBLAS when 1.25x faster. Their
+     * products are 2^25 multiply-adds or more, where a late wake-up weighs little, but the
+     * timed calls still vary: on an AMD family 26 processor (AVX-512, where OpenBLAS 0.3.21 runs
+     * its AVX2 kernels) oneDNN's 1024 x 1024 f32 took 6.3-6.8 ms a call in a loop against
+     * OpenBLAS's 11.1-11.6, yet in one run of three its two timed calls took 11.2 ms and OpenBLAS
+     * won at 10.6 from then on. */
+    if (call == 6) c->choice = c->openblas_s * (s->f32 ? 1.25 : 1.5) < c->dnnl_s ? 2 : 1;
     pthread_mutex_unlock(&dn_lock);
 }
 
