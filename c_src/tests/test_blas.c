@@ -322,8 +322,14 @@ static void test_dense(void **state) {
         int64_t in, out;
         int rb;
     } cases[] = {
-        {2, {7, 13}, 13, 5, 1}, {3, {2, 3, 40}, 40, 33, 1}, {1, {9}, 9, 4, 0},
-        {2, {6, 0}, 0, 3, 1},   {2, {0, 4}, 4, 3, 1},       {2, {300, 70}, 70, 90, 0},
+        {2, {7, 13}, 13, 5, 1},
+        {3, {2, 3, 40}, 40, 33, 1},
+        {1, {9}, 9, 4, 0},
+        {2, {6, 0}, 0, 3, 1},
+        {2, {0, 4}, 4, 3, 1},
+        {2, {300, 70}, 70, 90, 0},
+        /* split by columns (more than rows), a bias row */
+        {2, {40, 120}, 120, 200, 1},
     };
     /* the activations run on the vector kernels, where the processor has them (the detail names
      * SLEEF then); elsewhere they decompose */

@@ -209,6 +209,28 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
         if (path == 2) blas_dnnl_matmul_record(&s, blas_seconds() - t0);
         return CX_OK;
     }
+    /* each thread of the product on copies it widens itself, where it fits (blas_dot.c) */
+    float *bf = k > 0 ? cpu_buffer_get(sizeof(float) * (size_t)bias->numel) : NULL;
+    if (bf) {
+        for (int64_t j = 0; j < bias->numel; j++) bf[j] = (float)bias_at(bias, j);
+        blas_half_gemm g = {.type = t,
+                            .a = x->data,
+                            .b = w->data,
+                            .m = m,
+                            .n = n,
+                            .k = k,
+                            .bias = bf,
+                            .bias_n = bias->numel,
+                            .epilogue = act ? activate_block : NULL,
+                            .epilogue_ctx = act,
+                            .out = out->data};
+        bool done = blas_half_gemm_private(&g);
+        cpu_buffer_put(bf);
+        if (done) {
+            if (path == 2) blas_dnnl_matmul_record(&s, blas_seconds() - t0);
+            return CX_OK;
+        }
+    }
     float *xf = blas_widen_f32(x), *wf = blas_widen_f32(w),
           *yf = cpu_buffer_get(sizeof(float) * (size_t)out->numel);
     if (xf && wf && yf) {

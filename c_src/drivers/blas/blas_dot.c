@@ -193,61 +193,78 @@ static float *private_scratch(size_t floats) {
 }
 
 typedef struct {
-    const dot_job *j;
-    cx_dtype type;
-    uint16_t *out;
+    const blas_half_gemm *g;
     bool by_cols;
     int span;
-    atomic_bool failed; /* a part found no memory: the product runs again on shared buffers */
+    atomic_bool failed; /* a part found no memory: nothing is done, the caller runs it otherwise */
 } private_job;
 
 /* Whether a part's share of the split operand (rows of op(A), or columns of op(B)) is one block
  * of the stored matrix: rows of a row-major one, columns of a column-major one. */
-static bool share_is_block(const operand *x, bool by_cols) {
-    return by_cols ? x->trans == CblasTrans : x->trans == CblasNoTrans;
+static bool share_is_block(const blas_half_gemm *g, bool by_cols) {
+    return by_cols ? g->tb : !g->ta;
 }
 
 /* The floats of a part of `len` rows (or columns): the whole operand, its share of the other,
  * its block of C. */
-static int64_t private_floats(const dot_job *j, bool by_cols, int64_t len) {
-    const operand *split = by_cols ? &j->b : &j->a, *whole = by_cols ? &j->a : &j->b;
-    int64_t other = by_cols ? j->m : j->n;
-    return whole->nrows * whole->ncols +
-           (share_is_block(split, by_cols) ? len * split->ld : split->nrows * split->ncols) +
-           len * other;
+static int64_t private_floats(const blas_half_gemm *g, bool by_cols, int64_t len) {
+    int64_t a = g->m * g->k, b = g->k * g->n;
+    int64_t ld = by_cols ? (g->tb ? g->k : g->n) : (g->ta ? g->m : g->k);
+    return (by_cols ? a : b) +
+           (share_is_block(g, by_cols) ? len * ld
+            : by_cols                  ? b
+                                       : a) +
+           len * (by_cols ? g->m : g->n);
 }
 
 static void private_part(void *ctx, int index, int parts) {
     private_job *p = ctx;
-    const dot_job *j = p->j;
+    const blas_half_gemm *g = p->g;
     int64_t lo = (int64_t)p->span * index / parts, hi = (int64_t)p->span * (index + 1) / parts;
     if (lo == hi) return;
-    const operand *split = p->by_cols ? &j->b : &j->a, *whole = p->by_cols ? &j->a : &j->b;
-    bool block = share_is_block(split, p->by_cols);
-    int64_t wlen = whole->nrows * whole->ncols;
-    int64_t len = block ? (hi - lo) * split->ld : split->nrows * split->ncols;
-    int64_t m = p->by_cols ? j->m : hi - lo, n = p->by_cols ? hi - lo : j->n;
-    float *buf = private_scratch((size_t)private_floats(j, p->by_cols, hi - lo));
+    bool by = p->by_cols, block = share_is_block(g, by);
+    int64_t lda = g->ta ? g->m : g->k, ldb = g->tb ? g->k : g->n;
+    int64_t wlen = by ? g->m * g->k : g->k * g->n, sld = by ? ldb : lda;
+    int64_t len = block ? (hi - lo) * sld : by ? g->k * g->n : g->m * g->k;
+    int64_t m = by ? g->m : hi - lo, n = by ? hi - lo : g->n;
+    float *buf = private_scratch((size_t)private_floats(g, by, hi - lo));
     if (!buf) {
         atomic_store(&p->failed, true);
         return;
     }
     float *w = buf, *s = buf + wlen, *c = s + len;
-    blas_widen_serial(p->type, whole->t->data, w, wlen);
+    blas_widen_serial(g->type, by ? g->a : g->b, w, wlen);
     /* the block of the share, or the whole operand and the share lo rows (or columns) in: a
      * column lo of a row-major matrix, a row lo of a column-major one */
-    blas_widen_serial(p->type, (const uint16_t *)split->t->data + (block ? lo * split->ld : 0), s,
-                      len);
+    blas_widen_serial(g->type, (by ? g->b : g->a) + (block ? lo * sld : 0), s, len);
     if (!block) s += lo;
-    const float *a = p->by_cols ? w : s, *b = p->by_cols ? s : w;
-    cblas_sgemm(CblasRowMajor, j->a.trans, j->b.trans, (int)m, (int)n, (int)j->k, 1.0f, a,
-                (int)j->a.ld, b, (int)j->b.ld, 0.0f, c, (int)n);
-    if (!p->by_cols) {
-        blas_narrow_serial(p->type, c, p->out + lo * j->n, m * n);
+    /* the bias in every row of the block first, the product added onto it, as dense's GEMM */
+    if (g->bias) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t jj = 0; jj < n; jj++)
+                c[i * n + jj] = g->bias[g->bias_n > 1 ? (by ? lo : 0) + jj : 0];
+    }
+    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)g->k, 1.0f, by ? w : s, (int)lda, by ? s : w, (int)ldb,
+                g->bias ? 1.0f : 0.0f, c, (int)n);
+    if (g->epilogue) g->epilogue(g->epilogue_ctx, c, (int)m, (int)n, (int)n);
+    if (!by) {
+        blas_narrow_serial(g->type, c, g->out + lo * g->n, m * n);
         return;
     }
     for (int64_t r = 0; r < m; r++)
-        blas_narrow_serial(p->type, c + r * n, p->out + r * j->n + lo, n);
+        blas_narrow_serial(g->type, c + r * n, g->out + r * g->n + lo, n);
+}
+
+bool blas_half_gemm_private(const blas_half_gemm *g) {
+    if (g->m <= 0 || g->n <= 0 || g->k <= 0 || !blas_dims_fit(g->m, g->n, g->k)) return false;
+    bool by_cols;
+    int parts = blas_gemm_parts((int)g->m, (int)g->n, (int)g->k, &by_cols);
+    int64_t span = by_cols ? g->n : g->m;
+    if ((size_t)private_floats(g, by_cols, (span + parts - 1) / parts) > PRIVATE_MAX) return false;
+    private_job p = {g, by_cols, (int)span, false};
+    blas_parallel(parts, true, private_part, &p);
+    return !atomic_load(&p.failed);
 }
 
 /* The product on private copies when it fits (one batch element, both operands half blocks of
@@ -257,13 +274,16 @@ static bool dot_private(dot_job *j, cx_tensor *out) {
     if (j->batch != 1 || j->a.t->desc.dtype != t || j->b.t->desc.dtype != t || !half_block(&j->a) ||
         !half_block(&j->b))
         return false;
-    bool by_cols;
-    int parts = blas_gemm_parts((int)j->m, (int)j->n, (int)j->k, &by_cols);
-    int64_t span = by_cols ? j->n : j->m;
-    if ((size_t)private_floats(j, by_cols, (span + parts - 1) / parts) > PRIVATE_MAX) return false;
-    private_job p = {j, t, out->data, by_cols, (int)span, false};
-    blas_parallel(parts, true, private_part, &p);
-    return !atomic_load(&p.failed);
+    blas_half_gemm g = {.type = t,
+                        .a = j->a.t->data,
+                        .b = j->b.t->data,
+                        .ta = j->a.trans == CblasTrans,
+                        .tb = j->b.trans == CblasTrans,
+                        .m = j->m,
+                        .n = j->n,
+                        .k = j->k,
+                        .out = out->data};
+    return blas_half_gemm_private(&g);
 }
 
 /* f32, f16 and bf16: sgemm, into an f32 scratch that is rounded when the output is a half. */

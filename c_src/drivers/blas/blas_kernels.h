@@ -99,6 +99,25 @@ typedef struct {
     void *epilogue_ctx;
 } blas_gemm_args;
 void blas_gemm(const blas_gemm_args *g);
+/* An f16/bf16 product out = epilogue(op(A) . op(B) + bias), rounded to `type`, on copies each
+ * thread of it widens for itself (blas_dot.c): A is m x k (stored k x m when ta), B k x n
+ * (stored n x k when tb), each one contiguous block; bias: NULL, or bias_n (1 or n) f32 values
+ * added to every row before the product; epilogue: NULL, or run on each f32 block before it is
+ * rounded. False, having written nothing, when the product is larger than that path takes (or
+ * a thread found no memory): the caller runs it otherwise. */
+typedef struct {
+    cx_dtype type;
+    const uint16_t *a, *b;
+    bool ta, tb;
+    int64_t m, n, k;
+    const float *bias;
+    int64_t bias_n;
+    void (*epilogue)(void *ctx, void *c, int rows, int cols, int ldc);
+    void *epilogue_ctx;
+    uint16_t *out;
+} blas_half_gemm;
+bool blas_half_gemm_private(const blas_half_gemm *g);
+
 /* how blas_gemm splits an m x n x k product: the parts to ask the pool for, by columns of C when
  * *by_cols, else by rows */
 int blas_gemm_parts(int m, int n, int k, bool *by_cols);
