@@ -10,9 +10,10 @@
  * would otherwise keep the current ones out (that made the benchmark's 1M add 6x slower
  * after the dot cases had run).
  *
- * Sizes: Cascade asks a process to collect once a device's tensors have grown by gc_interval (64
- * MiB by default; core/device.c), so up to that much garbage comes back at once; the cache holds
- * that much, in as many slots as 256 KiB buffers take (a 256 x 256 f32 dot in a loop: 64 slots let
+ * Sizes: Cascade asks a process to collect once a device's tensors have grown by gc_interval (4
+ * MiB by default since bdf0e4d, 64 MiB when this was written; core/device.c), so up to that much
+ * garbage comes back at once, more where several processes allocate; the cache holds 64 MiB, in
+ * as many slots as 256 KiB buffers take (a 256 x 256 f32 dot in a loop: 64 slots let
  * three results in four miss the cache and fault their pages in, 1.2x slower; 128 MiB instead of
  * 64 made no measurable difference and left the idle set twice as large). */
 #include <pthread.h>
