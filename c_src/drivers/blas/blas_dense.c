@@ -115,7 +115,8 @@ static void dense_gemm(bool f64, const void *x, const void *w, const cx_tensor *
  * and (f16, bf16) the rounding follow in one pass over its rows, split across the pool. */
 
 static blas_mm_shape dense_shape(cx_dtype t, int64_t m, int64_t n, int64_t k) {
-    return (blas_mm_shape){m, n, k, k, n, false, false, t == CX_BF16, t != CX_BF16, t == CX_F16};
+    return (blas_mm_shape){
+        m, n, k, k, n, false, false, t == CX_BF16, t == CX_F32 || t == CX_F16, t == CX_F16};
 }
 
 /* whether dense's operands and result all have one of the types oneDNN's path takes (bf16, f32,
