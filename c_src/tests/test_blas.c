@@ -218,7 +218,7 @@ static void test_dot_empty(void **state) {
     run_dot_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
-/* A bf16 product on oneDNN's matmul for its first four calls where the processor has AVX512-BF16
+/* A bf16 product on oneDNN's matmul for its first six calls where the processor has AVX512-BF16
  * and oneDNN loads, on OpenBLAS (widened copies) for the next two, then on the faster of the two;
  * OpenBLAS throughout elsewhere. Every call agrees with the cpu and names the library that ran
  * it. */
@@ -232,10 +232,10 @@ static bool cpu_has_avx512_bf16(void) {
 }
 
 /* The library each call of a product names, and its result against the cpu: a new shape's
- * first four calls run on oneDNN, the next two on OpenBLAS (both timed), where oneDNN takes the
- * type (bf16: with AVX512-BF16; f32, and f16 as widened f32 copies: from BLAS_DNNL_F32_MIN
- * multiply-adds); dot with b read transposed, then dense with its bias and relu added to
- * oneDNN's f32 product. */
+ * first six calls run on oneDNN, the next two on OpenBLAS (the last two of each timed), where
+ * oneDNN takes the type (bf16: with AVX512-BF16; f32, and f16 as widened f32 copies: from
+ * BLAS_DNNL_F32_MIN multiply-adds); dot with b read transposed, then dense with its bias and relu
+ * added to oneDNN's f32 product. */
 static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     /* CASCADE_BLAS_DOT=onednn or openblas: every call on that one, where oneDNN can run it */
     const char *simd = getenv("CASCADE_SIMD"), *forced = getenv("CASCADE_BLAS_DOT");
@@ -249,7 +249,7 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     cx_params ps;
     dot_params(&ps, ca, 1, NULL, 0, cb, 1, NULL, 0); /* b read transposed */
     cx_tensor *in[2] = {filled(t, 2, sa, 5), filled(t, 2, sb, 6)};
-    for (int call = 0; call < 8; call++) {
+    for (int call = 0; call < 10; call++) {
         cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
         cx_plan plan;
         cx_status st = {0};
@@ -258,9 +258,9 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
             CX_OK);
         if (!hw)
             assert_string_equal(plan.library, "openblas");
-        else if (call < 4 || always)
+        else if (call < 6 || always)
             assert_string_equal(plan.library, "onednn");
-        else if (call < 6)
+        else if (call < 8)
             assert_string_equal(plan.library, "openblas");
         tu_drop(on_blas[0]);
         tu_drop(on_blas[1]);
@@ -272,7 +272,7 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
                        filled(t, 1, TU_SHAPE(n), 9)};
     cx_params relu = {0};
     cx_param_put_int(&relu, CX_P_ACTIVATION, CX_ACTIVATION_RELU);
-    for (int call = 0; call < 6; call++) {
+    for (int call = 0; call < 8; call++) {
         cx_tensor *on_blas[3] = {moved(d[0], blas), moved(d[1], blas), moved(d[2], blas)};
         cx_plan plan;
         cx_status st = {0};
@@ -280,7 +280,7 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
             cx_plan_op(CX_OP_DENSE, blas, (const cx_tensor *const *)on_blas, 3, &relu, &plan, &st),
             CX_OK);
         assert_non_null(plan.library); /* NULL: decomposed (CASCADE_SIMD=none) */
-        assert_string_equal(plan.library, dense_hw && (call < 4 || always) ? "onednn" : "openblas");
+        assert_string_equal(plan.library, dense_hw && (call < 6 || always) ? "onednn" : "openblas");
         for (int k = 0; k < 3; k++) tu_drop(on_blas[k]);
         compare(CX_OP_DENSE, d, 3, &relu, CX_ROUTE_NATIVE);
     }

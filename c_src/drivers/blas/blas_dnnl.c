@@ -869,13 +869,20 @@ static bool mm_eligible(const blas_mm_shape *s) {
     return mm_forced() == 1 || (double)s->m * (double)s->n * (double)s->k >= BLAS_DNNL_F32_MIN;
 }
 
+/* A product's shape class runs its first MM_ONEDNN_CALLS calls on oneDNN, the last two of them
+ * timed, then two on OpenBLAS, timed. The first builds oneDNN's kernel; the next ones vary: in a
+ * loop of f32 512 x 512 products (CASCADE_BLAS_DOT=onednn, three runs) the second took 1.6-1.8
+ * ms, the third and fourth 2.9-5.6, every later one 0.8-1.8, so timing the third and fourth (as
+ * this did until 2026-11-26) kept OpenBLAS at 1.3-1.4 ms. */
+#define MM_ONEDNN_CALLS 6
+
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
     if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
     if (!dn_lock_if_free(false)) return 0; /* taken: OpenBLAS now, nothing timed */
     const mm_class *c = mm_find(s);
     /* a new shape: its first calls run oneDNN */
-    int path = !c ? 1 : c->choice == 2 ? 0 : c->choice ? 1 : c->calls < 4 ? 1 : 2;
+    int path = !c ? 1 : c->choice == 2 ? 0 : c->choice ? 1 : c->calls < MM_ONEDNN_CALLS ? 1 : 2;
     pthread_mutex_unlock(&dn_lock);
     return path;
 }
@@ -914,9 +921,10 @@ bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void
     bool ok = on_master_if_free(mm_run_job, &r, wait, &ran);
     double seconds = blas_seconds() - t0;
     if (ok && dn_lock_if_free(false)) { /* taken: this call is not counted */
-        /* the first builds oneDNN's kernel, the second may wake its threads: not timed */
+        /* the last two of its first calls are timed (MM_ONEDNN_CALLS) */
         int call = c->choice ? 0 : ++c->calls;
-        if (call == 3 || (call == 4 && seconds < c->dnnl_s)) c->dnnl_s = seconds;
+        if (call == MM_ONEDNN_CALLS - 1 || (call == MM_ONEDNN_CALLS && seconds < c->dnnl_s))
+            c->dnnl_s = seconds;
         pthread_mutex_unlock(&dn_lock);
     }
     atomic_fetch_sub(&c->busy, 1);
@@ -927,7 +935,8 @@ void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
     if (!dn_lock_if_free(false)) return; /* taken: this call is not counted */
     mm_class *c = mm_find(s);
     int call = !c || c->choice ? 0 : ++c->calls;
-    if (call == 5 || (call == 6 && seconds < c->openblas_s)) c->openblas_s = seconds;
+    if (call == MM_ONEDNN_CALLS + 1 || (call == MM_ONEDNN_CALLS + 2 && seconds < c->openblas_s))
+        c->openblas_s = seconds;
     /* bf16: OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16
      * instructions do, and a first oneDNN call whose OpenMP threads had gone to sleep (between
      * calls that are not back to back) costs several times a later one: a bf16 256 x 256 dot
@@ -938,7 +947,8 @@ void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
      * its AVX2 kernels) oneDNN's 1024 x 1024 f32 took 6.3-6.8 ms a call in a loop against
      * OpenBLAS's 11.1-11.6, yet in one run of three its two timed calls took 11.2 ms and OpenBLAS
      * won at 10.6 from then on. */
-    if (call == 6) c->choice = c->openblas_s * (s->f32 ? 1.25 : 1.5) < c->dnnl_s ? 2 : 1;
+    if (call == MM_ONEDNN_CALLS + 2)
+        c->choice = c->openblas_s * (s->f32 ? 1.25 : 1.5) < c->dnnl_s ? 2 : 1;
     pthread_mutex_unlock(&dn_lock);
 }
 

@@ -49,9 +49,10 @@ bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_pa
 /* A product for oneDNN's matmul: C (m x n, row-major) = op(A) . op(B), A and B read in place
  * (ta: A is stored k x m, its element (i, l) at l * lda + i; else at i * lda + l; the same for B
  * with tb, ldb), all bf16 or all f32. blas_dnnl.c measures it against OpenBLAS per shape: the
- * first four calls of a shape run oneDNN (the first builds its kernel, the second may wake its
- * threads; neither is timed), the next two OpenBLAS, and from then on the faster, where OpenBLAS
- * must be 1.5x faster to win a bf16 shape (CASCADE_BLAS_DOT=onednn or openblas forces one).
+ * first six calls of a shape run oneDNN (the first builds its kernel, the next ones vary; the
+ * fifth and sixth are timed), the next two OpenBLAS, and from then on the faster, where OpenBLAS
+ * must be 1.25x faster to win an f32 shape and 1.5x a bf16 one (CASCADE_BLAS_DOT=onednn or
+ * openblas forces one).
  * bf16 shapes take part where the processor has AVX512-BF16 (bf16 dot products in hardware,
  * twice the f32 FMA rate; OpenBLAS runs them widened to f32); f32 ones from BLAS_DNNL_F32_MIN
  * multiply-adds, whose OpenBLAS calls already go to a dirty scheduler (oneDNN's do too: they wait
