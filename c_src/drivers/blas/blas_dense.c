@@ -26,6 +26,14 @@ static double bias_at(const cx_tensor *b, int64_t j) {
     }
 }
 
+/* The bias as n (or 1) f32 values in a buffer of the cpu's cache (to put back), or NULL. */
+static float *bias_f32(const cx_tensor *bias) {
+    float *b = cpu_buffer_get(sizeof(float) * (size_t)bias->numel);
+    if (b)
+        for (int64_t j = 0; j < bias->numel; j++) b[j] = (float)bias_at(bias, j);
+    return b;
+}
+
 float *blas_widen_f32(const cx_tensor *t) {
     float *f = cpu_buffer_get(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
     if (!f) return NULL;
@@ -163,7 +171,7 @@ static bool dense_onednn(const blas_mm_shape *s, const cx_tensor *x, const cx_te
                          const cx_tensor *bias, const activation *act, cx_tensor *out) {
     bool f32 = out->desc.dtype == CX_F32;
     float *y = f32 ? out->data : cpu_buffer_get(sizeof(float) * (size_t)out->numel);
-    float *b = cpu_buffer_get(sizeof(float) * (size_t)bias->numel);
+    float *b = bias_f32(bias);
     /* f16: widened copies of x and w */
     float *xw = s->widened ? blas_widen_f32(x) : NULL, *ww = s->widened ? blas_widen_f32(w) : NULL;
     bool ok = y && b && (!s->widened || (xw && ww)) &&
@@ -171,7 +179,6 @@ static bool dense_onednn(const blas_mm_shape *s, const cx_tensor *x, const cx_te
     cpu_buffer_put(xw);
     cpu_buffer_put(ww);
     if (ok) {
-        for (int64_t j = 0; j < bias->numel; j++) b[j] = (float)bias_at(bias, j);
         epilogue_job j = {.y = y,
                           .bias = b,
                           .bias_n = bias->numel,
@@ -211,9 +218,8 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
         return CX_OK;
     }
     /* each thread of the product on copies it widens itself, where it fits (blas_dot.c) */
-    float *bf = k > 0 ? cpu_buffer_get(sizeof(float) * (size_t)bias->numel) : NULL;
+    float *bf = k > 0 ? bias_f32(bias) : NULL;
     if (bf) {
-        for (int64_t j = 0; j < bias->numel; j++) bf[j] = (float)bias_at(bias, j);
         blas_half_gemm g = {.type = t,
                             .a = x->data,
                             .b = w->data,

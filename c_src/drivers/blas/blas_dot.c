@@ -368,11 +368,13 @@ static bool widened_shape(dot_job *j, blas_mm_shape *s) {
     return true;
 }
 
-/* The shape oneDNN would run the product as, natively or widened; false when neither fits. */
-static bool dnnl_any_shape(dot_job *j, cx_dtype out, blas_mm_shape *s) {
-    if ((out == CX_BF16 || out == CX_F32) && dnnl_shape(j, s) && blas_dnnl_matmul_path(s) != 0)
-        return true;
-    return (out == CX_F16 || out == CX_BF16) && widened_shape(j, s);
+/* blas_dnnl_matmul_path of the shape oneDNN would run the product as, natively or widened (in
+ * *s), or 0 when neither fits. */
+static int dnnl_path(dot_job *j, cx_dtype out, blas_mm_shape *s) {
+    int path = (out == CX_BF16 || out == CX_F32) && dnnl_shape(j, s) ? blas_dnnl_matmul_path(s) : 0;
+    if (path == 0 && (out == CX_F16 || out == CX_BF16) && widened_shape(j, s))
+        path = blas_dnnl_matmul_path(s);
+    return path;
 }
 
 /* The product of widened copies on oneDNN, rounded into out; false when it could not run (the
@@ -401,9 +403,7 @@ const char *blas_dot_library(const cx_desc *a, const cx_desc *b, const cx_params
     dot_job j;
     blas_mm_shape s;
     job_init(&ta, &tb, ps, &j);
-    return j.k > 0 && dnnl_any_shape(&j, a->dtype, &s) && blas_dnnl_matmul_path(&s) == 1
-               ? "onednn"
-               : "openblas";
+    return j.k > 0 && dnnl_path(&j, a->dtype, &s) == 1 ? "onednn" : "openblas";
 }
 
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
@@ -420,7 +420,7 @@ cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx
     }
     if (!blas_dims_fit(j.m, j.n, j.k)) return cpu_dot(a, b, ps, out, st);
     blas_mm_shape s;
-    int path = dnnl_any_shape(&j, t, &s) ? blas_dnnl_matmul_path(&s) : 0;
+    int path = dnnl_path(&j, t, &s);
     if (path == 1 && (s.widened ? dot_widened_dnnl(&j, &s, out)
                                 : blas_dnnl_matmul(&s, a->data, b->data, out->data)))
         return CX_OK;

@@ -1111,10 +1111,7 @@ static void convert_part(void *ctx, int index, int parts) {
 void blas_widen(cx_dtype type, const void *src, float *dst, int64_t n) {
     const simd_table *t = blas_simd();
     if (!t) {
-        if (type == CX_F16)
-            cx_f16_to_f32_array(src, dst, n);
-        else
-            cx_bf16_to_f32_array(src, dst, n);
+        blas_widen_serial(type, src, dst, n);
         return;
     }
     convert_job c = {t, type, true, src, dst, n};
