@@ -360,35 +360,99 @@ static void test_dense(void **state) {
     for (int k = 0; k < 3; k++) tu_drop(ints[k]);
 }
 
+/* A half max_pool2d's result for nchw x, as its bits: each window's first largest element, the
+ * first NaN quieted (f16: the canonical quiet NaN with its sign; bf16: the quiet bit set), -inf
+ * for a window of padding only. */
+static uint16_t *half_pool_want(const cx_tensor *x, const int64_t *win, const int64_t *str,
+                                const int64_t *pad, int64_t oh, int64_t ow) {
+    const int64_t *s = x->desc.shape;
+    const uint16_t *b = x->data;
+    bool f16 = x->desc.dtype == CX_F16;
+    uint16_t *want = malloc(sizeof(uint16_t) * (size_t)(s[0] * s[1] * oh * ow));
+    for (int64_t p = 0; p < s[0] * s[1]; p++)
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++) {
+                uint16_t bits = f16 ? 0xfc00 : 0xff80;
+                double best = -INFINITY;
+                bool any = false, nan = false;
+                for (int64_t ki = 0; ki < win[0] && !nan; ki++)
+                    for (int64_t kj = 0; kj < win[1] && !nan; kj++) {
+                        int64_t r = i * str[0] - pad[0] + ki, c = j * str[1] - pad[2] + kj;
+                        if (r < 0 || r >= s[2] || c < 0 || c >= s[3]) continue;
+                        int64_t at = (p * s[2] + r) * s[3] + c;
+                        double e = tu_load(x->desc.dtype, b, at);
+                        if (e != e) {
+                            bits = f16 ? (uint16_t)((b[at] & 0x8000) | 0x7e00) : b[at] | 0x40;
+                            nan = true;
+                        } else if (!any || e > best) {
+                            best = e, bits = b[at], any = true;
+                        }
+                    }
+                want[(p * oh + i) * ow + j] = bits;
+            }
+    return want;
+}
+
 /* max_pool2d's 2 x 2, stride 2 path (blas_pool2d.c) on ties (values from a set of five, -0 and
- * +0), NaN, odd sizes and padding that crops or is never reached, against the cpu. */
+ * +0), NaN, odd sizes and padding that crops or is never reached, against the cpu; in f16 and
+ * bf16 also bit for bit against half_pool_want, with infinities, a signalling bf16 NaN, a
+ * subnormal, a 3 x 3 window at stride 2 with padding, and rows of only +0 and negative values
+ * (the vector kernel's; a -0 or a NaN sends a row window by window) beside rows with -0. */
 static void test_max_pool_2x2(void **state) {
     (void)state;
-    const int64_t shapes[][4] = {{2, 3, 7, 9}, {1, 2, 8, 6}, {3, 1, 3, 5}};
-    const int64_t pads[][4] = {{0, 0, 0, 0}, {0, -1, 0, -1}, {0, 1, 0, 1}};
-    for (int s = 0; s < 3; s++) {
-        cx_desc d = tu_desc(CX_F32, 4, shapes[s]);
-        int64_t n = cx_desc_numel(&d);
-        double *v = malloc(sizeof(double) * (size_t)n);
-        for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 7) % 5) - 2.0;
-        for (int64_t i = 0; i < n; i += 11) v[i] = (i / 11) % 2 ? -0.0 : 0.0;
-        v[n / 2] = NAN;
-        cx_tensor *x = tu_tensor(CX_F32, 4, shapes[s], v);
-        free(v);
-        for (int p = 0; p < 3; p++) {
-            cx_params ps = {0};
-            cx_param_put_ints(&ps, CX_P_WINDOW, (int64_t[]){2, 2}, 2);
-            cx_param_put_ints(&ps, CX_P_STRIDES, (int64_t[]){2, 2}, 2);
-            cx_param_put_ints(&ps, CX_P_PADDING, pads[p], 4);
-            cx_tensor *y = run_on(cpu, CX_OP_MAX_POOL2D, &x, 1, &ps);
-            cx_tensor *gy = filled(CX_F32, 4, y->desc.shape, 21);
-            compare(CX_OP_MAX_POOL2D, &x, 1, &ps, CX_ROUTE_NATIVE);
-            compare(CX_OP_MAX_POOL2D_GRAD, (cx_tensor *[]){x, gy}, 2, &ps, CX_ROUTE_NATIVE);
-            tu_drop(gy);
-            tu_drop(y);
+    const int64_t shapes[][4] = {{2, 3, 7, 9}, {1, 2, 8, 6}, {3, 1, 3, 5}, {1, 2, 6, 40}};
+    const int64_t pads[][4] = {{0, 0, 0, 0}, {0, -1, 0, -1}, {0, 1, 0, 1}, {1, 1, 1, 0}};
+    const cx_dtype types[] = {CX_F32, CX_F16, CX_BF16};
+    for (int t = 0; t < 3; t++)
+        for (int s = 0; s < 4; s++) {
+            cx_desc d = tu_desc(types[t], 4, shapes[s]);
+            int64_t n = cx_desc_numel(&d);
+            double *v = malloc(sizeof(double) * (size_t)n);
+            for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 7) % 5) - 2.0;
+            for (int64_t i = 0; i < n; i += 11) v[i] = (i / 11) % 2 ? -0.0 : 0.0;
+            v[n / 2] = NAN;
+            v[n / 3] = INFINITY;
+            v[n / 5] = -INFINITY;
+            v[n / 7] = 1e-6; /* subnormal in f16 */
+            /* the first plane's first 3 rows: +0 and negatives, every other window of them
+             * all negative */
+            if (s == 3)
+                for (int64_t i = 0; i < 3 * 40; i++)
+                    v[i] = i % 4 ? -0.25 * (double)(i % 5 + 1) : 0.0;
+            cx_tensor *x = tu_tensor(types[t], 4, shapes[s], v);
+            free(v);
+            if (types[t] == CX_BF16) ((uint16_t *)x->data)[n / 4] = 0xff81; /* signalling */
+            for (int p = 0; p < 4; p++) {
+                int64_t k = p == 3 ? 3 : 2;
+                int64_t win[2] = {k, k}, str[2] = {2, 2};
+                cx_params ps = {0};
+                cx_param_put_ints(&ps, CX_P_WINDOW, win, 2);
+                cx_param_put_ints(&ps, CX_P_STRIDES, str, 2);
+                cx_param_put_ints(&ps, CX_P_PADDING, pads[p], 4);
+                cx_tensor *y = run_on(cpu, CX_OP_MAX_POOL2D, &x, 1, &ps);
+                cx_tensor *gy = filled(types[t], 4, y->desc.shape, 21);
+                compare(CX_OP_MAX_POOL2D, &x, 1, &ps, CX_ROUTE_NATIVE);
+                compare(CX_OP_MAX_POOL2D_GRAD, (cx_tensor *[]){x, gy}, 2, &ps, CX_ROUTE_NATIVE);
+                if (types[t] != CX_F32) {
+                    cx_tensor *xb = moved(x, blas);
+                    cx_tensor *got = run_on(blas, CX_OP_MAX_POOL2D, &xb, 1, &ps);
+                    uint16_t *want =
+                        half_pool_want(x, win, str, pads[p], y->desc.shape[2], y->desc.shape[3]);
+                    const uint16_t *g = got->data;
+                    for (int64_t i = 0; i < got->numel; i++)
+                        if (g[i] != want[i])
+                            fail_msg("%s max_pool2d shape %d padding %d element %lld: blas %#x, "
+                                     "want %#x",
+                                     cx_dtype_name(types[t]), s, p, (long long)i, g[i], want[i]);
+                    free(want);
+                    tu_drop(got);
+                    tu_drop(xb);
+                }
+                tu_drop(gy);
+                tu_drop(y);
+            }
+            tu_drop(x);
         }
-        tu_drop(x);
-    }
 }
 
 typedef struct {

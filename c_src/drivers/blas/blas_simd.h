@@ -78,6 +78,12 @@ typedef struct {
     /* gelu (the tanh approximation when tanh_approx) and silu of n values */
     void (*gelu_f32)(float *o, const float *a, int64_t n, int tanh_approx);
     void (*silu_f32)(float *o, const float *a, int64_t n);
+    /* max_pool2d's 2 x 2 windows of one f16/bf16 row pair: o[x] = the bits of the largest of
+     * a[2x], a[2x+1], b[2x], b[2x+1] for x < ow (blas_pool2d.c's order of sign and magnitude,
+     * -0 and +0 equal); nonzero when one of them is a NaN (magnitude above inf's) or -0, whose
+     * bits the caller then finds window by window */
+    int (*pool2x2_half)(uint16_t *o, const uint16_t *a, const uint16_t *b, int64_t ow,
+                        uint16_t inf);
 } simd_table;
 
 /* From this many elements, an f16/bf16 function of one value (exp, tanh, gelu ...) reads each

@@ -959,6 +959,85 @@ static void gelu_any_f32(float *o, const float *a, int64_t n, int tanh_approx) {
         gelu_f32(o, a, n);
 }
 
+/* ==== max_pool2d 2 x 2 of f16/bf16 rows (blas_pool2d.c) =========================================
+ * A window's two halves in a row are one 32-bit lane (the left in its low half); each value's key,
+ * -magnitude for a negative sign, +magnitude otherwise, orders as the values do, so the maximum
+ * of four keys, turned back into sign and magnitude, is the window's largest element. A last
+ * partial vector is read and written under a mask (AVX2 writes it through a copy). */
+static inline vi pool_key(vi v, vi *odd, vi inf) { /* v: one half per lane */
+#if VW == 16
+    vi mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7fff));
+    vi neg = _mm512_srli_epi32(v, 15); /* 0 or 1 */
+    __mmask16 bad =
+        _mm512_cmpgt_epi32_mask(mag, inf) | _mm512_cmpeq_epi32_mask(v, _mm512_set1_epi32(0x8000));
+    *odd = _mm512_or_si512(*odd, _mm512_movm_epi32(bad));
+    return _mm512_add_epi32(_mm512_xor_si512(mag, _mm512_sub_epi32(_mm512_setzero_si512(), neg)),
+                            neg);
+#else
+    vi mag = _mm256_and_si256(v, _mm256_set1_epi32(0x7fff));
+    vi neg = _mm256_srli_epi32(v, 15);
+    vi bad = _mm256_or_si256(_mm256_cmpgt_epi32(mag, inf),
+                             _mm256_cmpeq_epi32(v, _mm256_set1_epi32(0x8000)));
+    *odd = _mm256_or_si256(*odd, bad);
+    return _mm256_add_epi32(_mm256_xor_si256(mag, _mm256_sub_epi32(_mm256_setzero_si256(), neg)),
+                            neg);
+#endif
+}
+
+static inline vi pool_max4(vi a, vi b, vi *odd, vi inf) { /* a, b: two halves per lane */
+#if VW == 16
+    const vi lo = _mm512_set1_epi32(0xffff);
+    vi m = _mm512_max_epi32(pool_key(_mm512_and_si512(a, lo), odd, inf),
+                            pool_key(_mm512_srli_epi32(a, 16), odd, inf));
+    m = _mm512_max_epi32(m, pool_key(_mm512_and_si512(b, lo), odd, inf));
+    m = _mm512_max_epi32(m, pool_key(_mm512_srli_epi32(b, 16), odd, inf));
+    vi s = _mm512_srai_epi32(m, 31);
+    return _mm512_or_si512(_mm512_sub_epi32(_mm512_xor_si512(m, s), s),
+                           _mm512_and_si512(s, _mm512_set1_epi32(0x8000)));
+#else
+    const vi lo = _mm256_set1_epi32(0xffff);
+    vi m = _mm256_max_epi32(pool_key(_mm256_and_si256(a, lo), odd, inf),
+                            pool_key(_mm256_srli_epi32(a, 16), odd, inf));
+    m = _mm256_max_epi32(m, pool_key(_mm256_and_si256(b, lo), odd, inf));
+    m = _mm256_max_epi32(m, pool_key(_mm256_srli_epi32(b, 16), odd, inf));
+    vi s = _mm256_srai_epi32(m, 31);
+    return _mm256_or_si256(_mm256_sub_epi32(_mm256_xor_si256(m, s), s),
+                           _mm256_and_si256(s, _mm256_set1_epi32(0x8000)));
+#endif
+}
+
+static int pool2x2_half(uint16_t *o, const uint16_t *a, const uint16_t *b, int64_t ow,
+                        uint16_t inf) {
+#if VW == 16
+    vi odd = _mm512_setzero_si512(), vinf = _mm512_set1_epi32(inf);
+    for (int64_t x = 0; x < ow; x += VW) {
+        __mmask16 m = ow - x >= VW ? (__mmask16)0xffff : (__mmask16)((1u << (ow - x)) - 1);
+        vi r = pool_max4(_mm512_maskz_loadu_epi32(m, a + 2 * x),
+                         _mm512_maskz_loadu_epi32(m, b + 2 * x), &odd, vinf);
+        _mm256_mask_storeu_epi16(o + x, m, _mm512_cvtepi32_epi16(r));
+    }
+    return _mm512_test_epi32_mask(odd, odd) != 0;
+#else
+    vi odd = _mm256_setzero_si256(), vinf = _mm256_set1_epi32(inf);
+    for (int64_t x = 0; x < ow; x += VW) {
+        int64_t n = ow - x < VW ? ow - x : VW;
+        vi m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        vi r = pool_max4(_mm256_maskload_epi32((const int *)(a + 2 * x), m),
+                         _mm256_maskload_epi32((const int *)(b + 2 * x), m), &odd, vinf);
+        r = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08); /* lanes 0-3, 4-7 */
+        if (n == VW) {
+            _mm_storeu_si128((__m128i *)(o + x), _mm256_castsi256_si128(r));
+        } else {
+            uint16_t t[VW];
+            _mm_storeu_si128((__m128i *)t, _mm256_castsi256_si128(r));
+            memcpy(o + x, t, sizeof(uint16_t) * (size_t)n);
+        }
+    }
+    return !_mm256_testz_si256(odd, odd);
+#endif
+}
+
 /* ==== AVX512-BF16: rounding to bf16 in one instruction ==========================================
  * vcvtne2ps2bf16 rounds two vectors to nearest even and makes NaN quiet as bf16_round_hi does, but
  * flushes denormal values to zero: a pair with one goes the integer way. Only in the AVX-512
@@ -1066,6 +1145,7 @@ const simd_table SIMD_TABLE = {
     .layer_norm_f32 = layer_norm_f32,
     .gelu_f32 = gelu_any_f32,
     .silu_f32 = silu_f32,
+    .pool2x2_half = pool2x2_half,
 };
 
 #if VW == 16
