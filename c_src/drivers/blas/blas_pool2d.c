@@ -212,6 +212,7 @@ static void grad_2x2_f32(void *ctx, int index, int parts) {
     const pool_job *j = ctx;
     const pool_dims *v = j->v;
     int64_t planes = v->n * v->c, h = v->h, w = v->w, ow = v->ow;
+    const simd_table *simd = blas_simd();
     for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
         const float *plane = (const float *)j->x->data + p * h * w;
         const float *g = (const float *)j->gy->data + p * v->oh * ow;
@@ -219,7 +220,8 @@ static void grad_2x2_f32(void *ctx, int index, int parts) {
         for (int64_t y = 0; y < v->oh; y++) {
             const float *a = plane + 2 * y * w, *b = a + w;
             float *oa = o + 2 * y * w, *ob = oa + w;
-            for (int64_t x = 0; x < ow; x++) {
+            if (simd) simd->pool2x2_grad_f32(oa, ob, a, b, g + y * ow, ow);
+            for (int64_t x = 0; !simd && x < ow; x++) {
                 float e0 = a[2 * x], e1 = a[2 * x + 1], e2 = b[2 * x], e3 = b[2 * x + 1];
                 float gv = g[y * ow + x];
                 int top = e1 > e0, bottom = 2 + (e3 > e2);
@@ -389,6 +391,27 @@ static void grad_part_half(void *ctx, int index, int parts) {
     }
 }
 
+/* grad_part_half's 2 x 2 windows at stride 2 by the vector kernel, a row pair at a time */
+static void grad_2x2_half(void *ctx, int index, int parts) {
+    const pool_job *j = ctx;
+    const pool_dims *v = j->v;
+    const simd_table *simd = blas_simd();
+    uint16_t inf = half_inf(j->x->desc.dtype);
+    int64_t planes = v->n * v->c, h = v->h, w = v->w, ow = v->ow;
+    for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
+        const uint16_t *plane = (const uint16_t *)j->x->data + p * h * w;
+        const uint16_t *g = (const uint16_t *)j->gy->data + p * v->oh * ow;
+        uint16_t *o = (uint16_t *)j->out->data + p * h * w;
+        for (int64_t y = 0; y < v->oh; y++) {
+            uint16_t *oa = o + 2 * y * w, *ob = oa + w;
+            simd->pool2x2_grad_half(oa, ob, plane + 2 * y * w, plane + (2 * y + 1) * w, g + y * ow,
+                                    ow, inf);
+            if (w > 2 * ow) oa[w - 1] = ob[w - 1] = 0; /* an odd last column */
+        }
+        if (h > 2 * v->oh) memset(o + (h - 1) * w, 0, sizeof(uint16_t) * (size_t)w);
+    }
+}
+
 /* Part `index` of the (image, channel) planes. */
 static void forward_part(void *ctx, int index, int parts) {
     const pool_job *j = ctx;
@@ -452,9 +475,9 @@ cx_code blas_max_pool2d_grad(const cx_tensor *x, const cx_tensor *gy, const cx_p
     if (apart && (t == CX_F32 || t == CX_F16 || t == CX_BF16)) {
         pool_job j = {&v, x, gy, out, NULL};
         blas_parallel(parts_of(&v, x->numel), false,
-                      t != CX_F32  ? grad_part_half
-                      : is_2x2(&v) ? grad_2x2_f32
-                                   : grad_part_f32,
+                      t == CX_F32                 ? (is_2x2(&v) ? grad_2x2_f32 : grad_part_f32)
+                      : is_2x2(&v) && blas_simd() ? grad_2x2_half
+                                                  : grad_part_half,
                       &j);
         return CX_OK;
     }

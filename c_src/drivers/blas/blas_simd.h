@@ -84,6 +84,13 @@ typedef struct {
      * bits the caller then finds window by window */
     int (*pool2x2_half)(uint16_t *o, const uint16_t *a, const uint16_t *b, int64_t ow,
                         uint16_t inf);
+    /* max_pool2d_grad's 2 x 2 windows of one row pair: g[x] written to the first maximum of
+     * a[2x], a[2x+1], b[2x], b[2x+1] (row-major; none for a NaN) in oa[2x..2x+1], ob[2x..2x+1],
+     * zero elsewhere */
+    void (*pool2x2_grad_f32)(float *oa, float *ob, const float *a, const float *b, const float *g,
+                             int64_t ow);
+    void (*pool2x2_grad_half)(uint16_t *oa, uint16_t *ob, const uint16_t *a, const uint16_t *b,
+                              const uint16_t *g, int64_t ow, uint16_t inf);
 } simd_table;
 
 /* From this many elements, an f16/bf16 function of one value (exp, tanh, gelu ...) reads each
