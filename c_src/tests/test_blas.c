@@ -234,7 +234,8 @@ static bool cpu_has_avx512_bf16(void) {
 /* The library each call of a product names, and its result against the cpu: a new shape's
  * first six calls run on oneDNN, the next two on OpenBLAS (the last two of each timed), where
  * oneDNN takes the type (bf16: with AVX512-BF16; f32, and f16 as widened f32 copies: from
- * BLAS_DNNL_F32_MIN multiply-adds); dot with b read transposed, then dense with its bias and relu
+ * BLAS_DNNL_F32_MIN multiply-adds); then 32 calls on the one chosen and two on the other, a
+ * probe (MM_REPROBE, blas_dnnl.c); dot with b read transposed, then dense with its bias and relu
  * added to oneDNN's f32 product. */
 static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     /* CASCADE_BLAS_DOT=onednn or openblas: every call on that one, where oneDNN can run it */
@@ -249,22 +250,34 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     cx_params ps;
     dot_params(&ps, ca, 1, NULL, 0, cb, 1, NULL, 0); /* b read transposed */
     cx_tensor *in[2] = {filled(t, 2, sa, 5), filled(t, 2, sb, 6)};
-    for (int call = 0; call < 10; call++) {
+    char chosen[16] = "";
+    for (int call = 0; call < 44; call++) {
         cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
         cx_plan plan;
         cx_status st = {0};
         assert_int_equal(
             cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
             CX_OK);
+        if (call == 8) snprintf(chosen, sizeof chosen, "%s", plan.library);
+        bool probe = call == 40 || call == 41;
         if (!hw)
             assert_string_equal(plan.library, "openblas");
         else if (call < 6 || always)
             assert_string_equal(plan.library, "onednn");
         else if (call < 8)
             assert_string_equal(plan.library, "openblas");
+        else if (call < 42)
+            assert_true((strcmp(plan.library, chosen) != 0) == probe);
+        if (call < 10 || probe) {
+            tu_drop(on_blas[0]);
+            tu_drop(on_blas[1]);
+            compare(CX_OP_DOT, in, 2, &ps, CX_ROUTE_NATIVE);
+            continue;
+        }
+        cx_tensor *got = run_on(blas, CX_OP_DOT, on_blas, 2, &ps);
+        tu_drop(got);
         tu_drop(on_blas[0]);
         tu_drop(on_blas[1]);
-        compare(CX_OP_DOT, in, 2, &ps, CX_ROUTE_NATIVE);
     }
     tu_drop(in[0]);
     tu_drop(in[1]);
@@ -563,6 +576,37 @@ static void test_conv2d_and_gradients(void **state) {
             tu_drop(k);
             tu_drop(gy);
         }
+}
+
+/* A conv2d shape class's path, as explain names it: oneDNN for calls 1-3, im2col for 4-5, then
+ * the faster for 32 calls and the other for two (a probe: blas_dnnl.c, CONV_REPROBE); every
+ * call's result against the cpu. Without oneDNN, or with a path forced, always the one. */
+static void test_conv2d_probe(void **state) {
+    (void)state;
+    const char *forced = getenv("CASCADE_BLAS_CONV");
+    bool onednn = strstr(blas->props.detail, "oneDNN") && !(forced && *forced);
+    cx_params ps;
+    conv_case cc = {0, 1, 5, 11, 10, 3, 3, 3, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}};
+    conv_params(&cc, &ps);
+    cx_tensor *in[2] = {filled(CX_F32, 4, TU_SHAPE(1, 5, 11, 10), 31),
+                        filled(CX_F32, 4, TU_SHAPE(3, 5, 3, 3), 32)};
+    char chosen[16] = "";
+    for (int i = 0; i < 42; i++) {
+        cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
+        cx_plan plan;
+        cx_status st = {0};
+        assert_int_equal(
+            cx_plan_op(CX_OP_CONV2D, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
+            CX_OK);
+        if (i == 5) snprintf(chosen, sizeof chosen, "%s", plan.library);
+        if (onednn && i < 5)
+            assert_string_equal(plan.library, i < 3 ? "onednn" : "openblas");
+        else if (onednn && i < 39)
+            assert_true((strcmp(plan.library, chosen) != 0) == (i == 37 || i == 38));
+        for (int k = 0; k < 2; k++) tu_drop(on_blas[k]);
+        compare(CX_OP_CONV2D, in, 2, &ps, CX_ROUTE_NATIVE);
+    }
+    for (int k = 0; k < 2; k++) tu_drop(in[k]);
 }
 
 /* The device as users see it: host memory, a cpu, OpenBLAS named; every primitive native. */
@@ -1017,6 +1061,7 @@ int main(void) {
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d_and_gradients),
         cmocka_unit_test(test_max_pool_2x2),
+        cmocka_unit_test(test_conv2d_probe),
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_half_tables),
         cmocka_unit_test(test_concurrent_callers),

@@ -12,7 +12,9 @@
  * - Which path runs is decided per shape class (sizes, strides, dilations, padding, layout) by
  *   measuring: the second and third calls of a class run oneDNN, the fourth and fifth im2col +
  *   OpenBLAS, and the faster (each by its faster call) runs from then on (the first call is
- *   oneDNN's warm-up: its JIT kernels, its scratch). CASCADE_BLAS_CONV=onednn or im2col forces one.
+ *   oneDNN's warm-up: its JIT kernels, its scratch), but for two calls on the other path after
+ *   every 32 on the choice, which may change it (record). CASCADE_BLAS_CONV=onednn or im2col
+ *   forces one.
  * Both give the same values within f32 rounding; the differential suite checks both against the cpu
  * driver.
  * - The plain layouts (nchw / oihw, nhwc / hwio) are reordered into the blocked ones oneDNN's
@@ -227,9 +229,10 @@ typedef struct {
     bool c_transpose;
     int64_t n, hw, ch;
     int calls;
-    double dnnl_s, im2col_s;
-    int choice; /* conv2d: 0 undecided, 1 oneDNN, 2 im2col; gradients: always 1 */
-    int busy;   /* calls running it: not evicted while > 0 */
+    double dnnl_s, im2col_s; /* the fastest timed call of each */
+    int choice;              /* conv2d: 0 undecided, 1 oneDNN, 2 im2col; gradients: always 1 */
+    int since, probe; /* conv2d: calls on the choice since the last probe; probe calls left */
+    int busy;         /* calls running it: not evicted while > 0 */
     unsigned long long last;
 } conv_class;
 
@@ -440,19 +443,32 @@ static void release_class(conv_class *c) {
 /* Which path the next conv2d of class c takes: 1 oneDNN, 2 im2col (see the top of the file). */
 static int next_path(const conv_class *c) {
     if (forced()) return forced();
-    if (c->choice) return c->choice;
+    if (c->choice) return c->probe ? 3 - c->choice : c->choice;
     return c->calls < 3 ? 1 : 2;
 }
 
 /* Calls 2 and 3 time oneDNN, 4 and 5 im2col; the faster of each pair decides. One timing each
  * was not enough: a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col at 26 ms
- * a call against oneDNN's 9.5. */
+ * a call against oneDNN's 9.5. After that, as for products (MM_REPROBE): every CONV_REPROBE
+ * calls on the choice, two on the other path, and the class chooses again on the fastest call
+ * each path ever made, so that two timings taken in one of this machine's slow spells do not
+ * decide for good. */
+#define CONV_REPROBE 32
 static void record(conv_class *c, int path, double seconds) {
     pthread_mutex_lock(&dn_lock);
     int call = c->choice ? 0 : ++c->calls;
     if (path == 1 && (call == 2 || (call == 3 && seconds < c->dnnl_s))) c->dnnl_s = seconds;
     if (path == 2 && (call == 4 || (call == 5 && seconds < c->im2col_s))) c->im2col_s = seconds;
     if (call == 5) c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
+    if (!call && !forced()) {
+        double *best = path == 1 ? &c->dnnl_s : &c->im2col_s;
+        if (seconds < *best) *best = seconds;
+        if (path == c->choice) {
+            if (c->probe == 0 && ++c->since >= CONV_REPROBE) c->probe = 2, c->since = 0;
+        } else if (c->probe > 0 && --c->probe == 0) {
+            c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
+        }
+    }
     pthread_mutex_unlock(&dn_lock);
 }
 
@@ -764,8 +780,9 @@ typedef struct {
     dnnl_primitive_t prim;
     dnnl_memory_desc_t a, b, c;
     int calls;
-    double dnnl_s, openblas_s; /* the faster of two timed calls each */
+    double dnnl_s, openblas_s; /* the fastest timed call of each */
     int choice;                /* 0 undecided, 1 oneDNN, 2 OpenBLAS */
+    int since, probe;          /* calls on the choice since the last probe; probe calls left */
     _Atomic int busy;          /* calls running it: not evicted while > 0 */
     unsigned long long last;
 } mm_class;
@@ -870,19 +887,47 @@ static bool mm_eligible(const blas_mm_shape *s) {
 }
 
 /* A product's shape class runs its first MM_ONEDNN_CALLS calls on oneDNN, the last two of them
- * timed, then two on OpenBLAS, timed. The first builds oneDNN's kernel; the next ones vary: in a
- * loop of f32 512 x 512 products (CASCADE_BLAS_DOT=onednn, three runs) the second took 1.6-1.8
- * ms, the third and fourth 2.9-5.6, every later one 0.8-1.8, so timing the third and fourth (as
- * this did until 2026-11-26) kept OpenBLAS at 1.3-1.4 ms. */
+ * timed, then two on OpenBLAS, timed, and chooses (blas_dnnl_matmul_record). After that, every
+ * MM_REPROBE calls on the choice, the next two run on the other library, and the class chooses
+ * again on the fastest call each library ever made: the two timings behind the first choice can
+ * both fall in one of this machine's slow spells (an f32 256 x 1024 x 1024 dense stayed on
+ * OpenBLAS at 3.3 ms through a whole benchmark run, against 1.8 on oneDNN in the run before).
+ * Two calls, because the first oneDNN call after a while costs more (its threads asleep); one
+ * call in 17 on the slower library costs a few percent. The first builds oneDNN's kernel; the next
+ * ones vary: in a loop of f32 512 x 512 products (CASCADE_BLAS_DOT=onednn, three runs) the second
+ * took 1.6-1.8 ms, the third and fourth 2.9-5.6, every later one 0.8-1.8, so timing the third and
+ * fourth (as this did until 2026-11-26) kept OpenBLAS at 1.3-1.4 ms. */
 #define MM_ONEDNN_CALLS 6
+#define MM_REPROBE      32
+
+/* OpenBLAS when it is faster by a margin: 1.25 for f32 (and f16 on widened copies), 1.5 for bf16
+ * (see blas_dnnl_matmul_record); dn_lock held */
+static void mm_decide(mm_class *c) {
+    c->choice = c->openblas_s * (c->key.f32 ? 1.25 : 1.5) < c->dnnl_s ? 2 : 1;
+}
+
+/* A timed call after the choice, on `path` (1 oneDNN, 2 OpenBLAS); dn_lock held */
+static void mm_after(mm_class *c, int path, double seconds) {
+    double *best = path == 1 ? &c->dnnl_s : &c->openblas_s;
+    if (seconds < *best) *best = seconds;
+    if (path == c->choice) {
+        if (c->probe == 0 && ++c->since >= MM_REPROBE) c->probe = 2, c->since = 0;
+    } else if (c->probe > 0 && --c->probe == 0) {
+        mm_decide(c);
+    }
+}
 
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
     if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
     if (!dn_lock_if_free(false)) return 0; /* taken: OpenBLAS now, nothing timed */
     const mm_class *c = mm_find(s);
-    /* a new shape: its first calls run oneDNN */
-    int path = !c ? 1 : c->choice == 2 ? 0 : c->choice ? 1 : c->calls < MM_ONEDNN_CALLS ? 1 : 2;
+    /* a new shape: its first calls run oneDNN; a chosen one its choice (OpenBLAS timed, 2),
+     * but for the calls of a probe */
+    int path = !c || (!c->choice && c->calls < MM_ONEDNN_CALLS) ? 1
+               : !c->choice                                     ? 2
+               : (c->choice == 1) == (c->probe == 0)            ? 1
+                                                                : 2;
     pthread_mutex_unlock(&dn_lock);
     return path;
 }
@@ -921,10 +966,11 @@ bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void
     bool ok = on_master_if_free(mm_run_job, &r, wait, &ran);
     double seconds = blas_seconds() - t0;
     if (ok && dn_lock_if_free(false)) { /* taken: this call is not counted */
-        /* the last two of its first calls are timed (MM_ONEDNN_CALLS) */
+        /* the last two of its first calls are timed (MM_ONEDNN_CALLS), and every later one */
         int call = c->choice ? 0 : ++c->calls;
         if (call == MM_ONEDNN_CALLS - 1 || (call == MM_ONEDNN_CALLS && seconds < c->dnnl_s))
             c->dnnl_s = seconds;
+        if (c->choice) mm_after(c, 1, seconds);
         pthread_mutex_unlock(&dn_lock);
     }
     atomic_fetch_sub(&c->busy, 1);
@@ -934,7 +980,12 @@ bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void
 void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
     if (!dn_lock_if_free(false)) return; /* taken: this call is not counted */
     mm_class *c = mm_find(s);
-    int call = !c || c->choice ? 0 : ++c->calls;
+    if (c && c->choice) {
+        mm_after(c, 2, seconds);
+        pthread_mutex_unlock(&dn_lock);
+        return;
+    }
+    int call = !c ? 0 : ++c->calls;
     if (call == MM_ONEDNN_CALLS + 1 || (call == MM_ONEDNN_CALLS + 2 && seconds < c->openblas_s))
         c->openblas_s = seconds;
     /* bf16: OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16
@@ -947,8 +998,7 @@ void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
      * its AVX2 kernels) oneDNN's 1024 x 1024 f32 took 6.3-6.8 ms a call in a loop against
      * OpenBLAS's 11.1-11.6, yet in one run of three its two timed calls took 11.2 ms and OpenBLAS
      * won at 10.6 from then on. */
-    if (call == MM_ONEDNN_CALLS + 2)
-        c->choice = c->openblas_s * (s->f32 ? 1.25 : 1.5) < c->dnnl_s ? 2 : 1;
+    if (call == MM_ONEDNN_CALLS + 2) mm_decide(c);
     pthread_mutex_unlock(&dn_lock);
 }
 

@@ -57,10 +57,10 @@ bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_pa
  * twice the f32 FMA rate; OpenBLAS runs them widened to f32); f32 ones from BLAS_DNNL_F32_MIN
  * multiply-adds, whose OpenBLAS calls already go to a dirty scheduler (oneDNN's do too: they wait
  * for its one thread), so that a smaller product does not pay that move for oneDNN's 10-20 %.
- * blas_dnnl_matmul_path: which runs the next call of the shape: 1 oneDNN, 2 OpenBLAS timed for
- * the choice (its time goes to blas_dnnl_matmul_record), 0 OpenBLAS with nothing to time
- * (without oneDNN or the instructions, too small, forced, or chosen). blas_dnnl_matmul: runs it
- * on oneDNN; false if it cannot (nothing written). */
+ * blas_dnnl_matmul_path: which runs the next call of the shape: 1 oneDNN, 2 OpenBLAS timed (its
+ * time goes to blas_dnnl_matmul_record: for the choice, then for the probes that check it), 0
+ * OpenBLAS with nothing to time (without oneDNN or the instructions, too small, or forced).
+ * blas_dnnl_matmul: runs it on oneDNN; false if it cannot (nothing written). */
 #define BLAS_DNNL_F32_MIN (INT64_C(1) << 25)
 typedef struct {
     int64_t m, n, k, lda, ldb;
