@@ -235,7 +235,8 @@ static bool cpu_has_avx512_bf16(void) {
  * first six calls run on oneDNN, the next two on OpenBLAS (the last two of each timed), where
  * oneDNN takes the type (bf16: with AVX512-BF16; f32, and f16 as widened f32 copies: from
  * BLAS_DNNL_F32_MIN multiply-adds); then 32 calls on the one chosen and two on the other, a
- * probe (MM_REPROBE, blas_dnnl.c); dot with b read transposed, then dense with its bias and relu
+ * probe (probe_step, blas_dnnl.c: main sets CASCADE_BLAS_PROBE_RATIO so that every class probes,
+ * however slow its other library); dot with b read transposed, then dense with its bias and relu
  * added to oneDNN's f32 product. */
 static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     /* CASCADE_BLAS_DOT=onednn or openblas: every call on that one, where oneDNN can run it */
@@ -579,7 +580,7 @@ static void test_conv2d_and_gradients(void **state) {
 }
 
 /* A conv2d shape class's path, as explain names it: oneDNN for calls 1-3, im2col for 4-5, then
- * the faster for 32 calls and the other for two (a probe: blas_dnnl.c, CONV_REPROBE); every
+ * the faster for 32 calls and the other for two (a probe: blas_dnnl.c, probe_step); every
  * call's result against the cpu. Without oneDNN, or with a path forced, always the one. */
 static void test_conv2d_probe(void **state) {
     (void)state;
@@ -1050,6 +1051,8 @@ int main(void) {
     }
     /* four threads in all whatever the machine has, so the products split in uneven parts */
     setenv("CASCADE_BLAS_THREADS", "4", 1);
+    /* every shape class probes its choice, however slow the other path (blas_dnnl.c) */
+    setenv("CASCADE_BLAS_PROBE_RATIO", "1e9", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_and_capabilities),
         cmocka_unit_test(test_dot_matrices),

@@ -219,6 +219,11 @@ typedef struct {
     int arg;
 } operand;
 
+/* a shape class's probes of its choice (probe_step) */
+typedef struct {
+    int since, probe, interval; /* calls on the choice since the last probe; probe calls left */
+} probe_state;
+
 typedef struct {
     bool used;
     int64_t key[21];
@@ -231,8 +236,8 @@ typedef struct {
     int calls;
     double dnnl_s, im2col_s; /* the fastest timed call of each */
     int choice;              /* conv2d: 0 undecided, 1 oneDNN, 2 im2col; gradients: always 1 */
-    int since, probe; /* conv2d: calls on the choice since the last probe; probe calls left */
-    int busy;         /* calls running it: not evicted while > 0 */
+    probe_state ps;          /* conv2d */
+    int busy;                /* calls running it: not evicted while > 0 */
     unsigned long long last;
 } conv_class;
 
@@ -249,6 +254,42 @@ static int forced(void) {
     static int f = -1;
     if (f < 0) f = env_path("CASCADE_BLAS_CONV", "onednn", "im2col");
     return f;
+}
+
+/* The probes of a shape class's choice, convolutions and products alike: after `interval`
+ * calls on the chosen path, the next two run on the other, if its fastest call so far is within
+ * PROBE_RATIO of the choice's (2; CASCADE_BLAS_PROBE_RATIO sets it, for the tests), and the class
+ * chooses again on the fastest call each path ever made. The interval starts at 32 and doubles
+ * after each probe that leaves the choice as it was, up to 1024: a probe costs up to two calls
+ * at twice the time, and a benchmark run's convolution, probed every 32 calls on an im2col path
+ * 3-6 times slower, took 6.8 ms a call against 3.8-4.3 (one in 17 calls on the slow path). */
+enum { PROBE_FIRST = 32, PROBE_LAST = 1024 };
+
+static double probe_ratio(void) {
+    static double r;
+    if (r == 0) {
+        const char *e = getenv("CASCADE_BLAS_PROBE_RATIO");
+        double v = e ? atof(e) : 0;
+        r = v > 0 ? v : 2.0;
+    }
+    return r;
+}
+
+/* A timed call of a class that has chosen (on the choice or not), with the fastest times of the
+ * choice and of the other path after it; true when a probe has ended: the caller chooses again
+ * and calls probe_settled. dn_lock held. */
+static bool probe_step(probe_state *p, bool on_choice, double chosen_s, double other_s) {
+    if (p->interval == 0) p->interval = PROBE_FIRST;
+    if (!on_choice) return p->probe > 0 && --p->probe == 0;
+    if (p->probe == 0 && ++p->since >= p->interval) {
+        p->since = 0;
+        if (other_s < chosen_s * probe_ratio()) p->probe = 2;
+    }
+    return false;
+}
+
+static void probe_settled(probe_state *p, bool same) {
+    p->interval = !same ? PROBE_FIRST : p->interval < PROBE_LAST ? 2 * p->interval : PROBE_LAST;
 }
 
 /* bf16: the inputs are read as bf16 (a forward class on a processor with AVX512-BF16), not as
@@ -443,17 +484,13 @@ static void release_class(conv_class *c) {
 /* Which path the next conv2d of class c takes: 1 oneDNN, 2 im2col (see the top of the file). */
 static int next_path(const conv_class *c) {
     if (forced()) return forced();
-    if (c->choice) return c->probe ? 3 - c->choice : c->choice;
+    if (c->choice) return c->ps.probe ? 3 - c->choice : c->choice;
     return c->calls < 3 ? 1 : 2;
 }
 
 /* Calls 2 and 3 time oneDNN, 4 and 5 im2col; the faster of each pair decides. One timing each
  * was not enough: a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col at 26 ms
- * a call against oneDNN's 9.5. After that, as for products (MM_REPROBE): every CONV_REPROBE
- * calls on the choice, two on the other path, and the class chooses again on the fastest call
- * each path ever made, so that two timings taken in one of this machine's slow spells do not
- * decide for good. */
-#define CONV_REPROBE 32
+ * a call against oneDNN's 9.5. After that, the probes (probe_step). */
 static void record(conv_class *c, int path, double seconds) {
     pthread_mutex_lock(&dn_lock);
     int call = c->choice ? 0 : ++c->calls;
@@ -463,10 +500,11 @@ static void record(conv_class *c, int path, double seconds) {
     if (!call && !forced()) {
         double *best = path == 1 ? &c->dnnl_s : &c->im2col_s;
         if (seconds < *best) *best = seconds;
-        if (path == c->choice) {
-            if (c->probe == 0 && ++c->since >= CONV_REPROBE) c->probe = 2, c->since = 0;
-        } else if (c->probe > 0 && --c->probe == 0) {
+        bool one = c->choice == 1;
+        if (probe_step(&c->ps, path == c->choice, one ? c->dnnl_s : c->im2col_s,
+                       one ? c->im2col_s : c->dnnl_s)) {
             c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
+            probe_settled(&c->ps, (c->choice == 1) == one);
         }
     }
     pthread_mutex_unlock(&dn_lock);
@@ -782,8 +820,8 @@ typedef struct {
     int calls;
     double dnnl_s, openblas_s; /* the fastest timed call of each */
     int choice;                /* 0 undecided, 1 oneDNN, 2 OpenBLAS */
-    int since, probe;          /* calls on the choice since the last probe; probe calls left */
-    _Atomic int busy;          /* calls running it: not evicted while > 0 */
+    probe_state ps;
+    _Atomic int busy; /* calls running it: not evicted while > 0 */
     unsigned long long last;
 } mm_class;
 
@@ -887,18 +925,15 @@ static bool mm_eligible(const blas_mm_shape *s) {
 }
 
 /* A product's shape class runs its first MM_ONEDNN_CALLS calls on oneDNN, the last two of them
- * timed, then two on OpenBLAS, timed, and chooses (blas_dnnl_matmul_record). After that, every
- * MM_REPROBE calls on the choice, the next two run on the other library, and the class chooses
- * again on the fastest call each library ever made: the two timings behind the first choice can
- * both fall in one of this machine's slow spells (an f32 256 x 1024 x 1024 dense stayed on
- * OpenBLAS at 3.3 ms through a whole benchmark run, against 1.8 on oneDNN in the run before).
- * Two calls, because the first oneDNN call after a while costs more (its threads asleep); one
- * call in 17 on the slower library costs a few percent. The first builds oneDNN's kernel; the next
- * ones vary: in a loop of f32 512 x 512 products (CASCADE_BLAS_DOT=onednn, three runs) the second
- * took 1.6-1.8 ms, the third and fourth 2.9-5.6, every later one 0.8-1.8, so timing the third and
- * fourth (as this did until 2026-11-26) kept OpenBLAS at 1.3-1.4 ms. */
+ * timed, then two on OpenBLAS, timed, and chooses (blas_dnnl_matmul_record); then the probes
+ * (probe_step): the two timings behind the first choice can both fall in one of this machine's
+ * slow spells (an f32 256 x 1024 x 1024 dense stayed on OpenBLAS at 3.3 ms through a whole
+ * benchmark run, against 1.8 on oneDNN in the run before). Two calls a probe, because the first
+ * oneDNN call after a while costs more (its threads asleep). The first builds oneDNN's kernel; the
+ * next ones vary: in a loop of f32 512 x 512 products (CASCADE_BLAS_DOT=onednn, three runs) the
+ * second took 1.6-1.8 ms, the third and fourth 2.9-5.6, every later one 0.8-1.8, so timing the
+ * third and fourth (as this did until 2026-11-26) kept OpenBLAS at 1.3-1.4 ms. */
 #define MM_ONEDNN_CALLS 6
-#define MM_REPROBE      32
 
 /* OpenBLAS when it is faster by a margin: 1.25 for f32 (and f16 on widened copies), 1.5 for bf16
  * (see blas_dnnl_matmul_record); dn_lock held */
@@ -910,10 +945,11 @@ static void mm_decide(mm_class *c) {
 static void mm_after(mm_class *c, int path, double seconds) {
     double *best = path == 1 ? &c->dnnl_s : &c->openblas_s;
     if (seconds < *best) *best = seconds;
-    if (path == c->choice) {
-        if (c->probe == 0 && ++c->since >= MM_REPROBE) c->probe = 2, c->since = 0;
-    } else if (c->probe > 0 && --c->probe == 0) {
+    bool one = c->choice == 1;
+    if (probe_step(&c->ps, path == c->choice, one ? c->dnnl_s : c->openblas_s,
+                   one ? c->openblas_s : c->dnnl_s)) {
         mm_decide(c);
+        probe_settled(&c->ps, (c->choice == 1) == one);
     }
 }
 
@@ -926,7 +962,7 @@ int blas_dnnl_matmul_path(const blas_mm_shape *s) {
      * but for the calls of a probe */
     int path = !c || (!c->choice && c->calls < MM_ONEDNN_CALLS) ? 1
                : !c->choice                                     ? 2
-               : (c->choice == 1) == (c->probe == 0)            ? 1
+               : (c->choice == 1) == (c->ps.probe == 0)         ? 1
                                                                 : 2;
     pthread_mutex_unlock(&dn_lock);
     return path;
