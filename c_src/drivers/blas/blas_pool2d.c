@@ -281,23 +281,35 @@ static inline int16_t max16(int16_t a, int16_t b) {
     return b > a ? b : a;
 }
 
-/* The window's maximum, as bits: the first of its largest elements (so -0 or +0 as it comes) */
-static inline uint16_t window_max_half(const uint16_t *plane, const pool_dims *v, int64_t oh,
-                                       int64_t ow, cx_dtype t) {
-    uint16_t inf = half_inf(t), bits = (uint16_t)(0x8000 | inf);
+/* The offset in the plane of the window's first largest element in row-major order (so -0 or
+ * +0 as it comes), or of its first NaN (*nan set then); -1 for a window of padding only */
+static inline int64_t window_first_max_half(const uint16_t *plane, const pool_dims *v, int64_t oh,
+                                            int64_t ow, uint16_t inf, bool *nan) {
+    int64_t arg = -1;
     int32_t best = INT32_MIN;
     int64_t ih0 = oh * v->s0 - v->lo0, iw0 = ow * v->s1 - v->lo1;
     int64_t k0 = ih0 < 0 ? -ih0 : 0, k1 = v->h - ih0 < v->kh ? v->h - ih0 : v->kh;
     int64_t j0 = iw0 < 0 ? -iw0 : 0, j1 = v->w - iw0 < v->kw ? v->w - iw0 : v->kw;
+    *nan = false;
     for (int64_t ki = k0; ki < k1; ki++) {
         const uint16_t *row = plane + (ih0 + ki) * v->w + iw0;
         for (int64_t kj = j0; kj < j1; kj++) {
             uint16_t e = row[kj];
-            if ((e & 0x7fff) > inf) return half_quiet(t, e);
-            if (half_key(e) > best) best = half_key(e), bits = e;
+            int64_t at = (ih0 + ki) * v->w + iw0 + kj;
+            if ((e & 0x7fff) > inf) return *nan = true, at;
+            if (half_key(e) > best) best = half_key(e), arg = at;
         }
     }
-    return bits;
+    return arg;
+}
+
+/* The window's maximum, as bits */
+static inline uint16_t window_max_half(const uint16_t *plane, const pool_dims *v, int64_t oh,
+                                       int64_t ow, cx_dtype t) {
+    bool nan;
+    uint16_t inf = half_inf(t);
+    int64_t at = window_first_max_half(plane, v, oh, ow, inf, &nan);
+    return at < 0 ? (uint16_t)(0x8000 | inf) : nan ? half_quiet(t, plane[at]) : plane[at];
 }
 
 static void forward_part_half(void *ctx, int index, int parts) {
@@ -355,24 +367,6 @@ static void forward_2x2_half(void *ctx, int index, int parts) {
 
 /* The gradient of windows that do not overlap, f16/bf16 nchw: the bits of each window's gradient
  * copied to its first maximum (none for a NaN), as the f32 loops write it; the rest zero. */
-static int64_t window_arg_half(const uint16_t *plane, const pool_dims *v, int64_t oh, int64_t ow,
-                               uint16_t inf) {
-    int64_t arg = -1;
-    int32_t best = INT32_MIN;
-    int64_t ih0 = oh * v->s0 - v->lo0, iw0 = ow * v->s1 - v->lo1;
-    int64_t k0 = ih0 < 0 ? -ih0 : 0, k1 = v->h - ih0 < v->kh ? v->h - ih0 : v->kh;
-    int64_t j0 = iw0 < 0 ? -iw0 : 0, j1 = v->w - iw0 < v->kw ? v->w - iw0 : v->kw;
-    for (int64_t ki = k0; ki < k1; ki++) {
-        const uint16_t *row = plane + (ih0 + ki) * v->w + iw0;
-        for (int64_t kj = j0; kj < j1; kj++) {
-            uint16_t e = row[kj];
-            if ((e & 0x7fff) > inf) return -1;
-            if (half_key(e) > best) best = half_key(e), arg = (ih0 + ki) * v->w + iw0 + kj;
-        }
-    }
-    return arg;
-}
-
 static void grad_part_half(void *ctx, int index, int parts) {
     const pool_job *j = ctx;
     const pool_dims *v = j->v;
@@ -385,8 +379,9 @@ static void grad_part_half(void *ctx, int index, int parts) {
         memset(o, 0, sizeof(uint16_t) * (size_t)(v->h * v->w));
         for (int64_t oh = 0; oh < v->oh; oh++)
             for (int64_t ow = 0; ow < v->ow; ow++) {
-                int64_t arg = window_arg_half(plane, v, oh, ow, inf);
-                if (arg >= 0) o[arg] = g[oh * v->ow + ow];
+                bool nan;
+                int64_t arg = window_first_max_half(plane, v, oh, ow, inf, &nan);
+                if (arg >= 0 && !nan) o[arg] = g[oh * v->ow + ow];
             }
     }
 }
