@@ -275,21 +275,28 @@ static double probe_ratio(void) {
     return r;
 }
 
-/* A timed call of a class that has chosen (on the choice or not), with the fastest times of the
- * choice and of the other path after it; true when a probe has ended: the caller chooses again
- * and calls probe_settled. dn_lock held. */
-static bool probe_step(probe_state *p, bool on_choice, double chosen_s, double other_s) {
+/* A call of `seconds` on `path` (1 or 2) of a class that has chosen `choice`, whose paths'
+ * fastest calls are *s1 and *s2 (updated here); true when a probe has ended: the caller chooses
+ * again and tells probe_settled. dn_lock held. */
+static bool probe_step(probe_state *p, int choice, int path, double seconds, double *s1,
+                       double *s2) {
+    double *best = path == 1 ? s1 : s2;
+    if (seconds < *best) *best = seconds;
     if (p->interval == 0) p->interval = PROBE_FIRST;
-    if (!on_choice) return p->probe > 0 && --p->probe == 0;
+    if (path != choice) return p->probe > 0 && --p->probe == 0;
+    double chosen = choice == 1 ? *s1 : *s2, other = choice == 1 ? *s2 : *s1;
     if (p->probe == 0 && ++p->since >= p->interval) {
         p->since = 0;
-        if (other_s < chosen_s * probe_ratio()) p->probe = 2;
+        if (other < chosen * probe_ratio()) p->probe = 2;
     }
     return false;
 }
 
-static void probe_settled(probe_state *p, bool same) {
-    p->interval = !same ? PROBE_FIRST : p->interval < PROBE_LAST ? 2 * p->interval : PROBE_LAST;
+/* after a probe: the next one twice as far off if the choice stayed, back to the first if not */
+static void probe_settled(probe_state *p, int was, int now) {
+    p->interval = was != now                 ? PROBE_FIRST
+                  : p->interval < PROBE_LAST ? 2 * p->interval
+                                             : PROBE_LAST;
 }
 
 /* bf16: the inputs are read as bf16 (a forward class on a processor with AVX512-BF16), not as
@@ -497,15 +504,11 @@ static void record(conv_class *c, int path, double seconds) {
     if (path == 1 && (call == 2 || (call == 3 && seconds < c->dnnl_s))) c->dnnl_s = seconds;
     if (path == 2 && (call == 4 || (call == 5 && seconds < c->im2col_s))) c->im2col_s = seconds;
     if (call == 5) c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
-    if (!call && !forced()) {
-        double *best = path == 1 ? &c->dnnl_s : &c->im2col_s;
-        if (seconds < *best) *best = seconds;
-        bool one = c->choice == 1;
-        if (probe_step(&c->ps, path == c->choice, one ? c->dnnl_s : c->im2col_s,
-                       one ? c->im2col_s : c->dnnl_s)) {
-            c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
-            probe_settled(&c->ps, (c->choice == 1) == one);
-        }
+    if (!call && !forced() &&
+        probe_step(&c->ps, c->choice, path, seconds, &c->dnnl_s, &c->im2col_s)) {
+        int was = c->choice;
+        c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
+        probe_settled(&c->ps, was, c->choice);
     }
     pthread_mutex_unlock(&dn_lock);
 }
@@ -943,13 +946,10 @@ static void mm_decide(mm_class *c) {
 
 /* A timed call after the choice, on `path` (1 oneDNN, 2 OpenBLAS); dn_lock held */
 static void mm_after(mm_class *c, int path, double seconds) {
-    double *best = path == 1 ? &c->dnnl_s : &c->openblas_s;
-    if (seconds < *best) *best = seconds;
-    bool one = c->choice == 1;
-    if (probe_step(&c->ps, path == c->choice, one ? c->dnnl_s : c->openblas_s,
-                   one ? c->openblas_s : c->dnnl_s)) {
+    if (probe_step(&c->ps, c->choice, path, seconds, &c->dnnl_s, &c->openblas_s)) {
+        int was = c->choice;
         mm_decide(c);
-        probe_settled(&c->ps, (c->choice == 1) == one);
+        probe_settled(&c->ps, was, c->choice);
     }
 }
 

@@ -220,19 +220,21 @@ static void grad_2x2_f32(void *ctx, int index, int parts) {
         for (int64_t y = 0; y < v->oh; y++) {
             const float *a = plane + 2 * y * w, *b = a + w;
             float *oa = o + 2 * y * w, *ob = oa + w;
-            if (simd) simd->pool2x2_grad_f32(oa, ob, a, b, g + y * ow, ow);
-            for (int64_t x = 0; !simd && x < ow; x++) {
-                float e0 = a[2 * x], e1 = a[2 * x + 1], e2 = b[2 * x], e3 = b[2 * x + 1];
-                float gv = g[y * ow + x];
-                int top = e1 > e0, bottom = 2 + (e3 > e2);
-                float mt = top ? e1 : e0, mb = bottom == 3 ? e3 : e2;
-                int k = mb > mt ? bottom : top;
-                if (e0 != e0 || e1 != e1 || e2 != e2 || e3 != e3) k = -1;
-                oa[2 * x] = k == 0 ? gv : 0.0f;
-                oa[2 * x + 1] = k == 1 ? gv : 0.0f;
-                ob[2 * x] = k == 2 ? gv : 0.0f;
-                ob[2 * x + 1] = k == 3 ? gv : 0.0f;
-            }
+            if (simd)
+                simd->pool2x2_grad_f32(oa, ob, a, b, g + y * ow, ow);
+            else
+                for (int64_t x = 0; x < ow; x++) {
+                    float e0 = a[2 * x], e1 = a[2 * x + 1], e2 = b[2 * x], e3 = b[2 * x + 1];
+                    float gv = g[y * ow + x];
+                    int top = e1 > e0, bottom = 2 + (e3 > e2);
+                    float mt = top ? e1 : e0, mb = bottom == 3 ? e3 : e2;
+                    int k = mb > mt ? bottom : top;
+                    if (e0 != e0 || e1 != e1 || e2 != e2 || e3 != e3) k = -1;
+                    oa[2 * x] = k == 0 ? gv : 0.0f;
+                    oa[2 * x + 1] = k == 1 ? gv : 0.0f;
+                    ob[2 * x] = k == 2 ? gv : 0.0f;
+                    ob[2 * x + 1] = k == 3 ? gv : 0.0f;
+                }
             if (w > 2 * ow) { /* an odd last column */
                 oa[w - 1] = 0.0f;
                 ob[w - 1] = 0.0f;
