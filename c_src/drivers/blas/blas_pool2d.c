@@ -105,15 +105,27 @@ typedef struct {
     double *acc; /* the gradient: one double per input element (NULL: written in place) */
 } pool_job;
 
+/* Where the window of output (oh, ow) starts in the input (row ih0, column iw0, either maybe
+ * in the padding), and its rows k0..k1-1 and columns j0..j1-1 that lie inside the input */
+typedef struct {
+    int64_t ih0, iw0, k0, k1, j0, j1;
+} window_span;
+
+static inline window_span span_of(const pool_dims *v, int64_t oh, int64_t ow) {
+    window_span sp = {oh * v->s0 - v->lo0, ow * v->s1 - v->lo1, 0, 0, 0, 0};
+    sp.k0 = sp.ih0 < 0 ? -sp.ih0 : 0, sp.k1 = v->h - sp.ih0 < v->kh ? v->h - sp.ih0 : v->kh;
+    sp.j0 = sp.iw0 < 0 ? -sp.iw0 : 0, sp.j1 = v->w - sp.iw0 < v->kw ? v->w - sp.iw0 : v->kw;
+    return sp;
+}
+
 /* f32 nchw: the window's maximum and the offset of its first maximum (-1 for none: a NaN, or
  * only padding), reading the plane directly. */
 static inline float window_max_f32(const float *plane, const pool_dims *v, int64_t oh, int64_t ow,
                                    int64_t *arg) {
     float m = -INFINITY;
     *arg = -1;
-    int64_t ih0 = oh * v->s0 - v->lo0, iw0 = ow * v->s1 - v->lo1;
-    int64_t k0 = ih0 < 0 ? -ih0 : 0, k1 = v->h - ih0 < v->kh ? v->h - ih0 : v->kh;
-    int64_t j0 = iw0 < 0 ? -iw0 : 0, j1 = v->w - iw0 < v->kw ? v->w - iw0 : v->kw;
+    window_span sp = span_of(v, oh, ow);
+    int64_t ih0 = sp.ih0, iw0 = sp.iw0, k0 = sp.k0, k1 = sp.k1, j0 = sp.j0, j1 = sp.j1;
     for (int64_t ki = k0; ki < k1; ki++) {
         const float *row = plane + (ih0 + ki) * v->w + iw0;
         for (int64_t kj = j0; kj < j1; kj++) {
@@ -289,9 +301,8 @@ static inline int64_t window_first_max_half(const uint16_t *plane, const pool_di
                                             int64_t ow, uint16_t inf, bool *nan) {
     int64_t arg = -1;
     int32_t best = INT32_MIN;
-    int64_t ih0 = oh * v->s0 - v->lo0, iw0 = ow * v->s1 - v->lo1;
-    int64_t k0 = ih0 < 0 ? -ih0 : 0, k1 = v->h - ih0 < v->kh ? v->h - ih0 : v->kh;
-    int64_t j0 = iw0 < 0 ? -iw0 : 0, j1 = v->w - iw0 < v->kw ? v->w - iw0 : v->kw;
+    window_span sp = span_of(v, oh, ow);
+    int64_t ih0 = sp.ih0, iw0 = sp.iw0, k0 = sp.k0, k1 = sp.k1, j0 = sp.j0, j1 = sp.j1;
     *nan = false;
     for (int64_t ki = k0; ki < k1; ki++) {
         const uint16_t *row = plane + (ih0 + ki) * v->w + iw0;
