@@ -202,6 +202,13 @@ static void narrow(cx_dtype t, const simd_table *s, const float *f, uint16_t *h,
         s->f32_to_bf16(f, h, n);
 }
 
+/* the f16 or bf16 function of one value computed in registers (NULL: none, or another type) */
+static simd_unary_h unary_half(const simd_table *t, cx_dtype type, cx_op_id op) {
+    if (type == CX_F16) return t->unary_f16[op];
+    if (type == CX_BF16) return t->unary_bf16[op];
+    return NULL;
+}
+
 /* ==== f16/bf16 functions of one value, by table ===============================================
  *
  * An f16 or bf16 argument has 65,536 values. A function's results for all of them, computed once
@@ -318,8 +325,9 @@ static void ew_segment(const ew_job *j, void *o, const void *const *p, const int
         table_apply(o, p[0], s[0], j->table, len);
         return;
     }
-    if (j->unary && j->type == CX_F16 && t->unary_f16[j->op]) {
-        t->unary_f16[j->op](o, p[0], s[0] ? len : 1);
+    simd_unary_h h = j->unary ? unary_half(t, j->type, j->op) : NULL;
+    if (h) {
+        h(o, p[0], s[0] ? len : 1);
         if (!s[0])
             for (int64_t i = 1; i < len; i++) ((uint16_t *)o)[i] = ((uint16_t *)o)[0];
         return;
@@ -447,7 +455,7 @@ bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx
                 NULL};
     for (int k = 0; k < n_in; k++) j.es[k] = cx_dtype_size(in[k]->desc.dtype);
     if (form == EW_ARITH && unary && j.type != CX_F32 && j.type != CX_F64 &&
-        j.n >= BLAS_HALF_TABLE_MIN && table_pays(op) && !(j.type == CX_F16 && t->unary_f16[op])) {
+        j.n >= BLAS_HALF_TABLE_MIN && table_pays(op) && !unary_half(t, j.type, op)) {
         j.table = half_table(t, j.type, op);
         if (j.table) j.grain = GRAIN_CHEAP;
     }
@@ -819,7 +827,7 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
             float *o = last && !j->reduce && !half ? j->out + (wide[r] ? i : 0)
                                                    : scratch + (size_t)k * CHAIN_BLOCK;
             int64_t m = wide[r] ? n : 1;
-            simd_unary_h h16 = b < 0 && j->type == CX_F16 ? j->t->unary_f16[c->op[k]] : NULL;
+            simd_unary_h h16 = b < 0 ? unary_half(j->t, j->type, c->op[k]) : NULL;
             if (h16) {
                 /* as the op alone runs it (ew_segment), from the f16 values v[a] holds exactly */
                 uint16_t *ho = last ? (uint16_t *)j->out + (wide[r] ? i : 0) : hbuf + CHAIN_BLOCK;

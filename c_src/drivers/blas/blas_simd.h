@@ -40,9 +40,11 @@ typedef struct {
      * and narrowing give (NULL: that chunked path runs) */
     simd_binary_h binary_f16[CX_OP_COUNT];
     simd_binary_h binary_bf16[CX_OP_COUNT];
-    /* f16 functions of one value computed in registers, where that beats the table of their
-     * results (blas_simd.c, half_table): then for every size (NULL: the table, or the chunks) */
+    /* f16 and bf16 functions of one value computed in registers, where that beats the table of
+     * their results (blas_simd.c, half_table): then for every size (NULL: the table, or the
+     * chunks) */
     simd_unary_h unary_f16[CX_OP_COUNT];
+    simd_unary_h unary_bf16[CX_OP_COUNT];
     /* comparisons to u8 (1 where it holds) */
     simd_compare_f32 compare_f32[CX_OP_COUNT];
     simd_compare_f64 compare_f64[CX_OP_COUNT];
