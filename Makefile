@@ -24,7 +24,8 @@ NIF_OBJ := $(patsubst c_src/%.c,$(BUILD)/%.o,$(NIF_SRC))
 TEST_BIN := $(patsubst c_src/tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 # drivers loaded with dlopen; the test driver is built only for tests
 TEST_DRIVER := $(BUILD)/cascade_driver_test.so
-HEADERS := $(wildcard c_src/core/*.h c_src/core/*.def c_src/drivers/*/*.h c_src/nif/*.h c_src/tests/*.h)
+HEADERS := $(wildcard c_src/core/*.h c_src/core/*.def c_src/drivers/*/*.h c_src/drivers/*/*/*.h \
+  c_src/nif/*.h c_src/tests/*.h)
 
 .PHONY: all lib drivers test-driver test test-asan test-valgrind check format format-check clean
 

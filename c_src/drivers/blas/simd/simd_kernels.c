@@ -702,6 +702,32 @@ static inline vf exp_clamped_vf(vf x, float lo, float hi) {
     p = vf_fma(p, r, vf_set(1.0000001192092896f));
     return vf_scale2(p, k);
 }
+/* bf16 tanh by binades: for |x| in [2^-5, 8), a polynomial of degree 5 per binade of |x|
+ * (fit_binades.py) in t = m - 1.5, m the significand of |x| in [1, 2), its coefficients picked
+ * from 16 lanes by the binade's exponent (vpermps): no exp, no division. Below 2^-5, x - x^3 / 3 +
+ * 2 x^5 / 15 (the next term is 5e-11 relative there), NaN staying NaN there too; from 8 on, 1;
+ * the sign of x. Correctly rounded on every bf16 (degree 4 left 4 results 1 ulp off, for 10% less
+ * time). One thread: 0.19 ns a value, against 0.27 computing tanh from exp and 0.22 - 0.24 from
+ * the table. For f16 the same scheme (degree 7) took 0.27: f16 tanh keeps the table. */
+#include "binade_fits.h"
+static inline vf binade_poly(vf a, const float (*c)[16], int deg) {
+    __m512i bits = _mm512_castps_si512(a), e = _mm512_srli_epi32(bits, 23);
+    vf m = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(bits, _mm512_set1_epi32(0x007fffff),
+                                                         _mm512_set1_epi32(0x3f800000), 0xEA));
+    vf t = vf_sub(m, vf_set(1.5f));
+    vf p = _mm512_permutexvar_ps(e, _mm512_load_ps(c[deg]));
+    for (int k = deg - 1; k >= 0; k--)
+        p = vf_fma(p, t, _mm512_permutexvar_ps(e, _mm512_load_ps(c[k])));
+    return p;
+}
+static inline vf tanh_binade_vf(vf x, const float (*c)[16], int deg) {
+    vf a = vf_abs(x), z = vf_mul(x, x);
+    vf small = vf_fma(vf_mul(x, z), vf_fma(z, vf_set(2.0f / 15), vf_set(-1.0f / 3)), x);
+    vf r = vf_pick_gt(vf_set(8.0f), a, binade_poly(a, c, deg), vf_set(1.0f));
+    __mmask16 tiny = _mm512_cmp_ps_mask(a, vf_set(0.03125f), _CMP_NGE_UQ); /* or NaN */
+    return vf_copysign(_mm512_mask_blend_ps(tiny, r, small), x);           /* -0 too */
+}
+
 /* name##_f16 and name##_bf16 over n halves, the last partial vector on a zero-padded copy, so that
  * every element goes through the same vector code */
 #define HALF_UNARY_ONE(fname, LD, ST, F)                                                           \
@@ -723,6 +749,7 @@ static inline vf exp_clamped_vf(vf x, float lo, float hi) {
     HALF_UNARY_ONE(name##_f16, ld_f16, st_f16, F16)                                                \
     HALF_UNARY_ONE(name##_bf16, ld_bf16, st_bf16, FBF16)
 HALF_UNARY(exp, exp_clamped_vf(x, -18.0f, 12.0f), exp_clamped_vf(x, -104.0f, 89.0f))
+HALF_UNARY_ONE(tanh_bf16, ld_bf16, st_bf16, tanh_binade_vf(x, tanh_bf16_fit, TANH_BF16_FIT_DEG))
 #endif
 
 /* ==== sums ======================================================================================
@@ -1237,6 +1264,7 @@ HW_BF16(min, vf_nan_or(x, y, vf_lt(x, y)))
         if (i < n) name##_bf16(o + i, a + i, n - i);                                               \
     }
 HW_BF16_UNARY(exp, exp_clamped_vf(x, -104.0f, 89.0f))
+HW_BF16_UNARY(tanh, tanh_binade_vf(x, tanh_bf16_fit, TANH_BF16_FIT_DEG))
 
 BF16_HW static void f32_to_bf16_hw(const float *restrict f, uint16_t *restrict h, int64_t n) {
     int64_t i = 0;
@@ -1292,6 +1320,7 @@ const simd_table SIMD_TABLE = {
 #if VW == 16
     .unary_f16[CX_OP_EXP] = exp_f16,
     .unary_bf16[CX_OP_EXP] = exp_bf16,
+    .unary_bf16[CX_OP_TANH] = tanh_bf16,
 #endif
     .select_f32 = select_f32,
     .transpose_f32 = transpose_f32,
@@ -1326,6 +1355,7 @@ void simd_avx512_bf16(simd_table *t) {
     HW(MAX, max);
     HW(MIN, min);
     t->unary_bf16[CX_OP_EXP] = exp_bf16_hw;
+    t->unary_bf16[CX_OP_TANH] = tanh_bf16_hw;
     t->f32_to_bf16 = f32_to_bf16_hw;
 }
 #endif

@@ -137,7 +137,8 @@ static int half_steps(uint16_t a, uint16_t b) {
     return abs(ia - ib);
 }
 
-/* The f16 and bf16 functions computed in registers (unary_f16, unary_bf16: exp on AVX-512) on every
+/* The f16 and bf16 functions computed in registers (unary_f16, unary_bf16: exp, and bf16 tanh, on
+ * AVX-512) on every
  * one of the 65,536 inputs, against the function in double rounded once: a quiet NaN for NaN (f16:
  * half.h's), at most 1 ulp elsewhere, never 1 ulp from an infinity, and at most `most` results off
  * at all (the counts measured when written: f16 exp 6, bf16 exp 0: correctly rounded); and every
@@ -152,7 +153,7 @@ static void test_half_unary(void **state) {
         const char *name;
         double (*f)(double);
         int most[2]; /* f16, bf16 */
-    } fns[] = {{CX_OP_EXP, "exp", exp, {6, 0}}};
+    } fns[] = {{CX_OP_EXP, "exp", exp, {6, 0}}, {CX_OP_TANH, "tanh", tanh, {0, 0}}};
     for (int32_t i = 0; i < N; i++) a[i] = (uint16_t)i;
     int ran = 0;
     for (int k = 0; k < n_tables; k++)
@@ -179,6 +180,9 @@ static void test_half_unary(void **state) {
                     double y = fns[q].f((double)x);
                     uint16_t want = bf ? cx_bf16_from_f64(y) : cx_f16_from_f64(y);
                     int d = half_steps(o[i], want);
+                    if (!(want & 0x7fff) && o[i] != want) /* a zero keeps its sign */
+                        fail_msg("%s %s %s of %g: %04x, expected %04x", tables[k]->name,
+                                 fns[q].name, type, (double)x, o[i], want);
                     if (d > 1 || (d == 1 &&
                                   ((want & inf_bits) == inf_bits || (o[i] & inf_bits) == inf_bits)))
                         fail_msg("%s %s %s of %g: %04x, expected %04x", tables[k]->name,
