@@ -186,6 +186,7 @@ typedef struct {
     ew_form form;
     size_t es[3], oes;     /* element sizes of the operands and of the output */
     const uint16_t *table; /* f16/bf16 function of one value: its table (or NULL) */
+    simd_mixed_h mixed;    /* and the register kernel that runs beside it (or NULL) */
 } ew_job;
 
 static void widen(cx_dtype t, const simd_table *s, const uint16_t *h, float *f, int64_t n) {
@@ -203,7 +204,8 @@ static void narrow(cx_dtype t, const simd_table *s, const float *f, uint16_t *h,
 }
 
 /* the f16 or bf16 function of one value computed in registers (NULL: none, or another type) */
-static simd_unary_h unary_half(const simd_table *t, cx_dtype type, cx_op_id op) {
+static simd_unary_h unary_half(const simd_table *t, cx_dtype type, int op) {
+    if (op >= CX_OP_COUNT) return NULL;
     if (type == CX_F16) return t->unary_f16[op];
     if (type == CX_BF16) return t->unary_bf16[op];
     return NULL;
@@ -248,8 +250,15 @@ static const uint16_t *half_table(const simd_table *t, cx_dtype type, int key) {
     if (!tab) return NULL;
     uint16_t arg[CHUNK];
     float a[CHUNK], r[CHUNK];
+    /* a function with a register kernel: its results, so that the table and the kernel agree
+     * bit for bit wherever either runs (the mixed kernels run both on one array) */
+    simd_unary_h reg = unary_half(t, type, key == HT_GELU ? CX_OP_GELU : key);
     for (int32_t i = 0; i < 65536; i += CHUNK) {
         for (int k = 0; k < CHUNK; k++) arg[k] = (uint16_t)(i + k);
+        if (reg) {
+            reg(tab + i, arg, CHUNK);
+            continue;
+        }
         widen(type, t, arg, a, CHUNK);
         /* as ew_segment (unary ops) and row_part (gelu, silu in place) call them */
         switch (key) {
@@ -319,6 +328,10 @@ static void ew_segment(const ew_job *j, void *o, const void *const *p, const int
             t->unary_f64[j->op](o, p[0], len);
         else
             t->binary_f64[j->op](o, p[0], p[1], s[0], s[1], len);
+        return;
+    }
+    if (j->mixed && s[0]) {
+        j->mixed(o, p[0], len, j->table);
         return;
     }
     if (j->table) {
@@ -452,12 +465,15 @@ bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx
                 unary, &l,         in,
                 out,   out->numel, form == EW_ARITH && is_math(op) ? GRAIN_MATH : GRAIN_CHEAP,
                 form,  {0},        cx_dtype_size(out->desc.dtype),
-                NULL};
+                NULL,  NULL};
     for (int k = 0; k < n_in; k++) j.es[k] = cx_dtype_size(in[k]->desc.dtype);
     if (form == EW_ARITH && unary && j.type != CX_F32 && j.type != CX_F64 &&
-        j.n >= BLAS_HALF_TABLE_MIN && table_pays(op) && !unary_half(t, j.type, op)) {
-        j.table = half_table(t, j.type, op);
-        if (j.table) j.grain = GRAIN_CHEAP;
+        j.n >= BLAS_HALF_TABLE_MIN) {
+        simd_mixed_h mixed = j.type == CX_BF16 ? t->mixed_bf16[op] : NULL;
+        if (mixed || (table_pays(op) && !unary_half(t, j.type, op))) {
+            j.table = half_table(t, j.type, op);
+            if (j.table) j.grain = GRAIN_CHEAP, j.mixed = mixed;
+        }
     }
     blas_parallel(parts_for(j.n, j.grain), false, ew_part, &j);
     return true;
@@ -648,6 +664,8 @@ typedef struct {
     float *buf; /* f16/bf16: a row of f32 per part, `stride` apart */
     size_t stride;
     const uint16_t *table; /* f16/bf16 gelu, silu: its table (or NULL) */
+    simd_unary_h half;     /* bf16 gelu in registers (or NULL) */
+    simd_mixed_h mixed;    /* or beside its table */
 } row_job;
 
 /* f32 values in out, computed from a (o may be a) */
@@ -669,9 +687,19 @@ static void row_part(void *ctx, int index, int parts) {
     int64_t lo = span * index / parts, hi = span * (index + 1) / parts;
     if (rows) lo *= j->cols, hi *= j->cols;
     float *buf = j->buf ? j->buf + (size_t)index * j->stride : NULL; /* f16/bf16 only */
+    /* f16/bf16 from a function of one value: the values of the part */
+    uint16_t *ho = (uint16_t *)j->out->data + lo;
+    const uint16_t *ha = (const uint16_t *)j->in->data + lo;
+    if (j->mixed) {
+        j->mixed(ho, ha, hi - lo, j->table);
+        return;
+    }
+    if (j->half) {
+        j->half(ho, ha, hi - lo);
+        return;
+    }
     if (j->table) { /* one call over the part: called per CHUNK it took 10% longer (1M bf16 gelu) */
-        table_apply((uint16_t *)j->out->data + lo, (const uint16_t *)j->in->data + lo, 1, j->table,
-                    hi - lo);
+        table_apply(ho, ha, 1, j->table, hi - lo);
         return;
     }
     for (int64_t i = lo; i < hi; i += step) {
@@ -704,7 +732,7 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
     if (!t || in->desc.dtype != type || !blas_simd_fused_fits(op, &in->desc, ps)) return false;
     if (type != CX_F32 && type != CX_F16 && type != CX_BF16) return false;
     if (out->numel == 0) return true;
-    row_job j = {t, op, in, out, 1, out->numel, false, NULL, 0, NULL};
+    row_job j = {t, op, in, out, 1, out->numel, false, NULL, 0, NULL, NULL, NULL};
     int parts = parts_for(out->numel, GRAIN_MATH);
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX) {
         j.cols = in->desc.shape[ps->p[CX_P_AXIS].i[0]];
@@ -712,7 +740,15 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
         if (parts > j.rows) parts = (int)j.rows;
     } else {
         j.tanh_approx = op == CX_OP_GELU && ps->p[CX_P_APPROXIMATE].i[0] == 1;
-        if (type != CX_F32 && out->numel >= BLAS_HALF_TABLE_MIN) {
+        if (type == CX_BF16 && op == CX_OP_GELU && !j.tanh_approx && t->unary_bf16[op]) {
+            /* in registers at every size; beside its table on large arrays */
+            j.half = t->unary_bf16[op];
+            if (out->numel >= BLAS_HALF_TABLE_MIN && t->mixed_bf16[op]) {
+                j.table = half_table(t, type, HT_GELU);
+                if (j.table) j.mixed = t->mixed_bf16[op];
+            }
+            parts = parts_for(out->numel, GRAIN_CHEAP);
+        } else if (type != CX_F32 && out->numel >= BLAS_HALF_TABLE_MIN) {
             j.table = half_table(t, type,
                                  op == CX_OP_SILU ? HT_SILU
                                  : j.tanh_approx  ? HT_GELU_TANH
@@ -720,7 +756,7 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
             if (j.table) parts = parts_for(out->numel, GRAIN_CHEAP);
         }
     }
-    if (type != CX_F32 && !j.table) {
+    if (type != CX_F32 && !j.table && !j.half) {
         size_t step =
             j.rows > 1 || op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX ? (size_t)j.cols : CHUNK;
         j.stride = part_floats(step);

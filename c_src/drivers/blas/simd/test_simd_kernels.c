@@ -137,13 +137,18 @@ static int half_steps(uint16_t a, uint16_t b) {
     return abs(ia - ib);
 }
 
-/* The f16 and bf16 functions computed in registers (unary_f16, unary_bf16: exp, and bf16 tanh, on
- * AVX-512) on every
- * one of the 65,536 inputs, against the function in double rounded once: a quiet NaN for NaN (f16:
- * half.h's), at most 1 ulp elsewhere, never 1 ulp from an infinity, and at most `most` results off
- * at all (the counts measured when written: f16 exp 6, bf16 exp 0: correctly rounded); and every
- * length up to 40, so that each tail goes through the zero-padded copy (and, on AVX512-BF16, the
- * pairs of vectors through their own loop), giving the same bits as the whole array. */
+/* gelu in double: x Phi(x), with erfc so that Phi keeps its relative precision for x < 0 */
+static double gelu_ref(double x) {
+    return 0.5 * x * erfc(-x / sqrt(2.0));
+}
+
+/* The f16 and bf16 functions computed in registers (unary_f16, unary_bf16: exp, and bf16 tanh and
+ * gelu, on AVX-512) on every one of the 65,536 inputs, against the function in double rounded
+ * once: a quiet NaN for NaN (f16: half.h's), a zero of the right sign, at most 1 ulp elsewhere,
+ * never 1 ulp from an infinity, and at most `most` results off at all (the counts measured when
+ * written: f16 exp 6; bf16 exp, tanh and gelu 0, correctly rounded); and every length up to 40,
+ * so that each tail goes through the zero-padded copy (and, on AVX512-BF16, the pairs of vectors
+ * through their own loop), giving the same bits as the whole array. */
 static void test_half_unary(void **state) {
     (void)state;
     enum { N = 65536 };
@@ -153,7 +158,9 @@ static void test_half_unary(void **state) {
         const char *name;
         double (*f)(double);
         int most[2]; /* f16, bf16 */
-    } fns[] = {{CX_OP_EXP, "exp", exp, {6, 0}}, {CX_OP_TANH, "tanh", tanh, {0, 0}}};
+    } fns[] = {{CX_OP_EXP, "exp", exp, {6, 0}},
+               {CX_OP_TANH, "tanh", tanh, {0, 0}},
+               {CX_OP_GELU, "gelu", gelu_ref, {0, 0}}};
     for (int32_t i = 0; i < N; i++) a[i] = (uint16_t)i;
     int ran = 0;
     for (int k = 0; k < n_tables; k++)
@@ -205,6 +212,45 @@ static void test_half_unary(void **state) {
                 }
             }
     if (!ran) printf("no unary f16/bf16 kernel in these tables\n");
+}
+
+/* The mixed kernels (mixed_bf16: a register kernel beside the table of its results) give the bits
+ * of the register kernel alone, at every length around their pattern of two vectors and 16 table
+ * values, on values that put some vectors in gelu's tail (x <= -2, which the mixed gelu takes from
+ * the table) and leave others out of it. */
+static void test_half_mixed(void **state) {
+    (void)state;
+    enum { N = 65536, LEN = 3000 };
+    static uint16_t all[N], tab[N], a[LEN], want[LEN], got[LEN + 8];
+    for (int32_t i = 0; i < N; i++) all[i] = (uint16_t)i;
+    int ran = 0;
+    for (int k = 0; k < n_tables; k++)
+        for (int op = 0; op < CX_OP_COUNT; op++) {
+            simd_mixed_h mixed = tables[k]->mixed_bf16[op];
+            if (!mixed) continue;
+            simd_unary_h fn = tables[k]->unary_bf16[op];
+            assert_non_null(fn);
+            ran++;
+            fn(tab, all, N);
+            for (int64_t i = 0; i < LEN; i++) {
+                /* runs of 40 values in [-1, 1], every third with one value below -2, and now
+                 * and then any bf16 at all */
+                float x = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+                if ((i / 40) % 3 == 2 && i % 40 == 17) x = -2.0f - (float)(i % 7);
+                a[i] = i % 97 == 5 ? (uint16_t)(i * 40503u) : cx_bf16_from_f32(x);
+            }
+            fn(want, a, LEN);
+            for (int64_t n = 0; n <= LEN; n += n < 200 ? 1 : 397) {
+                memset(got, 0xee, sizeof got);
+                mixed(got, a, n, tab);
+                for (int64_t i = 0; i < n + 8; i++)
+                    if (got[i] != (i < n ? want[i] : 0xeeee))
+                        fail_msg("%s mixed bf16 op %d, %lld values: at %lld %04x, expected %04x",
+                                 tables[k]->name, op, (long long)n, (long long)i, got[i],
+                                 i < n ? want[i] : 0xeeee);
+            }
+        }
+    if (!ran) printf("no mixed kernel in these tables\n");
 }
 
 static void test_half_sum(void **state) {
@@ -370,10 +416,10 @@ static void test_gelu_silu_f32(void **state) {
 int main(void) {
     find_tables();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_transpose),     cmocka_unit_test(test_half_binary),
-        cmocka_unit_test(test_half_sum),      cmocka_unit_test(test_half_unary),
-        cmocka_unit_test(test_bf16_convert),  cmocka_unit_test(test_erf_f32),
-        cmocka_unit_test(test_gelu_silu_f32),
+        cmocka_unit_test(test_transpose),  cmocka_unit_test(test_half_binary),
+        cmocka_unit_test(test_half_sum),   cmocka_unit_test(test_half_unary),
+        cmocka_unit_test(test_half_mixed), cmocka_unit_test(test_bf16_convert),
+        cmocka_unit_test(test_erf_f32),    cmocka_unit_test(test_gelu_silu_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
