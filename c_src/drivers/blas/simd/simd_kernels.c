@@ -815,11 +815,14 @@ HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_binade_vf(x))
 /* ==== the register kernels beside the table ===================================================
  * On a large array, a function of one value that has both a register kernel and a table of its
  * results (blas_simd.c builds the table with the register kernel, so both give the same bits)
- * runs them interleaved: two vectors through the registers, then 16 values through the table,
- * and so on. The vectors keep the floating-point pipes busy and the table the load ports, at the
- * same time: 1M bf16 tanh on one thread, 0.145 ns a value against 0.19 in registers alone and
- * 0.22 from the table (2 vectors to 8, 32 or 64 table values, or 4 to 32, measured slower). A
- * vector with a lane that AVOID picks (gelu's tail) is taken from the table instead. */
+ * can run them interleaved: two vectors through the registers, then 16 values through the table,
+ * and so on, the vectors keeping the floating-point pipes busy and the table the load ports. On
+ * one thread that pays (1M bf16 in [-1, 1]: tanh 0.145 ns a value against 0.19 in registers and
+ * 0.24 from the table; 2 vectors to 8, 32 or 64 table values, or 4 to 32, were slower), but with
+ * both threads of the pool at work the two cores here share more than their caches, and less is
+ * left (1M values split in two, median of 300 runs: tanh 131-133 us in registers, 145-148 mixed,
+ * 176-180 from the table; gelu 170-191, 160-177, 176-190). So only gelu runs mixed, where a vector
+ * with a lane in its tail (AVOID) is also taken from the table instead of its slow exp. */
 #define MIX_TABLE 16
 static inline void table_run(uint16_t *restrict o, const uint16_t *restrict a,
                              const uint16_t *restrict tab, int64_t n) {
@@ -857,10 +860,7 @@ static inline void st2_bf16(uint16_t *o, vf lo, vf hi) {
     st_bf16(o, lo);
     st_bf16(o + VW, hi);
 }
-#define NO_LANE(x) 0
-#define MIX_TANH   tanh_binade_vf(x, tanh_bf16_fit, TANH_BF16_FIT_DEG)
-#define MIX_GELU   gelu_of_phi(x, gelu_phi_vf(x))
-HALF_MIX(tanh_bf16_mix, , ld_bf16, st2_bf16, MIX_TANH, NO_LANE)
+#define MIX_GELU gelu_of_phi(x, gelu_phi_vf(x))
 HALF_MIX(gelu_bf16_mix, , ld_bf16, st2_bf16, MIX_GELU, gelu_tail)
 #endif
 
@@ -1378,7 +1378,6 @@ HW_BF16(min, vf_nan_or(x, y, vf_lt(x, y)))
 HW_BF16_UNARY(exp, exp_clamped_vf(x, -104.0f, 89.0f))
 HW_BF16_UNARY(tanh, tanh_binade_vf(x, tanh_bf16_fit, TANH_BF16_FIT_DEG))
 HW_BF16_UNARY(gelu, gelu_binade_vf(x))
-HALF_MIX(tanh_bf16_hw_mix, BF16_HW, ld_bf16, st2_bf16_hw, MIX_TANH, NO_LANE)
 HALF_MIX(gelu_bf16_hw_mix, BF16_HW, ld_bf16, st2_bf16_hw, MIX_GELU, gelu_tail)
 
 BF16_HW static void f32_to_bf16_hw(const float *restrict f, uint16_t *restrict h, int64_t n) {
@@ -1437,7 +1436,6 @@ const simd_table SIMD_TABLE = {
     .unary_bf16[CX_OP_EXP] = exp_bf16,
     .unary_bf16[CX_OP_TANH] = tanh_bf16,
     .unary_bf16[CX_OP_GELU] = gelu_bf16,
-    .mixed_bf16[CX_OP_TANH] = tanh_bf16_mix,
     .mixed_bf16[CX_OP_GELU] = gelu_bf16_mix,
 #endif
     .select_f32 = select_f32,
@@ -1475,7 +1473,6 @@ void simd_avx512_bf16(simd_table *t) {
     t->unary_bf16[CX_OP_EXP] = exp_bf16_hw;
     t->unary_bf16[CX_OP_TANH] = tanh_bf16_hw;
     t->unary_bf16[CX_OP_GELU] = gelu_bf16_hw;
-    t->mixed_bf16[CX_OP_TANH] = tanh_bf16_hw_mix;
     t->mixed_bf16[CX_OP_GELU] = gelu_bf16_hw_mix;
     t->f32_to_bf16 = f32_to_bf16_hw;
 }
