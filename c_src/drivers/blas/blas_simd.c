@@ -186,7 +186,6 @@ typedef struct {
     ew_form form;
     size_t es[3], oes;     /* element sizes of the operands and of the output */
     const uint16_t *table; /* f16/bf16 function of one value: its table (or NULL) */
-    simd_mixed_h mixed;    /* and the register kernel that runs beside it (or NULL) */
 } ew_job;
 
 static void widen(cx_dtype t, const simd_table *s, const uint16_t *h, float *f, int64_t n) {
@@ -251,7 +250,7 @@ static const uint16_t *half_table(const simd_table *t, cx_dtype type, int key) {
     uint16_t arg[CHUNK];
     float a[CHUNK], r[CHUNK];
     /* a function with a register kernel: its results, so that the table and the kernel agree
-     * bit for bit wherever either runs (the mixed kernels run both on one array) */
+     * bit for bit wherever either runs (bf16 gelu's mixed kernel runs both on one array) */
     simd_unary_h reg = unary_half(t, type, key == HT_GELU ? CX_OP_GELU : key);
     for (int32_t i = 0; i < 65536; i += CHUNK) {
         for (int k = 0; k < CHUNK; k++) arg[k] = (uint16_t)(i + k);
@@ -328,10 +327,6 @@ static void ew_segment(const ew_job *j, void *o, const void *const *p, const int
             t->unary_f64[j->op](o, p[0], len);
         else
             t->binary_f64[j->op](o, p[0], p[1], s[0], s[1], len);
-        return;
-    }
-    if (j->mixed && s[0]) {
-        j->mixed(o, p[0], len, j->table);
         return;
     }
     if (j->table) {
@@ -465,15 +460,12 @@ bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx
                 unary, &l,         in,
                 out,   out->numel, form == EW_ARITH && is_math(op) ? GRAIN_MATH : GRAIN_CHEAP,
                 form,  {0},        cx_dtype_size(out->desc.dtype),
-                NULL,  NULL};
+                NULL};
     for (int k = 0; k < n_in; k++) j.es[k] = cx_dtype_size(in[k]->desc.dtype);
     if (form == EW_ARITH && unary && j.type != CX_F32 && j.type != CX_F64 &&
-        j.n >= BLAS_HALF_TABLE_MIN) {
-        simd_mixed_h mixed = j.type == CX_BF16 ? t->mixed_bf16[op] : NULL;
-        if (mixed || (table_pays(op) && !unary_half(t, j.type, op))) {
-            j.table = half_table(t, j.type, op);
-            if (j.table) j.grain = GRAIN_CHEAP, j.mixed = mixed;
-        }
+        j.n >= BLAS_HALF_TABLE_MIN && table_pays(op) && !unary_half(t, j.type, op)) {
+        j.table = half_table(t, j.type, op);
+        if (j.table) j.grain = GRAIN_CHEAP;
     }
     blas_parallel(parts_for(j.n, j.grain), false, ew_part, &j);
     return true;
@@ -743,9 +735,9 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
         if (type == CX_BF16 && op == CX_OP_GELU && !j.tanh_approx && t->unary_bf16[op]) {
             /* in registers at every size; beside its table on large arrays */
             j.half = t->unary_bf16[op];
-            if (out->numel >= BLAS_HALF_TABLE_MIN && t->mixed_bf16[op]) {
+            if (out->numel >= BLAS_HALF_TABLE_MIN && t->gelu_bf16_mixed) {
                 j.table = half_table(t, type, HT_GELU);
-                if (j.table) j.mixed = t->mixed_bf16[op];
+                if (j.table) j.mixed = t->gelu_bf16_mixed;
             }
             parts = parts_for(out->numel, GRAIN_CHEAP);
         } else if (type != CX_F32 && out->numel >= BLAS_HALF_TABLE_MIN) {
@@ -863,12 +855,13 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
             float *o = last && !j->reduce && !half ? j->out + (wide[r] ? i : 0)
                                                    : scratch + (size_t)k * CHAIN_BLOCK;
             int64_t m = wide[r] ? n : 1;
-            simd_unary_h h16 = b < 0 ? unary_half(j->t, j->type, c->op[k]) : NULL;
-            if (h16) {
-                /* as the op alone runs it (ew_segment), from the f16 values v[a] holds exactly */
+            simd_unary_h reg = b < 0 ? unary_half(j->t, j->type, c->op[k]) : NULL;
+            if (reg) {
+                /* as the op alone runs it (ew_segment), from the f16/bf16 values v[a] holds
+                 * exactly */
                 uint16_t *ho = last ? (uint16_t *)j->out + (wide[r] ? i : 0) : hbuf + CHAIN_BLOCK;
                 narrow(j->type, j->t, v[a], hbuf, m);
-                h16(ho, hbuf, m);
+                reg(ho, hbuf, m);
                 if (!last) widen(j->type, j->t, ho, o, m);
                 v[r] = o;
                 continue;

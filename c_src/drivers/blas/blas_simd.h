@@ -23,8 +23,8 @@ typedef void (*simd_binary_f64)(double *o, const double *a, const double *b, int
                                 int64_t n);
 /* f16 or bf16 operands and result, computed in f32 registers */
 typedef void (*simd_unary_h)(uint16_t *o, const uint16_t *a, int64_t n);
-/* the same function beside its table of results (tab: 65,536 of them, as the unary kernel gives
- * them), for large arrays */
+/* a function of one f16/bf16 value beside its table of results (tab: 65,536 of them, as its
+ * unary kernel gives them), for large arrays */
 typedef void (*simd_mixed_h)(uint16_t *o, const uint16_t *a, int64_t n, const uint16_t *tab);
 typedef void (*simd_binary_h)(uint16_t *o, const uint16_t *a, const uint16_t *b, int sa, int sb,
                               int64_t n);
@@ -48,9 +48,8 @@ typedef struct {
      * chunks) */
     simd_unary_h unary_f16[CX_OP_COUNT];
     simd_unary_h unary_bf16[CX_OP_COUNT]; /* [CX_OP_GELU]: gelu's erf form */
-    /* the same bf16 functions beside their tables, where that is faster on large arrays (NULL:
-     * the unary kernel alone) */
-    simd_mixed_h mixed_bf16[CX_OP_COUNT];
+    /* bf16 gelu beside its table, for large arrays (NULL: unary_bf16[CX_OP_GELU] alone) */
+    simd_mixed_h gelu_bf16_mixed;
     /* comparisons to u8 (1 where it holds) */
     simd_compare_f32 compare_f32[CX_OP_COUNT];
     simd_compare_f64 compare_f64[CX_OP_COUNT];

@@ -1436,7 +1436,7 @@ const simd_table SIMD_TABLE = {
     .unary_bf16[CX_OP_EXP] = exp_bf16,
     .unary_bf16[CX_OP_TANH] = tanh_bf16,
     .unary_bf16[CX_OP_GELU] = gelu_bf16,
-    .mixed_bf16[CX_OP_GELU] = gelu_bf16_mix,
+    .gelu_bf16_mixed = gelu_bf16_mix,
 #endif
     .select_f32 = select_f32,
     .transpose_f32 = transpose_f32,
@@ -1473,7 +1473,7 @@ void simd_avx512_bf16(simd_table *t) {
     t->unary_bf16[CX_OP_EXP] = exp_bf16_hw;
     t->unary_bf16[CX_OP_TANH] = tanh_bf16_hw;
     t->unary_bf16[CX_OP_GELU] = gelu_bf16_hw;
-    t->mixed_bf16[CX_OP_GELU] = gelu_bf16_hw_mix;
+    t->gelu_bf16_mixed = gelu_bf16_hw_mix;
     t->f32_to_bf16 = f32_to_bf16_hw;
 }
 #endif

@@ -214,42 +214,41 @@ static void test_half_unary(void **state) {
     if (!ran) printf("no unary f16/bf16 kernel in these tables\n");
 }
 
-/* The mixed kernels (mixed_bf16: a register kernel beside the table of its results) give the bits
- * of the register kernel alone, at every length around their pattern of two vectors and 16 table
- * values, on values that put some vectors in gelu's tail (x <= -2, which the mixed gelu takes from
- * the table) and leave others out of it. */
+/* The mixed kernel (gelu_bf16_mixed: bf16 gelu in registers beside the table of its results)
+ * gives the bits of the register kernel alone, at every length around its pattern of two vectors
+ * and 16 table values, on values that put some vectors in gelu's tail (x <= -2, which it takes
+ * from the table) and leave others out of it. */
 static void test_half_mixed(void **state) {
     (void)state;
     enum { N = 65536, LEN = 3000 };
     static uint16_t all[N], tab[N], a[LEN], want[LEN], got[LEN + 8];
     for (int32_t i = 0; i < N; i++) all[i] = (uint16_t)i;
     int ran = 0;
-    for (int k = 0; k < n_tables; k++)
-        for (int op = 0; op < CX_OP_COUNT; op++) {
-            simd_mixed_h mixed = tables[k]->mixed_bf16[op];
-            if (!mixed) continue;
-            simd_unary_h fn = tables[k]->unary_bf16[op];
-            assert_non_null(fn);
-            ran++;
-            fn(tab, all, N);
-            for (int64_t i = 0; i < LEN; i++) {
-                /* runs of 40 values in [-1, 1], every third with one value below -2, and now
-                 * and then any bf16 at all */
-                float x = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
-                if ((i / 40) % 3 == 2 && i % 40 == 17) x = -2.0f - (float)(i % 7);
-                a[i] = i % 97 == 5 ? (uint16_t)(i * 40503u) : cx_bf16_from_f32(x);
-            }
-            fn(want, a, LEN);
-            for (int64_t n = 0; n <= LEN; n += n < 200 ? 1 : 397) {
-                memset(got, 0xee, sizeof got);
-                mixed(got, a, n, tab);
-                for (int64_t i = 0; i < n + 8; i++)
-                    if (got[i] != (i < n ? want[i] : 0xeeee))
-                        fail_msg("%s mixed bf16 op %d, %lld values: at %lld %04x, expected %04x",
-                                 tables[k]->name, op, (long long)n, (long long)i, got[i],
-                                 i < n ? want[i] : 0xeeee);
-            }
+    for (int k = 0; k < n_tables; k++) {
+        simd_mixed_h mixed = tables[k]->gelu_bf16_mixed;
+        if (!mixed) continue;
+        simd_unary_h fn = tables[k]->unary_bf16[CX_OP_GELU];
+        assert_non_null(fn);
+        ran++;
+        fn(tab, all, N);
+        for (int64_t i = 0; i < LEN; i++) {
+            /* runs of 40 values in [-1, 1], every third with one value below -2, and now and
+             * then any bf16 at all */
+            float x = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+            if ((i / 40) % 3 == 2 && i % 40 == 17) x = -2.0f - (float)(i % 7);
+            a[i] = i % 97 == 5 ? (uint16_t)(i * 40503u) : cx_bf16_from_f32(x);
         }
+        fn(want, a, LEN);
+        for (int64_t n = 0; n <= LEN; n += n < 200 ? 1 : 397) {
+            memset(got, 0xee, sizeof got);
+            mixed(got, a, n, tab);
+            for (int64_t i = 0; i < n + 8; i++)
+                if (got[i] != (i < n ? want[i] : 0xeeee))
+                    fail_msg("%s mixed bf16 gelu, %lld values: at %lld %04x, expected %04x",
+                             tables[k]->name, (long long)n, (long long)i, got[i],
+                             i < n ? want[i] : 0xeeee);
+        }
+    }
     if (!ran) printf("no mixed kernel in these tables\n");
 }
 
