@@ -735,7 +735,8 @@ static inline vf tanh_binade_vf(vf x, const float (*c)[16], int deg) {
  * on, x. Below -2, Phi(x) = exp(-x^2 / 2) M(-x), M of degree 6 on binades 1 .. 3 (from -16 on
  * down, 0): gelu_tail_phi, computed only for the vectors that hold such an x. Correctly rounded on
  * every bf16 (test_simd_kernels; -inf gives NaN, as x Phi(x) does in double), where the f32
- * kernel's erf (absolute error 1.5e-7) leaves no correct digit below x = -5. One thread, values in
+ * kernel's erf (absolute error 1.5e-7) is 4% off at x = -5 and gives 0 from -6 on. One thread,
+ * values in
  * [-1, 1]: 0.22 ns a value, the table's time; in [-4, 4], a third of them in the tail, 0.51: on
  * large arrays the mixed kernel below runs it beside the table, and takes a vector with a tail
  * lane from the table. */
