@@ -285,20 +285,7 @@ static void table_apply(uint16_t *restrict o, const uint16_t *restrict a, int sa
         for (; i < n; i++) o[i] = v;
         return;
     }
-    /* four results to a 64-bit store: one cycle a value is the load and store ports' limit,
-     * and this takes 0.24 ns a value against 0.30 one by one */
-    for (; i + 8 <= n; i += 8) {
-        uint64_t r = (uint64_t)tab[a[i]] | (uint64_t)tab[a[i + 1]] << 16 |
-                     (uint64_t)tab[a[i + 2]] << 32 | (uint64_t)tab[a[i + 3]] << 48;
-        uint64_t q = (uint64_t)tab[a[i + 4]] | (uint64_t)tab[a[i + 5]] << 16 |
-                     (uint64_t)tab[a[i + 6]] << 32 | (uint64_t)tab[a[i + 7]] << 48;
-        /* the empty statements keep r and q in general registers: vectorised, as GCC's -O3
-         * would have it, this loop extracts each index with pextrw and runs at half the speed */
-        __asm__("" : "+r"(r), "+r"(q));
-        memcpy(o + i, &r, sizeof r);
-        memcpy(o + i + 4, &q, sizeof q);
-    }
-    for (; i < n; i++) o[i] = tab[a[i]];
+    simd_table_lookup(o, a, tab, n);
 }
 
 /* One run of len output elements at o from operands at p (steps s: 1, or 0 for one value). */

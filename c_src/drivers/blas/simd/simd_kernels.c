@@ -825,20 +825,6 @@ HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_binade_vf(x))
  * 176-180 from the table; gelu 170-191, 160-177, 176-190). So only gelu runs mixed, where a vector
  * with a lane in its tail (AVOID) is also taken from the table instead of its slow exp. */
 #define MIX_TABLE 16
-static inline void table_run(uint16_t *restrict o, const uint16_t *restrict a,
-                             const uint16_t *restrict tab, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) { /* as blas_simd.c's table_apply */
-        uint64_t r = (uint64_t)tab[a[i]] | (uint64_t)tab[a[i + 1]] << 16 |
-                     (uint64_t)tab[a[i + 2]] << 32 | (uint64_t)tab[a[i + 3]] << 48;
-        uint64_t q = (uint64_t)tab[a[i + 4]] | (uint64_t)tab[a[i + 5]] << 16 |
-                     (uint64_t)tab[a[i + 6]] << 32 | (uint64_t)tab[a[i + 7]] << 48;
-        __asm__("" : "+r"(r), "+r"(q));
-        memcpy(o + i, &r, sizeof r);
-        memcpy(o + i + 4, &q, sizeof q);
-    }
-    for (; i < n; i++) o[i] = tab[a[i]];
-}
 #define HALF_MIX(fname, ATTR, LD, ST2, F, AVOID)                                                   \
     ATTR static void fname(uint16_t *restrict o, const uint16_t *restrict a, int64_t n,            \
                            const uint16_t *restrict tab) {                                         \
@@ -846,16 +832,16 @@ static inline void table_run(uint16_t *restrict o, const uint16_t *restrict a,
         for (; i + 2 * VW + MIX_TABLE <= n; i += 2 * VW + MIX_TABLE) {                             \
             vf x0 = LD(a + i), x1 = LD(a + i + VW);                                                \
             if (AVOID(x0) | AVOID(x1)) {                                                           \
-                table_run(o + i, a + i, tab, 2 * VW);                                              \
+                simd_table_lookup(o + i, a + i, tab, 2 * VW);                                      \
             } else {                                                                               \
                 vf x = x0;                                                                         \
                 vf lo = (F);                                                                       \
                 x = x1;                                                                            \
                 ST2(o + i, lo, (F));                                                               \
             }                                                                                      \
-            table_run(o + i + 2 * VW, a + i + 2 * VW, tab, MIX_TABLE);                             \
+            simd_table_lookup(o + i + 2 * VW, a + i + 2 * VW, tab, MIX_TABLE);                     \
         }                                                                                          \
-        table_run(o + i, a + i, tab, n - i);                                                       \
+        simd_table_lookup(o + i, a + i, tab, n - i);                                               \
     }
 static inline void st2_bf16(uint16_t *o, vf lo, vf hi) {
     st_bf16(o, lo);
