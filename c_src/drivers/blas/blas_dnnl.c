@@ -488,6 +488,11 @@ static void release_class(conv_class *c) {
     pthread_mutex_unlock(&dn_lock);
 }
 
+/* the faster path by each one's fastest call, oneDNN on a tie; dn_lock held */
+static void conv_decide(conv_class *c) {
+    c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
+}
+
 /* Which path the next conv2d of class c takes: 1 oneDNN, 2 im2col (see the top of the file). */
 static int next_path(const conv_class *c) {
     if (forced()) return forced();
@@ -503,11 +508,11 @@ static void record(conv_class *c, int path, double seconds) {
     int call = c->choice ? 0 : ++c->calls;
     if (path == 1 && (call == 2 || (call == 3 && seconds < c->dnnl_s))) c->dnnl_s = seconds;
     if (path == 2 && (call == 4 || (call == 5 && seconds < c->im2col_s))) c->im2col_s = seconds;
-    if (call == 5) c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
+    if (call == 5) conv_decide(c);
     if (!call && !forced() &&
         probe_step(&c->ps, c->choice, path, seconds, &c->dnnl_s, &c->im2col_s)) {
         int was = c->choice;
-        c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
+        conv_decide(c);
         probe_settled(&c->ps, was, c->choice);
     }
     pthread_mutex_unlock(&dn_lock);

@@ -719,10 +719,11 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
         if (parts > j.rows) parts = (int)j.rows;
     } else {
         j.tanh_approx = op == CX_OP_GELU && ps->p[CX_P_APPROXIMATE].i[0] == 1;
-        if (type == CX_BF16 && op == CX_OP_GELU && !j.tanh_approx && t->unary_bf16[op]) {
-            /* in registers at every size; beside its table on large arrays */
-            j.half = t->unary_bf16[op];
-            if (out->numel >= BLAS_HALF_TABLE_MIN && t->gelu_bf16_mixed) {
+        simd_unary_h reg = op == CX_OP_GELU && !j.tanh_approx ? unary_half(t, type, op) : NULL;
+        if (reg) {
+            /* in registers at every size; bf16 beside its table on large arrays */
+            j.half = reg;
+            if (type == CX_BF16 && out->numel >= BLAS_HALF_TABLE_MIN && t->gelu_bf16_mixed) {
                 j.table = half_table(t, type, HT_GELU);
                 if (j.table) j.mixed = t->gelu_bf16_mixed;
             }

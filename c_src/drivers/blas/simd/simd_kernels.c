@@ -823,21 +823,18 @@ HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_binade_vf(x))
  * both threads of the pool at work the two cores here share more than their caches, and less is
  * left (1M values split in two, median of 300 runs: tanh 131-133 us in registers, 145-148 mixed,
  * 176-180 from the table; gelu 170-191, 160-177, 176-190). So only gelu runs mixed, where a vector
- * with a lane in its tail (AVOID) is also taken from the table instead of its slow exp. */
+ * with a lane in its tail is also taken from the table instead of its slow exp. */
 #define MIX_TABLE 16
-#define HALF_MIX(fname, ATTR, LD, ST2, F, AVOID)                                                   \
+#define GELU_MIX(fname, ATTR, ST2)                                                                 \
     ATTR static void fname(uint16_t *restrict o, const uint16_t *restrict a, int64_t n,            \
                            const uint16_t *restrict tab) {                                         \
         int64_t i = 0;                                                                             \
         for (; i + 2 * VW + MIX_TABLE <= n; i += 2 * VW + MIX_TABLE) {                             \
-            vf x0 = LD(a + i), x1 = LD(a + i + VW);                                                \
-            if (AVOID(x0) | AVOID(x1)) {                                                           \
+            vf x0 = ld_bf16(a + i), x1 = ld_bf16(a + i + VW);                                      \
+            if (gelu_tail(x0) | gelu_tail(x1)) {                                                   \
                 simd_table_lookup(o + i, a + i, tab, 2 * VW);                                      \
             } else {                                                                               \
-                vf x = x0;                                                                         \
-                vf lo = (F);                                                                       \
-                x = x1;                                                                            \
-                ST2(o + i, lo, (F));                                                               \
+                ST2(o + i, gelu_of_phi(x0, gelu_phi_vf(x0)), gelu_of_phi(x1, gelu_phi_vf(x1)));    \
             }                                                                                      \
             simd_table_lookup(o + i + 2 * VW, a + i + 2 * VW, tab, MIX_TABLE);                     \
         }                                                                                          \
@@ -847,8 +844,7 @@ static inline void st2_bf16(uint16_t *o, vf lo, vf hi) {
     st_bf16(o, lo);
     st_bf16(o + VW, hi);
 }
-#define MIX_GELU gelu_of_phi(x, gelu_phi_vf(x))
-HALF_MIX(gelu_bf16_mix, , ld_bf16, st2_bf16, MIX_GELU, gelu_tail)
+GELU_MIX(gelu_bf16_mix, , st2_bf16)
 #endif
 
 /* ==== sums ======================================================================================
@@ -1365,7 +1361,7 @@ HW_BF16(min, vf_nan_or(x, y, vf_lt(x, y)))
 HW_BF16_UNARY(exp, exp_clamped_vf(x, -104.0f, 89.0f))
 HW_BF16_UNARY(tanh, tanh_binade_vf(x, tanh_bf16_fit, TANH_BF16_FIT_DEG))
 HW_BF16_UNARY(gelu, gelu_binade_vf(x))
-HALF_MIX(gelu_bf16_hw_mix, BF16_HW, ld_bf16, st2_bf16_hw, MIX_GELU, gelu_tail)
+GELU_MIX(gelu_bf16_hw_mix, BF16_HW, st2_bf16_hw)
 
 BF16_HW static void f32_to_bf16_hw(const float *restrict f, uint16_t *restrict h, int64_t n) {
     int64_t i = 0;
