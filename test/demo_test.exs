@@ -285,6 +285,30 @@ defmodule Cascade.DemoTest do
       assert Augment.apply(both, Cascade.slice(x, [0, 0], [1, 9]), [67]) |> Cascade.to_list() ==
                [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]]
     end
+
+    test "bilinear moves mix the four pixels around each source, by nearness" do
+      alias Cascade.Demo.Augment
+      x = Cascade.iota({1, 9}, type: :f32) |> Cascade.add(1)
+      # scale 1.5: output pixel (0, 0) reads (1/3, 1/3) of the input, between 1, 2, 4 and 5
+      grower = Augment.new(3, 3, 0, Cascade.Device.default(), scale: 0.5, interpolation: :linear)
+      [[a, b, c, d, e, f, g, h, i]] = Augment.apply(grower, x, [2]) |> Cascade.to_list()
+
+      for {got, want} <-
+            Enum.zip([a, b, c, d, e, f, g, h, i], [7, 9, 11, 13, 15, 17, 19, 21, 23]),
+          do: assert_in_delta(got, want / 3, 1.0e-5)
+
+      # quarter turns and the identity move whole pixels, as the nearest sampling does
+      turner = Augment.new(3, 3, 0, Cascade.Device.default(), rotate: 90, interpolation: :linear)
+      nearest = Augment.new(3, 3, 0, Cascade.Device.default(), rotate: 90)
+      x3 = Cascade.concatenate([x, x, x])
+
+      assert Augment.apply(turner, x3, [0, 2, 4]) |> Cascade.to_list() ==
+               Augment.apply(nearest, x3, [0, 2, 4]) |> Cascade.to_list()
+
+      # shifts alone need no interpolation: one table, no weights
+      assert %Augment{weights: nil} =
+               Augment.new(3, 3, 1, Cascade.Device.default(), interpolation: :linear)
+    end
   end
 
   describe "the bench report" do

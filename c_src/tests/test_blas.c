@@ -738,6 +738,25 @@ static void test_vector_kernels(void **state) {
         cx_params ends = {0};
         cx_param_put_ints(&ends, CX_P_AXES, (const int64_t[]){0, 2}, 2);
         compare(CX_OP_SUM, &q, 1, &ends, CX_ROUTE_NATIVE);
+        /* every sum above runs on the vector kernels (the middle axis of q too), where they are */
+        bool simd = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        if (simd &&
+            (getenv("CASCADE_SIMD") == NULL || strcmp(getenv("CASCADE_SIMD"), "none") != 0)) {
+            cx_params mid_axis = {0};
+            cx_param_put_ints(&mid_axis, CX_P_AXES, (const int64_t[]){1}, 1);
+            cx_params *sums[] = {&mid_axis, &ends};
+            cx_tensor *on_blas = moved(q, blas);
+            for (int k = 0; k < 2; k++) {
+                cx_plan plan;
+                cx_status st = {0};
+                assert_int_equal(cx_plan_op(CX_OP_SUM, blas, (const cx_tensor *const *)&on_blas, 1,
+                                            sums[k], &plan, &st),
+                                 CX_OK);
+                assert_non_null(plan.library);
+                assert_string_not_equal(plan.library, "portable");
+            }
+            tu_drop(on_blas);
+        }
         if (ty != CX_F64) {
             for (int axis = 1; axis <= 2; axis++) {
                 cx_params ps = {0};

@@ -29,6 +29,7 @@ defmodule Cascade.Demo.Training do
     shift: 2,
     rotate: 0,
     scale: 0,
+    interpolation: :nearest,
     seed: 42,
     on_batch: nil,
     on_epoch: nil
@@ -65,8 +66,9 @@ defmodule Cascade.Demo.Training do
   keyed by the seed and the step),
   `hidden:` (the MLP's hidden layer sizes),
   `shift:` (the largest random shift in pixels, 0 for none), `rotate:` (the largest random
-  rotation in degrees) and `scale:` (the largest random change of size, a fraction; both 0 for
-  none: see `Cascade.Demo.Augment.new/5`), `seed:`, `on_batch:`
+  rotation in degrees), `scale:` (the largest random change of size, a fraction; both 0 for
+  none) and `interpolation:` (`:nearest` or `:linear`: how turned and scaled images are
+  sampled; see `Cascade.Demo.Augment.new/5`), `seed:`, `on_batch:`
   (`fn %{epoch, done, total, loss, seconds} -> ...` after each batch, with the epoch's mean
   loss so far) and `on_epoch:` (`fn epoch_result -> ...`).
   """
@@ -98,7 +100,8 @@ defmodule Cascade.Demo.Training do
       shifter:
         Augment.new(train.rows, train.cols, opts[:shift], device,
           rotate: opts[:rotate],
-          scale: opts[:scale]
+          scale: opts[:scale],
+          interpolation: opts[:interpolation]
         ),
       steps: div(train.count + opts[:batch] - 1, opts[:batch]) * opts[:epochs]
     }

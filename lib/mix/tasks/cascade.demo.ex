@@ -12,7 +12,7 @@ defmodule Mix.Tasks.Cascade.Demo do
       mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda|opencl:1] [--epochs N]
                        [--type f32|f16|bf16|f64] [--seed N] [--batch N] [--rate X]
                        [--weight-decay X] [--dropout P] [--hidden 256[,128...]] [--shift N]
-                       [--rotate DEGREES] [--scale F]
+                       [--rotate DEGREES] [--scale F] [--interpolation nearest|linear]
 
   Defaults: `--model cnn --device host` (the default device: `blas` where OpenBLAS loaded,
   else `cpu`) `--type f32 --seed 42 --batch 64 --shift 2`; for the CNN `--epochs 18 --rate
@@ -42,7 +42,8 @@ defmodule Mix.Tasks.Cascade.Demo do
     hidden: :string,
     shift: :integer,
     rotate: :float,
-    scale: :float
+    scale: :float,
+    interpolation: :string
   ]
 
   @impl true
@@ -136,7 +137,8 @@ defmodule Mix.Tasks.Cascade.Demo do
       hidden: hidden!(opts[:hidden], defaults[:hidden]),
       shift: shift!(Keyword.get(opts, :shift, defaults[:shift])),
       rotate: rotate!(Keyword.get(opts, :rotate, defaults[:rotate])),
-      scale: scale!(Keyword.get(opts, :scale, defaults[:scale]))
+      scale: scale!(Keyword.get(opts, :scale, defaults[:scale])),
+      interpolation: interpolation!(opts[:interpolation], defaults[:interpolation])
     ]
   end
 
@@ -170,6 +172,13 @@ defmodule Mix.Tasks.Cascade.Demo do
   defp scale!(f) when f >= 0 and f < 0.5, do: f
   defp scale!(f), do: Mix.raise("--scale must be in [0, 0.5), got: #{f}")
 
+  defp interpolation!(nil, default), do: default
+  defp interpolation!("nearest", _), do: :nearest
+  defp interpolation!("linear", _), do: :linear
+
+  defp interpolation!(other, _),
+    do: Mix.raise("--interpolation must be nearest or linear, got: #{other}")
+
   defp hidden!(nil, default), do: default
 
   defp hidden!(text, _) do
@@ -199,6 +208,6 @@ defmodule Mix.Tasks.Cascade.Demo do
   defp usage do
     "usage: mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda] [--epochs N] [--type f32|f16|bf16|f64] " <>
       "[--seed N] [--batch N] [--rate X] [--weight-decay X] [--dropout P] [--hidden 256[,128]] [--shift N] " <>
-      "[--rotate DEGREES] [--scale F]"
+      "[--rotate DEGREES] [--scale F] [--interpolation nearest|linear]"
   end
 end
