@@ -474,7 +474,6 @@ typedef struct {
     cx_tensor *out;
     int64_t rows, cols; /* ENDS: rows = A, cols = B; MIDDLE: rows = R, cols = B */
     sum_form form;
-    bool inner;  /* form == SUM_INNER */
     double *acc; /* one row summed in slices: each slice's sum */
     int slots;   /* one row: it is summed in this many slices, whatever the threads that run them */
     int64_t kept;  /* ENDS: K; MIDDLE: A */
@@ -631,7 +630,7 @@ bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const simd_table *t = blas_simd();
     sum_form form;
     if (out->desc.dtype != in->desc.dtype || !sum_takes(t, &in->desc, ps, &form)) return false;
-    sum_job j = {t, in, out, 1, in->numel, form, form == SUM_INNER, NULL, 1, 0, 0};
+    sum_job j = {t, in, out, 1, in->numel, form, NULL, 1, 0, 0};
     int64_t kept = out->numel;
     int parts = parts_for(in->numel, GRAIN_CHEAP);
     bool reduced[CX_MAX_RANK];
