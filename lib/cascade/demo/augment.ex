@@ -9,7 +9,9 @@ defmodule Cascade.Demo.Augment do
   turn or scale) and flattened; a table holds, for each of the moves (the (2·max + 1)² shifts,
   times the angles and scales of `new/5`), the position in a padded image of every output pixel;
   `take/3` picks each image's row of the table, an offset per image makes the positions
-  absolute, and one more `take/3` reads the pixels.
+  absolute, and one more `take/3` reads the pixels. With `interpolation: :linear` a row holds
+  four positions a pixel and a second table their weights: the four pixels read are weighted
+  and summed (`sum/2` over the middle axis of {batch, 4, pixels}).
   """
 
   defstruct [:pad, :count, :rows, :cols, :table, weights: nil]
