@@ -308,6 +308,10 @@ defmodule Cascade.DemoTest do
       # shifts alone need no interpolation: one table, no weights
       assert %Augment{weights: nil} =
                Augment.new(3, 3, 1, Cascade.Device.default(), interpolation: :linear)
+
+      assert_raise ArgumentError, ~r/expected :nearest or :linear/, fn ->
+        Augment.new(3, 3, 1, Cascade.Device.default(), interpolation: :cubic)
+      end
     end
   end
 

@@ -31,6 +31,14 @@ defmodule Cascade.Demo.Augment do
     rotate = Keyword.get(opts, :rotate, 0)
     scale = Keyword.get(opts, :scale, 0)
     interpolation = Keyword.get(opts, :interpolation, :nearest)
+
+    unless interpolation in [:nearest, :linear],
+      do:
+        raise(
+          ArgumentError,
+          "interpolation: expected :nearest or :linear, got: #{inspect(interpolation)}"
+        )
+
     angles = if rotate == 0, do: [0.0], else: Enum.map([-1, -0.5, 0, 0.5, 1], &(&1 * rotate))
     scales = if scale == 0, do: [1.0], else: [1 - scale, 1.0, 1 + scale]
     # a border of zeros, at least one pixel wide: where a source pixel lies outside the image
