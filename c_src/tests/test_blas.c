@@ -738,6 +738,38 @@ static void test_vector_kernels(void **state) {
         cx_params ends = {0};
         cx_param_put_ints(&ends, CX_P_AXES, (const int64_t[]){0, 2}, 2);
         compare(CX_OP_SUM, &q, 1, &ends, CX_ROUTE_NATIVE);
+        /* rows of 5 summed over axis 1 (SUM_SHORT's loop for f32 and f64): against the cpu, and
+         * bit for bit each row summed alone (a tensor of 5, through sum_f32 / sum_f64) */
+        {
+            const int64_t thin_shape[2] = {65536, 5};
+            cx_tensor *thin = filled(ty, 2, thin_shape, 11);
+            cx_params rows = {0};
+            cx_param_put_ints(&rows, CX_P_AXES, (const int64_t[]){1}, 1);
+            compare(CX_OP_SUM, &thin, 1, &rows, CX_ROUTE_NATIVE);
+            cx_tensor *on_blas = moved(thin, blas);
+            cx_tensor *sums_blas = run_on(blas, CX_OP_SUM, &on_blas, 1, &rows);
+            cx_tensor *sums = moved(sums_blas, cpu);
+            static const int64_t picks[] = {0, 1, 4097, 65535};
+            for (int k = 0; k < 4; k++) {
+                double v[5];
+                for (int c = 0; c < 5; c++) v[c] = tu_load(ty, thin->data, picks[k] * 5 + c);
+                cx_tensor *row = tu_vec(ty, 5, v), *row_blas = moved(row, blas);
+                cx_tensor *one_blas = run_on(blas, CX_OP_SUM, &row_blas, 1, NULL);
+                cx_tensor *one = moved(one_blas, cpu);
+                double alone = tu_load(ty, one->data, 0), got = tu_load(ty, sums->data, picks[k]);
+                if (memcmp(&alone, &got, sizeof got) != 0)
+                    fail_msg("row %lld of 5: %.17g summed with the others, %.17g alone",
+                             (long long)picks[k], got, alone);
+                tu_drop(one);
+                tu_drop(one_blas);
+                tu_drop(row_blas);
+                tu_drop(row);
+            }
+            tu_drop(sums);
+            tu_drop(sums_blas);
+            tu_drop(on_blas);
+            tu_drop(thin);
+        }
         /* every sum above runs on the vector kernels (the middle axis of q too), where they are */
         bool simd = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
         if (simd &&
