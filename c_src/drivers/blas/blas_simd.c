@@ -596,24 +596,21 @@ static void sum_part(void *ctx, int index, int parts) {
     }
 }
 
-/* which of `in`'s axes ps's axes reduce */
-static void reduced_axes(const cx_desc *in, const cx_params *ps, bool *reduced) {
-    const cx_param *axes = &ps->p[CX_P_AXES];
-    for (int a = 0; a < in->rank; a++) reduced[a] = false;
-    for (int k = 0; k < axes->n && k < CX_MAX_PARAM_INTS; k++)
-        if (axes->i[k] >= 0 && axes->i[k] < in->rank) reduced[axes->i[k]] = true;
-}
-
 /* Whether the vector sum takes `in` reduced over ps's axes, and how (sum_form): a float type,
- * and the reduced axes (less those of size 1) the last ones, the first ones, or some of each with
- * the kept ones between them. */
-static bool sum_takes(const simd_table *t, const cx_desc *in, const cx_params *ps, sum_form *form) {
+ * and the reduced axes (less those of size 1) the last ones, the first ones, some of each with
+ * the kept ones between them, or kept ones on both sides of them. *tail: the elements after the
+ * last reduced axis (outer, middle) or the last kept one (ends), size-1 axes aside: B of the
+ * {A, K, B} and {A, R, B} views. */
+static bool sum_takes(const simd_table *t, const cx_desc *in, const cx_params *ps, sum_form *form,
+                      int64_t *tail) {
     cx_dtype type = in->dtype;
     if (!t || cx_desc_numel(in) == 0) return false;
     if (type != CX_F32 && type != CX_F64 && type != CX_F16 && type != CX_BF16) return false;
+    const cx_param *axes = &ps->p[CX_P_AXES];
     int rank = in->rank;
-    bool reduced[CX_MAX_RANK];
-    reduced_axes(in, ps, reduced);
+    bool reduced[CX_MAX_RANK] = {false};
+    for (int k = 0; k < axes->n && k < CX_MAX_PARAM_INTS; k++)
+        if (axes->i[k] >= 0 && axes->i[k] < rank) reduced[axes->i[k]] = true;
     int last_kept = -1, first_kept = rank, last_red = -1, first_red = rank;
     bool gap = false; /* a reduced axis between kept ones */
     for (int a = 0; a < rank; a++) {
@@ -628,6 +625,9 @@ static bool sum_takes(const simd_table *t, const cx_desc *in, const cx_params *p
         }
     }
     if (last_red < 0) return false; /* nothing summed: a copy, left to the cpu kernel */
+    *tail = 1;
+    for (int a = (gap || last_red < first_kept ? last_red : last_kept) + 1; a < rank; a++)
+        *tail *= in->shape[a];
     if (last_kept < first_red) {
         *form = SUM_INNER; /* kept axes, then reduced ones */
         return true;
@@ -650,20 +650,11 @@ static bool sum_takes(const simd_table *t, const cx_desc *in, const cx_params *p
 bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const simd_table *t = blas_simd();
     sum_form form;
-    if (out->desc.dtype != in->desc.dtype || !sum_takes(t, &in->desc, ps, &form)) return false;
+    int64_t b; /* B */
+    if (out->desc.dtype != in->desc.dtype || !sum_takes(t, &in->desc, ps, &form, &b)) return false;
     sum_job j = {t, in, out, 1, in->numel, form, NULL, 1, 0, 0};
     int64_t kept = out->numel;
     int parts = parts_for(in->numel, GRAIN_CHEAP);
-    bool reduced[CX_MAX_RANK];
-    reduced_axes(&in->desc, ps, reduced);
-    /* the last axis of another kind than the trailing ones (size 1 or not, its kind does not
-     * matter): B is the elements after it */
-    int last_other = -1;
-    for (int a = 0; a < in->desc.rank; a++)
-        if (in->desc.shape[a] != 1 && reduced[a] == (form == SUM_MIDDLE || form == SUM_OUTER))
-            last_other = a;
-    int64_t b = 1;
-    for (int a = last_other + 1; a < in->desc.rank; a++) b *= in->desc.shape[a];
     switch (form) {
     case SUM_OUTER: /* a middle with A = 1 */
     case SUM_MIDDLE:
@@ -1397,7 +1388,8 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
             all.p[CX_P_AXES].n = in[0].rank;
             ps = &all;
         }
-        return sum_takes(t, &in[0], ps, &form) ? t->name : NULL;
+        int64_t tail;
+        return sum_takes(t, &in[0], ps, &form, &tail) ? t->name : NULL;
     }
     cx_desc out;
     broadcast_desc(in, n_in, &out);

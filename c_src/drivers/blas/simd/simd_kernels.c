@@ -710,9 +710,9 @@ static inline vf exp_clamped_vf(vf x, float lo, float hi) {
  * 16) added to its exponent as an integer (k << 19 carries floor(k / 16) into the exponent field;
  * each entry has j << 19 taken off for the part of j it carries into the fraction). All results
  * here are normal floats, so no scaling instruction is needed. 11 operations a vector where the
- * degree-5 polynomial above takes 12 and a two-part reduction: one thread, 1M values in [-1, 1],
- * 0.10 ns a value against 0.135; both threads, 1M split in two (pinned, median of 400): 55 us
- * against 72. */
+ * degree-5 polynomial above takes 12 and a two-part reduction: the function alone, from C, one
+ * thread, 1M values in [-1, 1], 0.10 ns a value against 0.135; both threads, 1M split in two
+ * (pinned, median of 400): 55 us against 72. */
 static const uint32_t exp16_table[16] __attribute__((aligned(64))) = {
     0x3f800000, 0x3f7daac3, 0x3f7b95c2, 0x3f79c3d3, 0x3f7837f0, 0x3f76f532, 0x3f75fed7, 0x3f75583f,
     0x3f7504f3, 0x3f7508a4, 0x3f75672a, 0x3f76248c, 0x3f7744fd, 0x3f78ccdf, 0x3f7ac0c7, 0x3f7d257d};
@@ -761,10 +761,9 @@ static inline vf tanh_binade_vf(vf x, const float (*c)[16], int deg) {
  * down, 0): gelu_tail_phi, computed only for the vectors that hold such an x. Correctly rounded on
  * every bf16 (test_simd_kernels; -inf gives NaN, as x Phi(x) does in double), where the f32
  * kernel's erf (absolute error 1.5e-7) is 4% off at x = -5 and gives 0 from -6 on. One thread,
- * values in
- * [-1, 1]: 0.22 ns a value, the table's time; in [-4, 4], a third of them in the tail, 0.51: on
- * large arrays the mixed kernel below runs it beside the table, and takes a vector with a tail
- * lane from the table. */
+ * values in [-1, 1]: 0.22 ns a value, the table's time; in [-4, 4], a third of them in the tail,
+ * 0.51: on large arrays the mixed kernel below runs it beside the table, and takes a vector with a
+ * tail lane from the table. */
 static inline vf gelu_tail_phi(vf a) { /* Phi(-a) for a >= 2: 0 from 16 on */
     a = vf_min(a, vf_set(16.0f));
     __m512i e = _mm512_srli_epi32(_mm512_castps_si512(a), 23);
