@@ -114,20 +114,17 @@ defmodule Cascade.Demo.Augment do
       |> Cascade.subtract(dx)
       |> Cascade.subtract(cx)
 
-    # the source, as in new/5's nearest table
-    sy =
-      cos
+    # the source, as in new/5's nearest table: a row of the rotation, scaled, about the centre
+    # (a - b and a + (-b) round alike)
+    source = fn a, b, centre ->
+      a
       |> Cascade.multiply(y)
-      |> Cascade.subtract(Cascade.multiply(sin, x))
+      |> Cascade.add(Cascade.multiply(b, x))
       |> Cascade.divide(s)
-      |> Cascade.add(cy)
+      |> Cascade.add(centre)
+    end
 
-    sx =
-      sin
-      |> Cascade.multiply(y)
-      |> Cascade.add(Cascade.multiply(cos, x))
-      |> Cascade.divide(s)
-      |> Cascade.add(cx)
+    {sy, sx} = {source.(cos, Cascade.negate(sin), cy), source.(sin, cos, cx)}
 
     {y0, x0} = {Cascade.floor(sy), Cascade.floor(sx)}
     {fy, fx} = {Cascade.subtract(sy, y0), Cascade.subtract(sx, x0)}
