@@ -122,6 +122,8 @@ defmodule Cascade.MixProject do
         fallback: :warn,
         drivers: [:cuda, :opencl, :blas, :cpu],
         gc_interval: 4 * 1024 * 1024,
+        # drivers choose how to run an op by timing (false) or by fixed rules (true)
+        reproducible: false,
         # milliseconds Cascade.to_binary/2 waits for an asynchronous download (cuda)
         download_timeout: 60_000
       ]

@@ -905,6 +905,58 @@ defmodule Cascade do
     :persistent_term.get({__MODULE__, :fallback}, Application.get_env(:cascade, :fallback, :warn))
   end
 
+  @doc """
+  Makes every run of a program give the same bits (`true`), or lets the drivers choose how to
+  run each op by timing (`false`, the initial setting unless `config :cascade, reproducible:
+  true`), for the whole node; returns `:ok`.
+
+  The `blas` device chooses between two libraries for some ops by measuring both on the shape:
+  conv2d on oneDNN or on im2col + OpenBLAS, an f32 3×3 conv2d with oneDNN's Winograd algorithm
+  or its direct one, a product that oneDNN may take (bf16 with AVX512-BF16, f32 of 2^25
+  multiply-adds or more) on oneDNN or on OpenBLAS. Every way gives the result within its
+  type's rounding, but not the same last bits, and timings change from run to run: a training
+  run that repeats every operation thousands of times ends at a slightly different model each
+  time. Reproducible, these choices follow fixed rules instead — oneDNN wherever it builds the
+  op, with its direct algorithm — and nothing is timed, so the same program
+  on the same inputs, machine and thread count (`CASCADE_BLAS_THREADS`) gives the same bits on
+  every run. It can be slower for a shape where the rule picks the slower way. The other
+  drivers have no timed choices.
+
+  The setting applies from the next call; each op already running finishes as it started.
+
+      iex> Cascade.put_reproducible(true)
+      :ok
+      iex> Cascade.reproducible?()
+      true
+      iex> Cascade.put_reproducible(false)
+      :ok
+  """
+  @spec put_reproducible(boolean()) :: :ok
+  def put_reproducible(on) when is_boolean(on) do
+    :persistent_term.put({__MODULE__, :reproducible}, on)
+    Native.set_reproducible(on)
+    :ok
+  end
+
+  def put_reproducible(other) do
+    raise ArgumentError,
+          "Cascade.put_reproducible/1: expected true or false, got: #{inspect(other)}"
+  end
+
+  @doc """
+  Whether the drivers take fixed paths (see `put_reproducible/1`).
+
+      iex> Cascade.reproducible?()
+      false
+  """
+  @spec reproducible?() :: boolean()
+  def reproducible? do
+    :persistent_term.get(
+      {__MODULE__, :reproducible},
+      Application.get_env(:cascade, :reproducible, false)
+    )
+  end
+
   @doc false
   def __op_names__, do: @op_names
 

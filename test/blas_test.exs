@@ -129,6 +129,38 @@ defmodule CascadeBlasTest do
     assert for({key, %{bytes: b}} <- on_blas, b != 0, do: key) == []
   end
 
+  test "reproducible: conv2d on oneDNN from the first call, the same bits every call" do
+    onednn? = @blas.detail =~ "oneDNN" and System.get_env("CASCADE_BLAS_CONV") in [nil, "onednn"]
+    refute Cascade.reproducible?()
+    # a shape no other test runs: timed, its calls 4 and 5 would run im2col
+    img =
+      Cascade.tensor(Enum.chunk_every(List.flatten(matrix(3 * 5, 11 * 7, 6)), 7), device: :blas)
+
+    img = Cascade.reshape(img, {3, 5, 11, 7})
+    kern = Cascade.reshape(Cascade.tensor(matrix(6, 5 * 9, 7), device: :blas), {6, 5, 3, 3})
+
+    try do
+      assert Cascade.put_reproducible(true) == :ok
+      assert Cascade.reproducible?()
+      Cascade.reset_stats()
+      first = Cascade.to_binary(Cascade.conv2d(img, kern, padding: :same))
+
+      for _ <- 1..11,
+          do: assert(Cascade.to_binary(Cascade.conv2d(img, kern, padding: :same)) == first)
+
+      %{calls: 12, libraries: libraries} = Cascade.stats()[{:blas, :conv2d, :native}]
+      assert libraries == if(onednn?, do: %{"onednn" => 12}, else: %{"openblas" => 12})
+    after
+      Cascade.put_reproducible(false)
+    end
+
+    refute Cascade.reproducible?()
+
+    assert_raise ArgumentError, ~r/expected true or false, got: :yes/, fn ->
+      Cascade.put_reproducible(:yes)
+    end
+  end
+
   test "two processes multiplying at once on :blas both get the right products" do
     jobs =
       for k <- 1..2 do

@@ -176,6 +176,23 @@ int64_t cx_gc_interval(void) {
     return atomic_load(&gc_interval);
 }
 
+static atomic_bool reproducible;
+
+bool cx_set_reproducible(bool on) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock); /* two callers at once: the drivers end in the last one's state */
+    bool was = atomic_exchange(&reproducible, on);
+    for (int k = 0; k < n_devices; k++)
+        if (devices[k].available && devices[k].driver->set_reproducible)
+            devices[k].driver->set_reproducible(devices[k].ctx, on);
+    pthread_mutex_unlock(&lock);
+    return was;
+}
+
+bool cx_reproducible(void) {
+    return atomic_load(&reproducible);
+}
+
 void cx_device_count_alloc(cx_device *dev, int64_t bytes) {
     int64_t live = atomic_fetch_add(&dev->live_bytes, bytes) + bytes;
     atomic_fetch_add(&dev->live_tensors, 1);

@@ -56,6 +56,12 @@ void cx_set_gc_interval(int64_t bytes);
 int64_t cx_gc_interval(void);
 #define CX_GC_MAJOR_INTERVALS 16
 
+/* Whether the drivers choose how to run an op by timing its ways (off, the default) or by fixed
+ * rules, so that a program gives the same bits on every run (on): set for every driver that
+ * has such choices (cx_driver.set_reproducible). Returns the setting before. */
+bool cx_set_reproducible(bool on);
+bool cx_reproducible(void);
+
 typedef enum { CX_GC_NONE = 0, CX_GC_MINOR = 1, CX_GC_MAJOR = 2 } cx_gc_request;
 
 void cx_device_count_alloc(cx_device *dev, int64_t bytes);

@@ -11,7 +11,8 @@
  * A driver has a context (from probe) and one or more devices, each with its own context (from
  * open_device); every call after that gets the device's context.
  *
- * ABI 3 added download_async (optional); ABI 4 library (optional). */
+ * ABI 3 added download_async (optional); ABI 4 library (optional); ABI 5 set_reproducible
+ * (optional). */
 #ifndef CX_DRIVER_H
 #define CX_DRIVER_H
 
@@ -20,7 +21,7 @@
 
 #include "ops.h"
 
-#define CX_DRIVER_ABI 4
+#define CX_DRIVER_ABI 5
 
 struct cx_tensor;
 
@@ -84,6 +85,13 @@ typedef struct cx_driver {
      * string; `ps` may be NULL (capabilities: every axis, the defaults). */
     const char *(*library)(void *dev, cx_op_id op, const cx_desc *in, int n_in,
                            const cx_params *ps);
+    /* Optional; NULL for a driver that never chooses how to run an op by timing its ways of
+     * running it. on: from the next call, every such choice follows a fixed rule instead (for
+     * the shape, the types and the processor alone), so that the same program on the same inputs
+     * and machine gives the same bits on every run; off: the driver measures again. For the
+     * whole driver, whichever device it is called on; may be called at any time, from any
+     * thread. */
+    void (*set_reproducible)(void *dev, bool on);
 } cx_driver;
 
 typedef const cx_driver *(*cx_driver_entry_fn)(void);

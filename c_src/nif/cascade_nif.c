@@ -1041,6 +1041,14 @@ static ERL_NIF_TERM set_gc_interval_nif(ErlNifEnv *env, int argc, const ERL_NIF_
     return am_ok;
 }
 
+/* set_reproducible(true | false): the setting before (cx_set_reproducible) */
+static ERL_NIF_TERM set_reproducible_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    bool on = enif_is_identical(argv[0], am_true);
+    if (!on && !enif_is_identical(argv[0], am_false)) return raise_arg(env, "expected a boolean");
+    return cx_set_reproducible(on) ? am_true : am_false;
+}
+
 /* On upgrade (the module reloaded while this library stays mapped) the resource type already
  * exists: it must be taken over, and a failure must not clear tensor_type, which the old code
  * still uses for every tensor. */
@@ -1540,6 +1548,7 @@ WATCHED(memory_nif, "memory", NULL)
 WATCHED(devices_nif, "devices", NULL)
 WATCHED(ops_nif, "ops", NULL)
 WATCHED(set_gc_interval_nif, "set_gc_interval", NULL)
+WATCHED(set_reproducible_nif, "set_reproducible", NULL)
 WATCHED(explain_nif, "explain", op_name_of)
 WATCHED(capabilities_nif, "capabilities", NULL)
 WATCHED(stats_nif, "stats", NULL)
@@ -1563,6 +1572,7 @@ static ErlNifFunc nif_funcs[] = {
     {"devices", 0, devices_nif_watched, 0},
     {"ops", 0, ops_nif_watched, 0},
     {"set_gc_interval", 1, set_gc_interval_nif_watched, 0},
+    {"set_reproducible", 1, set_reproducible_nif_watched, 0},
     {"explain", 4, explain_nif_watched, 0},
     {"capabilities", 1, capabilities_nif_watched, 0},
     {"stats", 0, stats_nif_watched, 0},

@@ -610,6 +610,73 @@ static void test_conv2d_probe(void **state) {
     for (int k = 0; k < 2; k++) tu_drop(in[k]);
 }
 
+/* calls of op on blas (plain inputs moved there each call) with the library of each plan named
+ * `want` and every result bit for bit the first one's; the first against the cpu */
+static void same_path_same_bits(cx_op_id op, cx_tensor **in, cx_params *ps, int calls,
+                                const char *want) {
+    cx_tensor *first = NULL;
+    for (int i = 0; i < calls; i++) {
+        cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
+        cx_plan plan;
+        cx_status st = {0};
+        assert_int_equal(cx_plan_op(op, blas, (const cx_tensor *const *)on_blas, 2, ps, &plan, &st),
+                         CX_OK);
+        assert_string_equal(plan.library, want);
+        cx_tensor *got = run_on(blas, op, on_blas, 2, ps);
+        if (!first)
+            first = got;
+        else {
+            assert_int_equal(got->nbytes, first->nbytes);
+            assert_memory_equal(got->data, first->data, first->nbytes);
+            tu_drop(got);
+        }
+        for (int k = 0; k < 2; k++) tu_drop(on_blas[k]);
+    }
+    tu_drop(first);
+    compare(op, in, 2, ps, CX_ROUTE_NATIVE);
+}
+
+/* Reproducible (cx_set_reproducible): a conv2d shape class and products oneDNN may take run on
+ * oneDNN from the first call to the last, never probing OpenBLAS, with the same bits each call;
+ * turned off, the choices are timed again (test_conv2d_probe, test_dot_onednn_paths). */
+static void test_reproducible_paths(void **state) {
+    (void)state;
+    const char *conv = getenv("CASCADE_BLAS_CONV"), *dot = getenv("CASCADE_BLAS_DOT");
+    bool dnnl = strstr(blas->props.detail, "oneDNN") != NULL;
+    assert_false(cx_set_reproducible(true));
+    assert_true(cx_reproducible());
+    cx_params ps;
+    /* a shape of its own: no class measured before */
+    conv_case cc = {0, 2, 4, 9, 8, 2, 3, 3, 1, {1, 1}, {1, 1}, {1, 1, 0, 0}};
+    conv_params(&cc, &ps);
+    cx_tensor *in[2] = {filled(CX_F32, 4, TU_SHAPE(2, 4, 9, 8), 41),
+                        filled(CX_F32, 4, TU_SHAPE(2, 4, 3, 3), 42)};
+    bool im2col = !dnnl || (conv && strcmp(conv, "im2col") == 0);
+    same_path_same_bits(CX_OP_CONV2D, in, &ps, 42, im2col ? "openblas" : "onednn");
+    for (int k = 0; k < 2; k++) tu_drop(in[k]);
+    /* f32 above BLAS_DNNL_F32_MIN: oneDNN from the first call (timed: calls 6 and 7 on OpenBLAS) */
+    bool openblas = !dnnl || (dot && strcmp(dot, "openblas") == 0);
+    const int64_t sa[2] = {256, 520}, sb[2] = {520, 272}; /* a shape no other test runs */
+    cx_tensor *d[2] = {filled(CX_F32, 2, sa, 43), filled(CX_F32, 2, sb, 44)};
+    dot_params(&ps, (const int64_t[]){1}, 1, NULL, 0, (const int64_t[]){0}, 1, NULL, 0);
+    same_path_same_bits(CX_OP_DOT, d, &ps, 10, openblas ? "openblas" : "onednn");
+    assert_true(cx_set_reproducible(false));
+    assert_false(cx_reproducible());
+    /* timed again, from the start: nothing was counted while reproducible */
+    for (int call = 0; call < 8; call++) {
+        cx_tensor *on_blas[2] = {moved(d[0], blas), moved(d[1], blas)};
+        cx_plan plan;
+        cx_status st = {0};
+        assert_int_equal(
+            cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
+            CX_OK);
+        assert_string_equal(plan.library, !openblas && call < 6 ? "onednn" : "openblas");
+        tu_drop(run_on(blas, CX_OP_DOT, on_blas, 2, &ps));
+        for (int k = 0; k < 2; k++) tu_drop(on_blas[k]);
+    }
+    for (int k = 0; k < 2; k++) tu_drop(d[k]);
+}
+
 /* The device as users see it: host memory, a cpu, OpenBLAS named; every primitive native. */
 static void test_device_and_capabilities(void **state) {
     (void)state;
@@ -1116,6 +1183,7 @@ int main(void) {
         cmocka_unit_test(test_conv2d_and_gradients),
         cmocka_unit_test(test_max_pool_2x2),
         cmocka_unit_test(test_conv2d_probe),
+        cmocka_unit_test(test_reproducible_paths),
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_half_tables),
         cmocka_unit_test(test_concurrent_callers),

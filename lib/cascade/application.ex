@@ -7,6 +7,7 @@ defmodule Cascade.Application do
     check_native!()
     Cascade.Native.set_gc_interval(Application.fetch_env!(:cascade, :gc_interval))
     Cascade.Native.set_policy(fallback_policy!())
+    Cascade.Native.set_reproducible(reproducible!())
     Cascade.Fallback.init()
     # Cascade.Compiler's programs, by function, input signature, device and hooks
     :ets.new(:cascade_compiled, [:set, :public, :named_table, read_concurrency: true])
@@ -21,6 +22,17 @@ defmodule Cascade.Application do
       other ->
         raise ArgumentError,
               "config :cascade, fallback: expected :allow, :warn or :error, got: #{inspect(other)}"
+    end
+  end
+
+  defp reproducible! do
+    case Application.get_env(:cascade, :reproducible, false) do
+      on when is_boolean(on) ->
+        on
+
+      other ->
+        raise ArgumentError,
+              "config :cascade, reproducible: expected true or false, got: #{inspect(other)}"
     end
   end
 

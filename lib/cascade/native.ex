@@ -43,6 +43,7 @@ defmodule Cascade.Native do
   def devices, do: nif!()
   def ops, do: nif!()
   def set_gc_interval(_bytes), do: nif!()
+  def set_reproducible(_on), do: nif!()
   def explain(_op_id, _refs, _params, _device_id), do: nif!()
   def capabilities(_device_id), do: nif!()
   def stats, do: nif!()

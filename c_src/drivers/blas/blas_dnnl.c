@@ -14,7 +14,8 @@
  *   OpenBLAS, and the faster (each by its faster call) runs from then on (the first call is
  *   oneDNN's warm-up: its JIT kernels, its scratch), but for two calls on the other path after
  *   every 32 on the choice, which may change it (record). CASCADE_BLAS_CONV=onednn or im2col
- *   forces one.
+ *   forces one. Reproducible (blas_dnnl_set_fixed, from Cascade.put_reproducible/1): oneDNN's
+ *   direct algorithm wherever it builds the class, nothing timed.
  * Both give the same values within f32 rounding; the differential suite checks both against the cpu
  * driver.
  * - The plain layouts (nchw / oihw, nhwc / hwio) are reordered into the blocked ones oneDNN's
@@ -226,7 +227,7 @@ typedef struct {
 
 typedef struct {
     bool used;
-    int64_t key[21];
+    int64_t key[22];
     operand a, b, c;
     dnnl_primitive_t prim;
     /* the output comes out channels-last for a channels-first result: transposed by the pool
@@ -248,6 +249,13 @@ static unsigned long long clock_tick;
 static int env_path(const char *name, const char *one, const char *two) {
     const char *e = getenv(name);
     return e && strcmp(e, one) == 0 ? 1 : e && strcmp(e, two) == 0 ? 2 : 0;
+}
+
+/* Reproducible (blas_dnnl_set_fixed): every choice below by a fixed rule, nothing timed. */
+static atomic_bool fixed_paths;
+
+void blas_dnnl_set_fixed(bool on) {
+    atomic_store(&fixed_paths, on);
 }
 
 static int forced(void) {
@@ -301,10 +309,20 @@ static void probe_settled(probe_state *p, int was, int now) {
 
 /* bf16: the inputs are read as bf16 (a forward class on a processor with AVX512-BF16), not as
  * f32 copies */
+/* A class's key: its dimensions, what it computes, whether it reads bf16, and whether it was
+ * built reproducible (its algorithm then chosen by a rule, not by timing: build_best) */
 static void key_of(conv_kind kind, const cx_conv_dims *v, bool bf16, int64_t *key) {
-    int64_t k[21] = {v->nhwc, v->n,   v->c,      v->h,  v->w,  v->og,  v->kh,
-                     v->kw,   v->s0,  v->s1,     v->d0, v->d1, v->lo0, v->hi0,
-                     v->lo1,  v->hi1, v->groups, kind,  v->oh, v->ow,  bf16};
+    int64_t k[22] = {v->nhwc,   v->n,
+                     v->c,      v->h,
+                     v->w,      v->og,
+                     v->kh,     v->kw,
+                     v->s0,     v->s1,
+                     v->d0,     v->d1,
+                     v->lo0,    v->hi0,
+                     v->lo1,    v->hi1,
+                     v->groups, kind,
+                     v->oh,     v->ow,
+                     bf16,      atomic_load(&fixed_paths)};
     memcpy(key, k, sizeof k);
 }
 
@@ -428,15 +446,15 @@ static bool build_class(conv_kind kind, const cx_conv_dims *v, bool bf16, bool w
 typedef struct {
     conv_kind kind;
     const cx_conv_dims *v;
-    bool bf16;
+    bool bf16, fixed;
     conv_class *c;
 } build_args;
 
-static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, conv_class *c);
+static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, bool fixed, conv_class *c);
 
 static bool build_job(void *arg) {
     build_args *b = arg;
-    return build_best(b->kind, b->v, b->bf16, b->c);
+    return build_best(b->kind, b->v, b->bf16, b->fixed, b->c);
 }
 
 static bool destroy_job(void *arg) {
@@ -447,7 +465,7 @@ static bool destroy_job(void *arg) {
 /* The class of these dimensions, built if new (evicting the least recently used idle one);
  * marked busy. NULL when oneDNN cannot run it. */
 static conv_class *class_for(conv_kind kind, const cx_conv_dims *v, bool bf16) {
-    int64_t key[21];
+    int64_t key[22];
     key_of(kind, v, bf16, key);
     pthread_mutex_lock(&dn_lock);
     conv_class *hit = NULL, *victim = NULL;
@@ -466,7 +484,7 @@ static conv_class *class_for(conv_kind kind, const cx_conv_dims *v, bool bf16) {
                 victim = &classes[k];
         if (victim) {
             if (victim->used) on_master(destroy_job, victim);
-            build_args b = {kind, v, bf16, victim};
+            build_args b = {kind, v, bf16, key[21] != 0, victim};
             if (on_master(build_job, &b)) {
                 victim->used = true;
                 memcpy(victim->key, key, sizeof key);
@@ -496,6 +514,7 @@ static void conv_decide(conv_class *c) {
 /* Which path the next conv2d of class c takes: 1 oneDNN, 2 im2col (see the top of the file). */
 static int next_path(const conv_class *c) {
     if (forced()) return forced();
+    if (atomic_load(&fixed_paths)) return 1;
     if (c->choice) return c->ps.probe ? 3 - c->choice : c->choice;
     return c->calls < 3 ? 1 : 2;
 }
@@ -504,6 +523,7 @@ static int next_path(const conv_class *c) {
  * was not enough: a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col at 26 ms
  * a call against oneDNN's 9.5. After that, the probes (probe_step). */
 static void record(conv_class *c, int path, double seconds) {
+    if (atomic_load(&fixed_paths)) return;
     pthread_mutex_lock(&dn_lock);
     int call = c->choice ? 0 : ++c->calls;
     if (path == 1 && (call == 2 || (call == 3 && seconds < c->dnnl_s))) c->dnnl_s = seconds;
@@ -655,11 +675,14 @@ static bool winograd_faster(conv_class *c, conv_class *w, const cx_conv_dims *v)
  * x 28 by 64 3 x 3 from C: 3.4-4.5 ms against 7.9-8.8 direct. Its error is larger: at most 6e-6 x
  * (1 + |y|) there against the direct result, 1.8e-5 with 256 channels in and out, well inside the
  * differential suite's bound for sums; CASCADE_BLAS_WINOGRAD=0 turns it off. Gradients and bf16
- * stay direct. */
-static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, conv_class *c) {
+ * stay direct, and so does a class built reproducible (`fixed`) unless CASCADE_BLAS_WINOGRAD=1:
+ * no rule by shape alone picks the faster well (the demo's CNN, 1 -> 32 channels on 28 x 28 and
+ * 32 -> 64 on 14 x 14 at batch 64, trained in 9.7 s direct against 11.2-11.7 on Winograd). */
+static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, bool fixed,
+                       conv_class *c) {
     if (!build_class(kind, v, bf16, false, c)) return false;
-    bool maybe = kind == K_FWD && !bf16 && winograd_mode() && v->kh == 3 && v->kw == 3 &&
-                 v->s0 == 1 && v->s1 == 1 && v->d0 == 1 && v->d1 == 1;
+    bool maybe = kind == K_FWD && !bf16 && winograd_mode() && (winograd_mode() == 1 || !fixed) &&
+                 v->kh == 3 && v->kw == 3 && v->s0 == 1 && v->s1 == 1 && v->d0 == 1 && v->d1 == 1;
     conv_class w;
     memset(&w, 0, sizeof w);
     if (!maybe || !build_class(kind, v, bf16, true, &w)) return true;
@@ -738,7 +761,7 @@ const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_
     cx_conv_dims_of(x, kern, ps, &v);
     if (!eligible(&v) || !float32ish(x->dtype) || forced() == 2 || dn_state == -1)
         return "openblas";
-    int64_t key[21];
+    int64_t key[22];
     key_of(K_FWD, &v, reads_bf16(x, kern), key);
     int path = forced() ? forced() : 1;
     pthread_mutex_lock(&dn_lock);
@@ -960,7 +983,8 @@ static void mm_after(mm_class *c, int path, double seconds) {
 
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
-    if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
+    /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible), or reproducible */
+    if (mm_forced() || atomic_load(&fixed_paths)) return 1;
     if (!dn_lock_if_free(false)) return 0; /* taken: OpenBLAS now, nothing timed */
     const mm_class *c = mm_find(s);
     /* a new shape: its first calls run oneDNN; a chosen one its choice (OpenBLAS timed, 2),
@@ -999,14 +1023,14 @@ static bool mm_run_job(void *arg) {
 
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
     if (!mm_eligible(s) || !dn_load()) return false;
-    bool wait = mm_forced() == 1, ran;
+    bool fixed = atomic_load(&fixed_paths), wait = mm_forced() == 1 || fixed, ran;
     mm_class *c = mm_class_for(s, wait);
     if (!c) return false;
     double t0 = blas_seconds();
     mm_run_args r = {c, a, b, y};
     bool ok = on_master_if_free(mm_run_job, &r, wait, &ran);
     double seconds = blas_seconds() - t0;
-    if (ok && dn_lock_if_free(false)) { /* taken: this call is not counted */
+    if (ok && !fixed && dn_lock_if_free(false)) { /* taken: this call is not counted */
         /* the last two of its first calls are timed (MM_ONEDNN_CALLS), and every later one */
         int call = c->choice ? 0 : ++c->calls;
         if (call == MM_ONEDNN_CALLS - 1 || (call == MM_ONEDNN_CALLS && seconds < c->dnnl_s))
@@ -1062,6 +1086,8 @@ bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void
 }
 
 void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {}
+
+void blas_dnnl_set_fixed(bool on) {}
 
 bool blas_dnnl_built(void) {
     return false;

@@ -275,6 +275,11 @@ static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n
     return simd ? simd : "portable";
 }
 
+/* The choices between oneDNN and OpenBLAS are the only ones this driver times. */
+static void blas_set_reproducible(void *dev, bool on) {
+    blas_dnnl_set_fixed(on);
+}
+
 static const cx_driver blas_driver = {
     .abi = CX_DRIVER_ABI,
     .name = "blas",
@@ -291,6 +296,7 @@ static const cx_driver blas_driver = {
     .execute = blas_execute,
     .download_async = NULL, /* host memory: a download is a memcpy */
     .library = blas_library,
+    .set_reproducible = blas_set_reproducible,
 };
 
 __attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {

