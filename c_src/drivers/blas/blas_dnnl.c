@@ -15,7 +15,7 @@
  *   oneDNN's warm-up: its JIT kernels, its scratch), but for two calls on the other path after
  *   every 32 on the choice, which may change it (record). CASCADE_BLAS_CONV=onednn or im2col
  *   forces one. Reproducible (blas_dnnl_set_fixed, from Cascade.put_reproducible/1): oneDNN's
- *   direct algorithm wherever it builds the class, nothing timed.
+ *   direct algorithm wherever it builds the class, nothing timed; products on OpenBLAS.
  * Both give the same values within f32 rounding; the differential suite checks both against the cpu
  * driver.
  * - The plain layouts (nchw / oihw, nhwc / hwio) are reordered into the blocked ones oneDNN's
@@ -983,8 +983,11 @@ static void mm_after(mm_class *c, int path, double seconds) {
 
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
-    /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible), or reproducible */
-    if (mm_forced() || atomic_load(&fixed_paths)) return 1;
+    if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
+    /* Reproducible: OpenBLAS. On oneDNN a product would have to wait for its thread whenever
+     * another call has it, and products are costed to stay on a normal scheduler, which must
+     * not wait (library_speed, dispatch.c). */
+    if (atomic_load(&fixed_paths)) return 0;
     if (!dn_lock_if_free(false)) return 0; /* taken: OpenBLAS now, nothing timed */
     const mm_class *c = mm_find(s);
     /* a new shape: its first calls run oneDNN; a chosen one its choice (OpenBLAS timed, 2),
@@ -1023,14 +1026,14 @@ static bool mm_run_job(void *arg) {
 
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
     if (!mm_eligible(s) || !dn_load()) return false;
-    bool fixed = atomic_load(&fixed_paths), wait = mm_forced() == 1 || fixed, ran;
+    bool wait = mm_forced() == 1, ran;
     mm_class *c = mm_class_for(s, wait);
     if (!c) return false;
     double t0 = blas_seconds();
     mm_run_args r = {c, a, b, y};
     bool ok = on_master_if_free(mm_run_job, &r, wait, &ran);
     double seconds = blas_seconds() - t0;
-    if (ok && !fixed && dn_lock_if_free(false)) { /* taken: this call is not counted */
+    if (ok && dn_lock_if_free(false)) { /* taken: this call is not counted */
         /* the last two of its first calls are timed (MM_ONEDNN_CALLS), and every later one */
         int call = c->choice ? 0 : ++c->calls;
         if (call == MM_ONEDNN_CALLS - 1 || (call == MM_ONEDNN_CALLS && seconds < c->dnnl_s))

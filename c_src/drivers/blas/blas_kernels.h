@@ -74,9 +74,9 @@ typedef struct {
 int blas_dnnl_matmul_path(const blas_mm_shape *s);
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c);
 void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds);
-/* Reproducible or not (the driver's set_reproducible): when on, a product oneDNN may take runs
- * on oneDNN (where it builds a primitive for it), and a conv2d it may take too, with its direct
- * algorithm (CASCADE_BLAS_WINOGRAD=1 aside); nothing is timed. */
+/* Reproducible or not (the driver's set_reproducible): when on, a conv2d oneDNN may take runs on
+ * it, with its direct algorithm (CASCADE_BLAS_WINOGRAD=1 aside), and every product on OpenBLAS
+ * (CASCADE_BLAS_DOT=onednn aside); nothing is timed. */
 void blas_dnnl_set_fixed(bool on);
 /* Whether the driver was built with oneDNN's path (dnnl.h found, not a sanitised build), and
  * whether libdnnl loads (it is opened then, if it was not yet). */
