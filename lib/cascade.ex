@@ -917,14 +917,13 @@ defmodule Cascade do
   type's rounding, but not the same last bits, and timings change from run to run: a training
   run that repeats every operation thousands of times ends at a slightly different model each
   time. Reproducible, these choices follow fixed rules instead and nothing is timed: conv2d on
-  oneDNN wherever it builds the shape, with its direct algorithm; a product that oneDNN may
-  take on oneDNN from 2^25 multiply-adds (such a call runs on a dirty scheduler, where it may
-  wait for oneDNN's one thread), on OpenBLAS below. The same program on the same inputs,
-  machine and thread count (`CASCADE_BLAS_THREADS`) then gives the same bits on every run. It
-  can be slower where the rule picks the slower way: smaller products that oneDNN runs faster
-  (bf16 ones, which OpenBLAS runs on f32 copies; f32 ones such as 256×256 by 256×256), large
-  f32 3×3 convolutions that Winograd's algorithm would speed up. The other drivers have no
-  timed choices.
+  oneDNN wherever it builds the shape, with its direct algorithm; products on OpenBLAS (on
+  oneDNN a product would wait for oneDNN's one thread while another call has it). The same
+  program on the same inputs, machine and thread count (`CASCADE_BLAS_THREADS`) then gives the
+  same bits on every run. It can be slower where the rule picks the slower way: bf16 products
+  (OpenBLAS runs them on f32 copies), f32 products of 2^25 multiply-adds or more, large f32
+  3×3 convolutions that Winograd's algorithm would speed up. The other drivers have no timed
+  choices.
 
   The setting applies from the next call; each op already running finishes as it started.
 
