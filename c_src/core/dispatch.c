@@ -366,8 +366,7 @@ static double library_speed(const char *library, cx_op_id op) {
     if (strcmp(library, "avx2") == 0 || strcmp(library, "avx512") == 0)
         return work_per_element(op) > 1 ? 0.2 / work_per_element(op) : 0.05;
     /* oneDNN's products too (bf16 ones run faster): they never wait for its one thread
-     * (blas_dnnl.c), and run on OpenBLAS when another call has it; reproducible, only those
-     * above the dirty threshold run on oneDNN, and wait.  Its convolutions do wait,
+     * (blas_dnnl.c), and run on OpenBLAS when another call has it. Its convolutions do wait,
      * behind another process's perhaps, which only a dirty scheduler may do. */
     bool gemm = strcmp(library, "openblas") == 0 || strcmp(library, "onednn") == 0;
     if (gemm && op == CX_OP_DOT) return 0.02;

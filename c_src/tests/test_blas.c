@@ -218,7 +218,7 @@ static void test_dot_empty(void **state) {
     run_dot_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
-/* A bf16 product on oneDNN's matmul for its first ten calls where the processor has AVX512-BF16
+/* A bf16 product on oneDNN's matmul for its first six calls where the processor has AVX512-BF16
  * and oneDNN loads, on OpenBLAS (widened copies) for the next two, then on the faster of the two;
  * OpenBLAS throughout elsewhere. Every call agrees with the cpu and names the library that ran
  * it. */
@@ -232,9 +232,9 @@ static bool cpu_has_avx512_bf16(void) {
 }
 
 /* The library each call of a product names, and its result against the cpu: a new shape's
- * first ten calls run on oneDNN, the next two on OpenBLAS (the last six and two timed), where
+ * first six calls run on oneDNN, the next two on OpenBLAS (the last two of each timed), where
  * oneDNN takes the type (bf16: with AVX512-BF16; f32, and f16 as widened f32 copies: from
- * BLAS_DNNL_F32_TIMED_MIN multiply-adds); then 32 calls on the one chosen and two on the other, a
+ * BLAS_DNNL_F32_MIN multiply-adds); then 32 calls on the one chosen and two on the other, a
  * probe (probe_step, blas_dnnl.c: main sets CASCADE_BLAS_PROBE_RATIO so that every class probes,
  * however slow its other library); dot with b read transposed, then dense with its bias and relu
  * added to oneDNN's f32 product. */
@@ -252,24 +252,24 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     dot_params(&ps, ca, 1, NULL, 0, cb, 1, NULL, 0); /* b read transposed */
     cx_tensor *in[2] = {filled(t, 2, sa, 5), filled(t, 2, sb, 6)};
     char chosen[16] = "";
-    for (int call = 0; call < 48; call++) {
+    for (int call = 0; call < 44; call++) {
         cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
         cx_plan plan;
         cx_status st = {0};
         assert_int_equal(
             cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
             CX_OK);
-        if (call == 12) snprintf(chosen, sizeof chosen, "%s", plan.library);
-        bool probe = call == 44 || call == 45;
+        if (call == 8) snprintf(chosen, sizeof chosen, "%s", plan.library);
+        bool probe = call == 40 || call == 41;
         if (!hw)
             assert_string_equal(plan.library, "openblas");
-        else if (call < 10 || always)
+        else if (call < 6 || always)
             assert_string_equal(plan.library, "onednn");
-        else if (call < 12)
+        else if (call < 8)
             assert_string_equal(plan.library, "openblas");
-        else if (call < 46)
+        else if (call < 42)
             assert_true((strcmp(plan.library, chosen) != 0) == probe);
-        if (call < 14 || probe) {
+        if (call < 10 || probe) {
             tu_drop(on_blas[0]);
             tu_drop(on_blas[1]);
             compare(CX_OP_DOT, in, 2, &ps, CX_ROUTE_NATIVE);
@@ -286,7 +286,7 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
                        filled(t, 1, TU_SHAPE(n), 9)};
     cx_params relu = {0};
     cx_param_put_int(&relu, CX_P_ACTIVATION, CX_ACTIVATION_RELU);
-    for (int call = 0; call < 12; call++) {
+    for (int call = 0; call < 8; call++) {
         cx_tensor *on_blas[3] = {moved(d[0], blas), moved(d[1], blas), moved(d[2], blas)};
         cx_plan plan;
         cx_status st = {0};
@@ -294,8 +294,7 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
             cx_plan_op(CX_OP_DENSE, blas, (const cx_tensor *const *)on_blas, 3, &relu, &plan, &st),
             CX_OK);
         assert_non_null(plan.library); /* NULL: decomposed (CASCADE_SIMD=none) */
-        assert_string_equal(plan.library,
-                            dense_hw && (call < 10 || always) ? "onednn" : "openblas");
+        assert_string_equal(plan.library, dense_hw && (call < 6 || always) ? "onednn" : "openblas");
         for (int k = 0; k < 3; k++) tu_drop(on_blas[k]);
         compare(CX_OP_DENSE, d, 3, &relu, CX_ROUTE_NATIVE);
     }
@@ -305,11 +304,9 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
 static void test_dot_onednn_paths(void **state) {
     (void)state;
     onednn_paths(CX_BF16, 48, 56, 40);
-    /* 256 x 264 x 512 = 34.6M multiply-adds, above BLAS_DNNL_F32_MIN; 128 x 136 x 256 = 4.5M,
-     * above BLAS_DNNL_F32_TIMED_MIN */
+    /* 256 x 264 x 512 = 34.6M multiply-adds, above BLAS_DNNL_F32_MIN */
     onednn_paths(CX_F32, 256, 264, 512);
     onednn_paths(CX_F16, 256, 264, 512);
-    onednn_paths(CX_F32, 128, 136, 256);
     /* below it: OpenBLAS (unless forced) */
     const char *forced = getenv("CASCADE_BLAS_DOT");
     if (!(forced && strcmp(forced, "onednn") == 0)) {
@@ -640,9 +637,9 @@ static void same_path_same_bits(cx_op_id op, cx_tensor **in, cx_params *ps, int 
 }
 
 /* Reproducible (cx_set_reproducible): a conv2d shape class runs on oneDNN from the first call to
- * the last, never probing im2col, a large product on oneDNN and a smaller one on OpenBLAS, each
- * with the same bits every call; turned off, the choices are timed again, from the start
- * (test_conv2d_probe, test_dot_onednn_paths). */
+ * the last, never probing im2col, and a product oneDNN may take on OpenBLAS, each with the same
+ * bits every call; turned off, the choices are timed again, from the start (test_conv2d_probe,
+ * test_dot_onednn_paths). */
 static void test_reproducible_paths(void **state) {
     (void)state;
     const char *conv = getenv("CASCADE_BLAS_CONV"), *dot = getenv("CASCADE_BLAS_DOT");
@@ -658,23 +655,17 @@ static void test_reproducible_paths(void **state) {
     bool im2col = !dnnl || (conv && strcmp(conv, "im2col") == 0);
     same_path_same_bits(CX_OP_CONV2D, in, &ps, 42, im2col ? "openblas" : "onednn");
     for (int k = 0; k < 2; k++) tu_drop(in[k]);
-    /* f32 of BLAS_DNNL_F32_MIN multiply-adds or more: oneDNN from the first call (timed: calls
-     * 10 and 11 on OpenBLAS); 192^3, between BLAS_DNNL_F32_TIMED_MIN and it, on OpenBLAS (timed:
-     * calls 0-9 on oneDNN) */
+    /* f32 above BLAS_DNNL_F32_MIN: OpenBLAS from the first call (timed: calls 0-5 on oneDNN) */
     bool openblas = !dnnl || (dot && strcmp(dot, "openblas") == 0),
          forced_onednn = dnnl && dot && strcmp(dot, "onednn") == 0;
+    const int64_t sa[2] = {256, 520}, sb[2] = {520, 272}; /* a shape no other test runs */
+    cx_tensor *d[2] = {filled(CX_F32, 2, sa, 43), filled(CX_F32, 2, sb, 44)};
     dot_params(&ps, (const int64_t[]){1}, 1, NULL, 0, (const int64_t[]){0}, 1, NULL, 0);
-    /* shapes no other test runs */
-    const int64_t sa[2] = {256, 520}, sb[2] = {520, 272}, sc[2] = {192, 192};
-    cx_tensor *big[2] = {filled(CX_F32, 2, sa, 43), filled(CX_F32, 2, sb, 44)};
-    same_path_same_bits(CX_OP_DOT, big, &ps, 10, openblas ? "openblas" : "onednn");
-    for (int k = 0; k < 2; k++) tu_drop(big[k]);
-    cx_tensor *d[2] = {filled(CX_F32, 2, sc, 45), filled(CX_F32, 2, sc, 46)};
     same_path_same_bits(CX_OP_DOT, d, &ps, 10, forced_onednn ? "onednn" : "openblas");
     assert_true(cx_set_reproducible(false));
     assert_false(cx_reproducible());
     /* timed again, from the start: nothing was counted while reproducible */
-    for (int call = 0; call < 12; call++) {
+    for (int call = 0; call < 8; call++) {
         cx_tensor *on_blas[2] = {moved(d[0], blas), moved(d[1], blas)};
         cx_plan plan;
         cx_status st = {0};
@@ -682,7 +673,7 @@ static void test_reproducible_paths(void **state) {
             cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
             CX_OK);
         assert_string_equal(plan.library,
-                            forced_onednn || (!openblas && call < 10) ? "onednn" : "openblas");
+                            forced_onednn || (!openblas && call < 6) ? "onednn" : "openblas");
         tu_drop(run_on(blas, CX_OP_DOT, on_blas, 2, &ps));
         for (int k = 0; k < 2; k++) tu_drop(on_blas[k]);
     }

@@ -15,8 +15,7 @@
  *   oneDNN's warm-up: its JIT kernels, its scratch), but for two calls on the other path after
  *   every 32 on the choice, which may change it (record). CASCADE_BLAS_CONV=onednn or im2col
  *   forces one. Reproducible (blas_dnnl_set_fixed, from Cascade.put_reproducible/1): oneDNN's
- *   direct algorithm wherever it builds the class, nothing timed; products by a rule of size
- *   (blas_kernels.h).
+ *   direct algorithm wherever it builds the class, nothing timed; products on OpenBLAS.
  * Both give the same values within f32 rounding; the differential suite checks both against the cpu
  * driver.
  * - The plain layouts (nchw / oihw, nhwc / hwio) are reordered into the blocked ones oneDNN's
@@ -949,41 +948,28 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool wait) {
     return hit;
 }
 
-/* in double: m n k may pass int64 for shapes OpenBLAS takes */
-static double mm_size(const blas_mm_shape *s) {
-    return (double)s->m * (double)s->n * (double)s->k;
-}
-
-/* Whether oneDNN may run the product: timed against OpenBLAS, or, reproducible, always */
 static bool mm_eligible(const blas_mm_shape *s) {
     if (s->m <= 0 || s->n <= 0 || s->k <= 0 || mm_forced() == 2) return false;
-    if (!s->f32 && !blas_simd_bf16_hw()) return false;
-    if (mm_forced() == 1) return true;
-    if (atomic_load(&fixed_paths)) return mm_size(s) >= BLAS_DNNL_F32_MIN;
-    return !s->f32 || mm_size(s) >= BLAS_DNNL_F32_TIMED_MIN;
+    if (!s->f32) return blas_simd_bf16_hw();
+    /* in double: m n k may pass int64 for shapes OpenBLAS takes */
+    return mm_forced() == 1 || (double)s->m * (double)s->n * (double)s->k >= BLAS_DNNL_F32_MIN;
 }
 
-/* A product's shape class runs its first MM_ONEDNN_CALLS calls on oneDNN, the fastest of calls
- * MM_ONEDNN_TIMED to MM_ONEDNN_CALLS timing it, then two on OpenBLAS, timed, and chooses
- * (blas_dnnl_matmul_record); then the probes (probe_step): the timings behind the first choice
- * can all fall in one of this machine's slow spells (an f32 256 x 1024 x 1024 dense stayed on
- * OpenBLAS at 3.3 ms through a whole benchmark run, against 1.8 on oneDNN in the run before).
- * Two calls a probe, because the first oneDNN call after a while costs more (its threads asleep).
- * The first builds oneDNN's kernel; the next ones vary: in a loop of f32 512 x 512 products
- * (CASCADE_BLAS_DOT=onednn, three runs) the second took 1.6-1.8 ms, the third and fourth 2.9-5.6,
- * every later one 0.8-1.8, so timing the third and fourth (as this did until 2026-11-26) kept
- * OpenBLAS at 1.3-1.4 ms; timing only the fifth and sixth (until 2026-11-27) still put 192^3 and
- * 256^3 on OpenBLAS in three runs of three (80 and 175-190 us a call, against 49 and 97-143 on
- * oneDNN once the fastest of six calls times it). */
-#define MM_ONEDNN_CALLS 10
-#define MM_ONEDNN_TIMED 5
+/* A product's shape class runs its first MM_ONEDNN_CALLS calls on oneDNN, the last two of them
+ * timed, then two on OpenBLAS, timed, and chooses (blas_dnnl_matmul_record); then the probes
+ * (probe_step): the two timings behind the first choice can both fall in one of this machine's
+ * slow spells (an f32 256 x 1024 x 1024 dense stayed on OpenBLAS at 3.3 ms through a whole
+ * benchmark run, against 1.8 on oneDNN in the run before). Two calls a probe, because the first
+ * oneDNN call after a while costs more (its threads asleep). The first builds oneDNN's kernel; the
+ * next ones vary: in a loop of f32 512 x 512 products (CASCADE_BLAS_DOT=onednn, three runs) the
+ * second took 1.6-1.8 ms, the third and fourth 2.9-5.6, every later one 0.8-1.8, so timing the
+ * third and fourth (as this did until 2026-11-26) kept OpenBLAS at 1.3-1.4 ms. */
+#define MM_ONEDNN_CALLS 6
 
-/* OpenBLAS when it is faster by a margin: 1.25 for f32 (and f16 on widened copies) of
- * BLAS_DNNL_F32_MIN multiply-adds or more, 1.5 for bf16 (see blas_dnnl_matmul_record); none for
- * the smaller f32 ones, whose calls vary less and where either library may win; dn_lock held */
+/* OpenBLAS when it is faster by a margin: 1.25 for f32 (and f16 on widened copies), 1.5 for bf16
+ * (see blas_dnnl_matmul_record); dn_lock held */
 static void mm_decide(mm_class *c) {
-    double margin = !c->key.f32 ? 1.5 : mm_size(&c->key) >= BLAS_DNNL_F32_MIN ? 1.25 : 1.0;
-    c->choice = c->openblas_s * margin < c->dnnl_s ? 2 : 1;
+    c->choice = c->openblas_s * (c->key.f32 ? 1.25 : 1.5) < c->dnnl_s ? 2 : 1;
 }
 
 /* A timed call after the choice, on `path` (1 oneDNN, 2 OpenBLAS); dn_lock held */
@@ -997,9 +983,11 @@ static void mm_after(mm_class *c, int path, double seconds) {
 
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
-    /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible), or reproducible (the smaller
-     * products too) */
-    if (mm_forced() || atomic_load(&fixed_paths)) return 1;
+    if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
+    /* Reproducible: OpenBLAS. On oneDNN a product would have to wait for its thread whenever
+     * another call has it, and products are costed to stay on a normal scheduler, which must
+     * not wait (library_speed, dispatch.c). */
+    if (atomic_load(&fixed_paths)) return 0;
     if (!dn_lock_if_free(false)) return 0; /* taken: OpenBLAS now, nothing timed */
     const mm_class *c = mm_find(s);
     /* a new shape: its first calls run oneDNN; a chosen one its choice (OpenBLAS timed, 2),
@@ -1038,18 +1026,17 @@ static bool mm_run_job(void *arg) {
 
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
     if (!mm_eligible(s) || !dn_load()) return false;
-    bool fixed = atomic_load(&fixed_paths), wait = mm_forced() == 1 || fixed, ran;
+    bool wait = mm_forced() == 1, ran;
     mm_class *c = mm_class_for(s, wait);
     if (!c) return false;
     double t0 = blas_seconds();
     mm_run_args r = {c, a, b, y};
     bool ok = on_master_if_free(mm_run_job, &r, wait, &ran);
     double seconds = blas_seconds() - t0;
-    if (ok && !fixed && dn_lock_if_free(false)) { /* taken: this call is not counted */
-        /* the last six of its first calls are timed (MM_ONEDNN_CALLS), and every later one */
+    if (ok && dn_lock_if_free(false)) { /* taken: this call is not counted */
+        /* the last two of its first calls are timed (MM_ONEDNN_CALLS), and every later one */
         int call = c->choice ? 0 : ++c->calls;
-        if (call == MM_ONEDNN_TIMED ||
-            (call > MM_ONEDNN_TIMED && call <= MM_ONEDNN_CALLS && seconds < c->dnnl_s))
+        if (call == MM_ONEDNN_CALLS - 1 || (call == MM_ONEDNN_CALLS && seconds < c->dnnl_s))
             c->dnnl_s = seconds;
         if (c->choice) mm_after(c, 1, seconds);
         pthread_mutex_unlock(&dn_lock);

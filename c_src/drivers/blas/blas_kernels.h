@@ -49,29 +49,19 @@ bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_pa
 /* A product for oneDNN's matmul: C (m x n, row-major) = op(A) . op(B), A and B read in place
  * (ta: A is stored k x m, its element (i, l) at l * lda + i; else at i * lda + l; the same for B
  * with tb, ldb), all bf16 or all f32. blas_dnnl.c measures it against OpenBLAS per shape: the
- * first ten calls of a shape run oneDNN (the first builds its kernel, the next ones vary; the
- * fastest of the fifth to the tenth times it), the next two OpenBLAS, and from then on the
- * faster, where OpenBLAS
- * must be 1.25x faster to win an f32 shape of BLAS_DNNL_F32_MIN multiply-adds or more and 1.5x a
- * bf16 one (CASCADE_BLAS_DOT=onednn or openblas forces one).
+ * first six calls of a shape run oneDNN (the first builds its kernel, the next ones vary; the
+ * fifth and sixth are timed), the next two OpenBLAS, and from then on the faster, where OpenBLAS
+ * must be 1.25x faster to win an f32 shape and 1.5x a bf16 one (CASCADE_BLAS_DOT=onednn or
+ * openblas forces one).
  * bf16 shapes take part where the processor has AVX512-BF16 (bf16 dot products in hardware,
- * twice the f32 FMA rate; OpenBLAS runs them widened to f32); f32 ones from
- * BLAS_DNNL_F32_TIMED_MIN multiply-adds. Smaller ones stay on OpenBLAS: oneDNN's hand-off to its
- * thread and its OpenMP team cost tens of microseconds (128 x 128 x 128 in the BEAM: 83 us
- * against OpenBLAS's 28; 64 x 256 x 10: 22 against 7), while from 2^22 it often wins on an
- * AVX-512 processor, where OpenBLAS 0.3.21 runs its AVX2 kernels (192^3: 54 against 75 us;
- * 64 x 784 x 256: 92 against 154; 256^3: 99 against 175), though not always (1000 x 100 x 100:
- * 122 against 108), hence the timing.
- * Reproducible (blas_dnnl_set_fixed): oneDNN for the products of BLAS_DNNL_F32_MIN multiply-adds
- * or more it may take, whose calls go to a dirty scheduler (their estimated cost, dispatch.c),
- * where waiting for oneDNN's thread is allowed; OpenBLAS for the smaller ones, which run on a
- * normal scheduler.
+ * twice the f32 FMA rate; OpenBLAS runs them widened to f32); f32 ones from BLAS_DNNL_F32_MIN
+ * multiply-adds, whose OpenBLAS calls already go to a dirty scheduler (oneDNN's do too: they wait
+ * for its one thread), so that a smaller product does not pay that move for oneDNN's 10-20 %.
  * blas_dnnl_matmul_path: which runs the next call of the shape: 1 oneDNN, 2 OpenBLAS timed (its
  * time goes to blas_dnnl_matmul_record: for the choice, then for the probes that check it), 0
  * OpenBLAS with nothing to time (without oneDNN or the instructions, too small, or forced).
  * blas_dnnl_matmul: runs it on oneDNN; false if it cannot (nothing written). */
-#define BLAS_DNNL_F32_MIN       (INT64_C(1) << 25)
-#define BLAS_DNNL_F32_TIMED_MIN (INT64_C(1) << 22)
+#define BLAS_DNNL_F32_MIN (INT64_C(1) << 25)
 typedef struct {
     int64_t m, n, k, lda, ldb;
     bool ta, tb;
@@ -85,8 +75,8 @@ int blas_dnnl_matmul_path(const blas_mm_shape *s);
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *c);
 void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds);
 /* Reproducible or not (the driver's set_reproducible): when on, a conv2d oneDNN may take runs on
- * it, with its direct algorithm (CASCADE_BLAS_WINOGRAD=1 aside), and a product by the rule above;
- * nothing is timed. */
+ * it, with its direct algorithm (CASCADE_BLAS_WINOGRAD=1 aside), and every product on OpenBLAS
+ * (CASCADE_BLAS_DOT=onednn aside); nothing is timed. */
 void blas_dnnl_set_fixed(bool on);
 /* Whether the driver was built with oneDNN's path (dnnl.h found, not a sanitised build), and
  * whether libdnnl loads (it is opened then, if it was not yet). */
