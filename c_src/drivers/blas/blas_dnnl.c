@@ -307,10 +307,9 @@ static void probe_settled(probe_state *p, int was, int now) {
                                              : PROBE_LAST;
 }
 
-/* bf16: the inputs are read as bf16 (a forward class on a processor with AVX512-BF16), not as
- * f32 copies */
-/* A class's key: its dimensions, what it computes, whether it reads bf16, and whether it was
- * built reproducible (its algorithm then chosen by a rule, not by timing: build_best) */
+/* A class's key: its dimensions, what it computes, whether it reads bf16 (the inputs read as bf16,
+ * a forward class on a processor with AVX512-BF16, not as f32 copies), and whether it was built
+ * reproducible (its algorithm then chosen by a rule, not by timing: build_best) */
 static void key_of(conv_kind kind, const cx_conv_dims *v, bool bf16, int64_t *key) {
     int64_t k[22] = {v->nhwc,   v->n,
                      v->c,      v->h,
