@@ -87,6 +87,15 @@ static double tolerance(cx_dtype t) {
 /* Runs op on the blas device and on the cpu on the same inputs and compares, and checks that the
  * call on blas was counted once on `route` (not at all when the result is empty: the dispatcher
  * runs no kernel then). */
+/* The library blas plans to run op with on these (blas) tensors; the plan must succeed. */
+static const char *planned_library(cx_op_id op, cx_tensor **on_blas, int n, cx_params *ps) {
+    cx_plan plan;
+    cx_status st = {0};
+    assert_int_equal(cx_plan_op(op, blas, (const cx_tensor *const *)on_blas, n, ps, &plan, &st),
+                     CX_OK);
+    return plan.library;
+}
+
 static void compare(cx_op_id op, cx_tensor **in, int n, const cx_params *ps, cx_route route) {
     cx_tensor *on_blas[8];
     for (int k = 0; k < n; k++) on_blas[k] = moved(in[k], blas);
@@ -254,21 +263,17 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     char chosen[16] = "";
     for (int call = 0; call < 44; call++) {
         cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
-        cx_plan plan;
-        cx_status st = {0};
-        assert_int_equal(
-            cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
-            CX_OK);
-        if (call == 8) snprintf(chosen, sizeof chosen, "%s", plan.library);
+        const char *library = planned_library(CX_OP_DOT, on_blas, 2, &ps);
+        if (call == 8) snprintf(chosen, sizeof chosen, "%s", library);
         bool probe = call == 40 || call == 41;
         if (!hw)
-            assert_string_equal(plan.library, "openblas");
+            assert_string_equal(library, "openblas");
         else if (call < 6 || always)
-            assert_string_equal(plan.library, "onednn");
+            assert_string_equal(library, "onednn");
         else if (call < 8)
-            assert_string_equal(plan.library, "openblas");
+            assert_string_equal(library, "openblas");
         else if (call < 42)
-            assert_true((strcmp(plan.library, chosen) != 0) == probe);
+            assert_true((strcmp(library, chosen) != 0) == probe);
         if (call < 10 || probe) {
             tu_drop(on_blas[0]);
             tu_drop(on_blas[1]);
@@ -288,13 +293,9 @@ static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     cx_param_put_int(&relu, CX_P_ACTIVATION, CX_ACTIVATION_RELU);
     for (int call = 0; call < 8; call++) {
         cx_tensor *on_blas[3] = {moved(d[0], blas), moved(d[1], blas), moved(d[2], blas)};
-        cx_plan plan;
-        cx_status st = {0};
-        assert_int_equal(
-            cx_plan_op(CX_OP_DENSE, blas, (const cx_tensor *const *)on_blas, 3, &relu, &plan, &st),
-            CX_OK);
-        assert_non_null(plan.library); /* NULL: decomposed (CASCADE_SIMD=none) */
-        assert_string_equal(plan.library, dense_hw && (call < 6 || always) ? "onednn" : "openblas");
+        const char *library = planned_library(CX_OP_DENSE, on_blas, 3, &relu);
+        assert_non_null(library); /* NULL: decomposed (CASCADE_SIMD=none) */
+        assert_string_equal(library, dense_hw && (call < 6 || always) ? "onednn" : "openblas");
         for (int k = 0; k < 3; k++) tu_drop(on_blas[k]);
         compare(CX_OP_DENSE, d, 3, &relu, CX_ROUTE_NATIVE);
     }
@@ -315,12 +316,8 @@ static void test_dot_onednn_paths(void **state) {
         cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
         cx_params ps;
         dot_params(&ps, (const int64_t[]){1}, 1, NULL, 0, (const int64_t[]){0}, 1, NULL, 0);
-        cx_plan plan;
-        cx_status st = {0};
-        assert_int_equal(
-            cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
-            CX_OK);
-        assert_string_equal(plan.library, "openblas");
+        const char *library = planned_library(CX_OP_DOT, on_blas, 2, &ps);
+        assert_string_equal(library, "openblas");
         for (int k = 0; k < 2; k++) tu_drop(on_blas[k]), tu_drop(in[k]);
     }
 }
@@ -594,16 +591,12 @@ static void test_conv2d_probe(void **state) {
     char chosen[16] = "";
     for (int i = 0; i < 42; i++) {
         cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
-        cx_plan plan;
-        cx_status st = {0};
-        assert_int_equal(
-            cx_plan_op(CX_OP_CONV2D, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
-            CX_OK);
-        if (i == 5) snprintf(chosen, sizeof chosen, "%s", plan.library);
+        const char *library = planned_library(CX_OP_CONV2D, on_blas, 2, &ps);
+        if (i == 5) snprintf(chosen, sizeof chosen, "%s", library);
         if (onednn && i < 5)
-            assert_string_equal(plan.library, i < 3 ? "onednn" : "openblas");
+            assert_string_equal(library, i < 3 ? "onednn" : "openblas");
         else if (onednn && i < 39)
-            assert_true((strcmp(plan.library, chosen) != 0) == (i == 37 || i == 38));
+            assert_true((strcmp(library, chosen) != 0) == (i == 37 || i == 38));
         for (int k = 0; k < 2; k++) tu_drop(on_blas[k]);
         compare(CX_OP_CONV2D, in, 2, &ps, CX_ROUTE_NATIVE);
     }
@@ -617,11 +610,8 @@ static void same_path_same_bits(cx_op_id op, cx_tensor **in, cx_params *ps, int 
     cx_tensor *first = NULL;
     for (int i = 0; i < calls; i++) {
         cx_tensor *on_blas[2] = {moved(in[0], blas), moved(in[1], blas)};
-        cx_plan plan;
-        cx_status st = {0};
-        assert_int_equal(cx_plan_op(op, blas, (const cx_tensor *const *)on_blas, 2, ps, &plan, &st),
-                         CX_OK);
-        assert_string_equal(plan.library, want);
+        const char *library = planned_library(op, on_blas, 2, ps);
+        assert_string_equal(library, want);
         cx_tensor *got = run_on(blas, op, on_blas, 2, ps);
         if (!first)
             first = got;
@@ -667,12 +657,8 @@ static void test_reproducible_paths(void **state) {
     /* timed again, from the start: nothing was counted while reproducible */
     for (int call = 0; call < 8; call++) {
         cx_tensor *on_blas[2] = {moved(d[0], blas), moved(d[1], blas)};
-        cx_plan plan;
-        cx_status st = {0};
-        assert_int_equal(
-            cx_plan_op(CX_OP_DOT, blas, (const cx_tensor *const *)on_blas, 2, &ps, &plan, &st),
-            CX_OK);
-        assert_string_equal(plan.library,
+        const char *library = planned_library(CX_OP_DOT, on_blas, 2, &ps);
+        assert_string_equal(library,
                             forced_onednn || (!openblas && call < 6) ? "onednn" : "openblas");
         tu_drop(run_on(blas, CX_OP_DOT, on_blas, 2, &ps));
         for (int k = 0; k < 2; k++) tu_drop(on_blas[k]);
@@ -849,13 +835,9 @@ static void test_vector_kernels(void **state) {
             cx_params *sums[] = {&mid_axis, &ends};
             cx_tensor *on_blas = moved(q, blas);
             for (int k = 0; k < 2; k++) {
-                cx_plan plan;
-                cx_status st = {0};
-                assert_int_equal(cx_plan_op(CX_OP_SUM, blas, (const cx_tensor *const *)&on_blas, 1,
-                                            sums[k], &plan, &st),
-                                 CX_OK);
-                assert_non_null(plan.library);
-                assert_string_not_equal(plan.library, "portable");
+                const char *library = planned_library(CX_OP_SUM, &on_blas, 1, sums[k]);
+                assert_non_null(library);
+                assert_string_not_equal(library, "portable");
             }
             tu_drop(on_blas);
         }
