@@ -23,6 +23,9 @@
  * - Taken: one group, float inputs (f16/bf16 widened to f32, the result rounded once, as
  *   im2col does), padding that is not negative. Anything else stays on im2col. */
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -61,7 +64,10 @@
     X(dnnl_primitive_execute)                                                                      \
     X(dnnl_primitive_destroy)                                                                      \
     X(dnnl_memory_create)                                                                          \
-    X(dnnl_memory_destroy)
+    X(dnnl_memory_destroy)                                                                         \
+    X(dnnl_primitive_attr_create)                                                                  \
+    X(dnnl_primitive_attr_set_scratchpad_mode)                                                     \
+    X(dnnl_primitive_attr_destroy)
 
 static struct {
 #define FIELD(name) __typeof__(&name) name;
@@ -71,6 +77,9 @@ static struct {
 
 static pthread_mutex_t dn_lock = PTHREAD_MUTEX_INITIALIZER;
 static int dn_state; /* 0 not tried, 1 loaded, -1 failed */
+/* OpenMP's omp_set_num_threads (libdnnl's libgomp), looked up at load; NULL when oneDNN runs on
+ * another runtime */
+static void (*omp_threads)(int);
 static dnnl_engine_t engine;
 static char dn_error[160];
 
@@ -92,6 +101,7 @@ static bool dn_load(void) {
     }
         DNNL_FUNCTIONS(LOOKUP)
 #undef LOOKUP
+        if (dn_state == 1) omp_threads = (void (*)(int))dlsym(lib, "omp_set_num_threads");
         if (dn_state == 1 && dn.dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
             dn_state = -1;
             snprintf(dn_error, sizeof dn_error, "oneDNN: no cpu engine");
@@ -102,16 +112,17 @@ static bool dn_load(void) {
     return ok;
 }
 
-/* ---- one thread runs every oneDNN primitive ------------------------------------------------ */
+/* ---- one thread runs every convolution primitive --------------------------------------------- */
 
 /* OpenMP keeps a team of threads per thread that starts parallel work, and oneDNN's primitives
  * ran from whichever BEAM scheduler called (a convolution from a dirty one, a small bf16 product
  * from a normal one): after a loop of convolutions, a loop of bf16 256 x 256 products took
  * 145-210 us a call against 80-85 us before it, and 95 us when both had run on the same
- * thread. So primitives run on this one thread: the caller hands it the work and waits (one at a
- * time; a primitive uses every core anyway), sleeping on a condition variable (spinning there
+ * thread. So convolutions run on this one thread: the caller hands it the work and waits (one at
+ * a time; a primitive uses every core anyway), sleeping on a condition variable (spinning there
  * took cores from oneDNN's threads: 141-146 us a product). After a job the thread waits for the
- * next with sched_yield for 100 us, then sleeps. */
+ * next with sched_yield for 100 us, then sleeps. Products no longer run here: they run as
+ * strips, each with a team of one, on the pool's threads (see "products" below). */
 typedef bool (*dn_fn)(void *arg);
 
 static struct {
@@ -184,16 +195,6 @@ static bool master_run(dn_fn fn, void *arg) {
 /* fn(arg) on the master thread, after the callers before (convolutions: a dirty scheduler). */
 static bool on_master(dn_fn fn, void *arg) {
     pthread_mutex_lock(&master.exec);
-    return master_run(fn, arg);
-}
-
-/* fn(arg) on the master thread if no other caller has it now, or when `wait`; *ran false (and
- * nothing run) otherwise. Products may be called from a normal scheduler, which must not wait
- * behind another process's convolution: they run on OpenBLAS then. */
-static bool on_master_if_free(dn_fn fn, void *arg, bool wait, bool *ran) {
-    *ran = wait || pthread_mutex_trylock(&master.exec) == 0;
-    if (!*ran) return false;
-    if (wait) pthread_mutex_lock(&master.exec);
     return master_run(fn, arg);
 }
 
@@ -840,22 +841,51 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
 
 /* ---- products: oneDNN's matmul or OpenBLAS, as measured (blas_kernels.h) -------------------- */
 
+/* A product on oneDNN runs as strips: its rows (or, when it has more columns than rows, its
+ * columns) cut into as many strips as blas_gemm would cut them for OpenBLAS, at most the pool's
+ * threads, each a matmul primitive of its own that one thread of the pool runs with OpenMP's
+ * team at one thread (the calling thread runs the first). Not on the master thread with OpenMP's
+ * team of two: handing each product to that thread and back, and OpenMP's thread meeting it at
+ * the barriers inside the primitive, cost more than the product on this project's 2-core
+ * machines. An f32 256 x 256 x 256 in a loop (C, CASCADE_BLAS_DOT=onednn) took 95-100 us a
+ * call in some processes and 145-160 or 250-300 in others, by where the threads had landed;
+ * oneDNN alone from C, 87 us with its two OpenMP threads, 164 on one and 82 for half the rows on
+ * one. Strips also never wait for a thread another caller holds, so a product on a normal
+ * scheduler takes oneDNN while a convolution runs. The strips are fixed per shape class (one
+ * primitive per strip size, at most two), so the same shape gives the same bits whichever
+ * threads run them. */
+
 #define MM_CLASSES 32
 
 typedef struct {
     bool used;
     blas_mm_shape key;
-    dnnl_primitive_t prim;
-    dnnl_memory_desc_t a, b, c;
+    int strips; /* of rows, or of columns when by_cols */
+    bool by_cols;
+    int64_t span; /* rows (or columns) in all */
+    dnnl_primitive_t
+        prim[2]; /* strips of span / strips + 1 rows (or columns), and of span / strips */
+    dnnl_memory_desc_t a[2], b[2], c[2], scratch[2];
+    size_t scratch_bytes[2]; /* the caller's scratchpad of each: the strips run at once */
     int calls;
     double dnnl_s, openblas_s; /* the fastest timed call of each */
     int choice;                /* 0 undecided, 1 oneDNN, 2 OpenBLAS */
     probe_state ps;
-    _Atomic int busy; /* calls running it: not evicted while > 0 */
+    bool ready, failed; /* built (in the background: mm_start_build), or could not be */
+    _Atomic int busy;   /* calls running it (or its builder): not evicted while > 0 */
     unsigned long long last;
 } mm_class;
 
 static mm_class mm_classes[MM_CLASSES];
+
+/* OpenMP's team of one on this thread: a strip runs on the thread that takes it. Set once per
+ * thread (an OpenMP setting of the thread's own); the master thread, which runs convolutions
+ * with the whole team, never runs a strip. */
+static void one_omp_thread(void) {
+    static __thread bool set;
+    if (!set && omp_threads) omp_threads(1);
+    set = true;
+}
 
 static int mm_forced(void) {
     static int f = -1;
@@ -869,38 +899,66 @@ static bool same_shape(const blas_mm_shape *x, const blas_mm_shape *y) {
            x->widened == y->widened;
 }
 
-static bool mm_build(const blas_mm_shape *s, mm_class *c) {
-    dnnl_dims_t ad = {s->m, s->k}, bd = {s->k, s->n}, cd = {s->m, s->n};
+/* strip `i` of class c: its first row (or column) and how many */
+static int64_t strip_start(const mm_class *c, int i) {
+    int64_t q = c->span / c->strips, r = c->span % c->strips;
+    return q * i + (i < r ? i : r);
+}
+
+static int64_t strip_size(const mm_class *c, int i) {
+    return c->span / c->strips + (i < c->span % c->strips ? 1 : 0);
+}
+
+/* the primitive for strips of `size` rows (or columns) into c->prim[v] */
+static bool mm_build_strip(const blas_mm_shape *s, mm_class *c, int v, int64_t size) {
+    int64_t m = c->by_cols ? s->m : size, n = c->by_cols ? size : s->n;
+    dnnl_dims_t ad = {m, s->k}, bd = {s->k, n}, cd = {m, n};
     dnnl_dims_t as = {s->ta ? 1 : s->lda, s->ta ? s->lda : 1};
     dnnl_dims_t bs = {s->tb ? 1 : s->ldb, s->tb ? s->ldb : 1};
-    dnnl_dims_t cs = {s->n, 1};
+    dnnl_dims_t cs = {s->n, 1}; /* a strip of C keeps C's rows */
     dnnl_matmul_desc_t md;
-    dnnl_primitive_desc_t pd;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
     dnnl_data_type_t in = s->f32 ? dnnl_f32 : dnnl_bf16;
-    if (dn.dnnl_memory_desc_init_by_strides(&c->a, 2, ad, in, as) != dnnl_success ||
-        dn.dnnl_memory_desc_init_by_strides(&c->b, 2, bd, in, bs) != dnnl_success ||
-        dn.dnnl_memory_desc_init_by_strides(&c->c, 2, cd, s->c_f32 || s->f32 ? dnnl_f32 : in, cs) !=
-            dnnl_success ||
-        dn.dnnl_matmul_desc_init(&md, &c->a, &c->b, NULL, &c->c) != dnnl_success ||
-        dn.dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) != dnnl_success)
-        return false;
-    bool ok = dn.dnnl_primitive_create(&c->prim, pd) == dnnl_success;
-    dn.dnnl_primitive_desc_destroy(pd);
+    /* the scratchpad passed in by the caller: oneDNN's own is the creating thread's, which two
+     * strips running at once would share */
+    bool ok = dn.dnnl_memory_desc_init_by_strides(&c->a[v], 2, ad, in, as) == dnnl_success &&
+              dn.dnnl_memory_desc_init_by_strides(&c->b[v], 2, bd, in, bs) == dnnl_success &&
+              dn.dnnl_memory_desc_init_by_strides(
+                  &c->c[v], 2, cd, s->c_f32 || s->f32 ? dnnl_f32 : in, cs) == dnnl_success &&
+              dn.dnnl_matmul_desc_init(&md, &c->a[v], &c->b[v], NULL, &c->c[v]) == dnnl_success &&
+              dn.dnnl_primitive_attr_create(&attr) == dnnl_success &&
+              dn.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
+                  dnnl_success &&
+              dn.dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL) == dnnl_success;
+    const dnnl_memory_desc_t *sm =
+        ok ? dn.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
+    if (sm) {
+        c->scratch[v] = *sm;
+        c->scratch_bytes[v] = dn.dnnl_memory_desc_get_size(sm);
+    }
+    ok = ok && dn.dnnl_primitive_create(&c->prim[v], pd) == dnnl_success;
+    if (pd) dn.dnnl_primitive_desc_destroy(pd);
+    if (attr) dn.dnnl_primitive_attr_destroy(attr);
     return ok;
 }
 
-typedef struct {
-    const blas_mm_shape *s;
-    mm_class *c;
-} mm_build_args;
-
-static bool mm_build_job(void *arg) {
-    mm_build_args *b = arg;
-    return mm_build(b->s, b->c);
+/* Cuts the product into strips and builds their primitives, on the calling thread (its OpenMP
+ * team of one: the kernels are blocked for one thread). */
+static bool mm_build(const blas_mm_shape *s, mm_class *c) {
+    int parts = blas_gemm_parts((int)s->m, (int)s->n, (int)s->k, &c->by_cols);
+    int threads = blas_pool_threads();
+    c->span = c->by_cols ? s->n : s->m;
+    c->strips = parts < threads ? parts : threads;
+    one_omp_thread();
+    if (!mm_build_strip(s, c, 0, strip_size(c, 0))) return false;
+    int64_t last = strip_size(c, c->strips - 1);
+    return last == strip_size(c, 0) || mm_build_strip(s, c, 1, last);
 }
 
-static bool mm_destroy_job(void *arg) {
-    return dn.dnnl_primitive_destroy(arg) == dnnl_success;
+static void mm_destroy(mm_class *c) {
+    for (int v = 0; v < 2; v++)
+        if (c->prim[v]) dn.dnnl_primitive_destroy(c->prim[v]);
 }
 
 /* the class of shape s, or NULL; dn_lock held */
@@ -910,35 +968,82 @@ static mm_class *mm_find(const blas_mm_shape *s) {
     return NULL;
 }
 
-/* The class of shape s, built if new (evicting the least recently used idle one), marked busy;
- * NULL when oneDNN builds no primitive for it, or when the lock or the master thread is taken
- * and not `wait`. */
-static mm_class *mm_class_for(const blas_mm_shape *s, bool wait) {
-    if (!dn_lock_if_free(wait)) return NULL;
-    mm_class *hit = mm_find(s), *victim = NULL;
-    if (!hit) {
-        for (int k = 0; k < MM_CLASSES && !victim; k++)
-            if (!mm_classes[k].used) victim = &mm_classes[k];
-        mm_class *unused = victim; /* else the least recently used idle one */
-        for (int k = 0; k < MM_CLASSES && !unused; k++)
-            if (atomic_load(&mm_classes[k].busy) == 0 &&
-                (!victim || mm_classes[k].last < victim->last))
-                victim = &mm_classes[k];
-        bool ran = true;
-        if (victim && victim->used && victim->prim)
-            on_master_if_free(mm_destroy_job, victim->prim, wait, &ran);
-        if (victim && ran) {
-            memset(victim, 0, sizeof *victim);
-            mm_build_args b = {s, victim};
-            if (on_master_if_free(mm_build_job, &b, wait, &ran)) {
-                victim->used = true;
-                victim->key = *s;
-                hit = victim;
-            } else {
-                memset(victim, 0, sizeof *victim);
-            }
+/* A slot for a new class: a free one, else the least recently used idle one, its primitives
+ * destroyed; NULL when every class is busy. dn_lock held. */
+static mm_class *mm_slot(void) {
+    mm_class *victim = NULL;
+    for (int k = 0; k < MM_CLASSES && !victim; k++)
+        if (!mm_classes[k].used) victim = &mm_classes[k];
+    for (int k = 0; k < MM_CLASSES && !victim; k++)
+        if (atomic_load(&mm_classes[k].busy) == 0 && (!victim || mm_classes[k].last < victim->last))
+            victim = &mm_classes[k];
+    if (victim) {
+        if (victim->used) mm_destroy(victim);
+        memset(victim, 0, sizeof *victim);
+    }
+    return victim;
+}
+
+/* Builds a class's primitives on a thread of its own, then marks it ready (or failed, for
+ * good: its calls run on OpenBLAS). */
+static void *mm_builder(void *arg) {
+    mm_class *c = arg;
+    /* at a lower priority: on a machine whose cores are busy (products in a loop, split across
+     * the pool) the builder at full priority took time slices from the pool's threads, and the
+     * products of other shapes took 2-4 ms a call while it ran, against 25 us */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    bool ok = dn_load() && mm_build(&c->key, c);
+    pthread_mutex_lock(&dn_lock);
+    if (ok) {
+        c->ready = true;
+    } else {
+        mm_destroy(c);
+        memset(c->prim, 0, sizeof c->prim);
+        c->failed = true;
+    }
+    atomic_fetch_sub(&c->busy, 1);
+    pthread_mutex_unlock(&dn_lock);
+    return NULL;
+}
+
+/* Starts building shape s's class in the background; dn_lock held. Building takes a while
+ * (oneDNN compiles its kernels: 0.8 ms for an f32 128 x 128 x 128, 2.5 ms for 256, 4 ms for 512
+ * on a 2-core machine, and loading libdnnl the first time 7-14 ms more), which a normal
+ * scheduler must not spend: the calls of the shape run on OpenBLAS until it is ready. */
+static void mm_start_build(const blas_mm_shape *s) {
+    mm_class *c = mm_slot();
+    if (!c) return;
+    c->used = true;
+    c->key = *s;
+    c->last = ++clock_tick;
+    atomic_store(&c->busy, 1); /* the builder's: not evicted while it runs */
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, mm_builder, c) != 0) {
+        c->failed = true;
+        atomic_store(&c->busy, 0);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+/* The ready class of shape s, marked busy; NULL when there is none, or the lock is taken.
+ * CASCADE_BLAS_DOT=onednn (`forced`): waits for the lock and builds a new class here. */
+static mm_class *mm_class_for(const blas_mm_shape *s, bool forced) {
+    if (!dn_lock_if_free(forced)) return NULL;
+    mm_class *hit = mm_find(s);
+    if (!hit && forced && (hit = mm_slot())) {
+        if (mm_build(s, hit)) {
+            hit->used = hit->ready = true;
+            hit->key = *s;
+        } else {
+            mm_destroy(hit);
+            memset(hit, 0, sizeof *hit);
+            hit = NULL;
         }
     }
+    if (hit && !hit->ready) hit = NULL;
     if (hit) {
         atomic_fetch_add(&hit->busy, 1);
         hit->last = ++clock_tick;
@@ -949,6 +1054,8 @@ static mm_class *mm_class_for(const blas_mm_shape *s, bool wait) {
 
 static bool mm_eligible(const blas_mm_shape *s) {
     if (s->m <= 0 || s->n <= 0 || s->k <= 0 || mm_forced() == 2) return false;
+    /* blas_gemm_parts takes int sizes */
+    if (s->m > INT32_MAX || s->n > INT32_MAX || s->k > INT32_MAX) return false;
     if (!s->f32) return blas_simd_bf16_hw();
     /* in double: m n k may pass int64 for shapes OpenBLAS takes */
     return mm_forced() == 1 || (double)s->m * (double)s->n * (double)s->k >= BLAS_DNNL_F32_MIN;
@@ -983,54 +1090,80 @@ static void mm_after(mm_class *c, int path, double seconds) {
 int blas_dnnl_matmul_path(const blas_mm_shape *s) {
     if (!mm_eligible(s) || dn_state == -1) return 0;
     if (mm_forced()) return 1; /* CASCADE_BLAS_DOT=onednn (openblas made it ineligible) */
-    /* Reproducible: OpenBLAS. On oneDNN a product would have to wait for its thread whenever
-     * another call has it, and products are costed to stay on a normal scheduler, which must
-     * not wait (library_speed, dispatch.c). */
+    /* Reproducible: OpenBLAS, whose products are the same bits whatever ran before. */
     if (atomic_load(&fixed_paths)) return 0;
     if (!dn_lock_if_free(false)) return 0; /* taken: OpenBLAS now, nothing timed */
-    const mm_class *c = mm_find(s);
-    /* a new shape: its first calls run oneDNN; a chosen one its choice (OpenBLAS timed, 2),
-     * but for the calls of a probe */
-    int path = !c || (!c->choice && c->calls < MM_ONEDNN_CALLS) ? 1
-               : !c->choice                                     ? 2
-               : (c->choice == 1) == (c->ps.probe == 0)         ? 1
-                                                                : 2;
+    mm_class *c = mm_find(s);
+    /* a new shape: built in the background, OpenBLAS meanwhile; then its first calls run
+     * oneDNN; a chosen one its choice (OpenBLAS timed, 2), but for the calls of a probe */
+    if (!c) mm_start_build(s);
+    int path = !c || !c->ready                            ? 0
+               : !c->choice && c->calls < MM_ONEDNN_CALLS ? 1
+               : !c->choice                               ? 2
+               : (c->choice == 1) == (c->ps.probe == 0)   ? 1
+                                                          : 2;
     pthread_mutex_unlock(&dn_lock);
     return path;
 }
 
 typedef struct {
     const mm_class *c;
-    const void *a, *b;
-    void *y;
-} mm_run_args;
+    const char *a, *b;
+    char *y;
+    size_t es, ces; /* element sizes of A and B, and of C */
+    atomic_bool failed;
+} mm_run;
 
-static bool mm_run_job(void *arg) {
-    const mm_run_args *r = arg;
+/* strip i: its rows of A and C (or its columns of B and C) */
+static bool mm_strip(const mm_run *r, int i, dnnl_stream_t st) {
     const mm_class *c = r->c;
-    dnnl_stream_t st;
-    dnnl_memory_t ma = NULL, mb = NULL, my = NULL;
-    if (dn.dnnl_stream_create(&st, engine, dnnl_stream_default_flags) != dnnl_success) return false;
-    bool ok = memory(&ma, &c->a, (void *)r->a) && memory(&mb, &c->b, (void *)r->b) &&
-              memory(&my, &c->c, r->y);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, my}};
-    ok = ok && dn.dnnl_primitive_execute(c->prim, st, 3, args) == dnnl_success &&
+    const blas_mm_shape *s = &c->key;
+    int64_t lo = strip_start(c, i);
+    int v = strip_size(c, i) == strip_size(c, 0) ? 0 : 1;
+    const char *a = r->a, *b = r->b;
+    char *y = r->y;
+    if (c->by_cols) {
+        b += r->es * (size_t)lo * (s->tb ? (size_t)s->ldb : 1);
+        y += r->ces * (size_t)lo;
+    } else {
+        a += r->es * (size_t)lo * (s->ta ? 1 : (size_t)s->lda);
+        y += r->ces * (size_t)lo * (size_t)s->n;
+    }
+    size_t sb = c->scratch_bytes[v];
+    void *scratch = sb ? cpu_buffer_get(sb) : NULL;
+    dnnl_memory_t ma = NULL, mb = NULL, my = NULL, ms = NULL;
+    bool ok = (!sb || scratch) && memory(&ma, &c->a[v], (void *)a) &&
+              memory(&mb, &c->b[v], (void *)b) && memory(&my, &c->c[v], y) &&
+              (!sb || memory(&ms, &c->scratch[v], scratch));
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, my}, {DNNL_ARG_SCRATCHPAD, ms}};
+    ok = ok && dn.dnnl_primitive_execute(c->prim[v], st, sb ? 4 : 3, args) == dnnl_success &&
          dn.dnnl_stream_wait(st) == dnnl_success;
-    dnnl_memory_t ms[3] = {ma, mb, my};
-    for (int k = 0; k < 3; k++)
-        if (ms[k]) dn.dnnl_memory_destroy(ms[k]);
-    dn.dnnl_stream_destroy(st);
+    dnnl_memory_t mems[4] = {ma, mb, my, ms};
+    for (int k = 0; k < 4; k++)
+        if (mems[k]) dn.dnnl_memory_destroy(mems[k]);
+    cpu_buffer_put(scratch);
     return ok;
+}
+
+static void mm_part(void *ctx, int index, int parts) {
+    mm_run *r = ctx;
+    one_omp_thread();
+    dnnl_stream_t st = NULL;
+    bool ok = dn.dnnl_stream_create(&st, engine, dnnl_stream_default_flags) == dnnl_success;
+    for (int i = index; ok && i < r->c->strips; i += parts) ok = mm_strip(r, i, st);
+    if (!ok) atomic_store(&r->failed, true);
+    if (st) dn.dnnl_stream_destroy(st);
 }
 
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
     if (!mm_eligible(s) || !dn_load()) return false;
-    bool wait = mm_forced() == 1, ran;
-    mm_class *c = mm_class_for(s, wait);
+    mm_class *c = mm_class_for(s, mm_forced() == 1);
     if (!c) return false;
     double t0 = blas_seconds();
-    mm_run_args r = {c, a, b, y};
-    bool ok = on_master_if_free(mm_run_job, &r, wait, &ran);
+    mm_run r = {c, a, b, y, s->f32 ? 4 : 2, s->f32 || s->c_f32 ? 4 : 2, false};
+    blas_parallel(c->strips, true, mm_part, &r);
+    bool ok = !atomic_load(&r.failed);
     double seconds = blas_seconds() - t0;
     if (ok && dn_lock_if_free(false)) { /* taken: this call is not counted */
         /* the last two of its first calls are timed (MM_ONEDNN_CALLS), and every later one */

@@ -49,19 +49,22 @@ bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_pa
 /* A product for oneDNN's matmul: C (m x n, row-major) = op(A) . op(B), A and B read in place
  * (ta: A is stored k x m, its element (i, l) at l * lda + i; else at i * lda + l; the same for B
  * with tb, ldb), all bf16 or all f32. blas_dnnl.c measures it against OpenBLAS per shape: the
- * first six calls of a shape run oneDNN (the first builds its kernel, the next ones vary; the
- * fifth and sixth are timed), the next two OpenBLAS, and from then on the faster, where OpenBLAS
+ * first six calls of a shape once built run oneDNN (the first ones vary; the fifth and sixth
+ * are timed), the next two OpenBLAS, and from then on the faster, where OpenBLAS
  * must be 1.25x faster to win an f32 shape and 1.5x a bf16 one (CASCADE_BLAS_DOT=onednn or
  * openblas forces one).
  * bf16 shapes take part where the processor has AVX512-BF16 (bf16 dot products in hardware,
  * twice the f32 FMA rate; OpenBLAS runs them widened to f32); f32 ones from BLAS_DNNL_F32_MIN
- * multiply-adds, whose OpenBLAS calls already go to a dirty scheduler (oneDNN's do too: they wait
- * for its one thread), so that a smaller product does not pay that move for oneDNN's 10-20 %.
+ * multiply-adds (about 100^3): oneDNN ran an f32 128^3 in 17 us against OpenBLAS's 25-58, 256^3
+ * in 90-110 against 180, while below it a shape's kernels would cost more to build than they
+ * save. A new shape is built in the background (its calls run on OpenBLAS until it is ready),
+ * then runs as strips on the pool's threads (blas_dnnl.c).
  * blas_dnnl_matmul_path: which runs the next call of the shape: 1 oneDNN, 2 OpenBLAS timed (its
  * time goes to blas_dnnl_matmul_record: for the choice, then for the probes that check it), 0
- * OpenBLAS with nothing to time (without oneDNN or the instructions, too small, or forced).
+ * OpenBLAS with nothing to time (without oneDNN or the instructions, too small, forced, or
+ * oneDNN's kernels for it not built yet: asking starts building them).
  * blas_dnnl_matmul: runs it on oneDNN; false if it cannot (nothing written). */
-#define BLAS_DNNL_F32_MIN (INT64_C(1) << 25)
+#define BLAS_DNNL_F32_MIN (INT64_C(1) << 20)
 typedef struct {
     int64_t m, n, k, lda, ldb;
     bool ta, tb;
