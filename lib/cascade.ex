@@ -912,16 +912,17 @@ defmodule Cascade do
 
   The `blas` device chooses between two libraries for some ops by measuring both on the shape:
   conv2d on oneDNN or on im2col + OpenBLAS, an f32 3×3 conv2d with oneDNN's Winograd algorithm
-  or its direct one, a product that oneDNN may take (bf16 with AVX512-BF16, f32 of 2^25
+  or its direct one, a product that oneDNN may take (bf16 with AVX512-BF16, f32 of 2^20
   multiply-adds or more) on oneDNN or on OpenBLAS. Every way gives the result within its
   type's rounding, but not the same last bits, and timings change from run to run: a training
   run that repeats every operation thousands of times ends at a slightly different model each
   time. Reproducible, these choices follow fixed rules instead and nothing is timed: conv2d on
-  oneDNN wherever it builds the shape, with its direct algorithm; products on OpenBLAS (on
-  oneDNN a product would wait for oneDNN's one thread while another call has it). The same
+  oneDNN wherever it builds the shape, with its direct algorithm; products on OpenBLAS (oneDNN
+  builds a new product shape in the background and its calls run on OpenBLAS until it is
+  ready, so which calls run where would depend on timing). The same
   program on the same inputs, machine and thread count (`CASCADE_BLAS_THREADS`) then gives the
   same bits on every run. It can be slower where the rule picks the slower way: bf16 products
-  (OpenBLAS runs them on f32 copies), f32 products of 2^25 multiply-adds or more, large f32
+  (OpenBLAS runs them on f32 copies), f32 products of 2^20 multiply-adds or more, large f32
   3×3 convolutions that Winograd's algorithm would speed up. The other drivers have no timed
   choices.
 
