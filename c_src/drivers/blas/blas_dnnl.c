@@ -855,7 +855,8 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
  * primitive per strip size, at most two), so the same shape gives the same bits whichever
  * threads run them. */
 
-#define MM_CLASSES 32
+#define MM_CLASSES    32
+#define MM_STRIP_ROWS 16 /* rows a strip has at least (blas_gemm's SPLIT_MIN_ROWS) */
 
 typedef struct {
     bool used;
@@ -947,6 +948,15 @@ static bool mm_build_strip(const blas_mm_shape *s, mm_class *c, int v, int64_t s
  * team of one: the kernels are blocked for one thread). */
 static bool mm_build(const blas_mm_shape *s, mm_class *c) {
     int parts = blas_gemm_parts((int)s->m, (int)s->n, (int)s->k, &c->by_cols);
+    /* by rows wherever there are rows for two strips, even where OpenBLAS would cut columns: a
+     * strip of columns is a strided block of B and C, which oneDNN runs with its gemm:jit
+     * kernels instead of brgemm (an f32 256 x 1024 x 1024 dense: 3.3-3.8 ms in columns, 1.65-1.8
+     * in rows, 3.1-3.2 in one strip). Fewer rows than that (16 x 1024 x 1024: 220 us in
+     * columns, 270 in one strip), columns. */
+    if (c->by_cols && parts > 1 && s->m >= 2 * MM_STRIP_ROWS) {
+        c->by_cols = false;
+        parts = (int)(s->m / MM_STRIP_ROWS);
+    }
     int threads = blas_pool_threads();
     c->span = c->by_cols ? s->n : s->m;
     c->strips = parts < threads ? parts : threads;
