@@ -705,6 +705,7 @@ static void test_device_and_capabilities(void **state) {
 
 /* Products big enough for blas_gemm to split across its threads (main asks for four, so the
  * parts are uneven): by rows and by columns, each with the split operand read plain and transposed.
+ * Under CASCADE_BLAS_DOT=onednn (make test runs it so) the same cases check oneDNN's strips.
  */
 static void test_dot_split(void **state) {
     (void)state;
@@ -717,6 +718,10 @@ static void test_dot_split(void **state) {
         {2, {37, 90}, 2, {211, 90}, 1, {1}, 0, {0}, 1, {1}, 0, {0}},
         /* a batch of them */
         {3, {3, 70, 50}, 3, {3, 50, 80}, 1, {2}, 1, {0}, 1, {1}, 1, {0}},
+        /* too few rows for two of oneDNN's strips (blas_dnnl.c), enough work for oneDNN: its
+         * strips of columns, b plain and read transposed */
+        {2, {20, 300}, 2, {300, 211}, 1, {1}, 0, {0}, 1, {0}, 0, {0}},
+        {2, {20, 300}, 2, {211, 300}, 1, {1}, 0, {0}, 1, {1}, 0, {0}},
     };
     run_dot_cases(cases, sizeof cases / sizeof cases[0]);
 }

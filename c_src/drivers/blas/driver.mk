@@ -63,13 +63,14 @@ endif
 # table without it (CASCADE_SIMD=avx512).
 ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
 # test_blas with every f32 3x3 stride-1 convolution on oneDNN's Winograd algorithm wherever
-# oneDNN builds it, instead of where it measures faster, so that the tests check it against the
-# cpu on each such shape
+# oneDNN builds it, instead of where it measures faster, and every product oneDNN takes on its
+# matmul strips (CASCADE_BLAS_DOT=onednn: built on the calling thread, no OpenBLAS calls while a
+# shape builds), so that the tests check both against the cpu on each such shape
 .PHONY: test-blas-winograd
 DRIVER_TEST_TARGETS += test-blas-winograd
 test-blas-winograd: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
-	@echo "== test_blas, f32 3x3 convolutions on Winograd's algorithm wherever oneDNN has it"
-	@CASCADE_BLAS_WINOGRAD=1 $(BUILD)/tests/test_blas
+	@echo "== test_blas, f32 3x3 convolutions on Winograd's algorithm and products on oneDNN wherever it has them"
+	@CASCADE_BLAS_WINOGRAD=1 CASCADE_BLAS_DOT=onednn $(BUILD)/tests/test_blas
 
 .PHONY: test-blas-avx2
 DRIVER_TEST_TARGETS += test-blas-avx2
