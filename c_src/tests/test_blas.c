@@ -264,11 +264,15 @@ static bool cpu_has_avx512_bf16(void) {
 static void onednn_paths(cx_dtype t, int64_t m, int64_t n, int64_t k) {
     /* CASCADE_BLAS_DOT=onednn or openblas: every call on that one, where oneDNN can run it */
     const char *simd = getenv("CASCADE_SIMD"), *forced = getenv("CASCADE_BLAS_DOT");
-    bool hw = (t == CX_F32 || t == CX_F16 || (cpu_has_avx512_bf16() && !(simd && *simd))) &&
-              strstr(blas->props.detail, "oneDNN") && !(forced && strcmp(forced, "openblas") == 0);
     bool always = forced && strcmp(forced, "onednn") == 0;
-    /* dense on oneDNN adds its bias with the vector kernels: none under CASCADE_SIMD=none */
-    bool dense_hw = hw && !(simd && strcmp(simd, "none") == 0);
+    bool dnnl =
+        strstr(blas->props.detail, "oneDNN") && !(forced && strcmp(forced, "openblas") == 0);
+    bool bf16_hw = cpu_has_avx512_bf16() && !(simd && *simd);
+    /* bf16 without AVX512-BF16: dot on widened f32 copies, where the size takes them (forced) */
+    bool hw = dnnl && (t != CX_BF16 || bf16_hw || always);
+    /* dense on oneDNN adds its bias with the vector kernels: none under CASCADE_SIMD=none; a bf16
+     * dense is never widened */
+    bool dense_hw = dnnl && (t != CX_BF16 || bf16_hw) && !(simd && strcmp(simd, "none") == 0);
     const int64_t sa[2] = {m, k}, sb[2] = {n, k};
     static const int64_t ca[1] = {1}, cb[1] = {1};
     cx_params ps;

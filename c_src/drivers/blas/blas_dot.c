@@ -369,7 +369,8 @@ static bool widened_shape(dot_job *j, blas_mm_shape *s) {
 }
 
 /* blas_dnnl_matmul_path of the shape oneDNN would run the product as, natively or widened (in
- * *s), or 0 when neither fits. */
+ * *s), or 0 when neither fits. Widened only where oneDNN takes no native one (not while the
+ * native one is being built, 3: that would build a second class for the same product). */
 static int dnnl_path(dot_job *j, cx_dtype out, blas_mm_shape *s) {
     int path = (out == CX_BF16 || out == CX_F32) && dnnl_shape(j, s) ? blas_dnnl_matmul_path(s) : 0;
     if (path == 0 && (out == CX_F16 || out == CX_BF16) && widened_shape(j, s))

@@ -62,7 +62,9 @@ bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_pa
  * blas_dnnl_matmul_path: which runs the next call of the shape: 1 oneDNN, 2 OpenBLAS timed (its
  * time goes to blas_dnnl_matmul_record: for the choice, then for the probes that check it), 0
  * OpenBLAS with nothing to time (without oneDNN or the instructions, too small, forced, or
- * oneDNN's kernels for it not built yet: asking starts building them).
+ * oneDNN could not build it), 3 OpenBLAS while oneDNN's kernels for it are being built (asking
+ * about a new shape starts building them; a caller with another shape to try, blas_dot's f32
+ * copies of f16/bf16 operands, waits for this one instead).
  * blas_dnnl_matmul: runs it on oneDNN; false if it cannot (nothing written). */
 #define BLAS_DNNL_F32_MIN (INT64_C(1) << 20)
 typedef struct {
