@@ -179,6 +179,7 @@ static bool master_run(dn_fn fn, void *arg) {
             return r;
         }
     }
+    blas_pool_hush();
     master.fn = fn;
     master.arg = arg;
     unsigned job = atomic_load(&master.posted) + 1;

@@ -142,6 +142,9 @@ int blas_gemm_parts(int m, int n, int k, bool *by_cols);
 typedef void (*blas_part_fn)(void *ctx, int index, int parts);
 int blas_pool_start(int threads);
 int blas_pool_threads(void);
+/* Tells the workers waiting for a part to stop spinning on their cores: other threads are about
+ * to need them (oneDNN's OpenMP team, for a convolution). */
+void blas_pool_hush(void);
 /* monotonic seconds, for timing the paths a measured choice picks between */
 double blas_seconds(void);
 int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx);
