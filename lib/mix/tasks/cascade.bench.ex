@@ -19,9 +19,11 @@ defmodule Mix.Tasks.Cascade.Bench do
     * `--out` — where the results go, default `bench/results`
     * `--cases` — only the cases whose names contain one of these parts (`add` runs
       "add 1M" and "add 1 element"); default: all
-    * `--rounds` — how many times the two sides take turns (NumPy and PyTorch's whole suite,
-      then Cascade's), each case keeping each side's fastest round; default 1. A machine whose
-      speed moves in spells of tens of seconds slows one side's round, not its best of two.
+    * `--rounds` — how many times the two sides take turns, each case keeping each side's
+      fastest round; default 1. A round goes type by type: NumPy and PyTorch run that type's
+      cases, then Cascade on every device (the other way round in even rounds), so that the
+      two timings of a case lie a minute apart at most. A machine whose speed moves in spells of
+      tens of seconds slows one side's round, not its best of two.
 
   Writes `<date>.json` (every figure, the check values and the machine),
   `<date>.md` (the Markdown table) and `<date>.svg` (a bar chart of the ratios,
@@ -86,41 +88,28 @@ defmodule Mix.Tasks.Cascade.Bench do
     try do
       inputs = Suite.inputs(scratch, mnist)
 
+      # each round, type by type, the two sides take turns on that type's cases (NumPy and
+      # PyTorch first in odd rounds, Cascade first in even ones), so that the two timings of a
+      # case are a minute apart at most, not a whole suite
       {numpy, ours} =
-        Enum.reduce(1..rounds, {nil, %{}}, fn round, {numpy, ours} ->
-          if rounds > 1, do: Mix.shell().info("round #{round} of #{rounds}")
-          Mix.shell().info("NumPy and PyTorch: #{Enum.join(types, ", ")} (#{python})")
-          theirs = ok!(NumPy.run(python, script, scratch, seconds, types, opts[:cases] || ""))
+        for round <- 1..rounds, type <- types, reduce: {nil, %{}} do
+          {numpy, ours} ->
+            if rounds > 1 and type == hd(types),
+              do: Mix.shell().info("round #{round} of #{rounds}")
 
-          if round == 1 and theirs.torch == nil,
-            do:
-              Mix.shell().error(
-                "no PyTorch column: #{python} has no torch (apt-get install python3-torch)"
-              )
+            theirs_first = rem(round, 2) == 1
+            theirs = if theirs_first, do: numpy_turn(python, script, scratch, seconds, type, opts)
+            mine = cascade_turn(inputs, devices, type, seconds, keep)
+            theirs = theirs || numpy_turn(python, script, scratch, seconds, type, opts)
 
-          mine =
-            for device <- devices, type <- types, into: %{} do
-              Mix.shell().info("Cascade: #{DeviceArg.name(device)} #{type}")
-
-              results =
-                Suite.run(
-                  inputs,
-                  device,
-                  type,
-                  seconds,
-                  fn r ->
-                    Mix.shell().info(
-                      "  #{String.pad_trailing(r.case, 28)} #{Timer.format(r.seconds)}"
-                    )
-                  end,
-                  keep
+            if round == 1 and type == hd(types) and theirs.torch == nil,
+              do:
+                Mix.shell().error(
+                  "no PyTorch column: #{python} has no torch (apt-get install python3-torch)"
                 )
 
-              {{device, type}, results}
-            end
-
-          {NumPy.best_of(numpy, theirs), Map.merge(ours, mine, fn _, a, b -> faster(a, b) end)}
-        end)
+            {NumPy.best_of(numpy, theirs), Map.merge(ours, mine, fn _, a, b -> faster(a, b) end)}
+        end
 
       rows =
         for device <- devices, type <- types do
@@ -137,6 +126,23 @@ defmodule Mix.Tasks.Cascade.Bench do
       write(rows, out, numpy.version, numpy.torch)
     after
       File.rm_rf(scratch)
+    end
+  end
+
+  defp numpy_turn(python, script, scratch, seconds, type, opts) do
+    Mix.shell().info("NumPy and PyTorch: #{type} (#{python})")
+    ok!(NumPy.run(python, script, scratch, seconds, [type], opts[:cases] || ""))
+  end
+
+  defp cascade_turn(inputs, devices, type, seconds, keep) do
+    for device <- devices, into: %{} do
+      Mix.shell().info("Cascade: #{DeviceArg.name(device)} #{type}")
+
+      report = fn r ->
+        Mix.shell().info("  #{String.pad_trailing(r.case, 28)} #{Timer.format(r.seconds)}")
+      end
+
+      {{device, type}, Suite.run(inputs, device, type, seconds, report, keep)}
     end
   end
 
