@@ -15,9 +15,9 @@
  * cores, and the machine runs as many of the driver's threads as it has cores, not more. A GEMM
  * that finds every worker busy sleeps until some come back (claim_waiting: time-sliced GEMMs evict
  * each other's blocks from the caches); any other op runs on the caller alone then. After its part
- * a worker waits 200 us (a loop of ops keeps it awake without a wake-up), spinning the first 20
- * (PAUSE_NS, see worker_main) and then with sched_yield (the core stays free for any thread that
- * wants it), then sleeps on a condition variable. */
+ * a worker waits 200 us (a loop of ops keeps it awake without a wake-up), spinning the first few
+ * when its last part came soon (at most PAUSE_NS, see worker_main) and then with sched_yield (the
+ * core stays free for any thread that wants it), then sleeps on a condition variable. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -27,7 +27,7 @@
 
 #define MAX_WORKERS 63
 #define SPIN_NS     200000 /* how long a worker waits for its next part before it sleeps */
-#define PAUSE_NS    20000  /* ... spinning on the core the first of it, then yielding */
+#define PAUSE_NS    20000  /* ... spinning on the core at most this long first */
 
 typedef struct {
     blas_part_fn fn;
@@ -79,25 +79,31 @@ static inline void cpu_relax(void) {
 static void *worker_main(void *arg) {
     worker *w = arg;
     unsigned seen = 0;
+    double gap = PAUSE_NS; /* how long it waited for its last part */
     for (;;) {
-        /* wait for the next part spinning for PAUSE_NS, then yielding, not spinning on the
-         * core: in the BEAM the thread that must run next (the scheduler taking the result back,
-         * then the dirty scheduler with the next op) is often waiting for this core. Spinning
-         * with pause for the whole SPIN_NS made a loop of 256 x 256 products 50% slower than not
-         * waiting at all. But a worker that yields runs its next part slower: on this project's
-         * virtual machines a system call costs a lot (a paravirtualised kernel), and a 1M f32
-         * sum in a loop took 30.5 us a call yielding from the first instant, 21.8 with 20 us of
-         * spinning first (22 in a plain C loop whose threads spin), a 1M f32 add 70 against
-         * 64 (C, medians); in the BEAM's benchmark sum 30.7 -> 27.4 us, add 83.6 -> 74.8, conv2d
-         * 4.09 -> 3.57 ms, a 256 x 256 product and the MLP epoch unchanged. The master thread's
-         * convolutions hush the spin (blas_pool_hush): their OpenMP team needs the cores. */
-        double t0 = now_ns(), until = t0 + SPIN_NS, spin_until = t0 + PAUSE_NS;
+        /* wait for the next part yielding, not spinning on the core: in the BEAM the thread
+         * that must run next (the scheduler taking the result back, then the dirty scheduler
+         * with the next op) is often waiting for this core. Spinning with pause for the whole
+         * SPIN_NS made a loop of 256 x 256 products 50% slower than not waiting at all. But a
+         * worker that yields runs its next part slower: on this project's virtual machines a
+         * system call costs a lot (a paravirtualised kernel), and a 1M f32 sum in a loop took
+         * 30.5 us a call yielding from the first instant, 21.8 spinning 20 us first (22 in a
+         * plain C loop whose threads spin). So a worker whose last part came soon (a loop of
+         * ops) spins for twice that wait first, at most PAUSE_NS: sum 1M 31 -> 24 us in C; the
+         * benchmark's CNN epoch, which a fixed 20 us spin made 5-7 % slower (1.45-1.69 s against
+         * 1.36-1.59, four pairs), ran 1.40-1.56 s against 1.44-1.72 without a spin. The master
+         * thread's convolutions hush the spin (blas_pool_hush): their OpenMP team needs the
+         * cores. */
+        double t0 = now_ns(), until = t0 + SPIN_NS;
+        double spin = gap < PAUSE_NS ? 2 * gap + 2000 : 0, spin_until = t0 + spin;
+        if (spin > PAUSE_NS) spin_until = t0 + PAUSE_NS;
         unsigned g;
         unsigned hushed = atomic_load(&hush);
         while ((g = atomic_load(&w->gen)) == seen && now_ns() < spin_until &&
                atomic_load(&hush) == hushed)
             for (int i = 0; i < 64; i++) cpu_relax();
         while ((g = atomic_load(&w->gen)) == seen && now_ns() < until) sched_yield();
+        gap = g == seen ? PAUSE_NS : now_ns() - t0;
         if (g == seen) {
             pthread_mutex_lock(&w->lock);
             atomic_store(&w->sleeping, true);
