@@ -967,9 +967,12 @@ static bool mm_build(const blas_mm_shape *s, mm_class *c) {
     return last == strip_size(c, 0) || mm_build_strip(s, c, 1, last);
 }
 
+/* destroys c's primitives, leaving it with none */
 static void mm_destroy(mm_class *c) {
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < 2; v++) {
         if (c->prim[v]) dn.dnnl_primitive_destroy(c->prim[v]);
+        c->prim[v] = NULL;
+    }
 }
 
 /* the class of shape s, or NULL; dn_lock held */
@@ -1009,7 +1012,6 @@ static void *mm_builder(void *arg) {
         c->ready = true;
     } else {
         mm_destroy(c);
-        memset(c->prim, 0, sizeof c->prim);
         c->failed = true;
     }
     atomic_fetch_sub(&c->busy, 1);

@@ -95,8 +95,8 @@ static void *worker_main(void *arg) {
          * thread's convolutions hush the spin (blas_pool_hush): their OpenMP team needs the
          * cores. */
         double t0 = now_ns(), until = t0 + SPIN_NS;
-        double spin = gap < PAUSE_NS ? 2 * gap + 2000 : 0, spin_until = t0 + spin;
-        if (spin > PAUSE_NS) spin_until = t0 + PAUSE_NS;
+        double spin = gap < PAUSE_NS ? 2 * gap + 2000 : 0;
+        double spin_until = t0 + (spin < PAUSE_NS ? spin : PAUSE_NS);
         unsigned g;
         unsigned hushed = atomic_load(&hush);
         while ((g = atomic_load(&w->gen)) == seen && now_ns() < spin_until &&
