@@ -22,7 +22,8 @@ defmodule Mix.Tasks.Cascade.Bench do
     * `--rounds` — how many times the two sides take turns, each case keeping each side's
       fastest round; default 1. A round goes type by type: NumPy and PyTorch run that type's
       cases, then Cascade on every device (the other way round in even rounds), so that the
-      two timings of a case lie a minute apart at most. A machine whose speed moves in spells of
+      two timings of a case lie one type's turns apart (1–4 minutes on a 2-core machine with
+      `cpu` and `blas`), not a whole suite. A machine whose speed moves in spells of
       tens of seconds slows one side's round, not its best of two.
 
   Writes `<date>.json` (every figure, the check values and the machine),
@@ -90,7 +91,7 @@ defmodule Mix.Tasks.Cascade.Bench do
 
       # each round, type by type, the two sides take turns on that type's cases (NumPy and
       # PyTorch first in odd rounds, Cascade first in even ones), so that the two timings of a
-      # case are a minute apart at most, not a whole suite
+      # case are one type's turns apart, not a whole suite
       {numpy, ours} =
         for round <- 1..rounds, type <- types, reduce: {nil, %{}} do
           {numpy, ours} ->
