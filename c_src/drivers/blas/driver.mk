@@ -84,6 +84,15 @@ test-blas-avx2: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential
 	  echo "== test_differential, blas on its AVX-512 table without the AVX512-BF16 rounding"; \
 	  CASCADE_SIMD=avx512 CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential; \
 	fi
+
+# ... and on its portable loops (CASCADE_SIMD=none: what a processor without AVX2 and FMA gets),
+# where what the vector kernels fuse is decomposed instead
+.PHONY: test-blas-portable
+DRIVER_TEST_TARGETS += test-blas-portable
+test-blas-portable: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential $(BUILD)/tests/test_blas
+	@echo "== test_differential and test_blas, blas on its portable loops"
+	@CASCADE_SIMD=none CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential
+	@CASCADE_SIMD=none $(BUILD)/tests/test_blas
 endif
 
 # Like the test driver, it carries its own copy of the core and cpu kernels (hidden symbols) and
