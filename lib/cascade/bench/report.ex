@@ -4,9 +4,10 @@ defmodule Cascade.Bench.Report do
   Cascade depends on no hex package).
 
   A row is `%{case, device, type, cascade_s, numpy_s, numpy_type, torch_s, torch_type, ratio,
-  anchor, cascade_check, numpy_check, torch_check, agrees}`; `ratio` = Cascade time / the time
-  of the faster of NumPy and PyTorch (`anchor` names it), below 1 when Cascade is faster. A
-  library that did not run the case has nil figures.
+  round_ratios, anchor, cascade_check, numpy_check, torch_check, agrees}`; `ratio` = Cascade time
+  / the time of the faster of NumPy and PyTorch (`anchor` names it), below 1 when Cascade is
+  faster; `round_ratios` the same ratio in each round (`mix cascade.bench --rounds`). A library
+  that did not run the case has nil figures.
   """
 
   alias Cascade.Bench.Timer
@@ -20,15 +21,18 @@ defmodule Cascade.Bench.Report do
   result | nil}`, at least one of them). A check is `{sum, sum of absolute values}` of a
   result; `agrees` is nil without checks, otherwise whether Cascade's sums differ from each
   anchor's by at most the type's tolerance times the larger sum of absolute values — the error
-  that rounding each element by that much could make.
+  that rounding each element by that much could make. `rounds` are each round's `{Cascade's
+  time, the faster anchor's time}`; `round_ratios` their ratios, which show how far the machine
+  moved between rounds (`ratio` compares each side's fastest round).
 
       iex> r = Cascade.Bench.Report.row("cpu", :f32, %{case: "add 1M", seconds: 2.0e-4, check: {10.0, 30.0}},
       ...>   %{numpy: %{seconds: 1.0e-4, check: {10.00001, 30.0}, numpy_type: "f32"},
-      ...>     torch: %{seconds: 0.8e-4, check: {10.0, 30.0}, numpy_type: "f32"}})
-      iex> {r.ratio, r.anchor, r.agrees}
-      {2.5, "PyTorch", true}
+      ...>     torch: %{seconds: 0.8e-4, check: {10.0, 30.0}, numpy_type: "f32"}},
+      ...>   [{2.0e-4, 1.0e-4}, {4.0e-4, 1.6e-4}])
+      iex> {r.ratio, r.anchor, r.agrees, r.round_ratios}
+      {2.5, "PyTorch", true, [2.0, 2.5]}
   """
-  def row(device, type, ours, %{} = anchors) do
+  def row(device, type, ours, %{} = anchors, rounds \\ []) do
     numpy = anchors[:numpy]
     torch = anchors[:torch]
 
@@ -59,6 +63,7 @@ defmodule Cascade.Bench.Report do
       torch_s: torch && torch.seconds,
       torch_type: torch && torch.numpy_type,
       ratio: ours.seconds / best.seconds,
+      round_ratios: Enum.map(rounds, fn {mine, theirs} -> mine / theirs end),
       anchor: anchor,
       cascade_check: check_list(ours.check),
       numpy_check: numpy && check_list(numpy.check),
@@ -73,17 +78,24 @@ defmodule Cascade.Bench.Report do
   @doc "The Markdown table of `rows`; a figure is followed by the type it was computed in where that differs."
   def markdown(rows) do
     header = """
-    | case | device | type | Cascade | NumPy | PyTorch | ratio to the faster | same result |
-    |---|---|---|---:|---:|---:|---:|:---:|
+    | case | device | type | Cascade | NumPy | PyTorch | ratio to the faster | by round | same result |
+    |---|---|---|---:|---:|---:|---:|---:|:---:|
     """
 
     header <>
       Enum.map_join(rows, "\n", fn r ->
         "| #{r.case} | #{r.device} | #{r.type} | #{Timer.format(r.cascade_s)} | " <>
           "#{anchor_time(r.numpy_s, r.numpy_type, r.type)} | " <>
-          "#{anchor_time(r.torch_s, r.torch_type, r.type)} | #{fixed(r.ratio)} | #{agreement(r.agrees)} |"
+          "#{anchor_time(r.torch_s, r.torch_type, r.type)} | #{fixed(r.ratio)} | " <>
+          "#{by_round(r[:round_ratios])} | #{agreement(r.agrees)} |"
       end) <> "\n"
   end
+
+  # each round's ratio, where there was more than one round
+  defp by_round(ratios) when is_list(ratios) and length(ratios) > 1,
+    do: Enum.map_join(ratios, " / ", &fixed/1)
+
+  defp by_round(_), do: "–"
 
   @doc """
   The geometric mean of the ratios per device and type, as Markdown lines.

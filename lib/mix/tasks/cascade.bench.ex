@@ -24,7 +24,9 @@ defmodule Mix.Tasks.Cascade.Bench do
       cases, then Cascade on every device (the other way round in even rounds), so that the
       two timings of a case lie one type's turns apart (1–4 minutes on a 2-core machine with
       `cpu` and `blas`), not a whole suite. A machine whose speed moves in spells of
-      tens of seconds slows one side's round, not its best of two.
+      tens of seconds slows one side's round, not its best of two. The table's "by round"
+      column gives the case's ratio in each round, so that a reader sees how far the machine
+      moved between them.
 
   Writes `<date>.json` (every figure, the check values and the machine),
   `<date>.md` (the Markdown table) and `<date>.svg` (a bar chart of the ratios,
@@ -92,9 +94,9 @@ defmodule Mix.Tasks.Cascade.Bench do
       # each round, type by type, the two sides take turns on that type's cases (NumPy and
       # PyTorch first in odd rounds, Cascade first in even ones), so that the two timings of a
       # case are one type's turns apart, not a whole suite
-      {numpy, ours} =
-        for round <- 1..rounds, type <- types, reduce: {nil, %{}} do
-          {numpy, ours} ->
+      {numpy, ours, log} =
+        for round <- 1..rounds, type <- types, reduce: {nil, %{}, []} do
+          {numpy, ours, log} ->
             if rounds > 1 and type == hd(types),
               do: Mix.shell().info("round #{round} of #{rounds}")
 
@@ -109,16 +111,23 @@ defmodule Mix.Tasks.Cascade.Bench do
                   "no PyTorch column: #{python} has no torch (apt-get install python3-torch)"
                 )
 
-            {NumPy.best_of(numpy, theirs), Map.merge(ours, mine, fn _, a, b -> faster(a, b) end)}
+            {NumPy.best_of(numpy, theirs), Map.merge(ours, mine, fn _, a, b -> faster(a, b) end),
+             [{theirs, mine} | log]}
         end
+
+      log = Enum.reverse(log)
 
       rows =
         for device <- devices, type <- types do
           ours[{device, type}]
           |> Enum.flat_map(fn ours ->
             case Map.fetch(numpy.results, {type, ours.case}) do
-              {:ok, theirs} -> [Report.row(DeviceArg.name(device), type, ours, theirs)]
-              :error -> []
+              {:ok, theirs} ->
+                rounds = round_times(log, device, type, ours.case)
+                [Report.row(DeviceArg.name(device), type, ours, theirs, rounds)]
+
+              :error ->
+                []
             end
           end)
         end
@@ -144,6 +153,16 @@ defmodule Mix.Tasks.Cascade.Bench do
       end
 
       {{device, type}, Suite.run(inputs, device, type, seconds, report, keep)}
+    end
+  end
+
+  # each round's {Cascade's time, the faster anchor's time} for one case, where both ran it
+  defp round_times(log, device, type, name) do
+    for {theirs, mine} <- log,
+        ours = mine[{device, type}] && Enum.find(mine[{device, type}], &(&1.case == name)),
+        anchors = theirs.results[{type, name}],
+        ours && anchors do
+      {ours.seconds, anchors |> Map.values() |> Enum.map(& &1.seconds) |> Enum.min()}
     end
   end
 
