@@ -190,14 +190,14 @@ typedef struct {
 
 static void widen(cx_dtype t, const simd_table *s, const uint16_t *h, float *f, int64_t n) {
     if (t == CX_F16)
-        cx_f16_to_f32_array(h, f, n);
+        s->f16_to_f32(h, f, n);
     else
         s->bf16_to_f32(h, f, n);
 }
 
 static void narrow(cx_dtype t, const simd_table *s, const float *f, uint16_t *h, int64_t n) {
     if (t == CX_F16)
-        cx_f32_to_f16_array(f, h, n);
+        s->f32_to_f16(f, h, n);
     else
         s->f32_to_bf16(f, h, n);
 }

@@ -83,6 +83,8 @@ typedef struct {
      * does (f16 has its own hardware path in the core: half_array.c) */
     void (*bf16_to_f32)(const uint16_t *h, float *f, int64_t n);
     void (*f32_to_bf16)(const float *f, uint16_t *h, int64_t n);
+    void (*f16_to_f32)(const uint16_t *h, float *f, int64_t n);
+    void (*f32_to_f16)(const float *f, uint16_t *h, int64_t n);
     /* a run of n values summed in double, like the cpu driver's reductions; `row` adds a run
      * elementwise into a row of double accumulators */
     double (*sum_f32)(const float *a, int64_t n);

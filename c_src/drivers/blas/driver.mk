@@ -51,10 +51,10 @@ $(BUILD)/blas/simd_avx512.o: c_src/drivers/blas/simd/simd_kernels.c $(HEADERS)
 # The vector kernels' tables called directly (c_src/drivers/blas/simd/test_simd_kernels.c).
 ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
 DRIVER_TESTS += $(BUILD)/tests/test_simd_kernels
-$(BUILD)/tests/test_simd_kernels: c_src/drivers/blas/simd/test_simd_kernels.c $(BLAS_OBJ) $(HEADERS)
+$(BUILD)/tests/test_simd_kernels: c_src/drivers/blas/simd/test_simd_kernels.c $(BLAS_OBJ) $(BUILD)/libcascade_core.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -o $@ $< $(BLAS_OBJ) $(LDFLAGS) -lcmocka \
-	  $(SLEEF_LIBS) $(LDLIBS) -lm
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(SLEEF_CFLAGS) -o $@ $< $(BLAS_OBJ) $(BUILD)/libcascade_core.a \
+	  $(LDFLAGS) -lcmocka $(SLEEF_LIBS) $(LDLIBS) -lm
 endif
 
 # The differential suite runs the vector kernels the processor gets; on one with AVX-512 it runs

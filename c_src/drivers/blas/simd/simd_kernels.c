@@ -571,6 +571,7 @@ static void transpose_f32(float *restrict y, const float *restrict t, int64_t ro
  * 1M values: 290 us on one AVX2 thread through the chunks). f16 NaN results are made the
  * canonical quiet NaN of half.h, as the chunked path's narrowing does. */
 #include "../../../core/half.h"
+#include "../../../core/half_array.h"
 
 #if VW == 16
 static inline vf ld_f16(const uint16_t *h) {
@@ -601,6 +602,22 @@ static inline void st_f16(uint16_t *o, vf v) {
     }
 }
 #endif
+
+/* Whole arrays of f16 to f32 and back, VW values an instruction (the core's F16C loops,
+ * half_array.c, take 8; AVX-512 takes 16), bit for bit as half.h: the hardware's rounding to
+ * nearest even, a NaN made the canonical quiet one by st_f16. The last VW - 1 values or fewer go
+ * through the core's loops. */
+static void f16_to_f32(const uint16_t *restrict h, float *restrict f, int64_t n) {
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) vf_store(f + i, ld_f16(h + i));
+    if (i < n) cx_f16_to_f32_array(h + i, f + i, n - i);
+}
+
+static void f32_to_f16(const float *restrict f, uint16_t *restrict h, int64_t n) {
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) st_f16(h + i, vf_load(f + i));
+    if (i < n) cx_f32_to_f16_array(f + i, h + i, n - i);
+}
 
 static inline vf vf_nan_or(vf x, vf y, vf pick_x) { /* x where pick_x or x is NaN, else y */
 #if VW == 16
@@ -1472,6 +1489,8 @@ const simd_table SIMD_TABLE = {
     .transpose_f32 = transpose_f32,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
+    .f16_to_f32 = f16_to_f32,
+    .f32_to_f16 = f32_to_f16,
     .sum_f32 = sum_f32,
     .sum_f64 = sum_f64,
     .sum_f16 = sum_f16,

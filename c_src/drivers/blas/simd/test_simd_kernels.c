@@ -17,6 +17,7 @@
 #include <cpuid.h>
 
 #include "../../../core/half.h"
+#include "../../../core/half_array.h"
 #include "../blas_simd.h"
 
 static const simd_table *tables[3];
@@ -277,9 +278,10 @@ static void test_half_sum(void **state) {
         }
 }
 
-/* f32_to_bf16 and bf16_to_f32 against half.h on bit patterns of every kind: random ones (NaNs
- * with payloads, denormals), exact ties, and a block of denormals among normal values (the
- * AVX512-BF16 rounding sends a pair with one the integer way), at every tail length. */
+/* f32_to_bf16 and bf16_to_f32, and f32_to_f16, against half.h on bit patterns of every kind:
+ * random ones (NaNs with payloads, denormals), exact ties, and a block of denormals among normal
+ * values (the AVX512-BF16 rounding sends a pair with one the integer way), at every tail length;
+ * f16_to_f32 on every f16. */
 static unsigned bits_of(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
@@ -316,7 +318,29 @@ static void test_bf16_convert(void **state) {
             for (int64_t i = 0; i < n; i++)
                 if (bits_of(back[i]) != bits_of(cx_bf16_to_f32(h[i])))
                     fail_msg("%s: bf16_to_f32 of %04x", tables[k]->name, h[i]);
+            /* f16 the same way: f32_to_f16 as half.h rounds (NaNs made its quiet NaN) */
+            memset(h, 0xab, sizeof h);
+            tables[k]->f32_to_f16(f, h, n);
+            for (int64_t i = 0; i < n; i++)
+                if (h[i] != cx_f16_from_f32(f[i]))
+                    fail_msg("%s: f32_to_f16 of %08x (n %lld, at %lld): %04x, expected %04x",
+                             tables[k]->name, bits_of(f[i]), (long long)n, (long long)i, h[i],
+                             cx_f16_from_f32(f[i]));
+            if (n < N && h[n] != 0xabab)
+                fail_msg("%s: f16 wrote past %lld", tables[k]->name, (long long)n);
         }
+    /* f16_to_f32 on every f16, as the core's arrays widen (F16C quiets a signalling NaN, keeping
+     * its payload, where half.h's scalar keeps it signalling) */
+    static uint16_t all[65536];
+    static float wide[65536], core[65536];
+    for (int32_t i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+    cx_f16_to_f32_array(all, core, 65536);
+    for (int k = 0; k < n_tables; k++) {
+        tables[k]->f16_to_f32(all, wide, 65536);
+        for (int32_t i = 0; i < 65536; i++)
+            if (bits_of(wide[i]) != bits_of(core[i]))
+                fail_msg("%s: f16_to_f32 of %04x: %08x", tables[k]->name, all[i], bits_of(wide[i]));
+    }
 }
 
 /* The f32 erf within 1.07 ulp of double erf (the exhaustive check over [4.7e-10, 4.5] that
