@@ -80,9 +80,11 @@ typedef struct {
     /* y (cols x rows) = t (rows x cols) transposed, both row-major */
     void (*transpose_f32)(float *y, const float *t, int64_t rows, int64_t cols);
     /* bf16 to and from f32; narrowing rounds to nearest even and makes NaN quiet, as half.h
-     * does (f16 has its own hardware path in the core: half_array.c) */
+     * does */
     void (*bf16_to_f32)(const uint16_t *h, float *f, int64_t n);
     void (*f32_to_bf16)(const float *f, uint16_t *h, int64_t n);
+    /* f16 to and from f32, bit for bit as the core's arrays (half_array.c), VW values an
+     * instruction where they take 8 */
     void (*f16_to_f32)(const uint16_t *h, float *f, int64_t n);
     void (*f32_to_f16)(const float *f, uint16_t *h, int64_t n);
     /* a run of n values summed in double, like the cpu driver's reductions; `row` adds a run
