@@ -93,29 +93,34 @@ defmodule Mix.Tasks.Cascade.Bench do
 
       # each round, type by type, the two sides take turns on that type's cases (NumPy and
       # PyTorch first in odd rounds, Cascade first in even ones), so that the two timings of a
-      # case are one type's turns apart, not a whole suite
-      {numpy, ours, log} =
-        for round <- 1..rounds, type <- types, reduce: {nil, %{}, []} do
-          {numpy, ours, log} ->
-            if rounds > 1 and type == hd(types),
-              do: Mix.shell().info("round #{round} of #{rounds}")
+      # case are one type's turns apart, not a whole suite; each turn's {NumPy and PyTorch's
+      # results, Cascade's}, in order
+      log =
+        for round <- 1..rounds, type <- types do
+          if rounds > 1 and type == hd(types),
+            do: Mix.shell().info("round #{round} of #{rounds}")
 
-            theirs_first = rem(round, 2) == 1
-            theirs = if theirs_first, do: numpy_turn(python, script, scratch, seconds, type, opts)
-            mine = cascade_turn(inputs, devices, type, seconds, keep)
-            theirs = theirs || numpy_turn(python, script, scratch, seconds, type, opts)
+          theirs_first = rem(round, 2) == 1
+          theirs = if theirs_first, do: numpy_turn(python, script, scratch, seconds, type, opts)
+          mine = cascade_turn(inputs, devices, type, seconds, keep)
+          theirs = theirs || numpy_turn(python, script, scratch, seconds, type, opts)
 
-            if round == 1 and type == hd(types) and theirs.torch == nil,
-              do:
-                Mix.shell().error(
-                  "no PyTorch column: #{python} has no torch (apt-get install python3-torch)"
-                )
+          if round == 1 and type == hd(types) and theirs.torch == nil,
+            do:
+              Mix.shell().error(
+                "no PyTorch column: #{python} has no torch (apt-get install python3-torch)"
+              )
 
-            {NumPy.best_of(numpy, theirs), Map.merge(ours, mine, fn _, a, b -> faster(a, b) end),
-             [{theirs, mine} | log]}
+          {theirs, mine}
         end
 
-      log = Enum.reverse(log)
+      # each side's fastest round, case by case
+      numpy = Enum.reduce(log, nil, fn {theirs, _}, best -> NumPy.best_of(best, theirs) end)
+
+      ours =
+        Enum.reduce(log, %{}, fn {_, mine}, best ->
+          Map.merge(best, mine, fn _, a, b -> faster(a, b) end)
+        end)
 
       rows =
         for device <- devices, type <- types do
