@@ -288,6 +288,21 @@ static unsigned bits_of(float x) {
     return u;
 }
 
+/* narrow(f, h, n) gives half.h's want(f[i]) for each of the n values and writes nothing past
+ * them (h holds `cap`) */
+static void narrows_as_half_h(const char *table, const char *what,
+                              void (*narrow)(const float *, uint16_t *, int64_t),
+                              uint16_t (*want)(float), const float *f, uint16_t *h, int64_t n,
+                              int64_t cap) {
+    memset(h, 0xab, sizeof(uint16_t) * (size_t)cap);
+    narrow(f, h, n);
+    for (int64_t i = 0; i < n; i++)
+        if (h[i] != want(f[i]))
+            fail_msg("%s: %s of %08x (n %lld, at %lld): %04x, expected %04x", table, what,
+                     bits_of(f[i]), (long long)n, (long long)i, h[i], want(f[i]));
+    if (n < cap && h[n] != 0xabab) fail_msg("%s: %s wrote past %lld", table, what, (long long)n);
+}
+
 static void test_bf16_convert(void **state) {
     (void)state;
     enum { N = 4099 };
@@ -305,29 +320,15 @@ static void test_bf16_convert(void **state) {
     }
     for (int k = 0; k < n_tables; k++)
         for (int64_t n = 1; n <= N; n += n < 70 ? 1 : 331) {
-            memset(h, 0xab, sizeof h);
-            tables[k]->f32_to_bf16(f, h, n);
-            for (int64_t i = 0; i < n; i++)
-                if (h[i] != cx_bf16_from_f32(f[i]))
-                    fail_msg("%s: f32_to_bf16 of %08x (n %lld, at %lld): %04x, expected %04x",
-                             tables[k]->name, bits_of(f[i]), (long long)n, (long long)i, h[i],
-                             cx_bf16_from_f32(f[i]));
-            if (n < N && h[n] != 0xabab)
-                fail_msg("%s: wrote past %lld", tables[k]->name, (long long)n);
+            narrows_as_half_h(tables[k]->name, "f32_to_bf16", tables[k]->f32_to_bf16,
+                              cx_bf16_from_f32, f, h, n, N);
             tables[k]->bf16_to_f32(h, back, n);
             for (int64_t i = 0; i < n; i++)
                 if (bits_of(back[i]) != bits_of(cx_bf16_to_f32(h[i])))
                     fail_msg("%s: bf16_to_f32 of %04x", tables[k]->name, h[i]);
             /* f16 the same way: f32_to_f16 as half.h rounds (NaNs made its quiet NaN) */
-            memset(h, 0xab, sizeof h);
-            tables[k]->f32_to_f16(f, h, n);
-            for (int64_t i = 0; i < n; i++)
-                if (h[i] != cx_f16_from_f32(f[i]))
-                    fail_msg("%s: f32_to_f16 of %08x (n %lld, at %lld): %04x, expected %04x",
-                             tables[k]->name, bits_of(f[i]), (long long)n, (long long)i, h[i],
-                             cx_f16_from_f32(f[i]));
-            if (n < N && h[n] != 0xabab)
-                fail_msg("%s: f16 wrote past %lld", tables[k]->name, (long long)n);
+            narrows_as_half_h(tables[k]->name, "f32_to_f16", tables[k]->f32_to_f16, cx_f16_from_f32,
+                              f, h, n, N);
         }
     /* f16_to_f32 on every f16, as the core's arrays widen (F16C quiets a signalling NaN, keeping
      * its payload, where half.h's scalar keeps it signalling) */
