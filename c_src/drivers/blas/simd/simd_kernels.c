@@ -6,7 +6,8 @@
  * the flags; transcendental functions call SLEEF's vector functions of that width on full
  * vectors, and on a zero-padded copy of the last partial one. Error bounds, in ulp of the result
  * type (f32 and f64; f16/bf16 compute in f32 and round once more; f16 exp on AVX-512 is its own, at
- * 1.1e-6 relative before that rounding: exp_f16_vf below): exp, expm1, log, log1p, sin,
+ * 1.1e-6 relative before that rounding: exp_f16_vf below, and so is f16/bf16 tanh, 2.8e-8:
+ * tanh_half_vf): exp, expm1, log, log1p, sin,
  * cos, pow, atan2, f64 erf 1.0 (SLEEF's u10 functions); f32 erf 1.07 (ours: erf_vf); tanh 3.5
  * (u35: 2.8 times as fast as u10 here, and inside the 4 ulp the differential suite allows any
  * library); sigmoid from one exp and one division, about 3; sqrt, rsqrt (1 / sqrt), reciprocal,
@@ -744,32 +745,28 @@ static inline vf exp_f16_vf(vf x) {
     vf q = vf_mul(r, vf_fma(r, vf_set(0.5000001f), vf_set(1.0000584f)));
     return vf_fma(s, q, s); /* NaN from r when x is NaN */
 }
-/* bf16 tanh by binades: for |x| in [2^-5, 8), a polynomial of degree 5 per binade of |x|
- * (fit_binades.py) in t = m - 1.5, m the significand of |x| in [1, 2), its coefficients picked
- * from 16 lanes by the binade's exponent (vpermps): no exp, no division. Below 2^-5, x - x^3 / 3 +
- * 2 x^5 / 15 (the next term is 5e-11 relative there), NaN staying NaN there too; from 8 on, 1;
- * the sign of x. Correctly rounded on every bf16 (degree 4 left 4 results 1 ulp off, for 10% less
- * time). One thread: 0.19 ns a value, against 0.27 computing tanh from exp and 0.22 - 0.24 from
- * the table. For f16 the same scheme (degree 7) took 0.27: f16 tanh keeps the table. */
-#include "binade_fits.h"
-static inline vf binade_poly(vf a, const float (*c)[16], int deg) {
-    __m512i bits = _mm512_castps_si512(a), e = _mm512_srli_epi32(bits, 23);
-    vf m = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(bits, _mm512_set1_epi32(0x007fffff),
-                                                         _mm512_set1_epi32(0x3f800000), 0xEA));
-    vf t = vf_sub(m, vf_set(1.5f));
-    vf p = _mm512_permutexvar_ps(e, _mm512_load_ps(c[deg]));
-    for (int k = deg - 1; k >= 0; k--)
-        p = vf_fma(p, t, _mm512_permutexvar_ps(e, _mm512_load_ps(c[k])));
-    return p;
-}
-static inline vf tanh_binade_vf(vf x, const float (*c)[16], int deg) {
-    vf a = vf_abs(x), z = vf_mul(x, x);
-    vf small = vf_fma(vf_mul(x, z), vf_fma(z, vf_set(2.0f / 15), vf_set(-1.0f / 3)), x);
-    vf r = vf_pick_gt(vf_set(8.0f), a, binade_poly(a, c, deg), vf_set(1.0f));
-    __mmask16 tiny = _mm512_cmp_ps_mask(a, vf_set(0.03125f), _CMP_NGE_UQ); /* or NaN */
-    return vf_copysign(_mm512_mask_blend_ps(tiny, r, small), x);           /* -0 too */
+/* f16 and bf16 tanh: x P(x^2) / Q(x^2), P and Q of degree 3 (fit_tanh.py: minimax in relative
+ * error on [0, 4.6], 2.8e-8 in double; degree 3 over 2 left 36 f16 results 1 ulp off), x clamped
+ * to [-4.6, 4.6] first: from 4.51 on, tanh rounds to 1 in f16 (from 3.5 in bf16). Correctly
+ * rounded on every f16 and every bf16 (test_simd_kernels); NaN from x, -0 from -0, and x itself
+ * for a tiny x, whose square is 0. One thread, 1M values in [-1, 1], from C, on AMD Zen 5, whose
+ * 16-lane division is fast: f16 0.12 ns a value against 0.21 from the table of results (0.17
+ * with vrcp14ps and one correction in place of the division; 0.23 - 0.25 from exp and a division;
+ * 0.27 by binades, as bf16 tanh was computed); bf16 0.11 (rounded by AVX512-BF16) against 0.19 by
+ * binades, a polynomial of degree 5 per binade of |x| picked by its exponent. */
+static inline vf tanh_half_vf(vf x) {
+    x = vf_min(vf_set(4.6f), vf_max(vf_set(-4.6f), x)); /* x when x is NaN */
+    vf s = vf_mul(x, x);
+    vf p = vf_fma(
+        vf_fma(vf_fma(vf_set(5.43468195e-06f), s, vf_set(0.00254827109f)), s, vf_set(0.125870794f)),
+        s, vf_set(1.0f));
+    vf q = vf_fma(
+        vf_fma(vf_fma(vf_set(0.000173898719f), s, vf_set(0.0222834125f)), s, vf_set(0.459203809f)),
+        s, vf_set(1.0f));
+    return vf_div(vf_mul(x, p), q);
 }
 
+#include "binade_fits.h"
 /* bf16 gelu by half binades: gelu(x) = x Phi(x), Phi the normal distribution function, from a
  * polynomial of degree 4 per half binade of x (fit_binades.py), for x in [2^-5, 8) and in
  * (-2, -2^-5]: 32 lanes picked by the sign, the exponent's last 3 bits and the significand's first
@@ -873,8 +870,9 @@ static inline vf gelu_binade_vf(vf x) {
         if (i < n) name##_rest(o + i, a + i, n - i);                                               \
     }
 HALF_UNARY_F16_NAN_IN(exp_f16, exp_f16_vf(x))
+HALF_UNARY_F16_NAN_IN(tanh_f16, tanh_half_vf(x))
 HALF_UNARY_ONE(exp_bf16, ld_bf16, st_bf16, exp_clamped_vf(x, -104.0f, 89.0f))
-HALF_UNARY_ONE(tanh_bf16, ld_bf16, st_bf16, tanh_binade_vf(x, tanh_bf16_fit, TANH_BF16_FIT_DEG))
+HALF_UNARY_ONE(tanh_bf16, ld_bf16, st_bf16, tanh_half_vf(x))
 HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_binade_vf(x))
 
 /* ==== the register kernels beside the table ===================================================
@@ -882,12 +880,13 @@ HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_binade_vf(x))
  * results (blas_simd.c builds the table with the register kernel, so both give the same bits)
  * can run them interleaved: two vectors through the registers, then 16 values through the table,
  * and so on, the vectors keeping the floating-point pipes busy and the table the load ports. On
- * one thread that pays (1M bf16 in [-1, 1]: tanh 0.145 ns a value against 0.19 in registers and
- * 0.24 from the table; 2 vectors to 8, 32 or 64 table values, or 4 to 32, were slower), but with
- * both threads of the pool at work the two cores here share more than their caches, and less is
- * left (1M values split in two, median of 300 runs: tanh 131-133 us in registers, 145-148 mixed,
- * 176-180 from the table; gelu 170-191, 160-177, 176-190). So only gelu runs mixed, where a vector
- * with a lane in its tail is also taken from the table instead of its slow exp. */
+ * one thread that paid (1M bf16 in [-1, 1]: tanh by binades 0.145 ns a value against 0.19 in
+ * registers and 0.24 from the table; 2 vectors to 8, 32 or 64 table values, or 4 to 32, were
+ * slower), but with both threads of the pool at work the two cores here share more than their
+ * caches, and less is left (1M values split in two, median of 300 runs: tanh 131-133 us in
+ * registers, 145-148 mixed, 176-180 from the table; gelu 170-191, 160-177, 176-190). So only gelu
+ * runs mixed, where a vector with a lane in its tail is also taken from the table instead of its
+ * slow exp; tanh's rational form (0.11) is faster than either now. */
 #define MIX_TABLE 16
 #define GELU_MIX(fname, ATTR, ST2)                                                                 \
     ATTR static void fname(uint16_t *restrict o, const uint16_t *restrict a, int64_t n,            \
@@ -1423,7 +1422,7 @@ HW_BF16(min, vf_nan_or(x, y, vf_lt(x, y)))
         if (i < n) name##_bf16(o + i, a + i, n - i);                                               \
     }
 HW_BF16_UNARY(exp, exp_clamped_vf(x, -104.0f, 89.0f))
-HW_BF16_UNARY(tanh, tanh_binade_vf(x, tanh_bf16_fit, TANH_BF16_FIT_DEG))
+HW_BF16_UNARY(tanh, tanh_half_vf(x))
 HW_BF16_UNARY(gelu, gelu_binade_vf(x))
 GELU_MIX(gelu_bf16_hw_mix, BF16_HW, st2_bf16_hw)
 
@@ -1480,6 +1479,7 @@ const simd_table SIMD_TABLE = {
     H(MIN, min),
 #if VW == 16
     .unary_f16[CX_OP_EXP] = exp_f16,
+    .unary_f16[CX_OP_TANH] = tanh_f16,
     .unary_bf16[CX_OP_EXP] = exp_bf16,
     .unary_bf16[CX_OP_TANH] = tanh_bf16,
     .unary_bf16[CX_OP_GELU] = gelu_bf16,

@@ -143,13 +143,13 @@ static double gelu_ref(double x) {
     return 0.5 * x * erfc(-x / sqrt(2.0));
 }
 
-/* The f16 and bf16 functions computed in registers (unary_f16, unary_bf16: exp, and bf16 tanh and
+/* The f16 and bf16 functions computed in registers (unary_f16, unary_bf16: exp and tanh, and bf16
  * gelu, on AVX-512) on every one of the 65,536 inputs, against the function in double rounded
  * once: a quiet NaN for NaN (f16: half.h's), a zero of the right sign, at most 1 ulp elsewhere,
  * never 1 ulp from an infinity, and at most `most` results off at all (the counts measured when
- * written: f16 exp 6; bf16 exp, tanh and gelu 0, correctly rounded); and every length up to 40,
- * so that each tail goes through the zero-padded copy (and, on AVX512-BF16, the pairs of vectors
- * through their own loop), giving the same bits as the whole array. */
+ * written: f16 exp 6; f16 tanh and bf16 exp, tanh and gelu 0, correctly rounded); and every length
+ * up to 40, so that each tail goes through the zero-padded copy (and, on AVX512-BF16, the pairs of
+ * vectors through their own loop), giving the same bits as the whole array. */
 static void test_half_unary(void **state) {
     (void)state;
     enum { N = 65536 };
