@@ -745,7 +745,7 @@ static inline vf exp_f16_vf(vf x) {
     vf q = vf_mul(r, vf_fma(r, vf_set(0.5000001f), vf_set(1.0000584f)));
     return vf_fma(s, q, s); /* NaN from r when x is NaN */
 }
-/* f16 and bf16 tanh: x P(x^2) / Q(x^2), P and Q of degree 3 (fit_tanh.py: minimax in relative
+/* f16 and bf16 tanh: x P(x^2) / Q(x^2), P and Q of degree 3 (fit_rational.py: minimax in relative
  * error on [0, 4.6], 2.8e-8 in double; degree 3 over 2 left 36 f16 results 1 ulp off), x clamped
  * to [-4.6, 4.6] first: from 4.51 on, tanh rounds to 1 in f16 (from 3.5 in bf16). Correctly
  * rounded on every f16 and every bf16 (test_simd_kernels); NaN from x, -0 from -0, and x itself
@@ -767,17 +767,18 @@ static inline vf tanh_half_vf(vf x) {
 }
 
 #include "binade_fits.h"
-/* bf16 gelu by half binades: gelu(x) = x Phi(x), Phi the normal distribution function, from a
- * polynomial of degree 4 per half binade of x (fit_binades.py), for x in [2^-5, 8) and in
- * (-2, -2^-5]: 32 lanes picked by the sign, the exponent's last 3 bits and the significand's first
- * fraction bit (vpermi2ps). Near 0 (and NaN), Phi(x) = 1/2 + x (1 - x^2 / 6) / sqrt(2 pi); from 8
- * on, x. Below -2, Phi(x) = exp(-x^2 / 2) M(-x), M of degree 6 on binades 1 .. 3 (from -16 on
- * down, 0): gelu_tail_phi, computed only for the vectors that hold such an x. Correctly rounded on
- * every bf16 (test_simd_kernels; -inf gives NaN, as x Phi(x) does in double), where the f32
- * kernel's erf (absolute error 1.5e-7) is 4% off at x = -5 and gives 0 from -6 on. One thread,
- * values in [-1, 1]: 0.22 ns a value, the table's time; in [-4, 4], a third of them in the tail,
- * 0.51: on large arrays the mixed kernel below runs it beside the table, and takes a vector with a
- * tail lane from the table. */
+/* bf16 gelu: gelu(x) = x Phi(x), Phi the normal distribution function. For x in (-2, 3),
+ * Phi(x) = 1/2 + x P(x^2) / Q(x^2), P and Q of degree 3 (fit_rational.py: minimax in the relative
+ * error of Phi(-|x|) up to 2, where 1/2 - |x| P / Q cancels, of Phi(|x|) beyond; 2.3e-7), one
+ * division: gelu_phi_vf. From 3 on, x: gelu(x) rounds to x in bf16 there. Below -2, Phi(x) =
+ * exp(-x^2 / 2) M(-x), M of degree 6 on binades 1 .. 3 (from -16 on down, 0): gelu_tail_phi,
+ * computed only for the vectors that hold such an x. Correctly rounded on every bf16
+ * (test_simd_kernels; -inf gives NaN, as x Phi(x) does in double), where the f32 kernel's erf
+ * (absolute error 1.5e-7) is 4% off at x = -5 and gives 0 from -6 on. One thread, values in
+ * [-1, 1]: 0.13 ns a value (by half binades before 2026-11-27, a polynomial of degree 4 per half
+ * binade of x: 0.22), the table 0.21; in [-4, 4], a third of them in the tail, 0.42: on large
+ * arrays the mixed kernel below runs it beside the table, and takes a vector with a tail lane from
+ * the table (0.21). */
 static inline vf gelu_tail_phi(vf a) { /* Phi(-a) for a >= 2: 0 from 16 on */
     a = vf_min(a, vf_set(16.0f));
     __m512i e = _mm512_srli_epi32(_mm512_castps_si512(a), 23);
@@ -797,30 +798,21 @@ static inline vf gelu_tail_phi(vf a) { /* Phi(-a) for a >= 2: 0 from 16 on */
 static inline __mmask16 gelu_tail(vf x) {
     return _mm512_cmp_ps_mask(x, vf_set(-2.0f), _CMP_LE_OQ);
 }
-/* Phi(x) but in the tail */
+/* Phi(x) = 1/2 + x P(x^2) / Q(x^2), for x in (-2, 3): gelu_half_vf takes the others elsewhere */
 static inline vf gelu_phi_vf(vf x) {
-    __m512i bits = _mm512_castps_si512(x);
-    __m512i idx =
-        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(bits, 22), _mm512_set1_epi32(15)),
-                        _mm512_and_si512(_mm512_srli_epi32(bits, 27), _mm512_set1_epi32(16)));
-    vf m = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(bits, _mm512_set1_epi32(0x007fffff),
-                                                         _mm512_set1_epi32(0x3f800000), 0xEA));
-    vf t = vf_sub(m, vf_set(1.5f));
-    vf p = _mm512_permutex2var_ps(_mm512_load_ps(gelu_bf16_fit[GELU_BF16_FIT_DEG]), idx,
-                                  _mm512_load_ps(gelu_bf16_fit[GELU_BF16_FIT_DEG] + 16));
-    for (int k = GELU_BF16_FIT_DEG - 1; k >= 0; k--)
-        p = vf_fma(p, t,
-                   _mm512_permutex2var_ps(_mm512_load_ps(gelu_bf16_fit[k]), idx,
-                                          _mm512_load_ps(gelu_bf16_fit[k] + 16)));
-    vf small =
-        vf_fma(x, vf_fma(vf_mul(x, x), vf_set(-0.0664903800f), vf_set(0.398942280f)), vf_set(0.5f));
-    __mmask16 tiny = _mm512_cmp_ps_mask(vf_abs(x), vf_set(0.03125f), _CMP_NGE_UQ); /* or NaN */
-    return _mm512_mask_blend_ps(tiny, p, small);
+    vf s = vf_mul(x, x);
+    vf p = vf_fma(vf_fma(vf_fma(vf_set(2.26556494e-05f), s, vf_set(0.00347367767f)), s,
+                         vf_set(0.0257921498f)),
+                  s, vf_set(0.3989425f));
+    vf q = vf_fma(
+        vf_fma(vf_fma(vf_set(0.000966370339f), s, vf_set(0.0222523492f)), s, vf_set(0.231322363f)),
+        s, vf_set(1.0f));
+    return vf_fma(x, vf_div(p, q), vf_set(0.5f));
 }
 static inline vf gelu_of_phi(vf x, vf phi) {
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, vf_set(8.0f), _CMP_GE_OQ), vf_mul(x, phi), x);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, vf_set(3.0f), _CMP_GE_OQ), vf_mul(x, phi), x);
 }
-static inline vf gelu_binade_vf(vf x) {
+static inline vf gelu_half_vf(vf x) {
     vf phi = gelu_phi_vf(x);
     __mmask16 tail = gelu_tail(x);
     if (tail) phi = _mm512_mask_blend_ps(tail, phi, gelu_tail_phi(vf_abs(x)));
@@ -873,7 +865,7 @@ HALF_UNARY_F16_NAN_IN(exp_f16, exp_f16_vf(x))
 HALF_UNARY_F16_NAN_IN(tanh_f16, tanh_half_vf(x))
 HALF_UNARY_ONE(exp_bf16, ld_bf16, st_bf16, exp_clamped_vf(x, -104.0f, 89.0f))
 HALF_UNARY_ONE(tanh_bf16, ld_bf16, st_bf16, tanh_half_vf(x))
-HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_binade_vf(x))
+HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_half_vf(x))
 
 /* ==== the register kernels beside the table ===================================================
  * On a large array, a function of one value that has both a register kernel and a table of its
@@ -884,9 +876,11 @@ HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_binade_vf(x))
  * registers and 0.24 from the table; 2 vectors to 8, 32 or 64 table values, or 4 to 32, were
  * slower), but with both threads of the pool at work the two cores here share more than their
  * caches, and less is left (1M values split in two, median of 300 runs: tanh 131-133 us in
- * registers, 145-148 mixed, 176-180 from the table; gelu 170-191, 160-177, 176-190). So only gelu
- * runs mixed, where a vector with a lane in its tail is also taken from the table instead of its
- * slow exp; tanh's rational form (0.11) is faster than either now. */
+ * registers, 145-148 mixed, 176-180 from the table; gelu by half binades 170-191, 160-177,
+ * 176-190). So only gelu runs mixed, where a vector with a lane in its tail is also taken from the
+ * table instead of its slow exp; tanh's rational form (0.11) is faster than either now. With
+ * gelu's rational form, mixed and in registers alone take the same time on values in [-1, 1]
+ * (0.135 and 0.134 ns a value, one thread), and mixed keeps its tail vectors cheap. */
 #define MIX_TABLE 16
 #define GELU_MIX(fname, ATTR, ST2)                                                                 \
     ATTR static void fname(uint16_t *restrict o, const uint16_t *restrict a, int64_t n,            \
@@ -1423,7 +1417,7 @@ HW_BF16(min, vf_nan_or(x, y, vf_lt(x, y)))
     }
 HW_BF16_UNARY(exp, exp_clamped_vf(x, -104.0f, 89.0f))
 HW_BF16_UNARY(tanh, tanh_half_vf(x))
-HW_BF16_UNARY(gelu, gelu_binade_vf(x))
+HW_BF16_UNARY(gelu, gelu_half_vf(x))
 GELU_MIX(gelu_bf16_hw_mix, BF16_HW, st2_bf16_hw)
 
 BF16_HW static void f32_to_bf16_hw(const float *restrict f, uint16_t *restrict h, int64_t n) {
