@@ -10,9 +10,10 @@ coefficients, to be copied into the kernels:
 
 P and Q of degree 3 (or as given), Q(0) = 1: Loeb's iteration (the residuals divided by the last
 step's denominator) around Lawson's reweighted least squares, on Chebyshev points of s = x^2.
-Then every finite f16 and bf16 value in the range is computed in f32 as the kernel computes it
-and compared with the function in double rounded once; test_simd_kernels checks the kernels
-themselves on every input.
+Then every finite f16 and bf16 value in the range is computed in f32, as the kernel computes it
+but for its fused multiply-adds (a multiply and an add here, each rounded), and compared with the
+function in double rounded to the type (through f32: twice); test_simd_kernels checks the
+kernels themselves on every input, against the function in double rounded once.
 
     /usr/bin/python3 c_src/drivers/blas/simd/fit_rational.py [deg_p deg_q]   (needs numpy)
 """
@@ -80,8 +81,8 @@ def check(name, of_bits, to_bits, lo, hi, kernel, exact):
     got, want = to_bits(kernel(x)), to_bits(exact(x.astype(np.float64)).astype(np.float32))
     signed = lambda v: np.where(v & 0x8000, -(v & 0x7FFF), v)
     d = np.abs(signed(got) - signed(want))
-    print("  %s in (%g, %g): %d of %d results off (at most %d ulp), in f32 as the kernel "
-          "computes them" % (name, lo, hi, int((d > 0).sum()), len(x), int(d.max())))
+    print("  %s in (%g, %g): %d of %d results off (at most %d ulp), computed in f32" %
+          (name, lo, hi, int((d > 0).sum()), len(x), int(d.max())))
 
 
 def phi(x):

@@ -747,7 +747,7 @@ static inline vf exp_f16_vf(vf x) {
 }
 /* f16 and bf16 tanh: x P(x^2) / Q(x^2), P and Q of degree 3 (fit_rational.py: minimax in relative
  * error on [0, 4.6], 2.8e-8 in double; degree 3 over 2 left 36 f16 results 1 ulp off), x clamped
- * to [-4.6, 4.6] first: from 4.51 on, tanh rounds to 1 in f16 (from 3.5 in bf16). Correctly
+ * to [-4.6, 4.6] first: from 4.51 on, tanh rounds to 1 in f16 (from 3.47 in bf16). Correctly
  * rounded on every f16 and every bf16 (test_simd_kernels); NaN from x, -0 from -0, and x itself
  * for a tiny x, whose square is 0. One thread, 1M values in [-1, 1], from C, on AMD Zen 5, whose
  * 16-lane division is fast: f16 0.12 ns a value against 0.21 from the table of results (0.17
@@ -770,10 +770,13 @@ static inline vf tanh_half_vf(vf x) {
 /* bf16 gelu: gelu(x) = x Phi(x), Phi the normal distribution function. For x in (-2, 3),
  * Phi(x) = 1/2 + x P(x^2) / Q(x^2), P and Q of degree 3 (fit_rational.py: minimax in the relative
  * error of Phi(-|x|) up to 2, where 1/2 - |x| P / Q cancels, of Phi(|x|) beyond; 2.3e-7), one
- * division: gelu_phi_vf. From 3 on, x: gelu(x) rounds to x in bf16 there. Below -2, Phi(x) =
+ * division: gelu_phi_vf. From 3 on, x: gelu(x) rounds to x in bf16 there. From -2 down, Phi(x) =
  * exp(-x^2 / 2) M(-x), M of degree 6 on binades 1 .. 3 (from -16 on down, 0): gelu_tail_phi,
  * computed only for the vectors that hold such an x. Correctly rounded on every bf16
- * (test_simd_kernels; -inf gives NaN, as x Phi(x) does in double), where the f32 kernel's erf
+ * (test_simd_kernels; -inf gives NaN, as x Phi(x) does in double) but for 128 of the tiny (|x| <
+ * 2^-125, as before this form): x Phi(x) is x / 2 in f32 there, 256 of them ties, and rounding
+ * to even takes the wrong side of half of them, where the x^2 / sqrt(2 pi) beside x / 2 would
+ * round up (1 ulp off; the test's double reference gives x / 2 too). The f32 kernel's erf
  * (absolute error 1.5e-7) is 4% off at x = -5 and gives 0 from -6 on. One thread, values in
  * [-1, 1]: 0.13 ns a value (by half binades before 2026-11-27, a polynomial of degree 4 per half
  * binade of x: 0.22), the table 0.21; in [-4, 4], a third of them in the tail, 0.42: on large
@@ -836,8 +839,8 @@ static inline vf gelu_half_vf(vf x) {
             memcpy(o + i, t, sizeof(uint16_t) * (size_t)(n - i));                                  \
         }                                                                                          \
     }
-/* An f16 function whose result is NaN exactly where its argument is (exp): 2 vectors at a time,
- * their NaNs found among the 32 arguments with one integer compare, instead of each result's
+/* An f16 function whose result is NaN exactly where its argument is (exp, tanh): 2 vectors at a
+ * time, their NaNs found among the 32 arguments with one integer compare, instead of each result's
  * st_f16 testing its 16 lanes (one thread, 1M exps: 0.107 ns a value against 0.118; 0.099
  * testing none), and made the canonical quiet NaN with the argument's sign, as st_f16 makes them.
  * The last 0 - 31 values go through HALF_UNARY_ONE's loop. */
