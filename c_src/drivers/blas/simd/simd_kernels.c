@@ -754,15 +754,16 @@ static inline vf exp_f16_vf(vf x) {
  * with vrcp14ps and one correction in place of the division; 0.23 - 0.25 from exp and a division;
  * 0.27 by binades, as bf16 tanh was computed); bf16 0.11 (rounded by AVX512-BF16) against 0.19 by
  * binades, a polynomial of degree 5 per binade of |x| picked by its exponent. */
+/* c0 + c1 s + c2 s^2 + c3 s^3 by Horner's rule, one rounding a step (the coefficients in the order
+ * fit_rational.py prints them) */
+static inline vf poly3_vf(vf s, float c0, float c1, float c2, float c3) {
+    return vf_fma(vf_fma(vf_fma(vf_set(c3), s, vf_set(c2)), s, vf_set(c1)), s, vf_set(c0));
+}
 static inline vf tanh_half_vf(vf x) {
     x = vf_min(vf_set(4.6f), vf_max(vf_set(-4.6f), x)); /* x when x is NaN */
     vf s = vf_mul(x, x);
-    vf p = vf_fma(
-        vf_fma(vf_fma(vf_set(5.43468195e-06f), s, vf_set(0.00254827109f)), s, vf_set(0.125870794f)),
-        s, vf_set(1.0f));
-    vf q = vf_fma(
-        vf_fma(vf_fma(vf_set(0.000173898719f), s, vf_set(0.0222834125f)), s, vf_set(0.459203809f)),
-        s, vf_set(1.0f));
+    vf p = poly3_vf(s, 1.0f, 0.125870794f, 0.00254827109f, 5.43468195e-06f);
+    vf q = poly3_vf(s, 1.0f, 0.459203809f, 0.0222834125f, 0.000173898719f);
     return vf_div(vf_mul(x, p), q);
 }
 
@@ -804,12 +805,8 @@ static inline __mmask16 gelu_tail(vf x) {
 /* Phi(x) = 1/2 + x P(x^2) / Q(x^2), for x in (-2, 3): gelu_half_vf takes the others elsewhere */
 static inline vf gelu_phi_vf(vf x) {
     vf s = vf_mul(x, x);
-    vf p = vf_fma(vf_fma(vf_fma(vf_set(2.26556494e-05f), s, vf_set(0.00347367767f)), s,
-                         vf_set(0.0257921498f)),
-                  s, vf_set(0.3989425f));
-    vf q = vf_fma(
-        vf_fma(vf_fma(vf_set(0.000966370339f), s, vf_set(0.0222523492f)), s, vf_set(0.231322363f)),
-        s, vf_set(1.0f));
+    vf p = poly3_vf(s, 0.3989425f, 0.0257921498f, 0.00347367767f, 2.26556494e-05f);
+    vf q = poly3_vf(s, 1.0f, 0.231322363f, 0.0222523492f, 0.000966370339f);
     return vf_fma(x, vf_div(p, q), vf_set(0.5f));
 }
 static inline vf gelu_of_phi(vf x, vf phi) {
