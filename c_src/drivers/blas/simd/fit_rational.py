@@ -22,6 +22,8 @@ import sys
 
 import numpy as np
 
+from fit_binades import c_float  # a C float literal (1.0f, not 1f)
+
 
 def fit(h, weight, c, m, n, points=4000):
     """P / Q ~ h(s) on s in [0, c^2], the error weighted by weight(x), x = sqrt(s)"""
@@ -46,8 +48,8 @@ def fit(h, weight, c, m, n, points=4000):
     qc = np.array([1.0] + [k[m + j] / scale**j for j in range(1, n + 1)], dtype=np.float32)
     print("  P and Q of degrees %d and %d: largest weighted error %.3e in double; Q >= %.3g" %
           (m, n, err, float(q_last.min())))
-    print("  P, from s^0:", ", ".join("%.9gf" % v for v in pc))
-    print("  Q, from s^0:", ", ".join("%.9gf" % v for v in qc))
+    print("  P, from s^0:", ", ".join(c_float(v) for v in pc))
+    print("  Q, from s^0:", ", ".join(c_float(v) for v in qc))
     return pc, qc
 
 
