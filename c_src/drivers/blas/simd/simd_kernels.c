@@ -452,9 +452,9 @@ typedef __m512i vi;
 static inline vi bf16_round_hi(vi x) {
     vi r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)),
                             _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1)));
-    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, _mm512_set1_epi32(0x400000)));
+    __mmask16 nan =
+        _mm512_cmp_ps_mask(_mm512_castsi512_ps(x), _mm512_castsi512_ps(x), _CMP_UNORD_Q);
+    return _mm512_mask_or_epi32(r, nan, x, _mm512_set1_epi32(0x400000));
 }
 static inline void st_bf16(uint16_t *o, vf v) {
     vi r = _mm512_srli_epi32(bf16_round_hi(_mm512_castps_si512(v)), 16);
@@ -863,9 +863,29 @@ static inline vf gelu_half_vf(vf x) {
     }
 HALF_UNARY_F16_NAN_IN(exp_f16, exp_f16_vf(x))
 HALF_UNARY_F16_NAN_IN(tanh_f16, tanh_half_vf(x))
-HALF_UNARY_ONE(exp_bf16, ld_bf16, st_bf16, exp_clamped_vf(x, -104.0f, 89.0f))
-HALF_UNARY_ONE(tanh_bf16, ld_bf16, st_bf16, tanh_half_vf(x))
-HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_half_vf(x))
+/* A bf16 function of one value, 2 vectors at a time as PAIRS_BF16 takes them: 32 halves read as 16
+ * lanes, the evens and the odds widened in place, each computed and rounded, and the two joined
+ * lane by lane, where ld_bf16 and st_bf16 cross lanes (vpmovzxwd, vpmovdw) for each vector. On an
+ * Intel Xeon (Cascade Lake, 2.5 GHz, no AVX512-BF16), from C, one thread, 1M values in [-1, 1]:
+ * tanh 0.49 -> 0.42 ns a value, exp 0.54 -> 0.45, gelu in registers 0.52 -> 0.42; through
+ * Cascade, both threads, 1M: tanh 276-288 -> 235-245 us, exp 306 -> 251, gelu (mixed, below)
+ * 239-251 -> 219-230. The last 0 - 31 values go through HALF_UNARY_ONE's loop. */
+#define HALF_UNARY_BF16_PAIRS(name, F)                                                             \
+    HALF_UNARY_ONE(name##_rest, ld_bf16, st_bf16, F)                                               \
+    static void name(uint16_t *restrict o, const uint16_t *restrict a, int64_t n) {                \
+        int64_t i = 0;                                                                             \
+        for (; i + 2 * VW <= n; i += 2 * VW) {                                                     \
+            vi p = vi_loadu(a + i);                                                                \
+            vf x = vi_as_vf(bf16_even(p));                                                         \
+            vi even = bf16_round_hi(vf_as_vi(F));                                                  \
+            x = vi_as_vf(bf16_odd(p));                                                             \
+            vi_storeu(o + i, bf16_join(even, bf16_round_hi(vf_as_vi(F))));                         \
+        }                                                                                          \
+        if (i < n) name##_rest(o + i, a + i, n - i);                                               \
+    }
+HALF_UNARY_BF16_PAIRS(exp_bf16, exp_clamped_vf(x, -104.0f, 89.0f))
+HALF_UNARY_BF16_PAIRS(tanh_bf16, tanh_half_vf(x))
+HALF_UNARY_BF16_PAIRS(gelu_bf16, gelu_half_vf(x))
 
 /* ==== the register kernels beside the table ===================================================
  * On a large array, a function of one value that has both a register kernel and a table of its
@@ -882,12 +902,15 @@ HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_half_vf(x))
  * gelu's rational form, mixed and in registers alone take the same time on values in [-1, 1]
  * (0.135 and 0.134 ns a value, one thread), and mixed keeps its tail vectors cheap. */
 #define MIX_TABLE 16
-#define GELU_MIX(fname, ATTR, ST2)                                                                 \
+/* LD2 reads 2 VW halves into x0 and x1, ST2 writes them back from the results in the same order:
+ * as PAIRS_BF16 takes them (evens and odds) on AVX-512, as two vectors with AVX512-BF16 */
+#define GELU_MIX(fname, ATTR, LD2, ST2)                                                            \
     ATTR static void fname(uint16_t *restrict o, const uint16_t *restrict a, int64_t n,            \
                            const uint16_t *restrict tab) {                                         \
         int64_t i = 0;                                                                             \
         for (; i + 2 * VW + MIX_TABLE <= n; i += 2 * VW + MIX_TABLE) {                             \
-            vf x0 = ld_bf16(a + i), x1 = ld_bf16(a + i + VW);                                      \
+            vf x0, x1;                                                                             \
+            LD2(a + i, x0, x1);                                                                    \
             if (gelu_tail(x0) | gelu_tail(x1)) {                                                   \
                 simd_table_lookup(o + i, a + i, tab, 2 * VW);                                      \
             } else {                                                                               \
@@ -897,11 +920,15 @@ HALF_UNARY_ONE(gelu_bf16, ld_bf16, st_bf16, gelu_half_vf(x))
         }                                                                                          \
         simd_table_lookup(o + i, a + i, tab, n - i);                                               \
     }
-static inline void st2_bf16(uint16_t *o, vf lo, vf hi) {
-    st_bf16(o, lo);
-    st_bf16(o + VW, hi);
+#define LD2_BF16_PAIRS(h, x0, x1)                                                                  \
+    do {                                                                                           \
+        vi p_ = vi_loadu(h);                                                                       \
+        x0 = vi_as_vf(bf16_even(p_)), x1 = vi_as_vf(bf16_odd(p_));                                 \
+    } while (0)
+static inline void st2_bf16_pairs(uint16_t *o, vf even, vf odd) {
+    vi_storeu(o, bf16_join(bf16_round_hi(vf_as_vi(even)), bf16_round_hi(vf_as_vi(odd))));
 }
-GELU_MIX(gelu_bf16_mix, , st2_bf16)
+GELU_MIX(gelu_bf16_mix, , LD2_BF16_PAIRS, st2_bf16_pairs)
 #endif
 
 /* ==== sums ======================================================================================
@@ -1418,7 +1445,8 @@ HW_BF16(min, vf_nan_or(x, y, vf_lt(x, y)))
 HW_BF16_UNARY(exp, exp_clamped_vf(x, -104.0f, 89.0f))
 HW_BF16_UNARY(tanh, tanh_half_vf(x))
 HW_BF16_UNARY(gelu, gelu_half_vf(x))
-GELU_MIX(gelu_bf16_hw_mix, BF16_HW, st2_bf16_hw)
+#define LD2_BF16(h, x0, x1) (x0 = ld_bf16(h), x1 = ld_bf16((h) + VW))
+GELU_MIX(gelu_bf16_hw_mix, BF16_HW, LD2_BF16, st2_bf16_hw)
 
 BF16_HW static void f32_to_bf16_hw(const float *restrict f, uint16_t *restrict h, int64_t n) {
     int64_t i = 0;
