@@ -351,6 +351,10 @@ static void test_dot_onednn_paths(void **state) {
     /* 256 x 264 x 512 = 34.6M multiply-adds, above BLAS_DNNL_F32_MIN */
     onednn_paths(CX_F32, 256, 264, 512);
     onednn_paths(CX_F16, 256, 264, 512);
+    /* 528 x 264 x 1024 = 142.6M, above MM_WHOLE_MIN (2^27): one dnnl_sgemm on the master thread,
+     * B read transposed and A not (the two trans flags swap in its column-major call) */
+    onednn_paths(CX_F32, 528, 264, 1024);
+    onednn_paths(CX_F16, 528, 264, 1024);
     /* below it: OpenBLAS (unless forced) */
     const char *forced = getenv("CASCADE_BLAS_DOT");
     if (!(forced && strcmp(forced, "onednn") == 0)) {

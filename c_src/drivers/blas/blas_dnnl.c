@@ -44,6 +44,7 @@
 
 /* The functions of libdnnl this file calls, looked up at load. */
 #define DNNL_FUNCTIONS(X)                                                                          \
+    X(dnnl_sgemm)                                                                                  \
     X(dnnl_engine_create)                                                                          \
     X(dnnl_stream_create)                                                                          \
     X(dnnl_stream_wait)                                                                            \
@@ -869,12 +870,21 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
 
 #define MM_CLASSES    32
 #define MM_STRIP_ROWS 16 /* rows a strip has at least (blas_gemm's SPLIT_MIN_ROWS) */
+/* An f32 product of this many multiply-adds or more runs whole instead, as one dnnl_sgemm on the
+ * master thread with OpenMP's whole team: each strip packs all of B (or of A) for itself, which
+ * the team packs once between them, and the hand-off weighs little against a product of a
+ * millisecond or more. From C on an Intel Xeon (Cascade Lake, 2 cores, 2.5 GHz), f32 1024 x
+ * 1024 x 1024: dnnl_sgemm on 2 OpenMP threads 8.4-8.5 ms, OpenBLAS on its 2 threads 8.8-9.0,
+ * OpenBLAS in two strips of rows 9.2-9.5, oneDNN's matmul on 2 OpenMP threads 9.1-9.5; 512^3:
+ * dnnl_sgemm 0.97 ms, the matmul whole 0.98. */
+#define MM_WHOLE_MIN (INT64_C(1) << 27)
 
 typedef struct {
     bool used;
     blas_mm_shape key;
     int strips; /* of rows, or of columns when by_cols */
     bool by_cols;
+    bool whole; /* f32 of MM_WHOLE_MIN or more: one dnnl_sgemm on the master thread, no primitive */
     int64_t span; /* rows (or columns) in all */
     dnnl_primitive_t
         prim[2]; /* strips of span / strips + 1 rows (or columns), and of span / strips */
@@ -959,6 +969,10 @@ static bool mm_build_strip(const blas_mm_shape *s, mm_class *c, int v, int64_t s
 /* Cuts the product into strips and builds their primitives, on the calling thread (its OpenMP
  * team of one: the kernels are blocked for one thread). */
 static bool mm_build(const blas_mm_shape *s, mm_class *c) {
+    if (s->f32 && (double)s->m * (double)s->n * (double)s->k >= (double)MM_WHOLE_MIN) {
+        c->whole = true;
+        return true;
+    }
     int parts = blas_gemm_parts((int)s->m, (int)s->n, (int)s->k, &c->by_cols);
     /* by rows wherever there are rows for two strips, even where OpenBLAS would cut columns: a
      * strip of columns is a strided block of B and C, which oneDNN runs with its gemm:jit
@@ -1180,13 +1194,26 @@ static void mm_part(void *ctx, int index, int parts) {
     if (st) dn.dnnl_stream_destroy(st);
 }
 
+/* the whole product, f32, on the master thread (dnnl_sgemm reads row-major matrices, as Cascade
+ * stores them) */
+static bool mm_whole(void *arg) {
+    const mm_run *r = arg;
+    const blas_mm_shape *s = &r->c->key;
+    return dn.dnnl_sgemm(s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, 1.0f,
+                         (const float *)r->a, s->lda, (const float *)r->b, s->ldb, 0.0f,
+                         (float *)r->y, s->n) == dnnl_success;
+}
+
 bool blas_dnnl_matmul(const blas_mm_shape *s, const void *a, const void *b, void *y) {
     if (!mm_eligible(s) || !dn_load()) return false;
     mm_class *c = mm_class_for(s, mm_forced() == 1);
     if (!c) return false;
     double t0 = blas_seconds();
     mm_run r = {c, a, b, y, s->f32 ? 4 : 2, s->f32 || s->c_f32 ? 4 : 2, false};
-    blas_parallel(c->strips, true, mm_part, &r);
+    if (c->whole)
+        atomic_store(&r.failed, !on_master(mm_whole, &r));
+    else
+        blas_parallel(c->strips, true, mm_part, &r);
     bool ok = !atomic_load(&r.failed);
     double seconds = blas_seconds() - t0;
     if (ok && dn_lock_if_free(false)) { /* taken: this call is not counted */
