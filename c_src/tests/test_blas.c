@@ -351,8 +351,8 @@ static void test_dot_onednn_paths(void **state) {
     /* 256 x 264 x 512 = 34.6M multiply-adds, above BLAS_DNNL_F32_MIN */
     onednn_paths(CX_F32, 256, 264, 512);
     onednn_paths(CX_F16, 256, 264, 512);
-    /* 528 x 264 x 1024 = 142.6M, above MM_WHOLE_MIN (2^27): one dnnl_sgemm on the master thread,
-     * B read transposed and A not (the two trans flags swap in its column-major call) */
+    /* 528 x 264 x 1024 = 142.6M, above CASCADE_BLAS_WHOLE_MIN (2^27 here): one dnnl_sgemm on the
+     * master thread, B read transposed and A not (dense: neither) */
     onednn_paths(CX_F32, 528, 264, 1024);
     onednn_paths(CX_F16, 528, 264, 1024);
     /* below it: OpenBLAS (unless forced) */
@@ -1219,6 +1219,9 @@ int main(void) {
     setenv("CASCADE_BLAS_THREADS", "4", 1);
     /* every shape class probes its choice, however slow the other path (blas_dnnl.c) */
     setenv("CASCADE_BLAS_PROBE_RATIO", "1e9", 1);
+    /* f32 products run whole from 2^27 multiply-adds, not 2^30, so that a shape of test size
+     * takes that path (blas_dnnl.c) */
+    setenv("CASCADE_BLAS_WHOLE_MIN", "134217728", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_and_capabilities),
         cmocka_unit_test(test_dot_matrices),

@@ -870,21 +870,34 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
 
 #define MM_CLASSES    32
 #define MM_STRIP_ROWS 16 /* rows a strip has at least (blas_gemm's SPLIT_MIN_ROWS) */
-/* An f32 product of this many multiply-adds or more runs whole instead, as one dnnl_sgemm on the
- * master thread with OpenMP's whole team: each strip packs all of B (or of A) for itself, which
- * the team packs once between them, and the hand-off weighs little against a product of a
- * millisecond or more. From C on an Intel Xeon (Cascade Lake, 2 cores, 2.5 GHz), f32 1024 x
- * 1024 x 1024: dnnl_sgemm on 2 OpenMP threads 8.4-8.5 ms, OpenBLAS on its 2 threads 8.8-9.0,
- * OpenBLAS in two strips of rows 9.2-9.5, oneDNN's matmul on 2 OpenMP threads 9.1-9.5; 512^3:
- * dnnl_sgemm 0.97 ms, the matmul whole 0.98. */
-#define MM_WHOLE_MIN (INT64_C(1) << 27)
+/* An f32 product of MM_WHOLE_MIN multiply-adds or more runs whole instead, as one dnnl_sgemm on
+ * the master thread with OpenMP's whole team: each strip packs all of B (or of A) for itself,
+ * which the team packs once between them. From C on an Intel Xeon (Cascade Lake, 2 cores, 2.5
+ * GHz), f32 1024 x 1024 x 1024: dnnl_sgemm on 2 OpenMP threads 8.2-8.5 ms, OpenBLAS on its 2
+ * threads 8.8-9.0, OpenBLAS in two strips of rows 9.2-9.5, oneDNN's matmul on 2 OpenMP threads
+ * 9.1-9.5; 512^3: dnnl_sgemm 0.97 ms. Through Cascade, three alternating pairs of builds in a
+ * slow spell of the machine: 1024^3 whole 13.8-16.5 ms against 14.6-17.1 in strips, each pair
+ * faster whole; but 512^3 whole 1.79-2.48 against 1.11-1.73 (the hand-off to the master thread
+ * and its team's wake-up weigh on a product of a millisecond), so only from 2^30 (1024^3).
+ * CASCADE_BLAS_WHOLE_MIN sets it, for the tests. */
+#define MM_WHOLE_MIN (INT64_C(1) << 30)
+static double mm_whole_min(void) {
+    static double v;
+    if (v == 0) {
+        const char *e = getenv("CASCADE_BLAS_WHOLE_MIN");
+        double x = e ? atof(e) : 0;
+        v = x > 0 ? x : (double)MM_WHOLE_MIN;
+    }
+    return v;
+}
 
 typedef struct {
     bool used;
     blas_mm_shape key;
     int strips; /* of rows, or of columns when by_cols */
     bool by_cols;
-    bool whole; /* f32 of MM_WHOLE_MIN or more: one dnnl_sgemm on the master thread, no primitive */
+    bool whole; /* f32 of mm_whole_min() or more: one dnnl_sgemm on the master thread, no primitive
+                 */
     int64_t span; /* rows (or columns) in all */
     dnnl_primitive_t
         prim[2]; /* strips of span / strips + 1 rows (or columns), and of span / strips */
@@ -969,7 +982,7 @@ static bool mm_build_strip(const blas_mm_shape *s, mm_class *c, int v, int64_t s
 /* Cuts the product into strips and builds their primitives, on the calling thread (its OpenMP
  * team of one: the kernels are blocked for one thread). */
 static bool mm_build(const blas_mm_shape *s, mm_class *c) {
-    if (s->f32 && (double)s->m * (double)s->n * (double)s->k >= (double)MM_WHOLE_MIN) {
+    if (s->f32 && (double)s->m * (double)s->n * (double)s->k >= mm_whole_min()) {
         c->whole = true;
         return true;
     }
