@@ -276,13 +276,16 @@ static int forced(void) {
  * 3-6 times slower, took 6.8 ms a call against 3.8-4.3 (one in 17 calls on the slow path). */
 enum { PROBE_FIRST = 32, PROBE_LAST = 1024 };
 
+/* the positive number in environment variable `name`, else `otherwise` (the tests' settings) */
+static double env_number(const char *name, double otherwise) {
+    const char *e = getenv(name);
+    double v = e ? atof(e) : 0;
+    return v > 0 ? v : otherwise;
+}
+
 static double probe_ratio(void) {
     static double r;
-    if (r == 0) {
-        const char *e = getenv("CASCADE_BLAS_PROBE_RATIO");
-        double v = e ? atof(e) : 0;
-        r = v > 0 ? v : 2.0;
-    }
+    if (r == 0) r = env_number("CASCADE_BLAS_PROBE_RATIO", 2.0);
     return r;
 }
 
@@ -883,11 +886,7 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
 #define MM_WHOLE_MIN (INT64_C(1) << 30)
 static double mm_whole_min(void) {
     static double v;
-    if (v == 0) {
-        const char *e = getenv("CASCADE_BLAS_WHOLE_MIN");
-        double x = e ? atof(e) : 0;
-        v = x > 0 ? x : (double)MM_WHOLE_MIN;
-    }
+    if (v == 0) v = env_number("CASCADE_BLAS_WHOLE_MIN", (double)MM_WHOLE_MIN);
     return v;
 }
 
@@ -896,8 +895,7 @@ typedef struct {
     blas_mm_shape key;
     int strips; /* of rows, or of columns when by_cols */
     bool by_cols;
-    bool whole; /* f32 of mm_whole_min() or more: one dnnl_sgemm on the master thread, no primitive
-                 */
+    bool whole;   /* f32 from mm_whole_min(): one dnnl_sgemm on the master thread, no primitive */
     int64_t span; /* rows (or columns) in all */
     dnnl_primitive_t
         prim[2]; /* strips of span / strips + 1 rows (or columns), and of span / strips */

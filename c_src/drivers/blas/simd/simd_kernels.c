@@ -870,19 +870,33 @@ HALF_UNARY_F16_NAN_IN(tanh_f16, tanh_half_vf(x))
  * tanh 0.49 -> 0.42 ns a value, exp 0.54 -> 0.45, gelu in registers 0.52 -> 0.42; through
  * Cascade, both threads, 1M: tanh 276-288 -> 235-245 us, exp 306 -> 251, gelu (mixed, below)
  * 239-251 -> 219-230. The last 0 - 31 values go through HALF_UNARY_ONE's loop. */
-#define HALF_UNARY_BF16_PAIRS(name, F)                                                             \
-    HALF_UNARY_ONE(name##_rest, ld_bf16, st_bf16, F)                                               \
-    static void name(uint16_t *restrict o, const uint16_t *restrict a, int64_t n) {                \
+#define LD2_BF16_PAIRS(h, x0, x1)                                                                  \
+    do {                                                                                           \
+        vi p_ = vi_loadu(h);                                                                       \
+        x0 = vi_as_vf(bf16_even(p_)), x1 = vi_as_vf(bf16_odd(p_));                                 \
+    } while (0)
+static inline void st2_bf16_pairs(uint16_t *o, vf even, vf odd) {
+    vi_storeu(o, bf16_join(bf16_round_hi(vf_as_vi(even)), bf16_round_hi(vf_as_vi(odd))));
+}
+/* fname over n bf16, 2 VW at a time: LD2 reads them into x0 and x1, ST2 writes the results back
+ * in the same order (LD2_BF16_PAIRS and st2_bf16_pairs here, two vectors rounded by one
+ * instruction with AVX512-BF16 below); REST takes the last 0 - 31 */
+#define BF16_UNARY_2(fname, ATTR, LD2, ST2, REST, F)                                               \
+    ATTR static void fname(uint16_t *restrict o, const uint16_t *restrict a, int64_t n) {          \
         int64_t i = 0;                                                                             \
         for (; i + 2 * VW <= n; i += 2 * VW) {                                                     \
-            vi p = vi_loadu(a + i);                                                                \
-            vf x = vi_as_vf(bf16_even(p));                                                         \
-            vi even = bf16_round_hi(vf_as_vi(F));                                                  \
-            x = vi_as_vf(bf16_odd(p));                                                             \
-            vi_storeu(o + i, bf16_join(even, bf16_round_hi(vf_as_vi(F))));                         \
+            vf x0, x1;                                                                             \
+            LD2(a + i, x0, x1);                                                                    \
+            vf x = x0;                                                                             \
+            vf y0 = (F);                                                                           \
+            x = x1;                                                                                \
+            ST2(o + i, y0, (F));                                                                   \
         }                                                                                          \
-        if (i < n) name##_rest(o + i, a + i, n - i);                                               \
+        if (i < n) REST(o + i, a + i, n - i);                                                      \
     }
+#define HALF_UNARY_BF16_PAIRS(name, F)                                                             \
+    HALF_UNARY_ONE(name##_rest, ld_bf16, st_bf16, F)                                               \
+    BF16_UNARY_2(name, , LD2_BF16_PAIRS, st2_bf16_pairs, name##_rest, F)
 HALF_UNARY_BF16_PAIRS(exp_bf16, exp_clamped_vf(x, -104.0f, 89.0f))
 HALF_UNARY_BF16_PAIRS(tanh_bf16, tanh_half_vf(x))
 HALF_UNARY_BF16_PAIRS(gelu_bf16, gelu_half_vf(x))
@@ -920,14 +934,6 @@ HALF_UNARY_BF16_PAIRS(gelu_bf16, gelu_half_vf(x))
         }                                                                                          \
         simd_table_lookup(o + i, a + i, tab, n - i);                                               \
     }
-#define LD2_BF16_PAIRS(h, x0, x1)                                                                  \
-    do {                                                                                           \
-        vi p_ = vi_loadu(h);                                                                       \
-        x0 = vi_as_vf(bf16_even(p_)), x1 = vi_as_vf(bf16_odd(p_));                                 \
-    } while (0)
-static inline void st2_bf16_pairs(uint16_t *o, vf even, vf odd) {
-    vi_storeu(o, bf16_join(bf16_round_hi(vf_as_vi(even)), bf16_round_hi(vf_as_vi(odd))));
-}
 GELU_MIX(gelu_bf16_mix, , LD2_BF16_PAIRS, st2_bf16_pairs)
 #endif
 
@@ -1430,22 +1436,12 @@ HW_BF16(max, vf_nan_or(x, y, vf_gt(x, y)))
 HW_BF16(min, vf_nan_or(x, y, vf_lt(x, y)))
 
 /* the bf16 functions of one value (HALF_UNARY), two vectors rounded by one instruction */
+#define LD2_BF16(h, x0, x1) (x0 = ld_bf16(h), x1 = ld_bf16((h) + VW))
 #define HW_BF16_UNARY(name, F)                                                                     \
-    BF16_HW static void name##_bf16_hw(uint16_t *restrict o, const uint16_t *restrict a,           \
-                                       int64_t n) {                                                \
-        int64_t i = 0;                                                                             \
-        for (; i + 2 * VW <= n; i += 2 * VW) {                                                     \
-            vf x = ld_bf16(a + i);                                                                 \
-            vf lo = (F);                                                                           \
-            x = ld_bf16(a + i + VW);                                                               \
-            st2_bf16_hw(o + i, lo, (F));                                                           \
-        }                                                                                          \
-        if (i < n) name##_bf16(o + i, a + i, n - i);                                               \
-    }
+    BF16_UNARY_2(name##_bf16_hw, BF16_HW, LD2_BF16, st2_bf16_hw, name##_bf16, F)
 HW_BF16_UNARY(exp, exp_clamped_vf(x, -104.0f, 89.0f))
 HW_BF16_UNARY(tanh, tanh_half_vf(x))
 HW_BF16_UNARY(gelu, gelu_half_vf(x))
-#define LD2_BF16(h, x0, x1) (x0 = ld_bf16(h), x1 = ld_bf16((h) + VW))
 GELU_MIX(gelu_bf16_hw_mix, BF16_HW, LD2_BF16, st2_bf16_hw)
 
 BF16_HW static void f32_to_bf16_hw(const float *restrict f, uint16_t *restrict h, int64_t n) {
