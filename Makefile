@@ -96,6 +96,9 @@ VALGRIND_BUILD ?= build/valgrind
 # The programs every suite runs, built but not run (drivers add theirs to DRIVER_TEST_PROGRAMS)
 test-programs: $(TEST_BIN) $(DRIVER_TESTS) $(DRIVER_TEST_PROGRAMS)
 
+# ASAN_MAKE and VALGRIND_MAKE name $(MAKE) through a variable, which make does not take for a
+# recursive call: the `+` before each use hands them the jobserver, so that they share -j with the
+# rest (without it each ran with -j1, "jobserver unavailable").
 # The sanitised builds leave out the cuda driver's GPU build (CUDA_DEVICE_CODE, cuda/driver.mk);
 # valgrind does not run the emulator (its fibers), so its build leaves that out too.
 ASAN_MAKE = $(MAKE) BUILD=$(ASAN_BUILD) OPT=-O1 CC=clang CXX=clang++ CUDA_DEVICE_CODE=no \
@@ -103,7 +106,7 @@ ASAN_MAKE = $(MAKE) BUILD=$(ASAN_BUILD) OPT=-O1 CC=clang CXX=clang++ CUDA_DEVICE
 VALGRIND_MAKE = $(MAKE) BUILD=$(VALGRIND_BUILD) OPT=-O1 CUDA_DEVICE_CODE=no DRIVER_TEST_PROGRAMS=
 
 test-asan:
-	$(ASAN_MAKE) test
+	+$(ASAN_MAKE) test
 
 # Valgrind runs where it adds to ASan, which cannot see reads of uninitialised memory: Cascade's
 # own code. Not test_blas (OpenBLAS's kernels, ~10 s there; the blas driver's code runs under
@@ -114,7 +117,7 @@ VALGRIND_RUNS := $(addsuffix .vg,$(filter-out $(VALGRIND_SKIP),$(TEST_BIN) $(DRI
 .PHONY: $(VALGRIND_RUNS) valgrind-runs test-programs
 
 test-valgrind:
-	$(VALGRIND_MAKE) valgrind-runs
+	+$(VALGRIND_MAKE) valgrind-runs
 
 valgrind-runs: $(VALGRIND_RUNS)
 
@@ -132,8 +135,8 @@ check:
 
 .PHONY: sanitised-programs
 sanitised-programs:
-	$(ASAN_MAKE) test-programs
-	$(VALGRIND_MAKE) test-programs
+	+$(ASAN_MAKE) test-programs
+	+$(VALGRIND_MAKE) test-programs
 
 format:
 	clang-format -i c_src/*/*.[ch] c_src/drivers/*/*.[ch] c_src/drivers/*/*.cu c_src/drivers/cuda/emu/* c_src/drivers/blas/simd/*.c
