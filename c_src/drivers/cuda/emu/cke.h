@@ -3,9 +3,9 @@
  * driver.mk for the build).
  *
  * A launch runs its blocks one after the other on the stream's thread; the threads of a block
- * are fibers (ucontext) that run in turn until each reaches __syncthreads() or returns, so block
- * barriers, warp shuffles and static __shared__ arrays behave as the kernels expect. What this
- * cannot show: races between blocks, memory-model or timing effects, and anything of the
+ * are fibers (emu_runtime.cc) that run in turn until each reaches __syncthreads() or returns, so
+ * block barriers, warp shuffles and static __shared__ arrays behave as the kernels expect. What
+ * this cannot show: races between blocks, memory-model or timing effects, and anything of the
  * hardware's own arithmetic (the math is the host's libm, not the GPU's). */
 #ifndef CX_CKE_H
 #define CX_CKE_H
