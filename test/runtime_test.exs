@@ -379,8 +379,9 @@ defmodule CascadeRuntimeTest do
   describe "memory" do
     # 2,500 tensors of 4 MB: 156 garbage-collection intervals of 64 MB, where a leak would grow
     # the RSS by gigabytes (10,000 until 2026-11-27: 12 s of each ExUnit run on an Intel Xeon,
-    # the same checks). About 1 s on a quiet machine, 6-10 s with a busy loop on each core (every
-    # call crosses to a dirty scheduler and back): the limits are for a hang, not for speed.
+    # the same checks; 2,500 took 1.9-2.1 s there in CI). With a busy loop on each core, 10,000
+    # took 25-40 s (every call crosses to a dirty scheduler and back): the limits are for a
+    # hang, not for speed.
     @tag timeout: 360_000
     test "2,500 dropped 4 MB tensors (10 GB in all) grow the BEAM's RSS by less than 256 MB" do
       gc_all()
