@@ -3,14 +3,15 @@
  * AVX-512 foundation, DQ, BW and VL sets as simd_avx512). SIMD_TABLE names the table it defines.
  *
  * Plain loops (add, multiply, max ...) are written for the compiler to vectorise at the width of
- * the flags; transcendental functions call SLEEF's vector functions of that width on full
- * vectors, and on a zero-padded copy of the last partial one. Error bounds, in ulp of the result
- * type (f32 and f64; f16/bf16 compute in f32 and round once more; f16 exp on AVX-512 is its own, at
- * 1.1e-6 relative before that rounding: exp_f16_vf below, and so is f16/bf16 tanh, 2.8e-8:
- * tanh_half_vf): exp, expm1, log, log1p, sin,
- * cos, pow, atan2, f64 erf 1.0 (SLEEF's u10 functions); f32 erf 1.07 (ours: erf_vf); f32 tanh
- * 2.5 (ours: tanh_vf); f64 tanh 3.5 (u35: 2.8 times as fast as u10 here, and inside the 4 ulp
- * the differential suite allows any library); sigmoid from one exp and one division, about 3; sqrt,
+ * the flags; transcendental functions call SLEEF's vector functions of that width, or our own
+ * where SLEEF's took twice the time, on full vectors, and on a zero-padded copy of the last
+ * partial one. Error bounds, in ulp of the result type (f32 and f64; f16/bf16 compute in f32 and
+ * round once more; f16 exp on AVX-512 is its own, at 1.1e-6 relative before that rounding:
+ * exp_f16_vf below, and so is f16/bf16 tanh, 2.8e-8: tanh_half_vf): f64 exp, expm1, log, log1p,
+ * sin, cos, pow, atan2, erf 1.0 (SLEEF's u10 functions), and the same f32 functions but exp,
+ * erf and tanh; f32 exp 0.91 (ours: exp_vf); f32 erf 1.07 (ours: erf_vf); f32 tanh 2.5 (ours:
+ * tanh_vf); f64 tanh 3.5 (u35: 2.8 times as fast as u10 here, and inside the 4 ulp the
+ * differential suite allows any library); sigmoid from one exp and one division, about 3; sqrt,
  * rsqrt (1 / sqrt), reciprocal, add, subtract, multiply, divide correctly rounded; gelu and silu as
  * their decompositions' tolerance allows (below). */
 #include <immintrin.h>
@@ -96,6 +97,10 @@ static inline vf vf_round(vf x) { /* to the nearest integer, ties to even */
     return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 static inline vf vf_scale2(vf p, vf n) { /* p * 2^n, n integral and 2^n normal */
+    return _mm512_scalef_ps(p, n);
+}
+/* p * 2^n rounded once (to a subnormal, 0 or infinity as it falls), n integral in [-252, 254] */
+static inline vf vf_scale2_any(vf p, vf n) {
     return _mm512_scalef_ps(p, n);
 }
 /* x > c ? p : q, per lane (false for NaN) */
@@ -186,6 +191,13 @@ static inline vf vf_scale2(vf p, vf n) {
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return vf_mul(p, _mm256_castsi256_ps(e));
 }
+/* in two steps, each 2^(n/2) normal: p * 2^h exact, the second product rounded once */
+static inline vf vf_scale2_any(vf p, vf n) {
+    __m256i k = _mm256_cvtps_epi32(n), h = _mm256_srai_epi32(k, 1), bias = _mm256_set1_epi32(127);
+    __m256i s1 = _mm256_slli_epi32(_mm256_add_epi32(h, bias), 23),
+            s2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(k, h), bias), 23);
+    return vf_mul(vf_mul(p, _mm256_castsi256_ps(s1)), _mm256_castsi256_ps(s2));
+}
 static inline vf vf_pick_gt(vf x, vf c, vf p, vf q) {
     return _mm256_blendv_ps(q, p, _mm256_cmp_ps(x, c, _CMP_GT_OQ));
 }
@@ -228,6 +240,29 @@ static inline float vf_reduce_max(vf x) {
 #define F32_UNARY(name, F) VEC_UNARY(name##_f32, float, vf, VW, vf_load, vf_store, F)
 #define F64_UNARY(name, F) VEC_UNARY(name##_f64, double, vd, DW, vd_load, vd_store, F)
 
+/* exp in f32, our own: SLEEF's u10 expf took 0.74-0.83 ns a value on one core of the Xeon
+ * (Cascade Lake, AVX-512) against 0.39 for this. x = n ln 2 + r, |r| <= ln 2 / 2 (n rounded by
+ * adding 1.5 * 2^23; Cody and Waite's two-part ln 2), e^r = 1 + r (1 + r P(r)), P of degree 4,
+ * a minimax fit in relative error (3.1e-9), the last step one fused multiply-add so that 1 + ...
+ * is rounded once, then scaled by 2^n in one rounding (subnormal results included). x is clamped
+ * to [-104, 89] first (exp rounds to 0 below -103.97 and overflows above 88.73). Measured against
+ * double exp on every f32: at most 0.909 ulp (at 5.1998); NaN stays NaN, exp(-inf) = 0,
+ * exp(inf) = inf. */
+static inline vf exp_vf(vf x) {
+    x = vf_min(vf_set(89.0f), vf_max(vf_set(-104.0f), x)); /* x when x is NaN */
+    const vf magic = vf_set(12582912.0f);
+    vf n = vf_sub(vf_fma(x, vf_set(1.44269504f), magic), magic);
+    vf r = vf_fnma(n, vf_set(0.693145751953125f), x);
+    r = vf_fnma(n, vf_set(1.428606765330187e-06f), r);
+    vf p = vf_set(1.381454058e-03f);
+    p = vf_fma(p, r, vf_set(8.368698880e-03f));
+    p = vf_fma(p, r, vf_set(4.166838899e-02f));
+    p = vf_fma(p, r, vf_set(1.666652113e-01f));
+    p = vf_fma(p, r, vf_set(4.999999404e-01f));
+    p = vf_fma(p, r, vf_set(1.0f));
+    return vf_scale2_any(vf_fma(p, r, vf_set(1.0f)), n);
+}
+
 /* 1 / (1 + exp(-x)) for x >= 0, e / (1 + e) with e = exp(x) below: the same value as the cpu's
  * two branches, as one exp of -|x| */
 static inline vf sigmoid_from(vf x, vf e) { /* e = exp(-|x|) */
@@ -235,30 +270,7 @@ static inline vf sigmoid_from(vf x, vf e) { /* e = exp(-|x|) */
     return vf_pick_nonneg(x, vf_div(vf_set(1.0f), d), vf_div(e, d));
 }
 static inline vf sigmoid_vf(vf x) {
-    return sigmoid_from(x, SLF(exp)(vf_neg(vf_abs(x))));
-}
-/* exp(x) for x <= 0, to about 2.2e-7 relative (2 ulp), for the composites whose tolerance is
- * wider than SLEEF's 1 ulp (gelu, silu; 30% faster gelu here): x = n ln 2 + r, |r| <= ln 2 / 2
- * (Cody and Waite's two-part ln 2), e^r from its Taylor polynomial of degree 6 (error below
- * 3.4e-8), scaled by 2^n. Below -87 it gives 0 (exp is below 1.7e-38 there); NaN stays NaN. */
-static inline vf exp_neg_vf(vf a) {
-    vf x = vf_max(vf_set(-87.0f), a); /* a when a is NaN */
-    vf n = vf_round(vf_mul(x, vf_set(1.44269504f)));
-    vf r = vf_fnma(n, vf_set(0.693145751953125f), x);
-    r = vf_fnma(n, vf_set(1.428606765330187e-06f), r);
-    vf p = vf_set(1.0f / 720);
-    p = vf_fma(p, r, vf_set(1.0f / 120));
-    p = vf_fma(p, r, vf_set(1.0f / 24));
-    p = vf_fma(p, r, vf_set(1.0f / 6));
-    p = vf_fma(p, r, vf_set(0.5f));
-    p = vf_fma(p, r, vf_set(1.0f));
-    p = vf_fma(p, r, vf_set(1.0f));
-    /* 0 below -87 (so -inf * exp(-inf) stays NaN in silu) */
-    return vf_pick_gt(vf_set(-87.0f), a, vf_set(0.0f), vf_scale2(p, n));
-}
-/* sigmoid_vf on exp_neg_vf, for the composites */
-static inline vf sigmoid_fast_vf(vf x) {
-    return sigmoid_from(x, exp_neg_vf(vf_neg(vf_abs(x))));
+    return sigmoid_from(x, exp_vf(vf_neg(vf_abs(x))));
 }
 static inline vd sigmoid_vd(vd x) {
     vd e = SLD(exp)(vd_neg(vd_abs(x)));
@@ -269,7 +281,8 @@ static inline vd sigmoid_vd(vd x) {
 #define BOTH_UNARY(name, FF, FD)                                                                   \
     F32_UNARY(name, FF)                                                                            \
     F64_UNARY(name, FD)
-BOTH_UNARY(exp, SLF(exp)(x), SLD(exp)(x))
+F32_UNARY(exp, exp_vf(x))
+F64_UNARY(exp, SLD(exp)(x))
 BOTH_UNARY(expm1, SLF(expm1)(x), SLD(expm1)(x))
 BOTH_UNARY(log, SLF(log)(x), SLD(log)(x))
 BOTH_UNARY(log1p, SLF(log1p)(x), SLD(log1p)(x))
@@ -328,7 +341,7 @@ static inline vf erf_vf(vf x) {
     vf small = vf_fma(a, x, x);
     vf u = vf_min(t, vf_set(4.0f)), b = vf_set(q[0]);
     for (int k = 1; k < 9; k++) b = vf_fma(b, u, vf_set(q[k]));
-    vf large = vf_copysign(vf_sub(vf_set(1.0f), SLF(exp)(b)), x);
+    vf large = vf_copysign(vf_sub(vf_set(1.0f), exp_vf(b)), x);
     return vf_pick_gt(t, vf_set(1.0f), large, small);
 }
 BOTH_UNARY(erf, erf_vf(x), SLD(erf)(x))
@@ -1089,7 +1102,7 @@ static double sum_exp_f32(float *o, const float *a, int64_t n, float m) {
     double s = 0;
     int64_t i = 0, block = 0;
     for (; i + VW <= n; i += VW) {
-        vf e = SLF(exp)(vf_sub(vf_load(a + i), vm));
+        vf e = exp_vf(vf_sub(vf_load(a + i), vm));
         if (o) vf_store(o + i, e);
         acc = vf_add(acc, e);
         if (++block == SUM_BLOCK / VW) { /* each lane adds at most SUM_BLOCK / VW terms in f32 */
@@ -1102,7 +1115,7 @@ static double sum_exp_f32(float *o, const float *a, int64_t n, float m) {
     if (i < n) {
         float t[VW];
         for (int k = 0; k < VW; k++) t[k] = i + k < n ? a[i + k] - m : -INFINITY;
-        vf_store(t, SLF(exp)(vf_load(t)));
+        vf_store(t, exp_vf(vf_load(t)));
         for (int64_t k = 0; k < n - i; k++) {
             if (o) o[i + k] = t[k];
             s += t[k];
@@ -1158,8 +1171,9 @@ static float xent_f32(const float *restrict y, const float *restrict p, int64_t 
  * Stegun's 7.1.26, 1 - t (a1 + t (a2 + ... a5 t)) exp(-z^2) with t = 1 / (1 + p z), z = |x| /
  * sqrt 2: absolute error below 1.5e-7, so gelu's error stays below 1e-7 |x| -- within the
  * composites' tolerance (differential suite: 8 eps (|gelu| + |x|)) -- at 0.45 ns a value on one
- * core here with exp_neg_vf (0.6 with SLEEF's exp), against 0.83 with erf_vf (which the erf op
- * keeps for its 1.07 ulp). gelu's tanh form and silu take sigmoid_fast_vf. */
+ * core here with a 2-ulp exp of its own (0.6 with SLEEF's exp; exp_vf now, as fast and within
+ * 0.91 ulp), against 0.83 with erf_vf (which the erf op keeps for its 1.07 ulp). gelu's tanh
+ * form and silu take sigmoid_vf. */
 static inline vf erf_as_vf(vf x) {
     vf z = vf_abs(x);
     vf t = vf_div(vf_set(1.0f), vf_add(vf_set(1.0f), vf_mul(z, vf_set(0.3275911f))));
@@ -1169,7 +1183,7 @@ static inline vf erf_as_vf(vf x) {
     p = vf_add(vf_mul(p, t), vf_set(-0.284496736f));
     p = vf_add(vf_mul(p, t), vf_set(0.254829592f));
     p = vf_mul(p, t);
-    vf r = vf_fnma(p, exp_neg_vf(vf_neg(vf_mul(z, z))), vf_set(1.0f));
+    vf r = vf_fnma(p, exp_vf(vf_neg(vf_mul(z, z))), vf_set(1.0f));
     return vf_pick_nonneg(x, r, vf_neg(r));
 }
 static inline vf gelu_vf(vf x) {
@@ -1179,11 +1193,11 @@ static inline vf gelu_vf(vf x) {
 static inline vf gelu_tanh_vf(vf x) {
     vf x3 = vf_mul(vf_mul(x, x), x);
     vf u = vf_add(x, vf_mul(x3, vf_set(0.044715f)));
-    return vf_mul(x, sigmoid_fast_vf(vf_mul(u, vf_set((float)(2 * sqrt(2 / M_PI))))));
+    return vf_mul(x, sigmoid_vf(vf_mul(u, vf_set((float)(2 * sqrt(2 / M_PI))))));
 }
 F32_UNARY(gelu, gelu_vf(x))
 F32_UNARY(gelu_tanh, gelu_tanh_vf(x))
-F32_UNARY(silu, vf_mul(x, sigmoid_fast_vf(x)))
+F32_UNARY(silu, vf_mul(x, sigmoid_vf(x)))
 
 /* layer_norm of one row of n: the mean and the variance summed as sum_f32 sums, then
  * (x - mean) * (1 / sqrt(variance + eps)) * gamma + beta in f32 as the decomposition does; gamma
