@@ -122,6 +122,9 @@ defmodule Cascade.MixProject do
         fallback: :warn,
         drivers: [:cuda, :opencl, :blas, :cpu],
         gc_interval: 4 * 1024 * 1024,
+        # malloc's mmap and trim thresholds set to what glibc's own adaptation reaches (the BEAM
+        # fixes them at 128 KiB); false leaves them as the BEAM set them
+        malloc_tuning: true,
         # drivers choose how to run an op by timing (false) or by fixed rules (true)
         reproducible: false,
         # milliseconds Cascade.to_binary/2 waits for an asynchronous download (cuda)

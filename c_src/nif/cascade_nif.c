@@ -2,6 +2,9 @@
  * No math here: every op goes through the core's dispatcher. */
 #include <erl_nif.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "../core/dispatch.h"
 #include "../core/program.h"
@@ -1437,6 +1440,23 @@ static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TE
     return list;
 }
 
+/* The BEAM sets malloc's trim threshold and top pad at start (mallopt(M_TRIM_THRESHOLD, 128 KiB),
+ * mallopt(M_TOP_PAD, 0): seen with an LD_PRELOAD shim), and any such call stops glibc from
+ * raising its mmap threshold (128 KiB) as large blocks are freed. Every malloc of 128 KiB or more
+ * inside the BEAM is then a fresh mapping, faulted in page by page and unmapped when freed: the
+ * libraries under the blas driver allocate scratch on each call (oneDNN's sgemm: 0.4-1.6 MB per
+ * thread per 1024 x 1024 product, strace: three mmap/munmap pairs a thread a call), and the
+ * product's thread spent 10% of its time in page faults (perf, Intel Xeon). These are the values
+ * glibc's own adaptation stops at (an mmap threshold of 32 MiB on 64-bit, trim at twice that), as
+ * in any process that leaves mallopt alone; `config :cascade, malloc_tuning: false` keeps the
+ * BEAM's. Cascade's own tensors of 2 MiB or more are mapped by its buffer cache either way. */
+static void tune_malloc(void) {
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
+
 static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
     cx_status st = {CX_OK, ""};
     cx_driver_spec specs[CX_MAX_DEVICES];
@@ -1512,6 +1532,10 @@ static int init(ErlNifEnv *env, ErlNifResourceFlags flags, ERL_NIF_TERM info) {
         enif_get_map_value(env, info, enif_make_atom(env, "fallback"), &value) &&
         get_policy(env, value, &p))
         cx_set_policy(p);
+    if (!(enif_is_map(env, info) &&
+          enif_get_map_value(env, info, enif_make_atom(env, "malloc_tuning"), &value) &&
+          enif_is_identical(value, enif_make_atom(env, "false"))))
+        tune_malloc();
     return 0;
 }
 

@@ -5,7 +5,8 @@ defmodule Cascade.Native do
   @on_load :load
 
   # The drivers to load come from `config :cascade, drivers: [...]` (cpu is always there) and
-  # the fallback policy from `fallback:`; both are read once, when the library loads. A driver
+  # the fallback policy from `fallback:`, and whether C's malloc gets its thresholds back
+  # (`malloc_tuning:`, cascade_nif.c); all are read once, when the library loads. A driver
   # that is not built or fails to load is listed as unavailable with the reason. An entry is a
   # name (the driver built into priv/) or {name, path} (a driver's shared object elsewhere: an
   # out-of-tree driver, or the cuda driver's cpu emulator build in the tests).
@@ -18,7 +19,12 @@ defmodule Cascade.Native do
           is_atom(name) and name != :cpu,
           do: {name, path}
 
-    info = %{drivers: drivers, fallback: Application.get_env(:cascade, :fallback, :warn)}
+    info = %{
+      drivers: drivers,
+      fallback: Application.get_env(:cascade, :fallback, :warn),
+      malloc_tuning: Application.get_env(:cascade, :malloc_tuning, true)
+    }
+
     :erlang.load_nif(:filename.join(priv, ~c"cascade_nif"), info)
   end
 
