@@ -183,14 +183,6 @@ static inline double vf_reduce_add_d(vf x) { /* in double */
 #define vf_min       _mm256_min_ps
 #define vf_fma       _mm256_fmadd_ps
 #define vf_fnma      _mm256_fnmadd_ps
-static inline vf vf_round(vf x) {
-    return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-static inline vf vf_scale2(vf p, vf n) {
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return vf_mul(p, _mm256_castsi256_ps(e));
-}
 /* in two steps, each 2^(n/2) normal: p * 2^h exact, the second product rounded once */
 static inline vf vf_scale2_any(vf p, vf n) {
     __m256i k = _mm256_cvtps_epi32(n), h = _mm256_srai_epi32(k, 1), bias = _mm256_set1_epi32(127);
