@@ -440,8 +440,27 @@ static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_
     return have && layout_of(in, n_in, out, l);
 }
 
-bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out) {
+/* An elementwise op on fewer than SMALL_RUN values runs on the AVX2 table where the AVX-512 one
+ * was chosen: its kernels take such a run as one zero-padded 16-lane vector (the f16/bf16 ones,
+ * and every function of SLEEF's or ours), and on a Xeon of the Cascade Lake generation a 512-bit
+ * instruction moves the core to a lower frequency license for a while, so the whole call around
+ * it slowed: a loop of one-element f16 adds took 480-497 ns against f32's 415-427, whose add is
+ * a scalar loop there (perf: every function of the call 10-20% slower, the kernel itself 11 ns).
+ * Only the ops whose every result is one rounding (add, subtract, multiply, max, min, negate,
+ * abs: not is_math), which give the same bits on both tables: a function's value must not depend
+ * on the length of the tensor it is in (SLEEF's log of 7 values on the AVX2 table differed from
+ * the same values in a fused step on the AVX-512 one, which the property suite caught). */
+#define SMALL_RUN 16
+static const simd_table *table_for(cx_op_id op, int64_t numel) {
     const simd_table *t = blas_simd();
+#if defined(CX_HAVE_SIMD) && defined(__x86_64__)
+    if (t && t != &simd_avx2 && numel < SMALL_RUN && !is_math(op)) return &simd_avx2;
+#endif
+    return t;
+}
+
+bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out) {
+    const simd_table *t = table_for(op, out->numel);
     cx_desc d[3];
     if (out->numel == 0 || n_in > 3) return false;
     for (int j = 0; j < n_in; j++) d[j] = in[j]->desc;
@@ -1405,5 +1424,6 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
     if (op == CX_OP_SELECT && n_in == 3) out.dtype = in[1].dtype;
     layout l;
     ew_form form;
+    t = table_for(op, cx_desc_numel(&out));
     return ew_takes(t, op, in, n_in, &out, &l, &form) ? t->name : NULL;
 }
