@@ -440,16 +440,16 @@ static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_
     return have && layout_of(in, n_in, out, l);
 }
 
-/* An elementwise op on fewer than SMALL_RUN values runs on the AVX2 table where the AVX-512 one
- * was chosen: its kernels take such a run as one zero-padded 16-lane vector (the f16/bf16 ones,
- * and every function of SLEEF's or ours), and on a Xeon of the Cascade Lake generation a 512-bit
- * instruction moves the core to a lower frequency license for a while, so the whole call around
- * it slowed: a loop of one-element f16 adds took 480-497 ns against f32's 415-427, whose add is
- * a scalar loop there (perf: every function of the call 10-20% slower, the kernel itself 11 ns).
- * Only the ops whose every result is one rounding (add, subtract, multiply, max, min, negate,
- * abs: not is_math), which give the same bits on both tables: a function's value must not depend
- * on the length of the tensor it is in (SLEEF's log of 7 values on the AVX2 table differed from
- * the same values in a fused step on the AVX-512 one, which the property suite caught). */
+/* An op whose every result is one rounding (add, subtract, multiply, max, min, negate, abs: not
+ * is_math) on fewer than SMALL_RUN values runs on the AVX2 table where the AVX-512 one was
+ * chosen. The AVX-512 f16/bf16 kernels take such a run as one zero-padded 16-lane vector, and on
+ * a Xeon of the Cascade Lake generation a 512-bit instruction moves the core to a lower frequency
+ * license for a while, so the whole call around it slowed: a loop of one-element f16 adds took
+ * 480-497 ns against f32's 415-427, whose add is a scalar loop there (perf: every function of
+ * the call 10-20% slower, the kernel itself 11 ns). These ops give the same bits on both tables;
+ * functions stay on the chosen one, as a value must not depend on the length of its tensor
+ * (SLEEF's log of 7 values on the AVX2 table differed from the same values in a fused step on the
+ * AVX-512 one, which the property suite caught). */
 #define SMALL_RUN 16
 static const simd_table *table_for(cx_op_id op, int64_t numel) {
     const simd_table *t = blas_simd();

@@ -96,9 +96,6 @@ static inline double vf_reduce_add_d(vf x) { /* in double */
 static inline vf vf_round(vf x) { /* to the nearest integer, ties to even */
     return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
-static inline vf vf_scale2(vf p, vf n) { /* p * 2^n, n integral and 2^n normal */
-    return _mm512_scalef_ps(p, n);
-}
 /* p * 2^n rounded once (to a subnormal, 0 or infinity as it falls), n integral in [-252, 254] */
 static inline vf vf_scale2_any(vf p, vf n) {
     return _mm512_scalef_ps(p, n);
@@ -764,7 +761,7 @@ static inline vf exp_clamped_vf(vf x, float lo, float hi) {
     p = vf_fma(p, r, vf_set(0.49998894333839417f));
     p = vf_fma(p, r, vf_set(0.9999997019767761f));
     p = vf_fma(p, r, vf_set(1.0000001192092896f));
-    return vf_scale2(p, k);
+    return vf_scale2_any(p, k);
 }
 /* f16 exp: x clamped to [-18, 12] as above, x = (k / 16) ln 2 + r with k = round(16 x / ln 2)
  * (|k| <= 416: one f32 ln 2 / 16 leaves r within 6e-7 of exact, a thousandth of an f16 half ulp),
