@@ -139,10 +139,10 @@ sanitised-programs:
 	+$(VALGRIND_MAKE) test-programs
 
 format:
-	clang-format -i c_src/*/*.[ch] c_src/drivers/*/*.[ch] c_src/drivers/*/*.cu c_src/drivers/cuda/emu/* c_src/drivers/blas/simd/*.c
+	clang-format -i c_src/*/*.[ch] c_src/drivers/*/*.[ch] c_src/drivers/*/*.cu c_src/drivers/cuda/emu/* c_src/drivers/blas/simd/*.c bench/floor/floor.c
 
 format-check:
-	clang-format --dry-run --Werror c_src/*/*.[ch] c_src/drivers/*/*.[ch] c_src/drivers/*/*.cu c_src/drivers/cuda/emu/* c_src/drivers/blas/simd/*.c
+	clang-format --dry-run --Werror c_src/*/*.[ch] c_src/drivers/*/*.[ch] c_src/drivers/*/*.cu c_src/drivers/cuda/emu/* c_src/drivers/blas/simd/*.c bench/floor/floor.c
 
 clean:
 	rm -rf $(BUILD)

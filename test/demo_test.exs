@@ -11,6 +11,7 @@ defmodule Cascade.DemoTest do
   doctest Cascade.Bench.Timer
   doctest Cascade.Bench.Report
   doctest Cascade.Bench.NumPy
+  doctest Cascade.Bench.Floor
   doctest Cascade.Demo.Training
 
   setup do
@@ -319,6 +320,34 @@ defmodule Cascade.DemoTest do
 
       assert_raise ArgumentError, ~r/expected :nearest or :linear/, fn ->
         Augment.new(3, 3, 1, Cascade.Device.default(), interpolation: :cubic)
+      end
+    end
+  end
+
+  describe "the bench's floor" do
+    test "bench/floor/floor.c builds, runs, and gives every figure the suite's cases use", %{
+      tmp_dir: dir
+    } do
+      {:ok, bin} = Cascade.Bench.Floor.build(Path.expand("bench/floor/floor.c"), dir)
+      {:ok, floors} = Cascade.Bench.Floor.run(bin, 0.05)
+      assert floors["threads"] >= 1
+      assert floors["fma_flops"] > 1.0e8
+
+      for shape <- ["2r1w", "1r0w", "1r1w"], bits <- [16, 32, 64] do
+        s = floors["pass_#{shape}_#{bits}"]
+        assert is_float(s) and s > 0 and s < 1.0, "pass_#{shape}_#{bits}: #{inspect(s)}"
+      end
+
+      # every case with a floor gets one in each type the bench runs (a renamed case would
+      # silently lose its column); the others are the ones the module names
+      without = ["max_pool2d 2x2 of 64x32x28x28", "cross-entropy 1000x1000", "add 1 element"]
+
+      for name <- Cascade.Bench.Suite.names(), type <- [:f32, :f16, :bf16, :f64] do
+        s = Cascade.Bench.Floor.seconds(floors, name, type)
+
+        if name in without or name =~ "epoch",
+          do: assert(s == nil, name),
+          else: assert(is_float(s) and s > 0, "#{name} #{type}")
       end
     end
   end

@@ -4,10 +4,11 @@ defmodule Cascade.Bench.Report do
   Cascade depends on no hex package).
 
   A row is `%{case, device, type, cascade_s, numpy_s, numpy_type, torch_s, torch_type, ratio,
-  round_ratios, anchor, cascade_check, numpy_check, torch_check, agrees}`; `ratio` = Cascade time
-  / the time of the faster of NumPy and PyTorch (`anchor` names it), below 1 when Cascade is
-  faster; `round_ratios` the same ratio in each round (`mix cascade.bench --rounds`). A library
-  that did not run the case has nil figures.
+  round_ratios, anchor, floor_s, cascade_check, numpy_check, torch_check, agrees}`; `ratio` =
+  Cascade time / the time of the faster of NumPy and PyTorch (`anchor` names it), below 1 when
+  Cascade is faster; `round_ratios` the same ratio in each round (`mix cascade.bench --rounds`);
+  `floor_s` the machine's floor for the case (`Cascade.Bench.Floor`), nil where it has none. A
+  library that did not run the case has nil figures.
   """
 
   alias Cascade.Bench.Timer
@@ -23,16 +24,17 @@ defmodule Cascade.Bench.Report do
   anchor's by at most the type's tolerance times the larger sum of absolute values — the error
   that rounding each element by that much could make. `rounds` are each round's `{Cascade's
   time, the faster anchor's time}`; `round_ratios` their ratios, which show how far the machine
-  moved between rounds (`ratio` compares each side's fastest round).
+  moved between rounds (`ratio` compares each side's fastest round). `floor` is the case's floor
+  in seconds, or nil.
 
       iex> r = Cascade.Bench.Report.row("cpu", :f32, %{case: "add 1M", seconds: 2.0e-4, check: {10.0, 30.0}},
       ...>   %{numpy: %{seconds: 1.0e-4, check: {10.00001, 30.0}, numpy_type: "f32"},
       ...>     torch: %{seconds: 0.8e-4, check: {10.0, 30.0}, numpy_type: "f32"}},
-      ...>   [{2.0e-4, 1.0e-4}, {4.0e-4, 1.6e-4}])
-      iex> {r.ratio, r.anchor, r.agrees, r.round_ratios}
-      {2.5, "PyTorch", true, [2.0, 2.5]}
+      ...>   [{2.0e-4, 1.0e-4}, {4.0e-4, 1.6e-4}], 0.5e-4)
+      iex> {r.ratio, r.anchor, r.agrees, r.round_ratios, r.floor_s}
+      {2.5, "PyTorch", true, [2.0, 2.5], 5.0e-5}
   """
-  def row(device, type, ours, %{} = anchors, rounds \\ []) do
+  def row(device, type, ours, %{} = anchors, rounds \\ [], floor \\ nil) do
     numpy = anchors[:numpy]
     torch = anchors[:torch]
 
@@ -65,6 +67,7 @@ defmodule Cascade.Bench.Report do
       ratio: ours.seconds / best.seconds,
       round_ratios: Enum.map(rounds, fn {mine, theirs} -> mine / theirs end),
       anchor: anchor,
+      floor_s: floor,
       cascade_check: check_list(ours.check),
       numpy_check: numpy && check_list(numpy.check),
       torch_check: torch && check_list(torch.check),
@@ -75,11 +78,15 @@ defmodule Cascade.Bench.Report do
   defp check_list({sum, abs}), do: [sum, abs]
   defp check_list(nil), do: nil
 
-  @doc "The Markdown table of `rows`; a figure is followed by the type it was computed in where that differs."
+  @doc """
+  The Markdown table of `rows`; a figure is followed by the type it was computed in where that
+  differs. The floor column gives the case's floor and, after it, Cascade's time as a multiple of
+  it.
+  """
   def markdown(rows) do
     header = """
-    | case | device | type | Cascade | NumPy | PyTorch | ratio to the faster | by round | same result |
-    |---|---|---|---:|---:|---:|---:|---:|:---:|
+    | case | device | type | Cascade | NumPy | PyTorch | ratio to the faster | by round | floor (Cascade ×) | same result |
+    |---|---|---|---:|---:|---:|---:|---:|---:|:---:|
     """
 
     header <>
@@ -87,9 +94,13 @@ defmodule Cascade.Bench.Report do
         "| #{r.case} | #{r.device} | #{r.type} | #{Timer.format(r.cascade_s)} | " <>
           "#{anchor_time(r.numpy_s, r.numpy_type, r.type)} | " <>
           "#{anchor_time(r.torch_s, r.torch_type, r.type)} | #{fixed(r.ratio)} | " <>
-          "#{by_round(r[:round_ratios])} | #{agreement(r.agrees)} |"
+          "#{by_round(r[:round_ratios])} | #{floor(r[:floor_s], r.cascade_s)} | " <>
+          "#{agreement(r.agrees)} |"
       end) <> "\n"
   end
+
+  defp floor(nil, _), do: "–"
+  defp floor(s, ours), do: "#{Timer.format(s)} (#{fixed(ours / s)})"
 
   # each round's ratio, where there was more than one round
   defp by_round(ratios) when is_list(ratios) and length(ratios) > 1,

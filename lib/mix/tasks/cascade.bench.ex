@@ -38,7 +38,7 @@ defmodule Mix.Tasks.Cascade.Bench do
   """
   use Mix.Task
 
-  alias Cascade.Bench.{NumPy, Report, Suite, SVG, Timer}
+  alias Cascade.Bench.{Floor, NumPy, Report, Suite, SVG, Timer}
   alias Cascade.Demo.DeviceArg
 
   @switches [
@@ -90,6 +90,7 @@ defmodule Mix.Tasks.Cascade.Bench do
 
     try do
       inputs = Suite.inputs(scratch, mnist)
+      floor_bin = floor_build(scratch)
 
       # each round, type by type, the two sides take turns on that type's cases (NumPy and
       # PyTorch first in odd rounds, Cascade first in even ones), so that the two timings of a
@@ -99,6 +100,8 @@ defmodule Mix.Tasks.Cascade.Bench do
         for round <- 1..rounds, type <- types do
           if rounds > 1 and type == hd(types),
             do: Mix.shell().info("round #{round} of #{rounds}")
+
+          floor = if type == hd(types), do: floor_turn(floor_bin, seconds)
 
           theirs_first = rem(round, 2) == 1
           theirs = if theirs_first, do: numpy_turn(python, script, scratch, seconds, type, opts)
@@ -111,14 +114,15 @@ defmodule Mix.Tasks.Cascade.Bench do
                 "no PyTorch column: #{python} has no torch (apt-get install python3-torch)"
               )
 
-          {theirs, mine}
+          {theirs, mine, floor}
         end
 
       # each side's fastest round, case by case
-      numpy = Enum.reduce(log, nil, fn {theirs, _}, best -> NumPy.best_of(best, theirs) end)
+      numpy = Enum.reduce(log, nil, fn {theirs, _, _}, best -> NumPy.best_of(best, theirs) end)
+      floors = Enum.reduce(log, nil, fn {_, _, floor}, best -> Floor.best_of(best, floor) end)
 
       ours =
-        Enum.reduce(log, %{}, fn {_, mine}, best ->
+        Enum.reduce(log, %{}, fn {_, mine, _}, best ->
           Map.merge(best, mine, fn _, a, b -> faster(a, b) end)
         end)
 
@@ -129,7 +133,8 @@ defmodule Mix.Tasks.Cascade.Bench do
             case Map.fetch(numpy.results, {type, ours.case}) do
               {:ok, theirs} ->
                 rounds = round_times(log, device, type, ours.case)
-                [Report.row(DeviceArg.name(device), type, ours, theirs, rounds)]
+                floor = Floor.seconds(floors, ours.case, type)
+                [Report.row(DeviceArg.name(device), type, ours, theirs, rounds, floor)]
 
               :error ->
                 []
@@ -138,7 +143,7 @@ defmodule Mix.Tasks.Cascade.Bench do
         end
         |> List.flatten()
 
-      write(rows, out, numpy.version, numpy.torch)
+      write(rows, out, numpy.version, numpy.torch, floors)
     after
       File.rm_rf(scratch)
     end
@@ -147,6 +152,33 @@ defmodule Mix.Tasks.Cascade.Bench do
   defp numpy_turn(python, script, scratch, seconds, type, opts) do
     Mix.shell().info("NumPy and PyTorch: #{type} (#{python})")
     ok!(NumPy.run(python, script, scratch, seconds, [type], opts[:cases] || ""))
+  end
+
+  # bench/floor/floor.c compiled, or nil (the table then has no floors)
+  defp floor_build(scratch) do
+    case Floor.build(Path.join(File.cwd!(), "bench/floor/floor.c"), scratch) do
+      {:ok, bin} ->
+        bin
+
+      {:error, message} ->
+        Mix.shell().error("no floor column in this run: #{message}")
+        nil
+    end
+  end
+
+  defp floor_turn(nil, _seconds), do: nil
+
+  defp floor_turn(bin, seconds) do
+    Mix.shell().info("The machine's floor (bench/floor/floor.c)")
+
+    case Floor.run(bin, seconds) do
+      {:ok, floors} ->
+        floors
+
+      {:error, message} ->
+        Mix.shell().error(message)
+        nil
+    end
   end
 
   defp cascade_turn(inputs, devices, type, seconds, keep) do
@@ -163,7 +195,7 @@ defmodule Mix.Tasks.Cascade.Bench do
 
   # each round's {Cascade's time, the faster anchor's time} for one case, where both ran it
   defp round_times(log, device, type, name) do
-    for {theirs, mine} <- log,
+    for {theirs, mine, _} <- log,
         ours = mine[{device, type}] && Enum.find(mine[{device, type}], &(&1.case == name)),
         anchors = theirs.results[{type, name}],
         ours && anchors do
@@ -176,7 +208,7 @@ defmodule Mix.Tasks.Cascade.Bench do
     Enum.zip_with(a, b, fn x, y -> if y.seconds < x.seconds, do: y, else: x end)
   end
 
-  defp write(rows, out, numpy_version, torch_version) do
+  defp write(rows, out, numpy_version, torch_version, floors) do
     date = Date.utc_today() |> Date.to_iso8601()
     machine = machine()
     table = Report.markdown(rows) <> "\n" <> Report.geomeans(rows)
@@ -195,6 +227,7 @@ defmodule Mix.Tasks.Cascade.Bench do
         machine: machine,
         numpy: numpy_version,
         torch: torch_version,
+        floor: floors,
         rows: rows
       }) <> "\n"
     )
@@ -204,8 +237,8 @@ defmodule Mix.Tasks.Cascade.Bench do
     File.write!(
       base <> ".md",
       heading <>
-        "Median time per call; ratio = Cascade / the faster of the two (below 1: Cascade faster).\n\n" <>
-        table
+        "Median time per call; ratio = Cascade / the faster of the two (below 1: Cascade faster).\n" <>
+        floor_note(floors) <> "\n" <> table
     )
 
     File.write!(base <> ".svg", SVG.chart(rows, title, "#{date}, #{machine}"))
@@ -214,6 +247,15 @@ defmodule Mix.Tasks.Cascade.Bench do
     Mix.shell().info(
       "Saved #{Enum.map_join([".json", ".md", ".svg"], ", ", &Path.relative_to_cwd(base <> &1))}"
     )
+  end
+
+  defp floor_note(nil), do: ""
+
+  defp floor_note(floors) do
+    "Floor: the case's memory traffic without its arithmetic on #{round(floors["threads"] || 1)} " <>
+      "cores, or its multiply-adds at the peak rate of the vector units " <>
+      "(#{round((floors["fma_flops"] || 0) / 1.0e9)} GFLOP/s), measured in the same " <>
+      "run by bench/floor/floor.c; in brackets Cascade's time as a multiple of it.\n"
   end
 
   defp devices!(nil), do: DeviceArg.available()
