@@ -259,23 +259,28 @@ static void test_half_sum(void **state) {
     static uint16_t h[N];
     static float f[1024];
     for (int k = 0; k < n_tables; k++)
-        for (int bf = 0; bf < 2; bf++) {
-            for (int64_t i = 0; i < N; i++)
-                h[i] = to_half(bf, (float)((i * 7919) % 201) / 16.0f - 6.0f);
-            for (int64_t n = 1; n <= N; n += n < 70 ? 1 : 97) {
-                /* what widening blocks of 1024 and summing each with sum_f32 gives */
-                double want = -0.0;
-                for (int64_t i = 0; i < n; i += 1024) {
-                    int64_t m = n - i < 1024 ? n - i : 1024;
-                    for (int64_t j = 0; j < m; j++) f[j] = from_half(bf, h[i + j]);
-                    want += tables[k]->sum_f32(f, m);
+        for (int bf = 0; bf < 2; bf++)
+            for (int spread = 0; spread < 2; spread++) {
+                /* sixteenths, whose sums are exact in any order; then magnitudes 2^-12 .. 2^12,
+                 * whose f32 sums round, so that only the same additions in the same order agree */
+                for (int64_t i = 0; i < N; i++)
+                    h[i] = to_half(bf, spread ? ldexpf((float)((i * 7919) % 201) / 64.0f - 1.5f,
+                                                       (int)((i * 31) % 25) - 12)
+                                              : (float)((i * 7919) % 201) / 16.0f - 6.0f);
+                for (int64_t n = 1; n <= N; n += n < 70 ? 1 : 97) {
+                    /* what widening blocks of 1024 and summing each with sum_f32 gives */
+                    double want = -0.0;
+                    for (int64_t i = 0; i < n; i += 1024) {
+                        int64_t m = n - i < 1024 ? n - i : 1024;
+                        for (int64_t j = 0; j < m; j++) f[j] = from_half(bf, h[i + j]);
+                        want += tables[k]->sum_f32(f, m);
+                    }
+                    double got = bf ? tables[k]->sum_bf16(h, n) : tables[k]->sum_f16(h, n);
+                    if (got != want)
+                        fail_msg("%s %s sum of %lld: %.17g, expected %.17g", tables[k]->name,
+                                 bf ? "bf16" : "f16", (long long)n, got, want);
                 }
-                double got = bf ? tables[k]->sum_bf16(h, n) : tables[k]->sum_f16(h, n);
-                if (got != want)
-                    fail_msg("%s %s sum of %lld: %.17g, expected %.17g", tables[k]->name,
-                             bf ? "bf16" : "f16", (long long)n, got, want);
             }
-        }
 }
 
 /* f32_to_bf16 and bf16_to_f32, and f32_to_f16, against half.h on bit patterns of every kind:
