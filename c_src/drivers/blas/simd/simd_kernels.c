@@ -1049,7 +1049,57 @@ static double sum_f64(const double *a, int64_t n) {
         return s;                                                                                  \
     }
 HALF_SUM(sum_f16, ld_f16, cx_f16_to_f32)
-HALF_SUM(sum_bf16, ld_bf16, cx_bf16_to_f32)
+
+/* Lanes 0 .. VW/2 - 1 of a and b interleaved (a0, b0, a1, b1 ...), and lanes VW/2 .. VW - 1. */
+#if VW == 16
+static inline vf vf_zip_lo(vf a, vf b) {
+    return _mm512_permutex2var_ps(
+        a, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b);
+}
+static inline vf vf_zip_hi(vf a, vf b) {
+    return _mm512_permutex2var_ps(
+        a, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), b);
+}
+#else
+static inline vf vf_zip_lo(vf a, vf b) {
+    return _mm256_permute2f128_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b), 0x20);
+}
+static inline vf vf_zip_hi(vf a, vf b) {
+    return _mm256_permute2f128_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b), 0x31);
+}
+#endif
+
+/* The bf16 sum: the additions of HALF_SUM with ld_bf16, in the same order, so the same bits. In a
+ * block's main loop, lane j of sum_f32's accumulator q adds the elements at offsets 4 VW m + VW q
+ * + j, m = 0, 1 ...; here each 2 VW halves are read as VW 32-bit lanes whose even halves (offset
+ * 2i of the 2 VW) and odd halves (2i + 1) become f32 in place, one instruction each (a shift, a
+ * mask), and are added apart: e0 and o0 for the first 2 VW offsets of every 4 VW, e1 and o1 for
+ * the next. Each offset keeps a lane of its own, so interleaving e0 and o0 gives sum_f32's first
+ * two accumulators back (and e1, o1 the last two) for the same reduction. 2 VW values cost 4
+ * operations on the vector ports where widening each VW took 2 (vpmovzxwd, vpslld) and its add 1
+ * (test_half_sum checks the bits against widening and sum_f32). */
+static double sum_bf16(const uint16_t *a, int64_t n) {
+    double s = -0.0;
+    for (int64_t i = 0; i < n; i += 1024) {
+        int64_t m = n - i < 1024 ? n - i : 1024;
+        const uint16_t *p = a + i;
+        vf e0 = vf_set(0), o0 = vf_set(0), e1 = vf_set(0), o1 = vf_set(0);
+        int64_t k = 0;
+        for (; k + 4 * VW <= m; k += 4 * VW) {
+            vi x = vi_loadu(p + k), y = vi_loadu(p + k + 2 * VW);
+            e0 = vf_add(e0, vi_as_vf(bf16_even(x)));
+            o0 = vf_add(o0, vi_as_vf(bf16_odd(x)));
+            e1 = vf_add(e1, vi_as_vf(bf16_even(y)));
+            o1 = vf_add(o1, vi_as_vf(bf16_odd(y)));
+        }
+        vf s0 = vf_zip_lo(e0, o0), s1 = vf_zip_hi(e0, o0);
+        vf s2 = vf_zip_lo(e1, o1), s3 = vf_zip_hi(e1, o1);
+        for (; k + VW <= m; k += VW) s0 = vf_add(s0, ld_bf16(p + k));
+        s += vf_reduce_add_d(vf_add(vf_add(s0, s1), vf_add(s2, s3)));
+        for (k = m - m % VW; k < m; k++) s += cx_bf16_to_f32(p[k]);
+    }
+    return s;
+}
 
 static void sum_row_f32(double *restrict acc, const float *restrict a, int64_t n) {
     for (int64_t i = 0; i < n; i++) acc[i] += a[i];
