@@ -16,10 +16,6 @@ bool cx_dtype_valid(int t) {
     return t >= 0 && t < CX_DTYPE_COUNT;
 }
 
-size_t cx_dtype_size(cx_dtype t) {
-    return cx_dtype_valid(t) ? (size_t)dtype_info[t].bits / 8 : 0;
-}
-
 const char *cx_dtype_name(cx_dtype t) {
     return cx_dtype_valid(t) ? dtype_info[t].name : "invalid";
 }

@@ -32,7 +32,16 @@ typedef enum {
     CX_DTYPE_INVALID = -1
 } cx_dtype;
 
-size_t cx_dtype_size(cx_dtype t);
+/* Bytes an element takes (0 for an invalid type); inline: a one-element op asks several times */
+static inline size_t cx_dtype_size(cx_dtype t) {
+    switch (t) {
+#define CX_DTYPE_SIZE(id, name, kind, bits, ctype)                                                 \
+    case CX_##id: return (bits) / 8;
+        CX_DTYPES(CX_DTYPE_SIZE)
+#undef CX_DTYPE_SIZE
+    default: return 0;
+    }
+}
 const char *cx_dtype_name(cx_dtype t);
 /* Parses "f32", "bf16"...; CX_DTYPE_INVALID when unknown. */
 cx_dtype cx_dtype_from_name(const char *name);

@@ -39,16 +39,6 @@ int cx_op_find(const char *name) {
     return -1;
 }
 
-int64_t cx_desc_numel(const cx_desc *d) {
-    int64_t n = 1;
-    for (int k = 0; k < d->rank; k++) n *= d->shape[k];
-    return n;
-}
-
-bool cx_desc_same_shape(const cx_desc *a, const cx_desc *b) {
-    return a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank);
-}
-
 int cx_op_tensor_arity(cx_op_id op) {
     return count_tensor_args(cx_op_table[op].args);
 }

@@ -97,9 +97,18 @@ cx_code cx_infer_op(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps, cx_
 bool cx_op_integer_only(cx_op_id op);
 
 /* Elements in a shape (1 for rank 0). */
-int64_t cx_desc_numel(const cx_desc *d);
+static inline int64_t cx_desc_numel(const cx_desc *d) {
+    int64_t n = 1;
+    for (int k = 0; k < d->rank; k++) n *= d->shape[k];
+    return n;
+}
 /* Whether two descriptions have the same rank and sizes (types aside). */
-bool cx_desc_same_shape(const cx_desc *a, const cx_desc *b);
+static inline bool cx_desc_same_shape(const cx_desc *a, const cx_desc *b) {
+    if (a->rank != b->rank) return false;
+    for (int k = 0; k < a->rank; k++)
+        if (a->shape[k] != b->shape[k]) return false;
+    return true;
+}
 
 #define CX_INFER(fn)                                                                               \
     cx_code fn(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps, cx_desc *out,              \
