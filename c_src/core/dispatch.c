@@ -39,22 +39,26 @@ static void count(const cx_device *dev, int op, cx_route r, long long bytes) {
 }
 
 /* Native calls by library: a few slots per (device, op), each a driver's static name claimed once.
- */
+ * A native call is counted once, under its library where it has one and a slot (cx_stats_get adds
+ * the slots to the route's own count), else under the route: one atomic addition a call instead
+ * of two (a one-element add made both). */
 #define LIB_SLOTS 4
 static _Atomic(const char *) lib_name[CX_MAX_DEVICES][CX_OP_COUNT][LIB_SLOTS];
 static _Atomic long long lib_calls[CX_MAX_DEVICES][CX_OP_COUNT][LIB_SLOTS];
 
-static void count_library(const cx_device *dev, int op, const char *library) {
-    if (!library || op < 0 || op >= CX_OP_COUNT) return;
+/* Whether the call was counted under its library. */
+static bool count_library(const cx_device *dev, int op, const char *library) {
+    if (!library || op < 0 || op >= CX_OP_COUNT) return false;
     for (int k = 0; k < LIB_SLOTS; k++) {
         const char *have = atomic_load(&lib_name[dev->id][op][k]);
         if (!have && atomic_compare_exchange_strong(&lib_name[dev->id][op][k], &have, library))
             have = library;
         if (have == library || strcmp(have, library) == 0) {
             atomic_fetch_add_explicit(&lib_calls[dev->id][op][k], 1, memory_order_relaxed);
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 int cx_stats_libraries(int device_id, int op, const char **names, long long *calls, int max) {
@@ -78,6 +82,8 @@ cx_stat cx_stats_get(int device_id, int op, cx_route route) {
         return s;
     s.calls = atomic_load(&stat_calls[device_id][op][route]);
     s.bytes = atomic_load(&stat_bytes[device_id][op][route]);
+    if (route == CX_ROUTE_NATIVE && op < CX_OP_COUNT)
+        for (int k = 0; k < LIB_SLOTS; k++) s.calls += atomic_load(&lib_calls[device_id][op][k]);
     return s;
 }
 
@@ -556,8 +562,7 @@ static cx_code run_native(const cx_plan *plan, cx_tensor *const *in, int n_in, c
     if ((rc = dev->driver->execute(dev->ctx, plan->op, args, n_in, ps, out, st)) != CX_OK)
         cx_tensor_free(out);
     else {
-        count(dev, plan->op, CX_ROUTE_NATIVE, 0);
-        count_library(dev, plan->op, plan->library);
+        if (!count_library(dev, plan->op, plan->library)) count(dev, plan->op, CX_ROUTE_NATIVE, 0);
     }
 done:
     for (int k = 0; k < n_in && casts; k++)
