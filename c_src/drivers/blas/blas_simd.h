@@ -102,6 +102,8 @@ typedef struct {
      * each exp also stored at o unless o is NULL */
     float (*row_max_f32)(const float *a, int64_t n);
     double (*sum_exp_f32)(float *o, const float *a, int64_t n, float m);
+    /* o[k] / s in place, each quotient correctly rounded (softmax's last step) */
+    void (*div_f32)(float *o, int64_t n, float s);
     /* categorical cross-entropy of one row of n: y_true y, y_pred p (logits when from_logits) */
     float (*xent_f32)(const float *y, const float *p, int64_t n, int from_logits);
     /* layer_norm of a row of n; gamma and beta rows of n (gs, bs = 1) or one value (0) */

@@ -259,6 +259,78 @@ static void test_half_unary_simple(void **state) {
             }
 }
 
+/* div_f32 (softmax's last step, by a reciprocal and a correction in place of the division)
+ * against the division, bit for bit: every 997th f32 from the smallest subnormal up to 1 (the
+ * exponentials softmax divides) for divisors around 1 and 1000, powers of two, significands of all
+ * ones, and beyond the fast path's range; 2.5M random bit patterns by random divisors; NaN,
+ * infinities and zeros of both signs in the row, and every tail. */
+static void test_div_f32(void **state) {
+    (void)state;
+    enum { N = 1 << 16 };
+    static float o[N], in[N];
+    static const float divisors[] = {1.0f,        1.5f,    3.0f,       1.99999988f, 2.0f,
+                                     7.00000048f, 1000.3f, 1048576.0f, 999999.94f,  1.0000001f,
+                                     16777215.0f, 1e30f,   3.4e38f};
+    for (int k = 0; k < n_tables; k++)
+        for (size_t d = 0; d < sizeof divisors / sizeof divisors[0]; d++) {
+            float s = divisors[d];
+            for (uint32_t start = 1; start <= 0x3f800000u; start += 997u * N) {
+                int n = 0;
+                for (uint32_t b = start; n < N && b <= 0x3f800000u; b += 997, n++) {
+                    float x;
+                    memcpy(&x, &b, 4);
+                    in[n] = x;
+                }
+                memcpy(o, in, sizeof(float) * (size_t)n);
+                tables[k]->div_f32(o, n, s);
+                for (int i = 0; i < n; i++) {
+                    float want = in[i] / s;
+                    if (memcmp(&o[i], &want, 4) != 0)
+                        fail_msg("%s div_f32 %a / %a: %a, expected %a", tables[k]->name,
+                                 (double)in[i], (double)s, (double)o[i], (double)want);
+                }
+            }
+        }
+    /* random bit patterns (any sign and exponent, NaNs and infinities among them), 64 to a row,
+     * each row by a random divisor: whole rows of the fast path's range [1, 2^100] and beyond */
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    for (int k = 0; k < n_tables; k++)
+        for (int row = 0; row < 40000; row++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+            uint32_t sb = 0x3f800000u + (uint32_t)((x >> 33) % (100u << 23)) +
+                          (row % 10 == 0 ? (uint32_t)(x >> 60) << 26 : 0);
+            float s;
+            memcpy(&s, &sb, 4);
+            for (int i = 0; i < 64; i++) {
+                x = x * 6364136223846793005u + 1442695040888963407u;
+                uint32_t b = (uint32_t)(x >> 32);
+                memcpy(&in[i], &b, 4);
+            }
+            memcpy(o, in, sizeof(float) * 64);
+            tables[k]->div_f32(o, 64, s);
+            for (int i = 0; i < 64; i++) {
+                float want = in[i] / s;
+                if (memcmp(&o[i], &want, 4) != 0 && !(isnan(o[i]) && isnan(want)))
+                    fail_msg("%s div_f32 %a / %a: %a, expected %a", tables[k]->name, (double)in[i],
+                             (double)s, (double)o[i], (double)want);
+            }
+        }
+    /* specials, and every length up to 40 (the tail goes through the scalar loop) */
+    static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 0.5f, -2.0f, 1e-40f};
+    for (int k = 0; k < n_tables; k++)
+        for (int n = 1; n <= 40; n++) {
+            for (int i = 0; i < n; i++) in[i] = specials[(i * 5 + n) % 8];
+            memcpy(o, in, sizeof(float) * (size_t)n);
+            tables[k]->div_f32(o, n, 3.0f);
+            for (int i = 0; i < n; i++) {
+                float want = in[i] / 3.0f;
+                if (memcmp(&o[i], &want, 4) != 0 && !(isnan(o[i]) && isnan(want)))
+                    fail_msg("%s div_f32 of %d values: %a / 3 gave %a", tables[k]->name, n,
+                             (double)in[i], (double)o[i]);
+            }
+        }
+}
+
 /* The mixed kernel (gelu_bf16_mixed: bf16 gelu in registers beside the table of its results)
  * gives the bits of the register kernel alone, at every length around its pattern of two vectors
  * and 16 table values, on values that put some vectors in gelu's tail (x <= -2, which it takes
@@ -535,10 +607,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transpose),         cmocka_unit_test(test_half_binary),
         cmocka_unit_test(test_half_sum),          cmocka_unit_test(test_half_unary),
-        cmocka_unit_test(test_half_unary_simple), cmocka_unit_test(test_half_mixed),
-        cmocka_unit_test(test_bf16_convert),      cmocka_unit_test(test_erf_f32),
-        cmocka_unit_test(test_tanh_f32),          cmocka_unit_test(test_exp_f32),
-        cmocka_unit_test(test_gelu_silu_f32),
+        cmocka_unit_test(test_half_unary_simple), cmocka_unit_test(test_div_f32),
+        cmocka_unit_test(test_half_mixed),        cmocka_unit_test(test_bf16_convert),
+        cmocka_unit_test(test_erf_f32),           cmocka_unit_test(test_tanh_f32),
+        cmocka_unit_test(test_exp_f32),           cmocka_unit_test(test_gelu_silu_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
