@@ -733,23 +733,9 @@ BOTH_HALF(divide, vf_div(x, y))
 BOTH_HALF(max, vf_nan_or(x, y, vf_gt(x, y)))
 BOTH_HALF(min, vf_nan_or(x, y, vf_lt(x, y)))
 
-/* name##_f16 and name##_bf16 over n halves, the last partial vector on a zero-padded copy, so that
- * every element goes through the same vector code */
-#define HALF_UNARY_ONE(fname, LD, ST, F)                                                           \
-    static void fname(uint16_t *restrict o, const uint16_t *restrict a, int64_t n) {               \
-        int64_t i = 0;                                                                             \
-        for (; i + VW <= n; i += VW) {                                                             \
-            vf x = LD(a + i);                                                                      \
-            ST(o + i, F);                                                                          \
-        }                                                                                          \
-        if (i < n) {                                                                               \
-            uint16_t t[VW] = {0};                                                                  \
-            memcpy(t, a + i, sizeof(uint16_t) * (size_t)(n - i));                                  \
-            vf x = LD(t);                                                                          \
-            ST(t, F);                                                                              \
-            memcpy(o + i, t, sizeof(uint16_t) * (size_t)(n - i));                                  \
-        }                                                                                          \
-    }
+/* name##_f16 and name##_bf16 over n halves: VEC_UNARY's loop, the last partial vector on a
+ * zero-padded copy, so that every element goes through the same vector code */
+#define HALF_UNARY_ONE(fname, LD, ST, F) VEC_UNARY(fname, uint16_t, vf, VW, LD, ST, F)
 
 /* f16 and bf16 negate, abs, sqrt and reciprocal in registers, on both tables: each vector widened,
  * the f32 kernel's operation, rounded once: the bits of the chunked path (a chunk widened into a
