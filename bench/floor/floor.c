@@ -83,7 +83,7 @@ PASSES(uint16_t, 16)
 PASSES(uint32_t, 32)
 PASSES(uint64_t, 64)
 
-#define RUN_PASS(SUFFIX, T)                                                                        \
+#define RUN_PASS(SUFFIX)                                                                           \
     do {                                                                                           \
         if (t->reads == 2)                                                                         \
             pass_2r1w_##SUFFIX(src_a, src_b, dst, lo, hi);                                         \
@@ -130,11 +130,11 @@ static void work(const task *t, int part) {
     size_t lo = (size_t)N * (size_t)part / (size_t)n_threads;
     size_t hi = (size_t)N * (size_t)(part + 1) / (size_t)n_threads;
     if (t->bytes == 2)
-        RUN_PASS(16, uint16_t);
+        RUN_PASS(16);
     else if (t->bytes == 4)
-        RUN_PASS(32, uint32_t);
+        RUN_PASS(32);
     else
-        RUN_PASS(64, uint64_t);
+        RUN_PASS(64);
 }
 
 static void *worker(void *arg) {

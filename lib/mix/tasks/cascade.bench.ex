@@ -76,15 +76,7 @@ defmodule Mix.Tasks.Cascade.Bench do
     File.exists?(script) ||
       Mix.raise("#{script} not found: run mix cascade.bench from Cascade's root")
 
-    mnist =
-      case Suite.mnist(&Mix.shell().info/1) do
-        {:ok, train} ->
-          train
-
-        {:error, reason} ->
-          Mix.shell().error("no MLP training epoch in this run: #{reason}")
-          nil
-      end
+    mnist = or_nil(Suite.mnist(&Mix.shell().info/1), "no MLP training epoch in this run: ")
 
     scratch = Path.join(System.tmp_dir!(), "cascade_bench_#{System.unique_integer([:positive])}")
 
@@ -156,29 +148,23 @@ defmodule Mix.Tasks.Cascade.Bench do
 
   # bench/floor/floor.c compiled, or nil (the table then has no floors)
   defp floor_build(scratch) do
-    case Floor.build(Path.join(File.cwd!(), "bench/floor/floor.c"), scratch) do
-      {:ok, bin} ->
-        bin
-
-      {:error, message} ->
-        Mix.shell().error("no floor column in this run: #{message}")
-        nil
-    end
+    Floor.build(Path.join(File.cwd!(), "bench/floor/floor.c"), scratch)
+    |> or_nil("no floor column in this run: ")
   end
 
   defp floor_turn(nil, _seconds), do: nil
 
   defp floor_turn(bin, seconds) do
     Mix.shell().info("The machine's floor (bench/floor/floor.c)")
+    or_nil(Floor.run(bin, seconds), "")
+  end
 
-    case Floor.run(bin, seconds) do
-      {:ok, floors} ->
-        floors
+  # what a part of the run that may be missing gave, or nil after saying why it is missing
+  defp or_nil({:ok, value}, _why), do: value
 
-      {:error, message} ->
-        Mix.shell().error(message)
-        nil
-    end
+  defp or_nil({:error, message}, why) do
+    Mix.shell().error("#{why}#{message}")
+    nil
   end
 
   defp cascade_turn(inputs, devices, type, seconds, keep) do

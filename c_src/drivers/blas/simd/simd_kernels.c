@@ -1156,7 +1156,7 @@ static double sum_exp_f32(float *o, const float *a, int64_t n, float m) {
  * that (zeros too, whose sign the correction loses), NaN and infinities take the division itself,
  * and so does a row whose s is below 1 or above 2^100 (r must be a normal float); softmax divides
  * by a sum of at least 1. test_div_f32 checks the bits against the division. */
-static void div_row(float *o, int64_t n, float s) {
+static void div_f32(float *o, int64_t n, float s) {
     int64_t i = 0;
     if (s >= 1.0f && s <= 0x1p100f) {
         const float r = 1.0f / s;
@@ -1164,13 +1164,12 @@ static void div_row(float *o, int64_t n, float s) {
         for (; i + VW <= n; i += VW) {
             vf a = vf_load(o + i), q = vf_mul(a, vr);
             q = vf_fma(vf_fnma(q, vs, a), vr, q);
-#if VW == 16
             vf m = vf_abs(q);
+#if VW == 16
             __mmask16 ok = _mm512_cmp_ps_mask(m, least, _CMP_GE_OQ) &
                            _mm512_cmp_ps_mask(m, vf_set(INFINITY), _CMP_LT_OQ);
             if (ok != 0xffff) q = _mm512_mask_div_ps(q, (__mmask16)~ok, a, vs);
 #else
-            vf m = vf_abs(q);
             __m256 ok = _mm256_and_ps(_mm256_cmp_ps(m, least, _CMP_GE_OQ),
                                       _mm256_cmp_ps(m, vf_set(INFINITY), _CMP_LT_OQ));
             if (_mm256_movemask_ps(ok) != 0xff) q = _mm256_blendv_ps(_mm256_div_ps(a, vs), q, ok);
@@ -1189,7 +1188,7 @@ static void softmax_f32(float *o, const float *a, int64_t n, int log_form) {
         float ls = logf(sf);
         for (int64_t k = 0; k < n; k++) o[k] = (a[k] - m) - ls;
     } else {
-        div_row(o, n, sf);
+        div_f32(o, n, sf);
     }
 }
 
@@ -1635,7 +1634,7 @@ const simd_table SIMD_TABLE = {
     .softmax_f32 = softmax_f32,
     .row_max_f32 = row_max_f32,
     .sum_exp_f32 = sum_exp_f32,
-    .div_f32 = div_row,
+    .div_f32 = div_f32,
     .xent_f32 = xent_f32,
     .layer_norm_f32 = layer_norm_f32,
     .gelu_f32 = gelu_any_f32,

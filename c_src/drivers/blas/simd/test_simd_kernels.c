@@ -259,6 +259,20 @@ static void test_half_unary_simple(void **state) {
             }
 }
 
+/* div_f32 of the n values at `in` by s, against the division, bit for bit (any NaN for a NaN) */
+static void check_div(const simd_table *t, const float *in, int n, float s) {
+    static float o[1 << 16];
+    assert_true(n <= (int)(sizeof o / sizeof o[0]));
+    memcpy(o, in, sizeof(float) * (size_t)n);
+    t->div_f32(o, n, s);
+    for (int i = 0; i < n; i++) {
+        float want = in[i] / s;
+        if (memcmp(&o[i], &want, 4) != 0 && !(isnan(o[i]) && isnan(want)))
+            fail_msg("%s div_f32 of %d values: %a / %a gave %a, expected %a", t->name, n,
+                     (double)in[i], (double)s, (double)o[i], (double)want);
+    }
+}
+
 /* div_f32 (softmax's last step, by a reciprocal and a correction in place of the division)
  * against the division, bit for bit: every 997th f32 from the smallest subnormal up to 1 (the
  * exponentials softmax divides) for divisors around 1 and 1000, powers of two, significands of all
@@ -267,30 +281,18 @@ static void test_half_unary_simple(void **state) {
 static void test_div_f32(void **state) {
     (void)state;
     enum { N = 1 << 16 };
-    static float o[N], in[N];
+    static float in[N];
     static const float divisors[] = {1.0f,        1.5f,    3.0f,       1.99999988f, 2.0f,
                                      7.00000048f, 1000.3f, 1048576.0f, 999999.94f,  1.0000001f,
                                      16777215.0f, 1e30f,   3.4e38f};
     for (int k = 0; k < n_tables; k++)
-        for (size_t d = 0; d < sizeof divisors / sizeof divisors[0]; d++) {
-            float s = divisors[d];
+        for (size_t d = 0; d < sizeof divisors / sizeof divisors[0]; d++)
             for (uint32_t start = 1; start <= 0x3f800000u; start += 997u * N) {
                 int n = 0;
-                for (uint32_t b = start; n < N && b <= 0x3f800000u; b += 997, n++) {
-                    float x;
-                    memcpy(&x, &b, 4);
-                    in[n] = x;
-                }
-                memcpy(o, in, sizeof(float) * (size_t)n);
-                tables[k]->div_f32(o, n, s);
-                for (int i = 0; i < n; i++) {
-                    float want = in[i] / s;
-                    if (memcmp(&o[i], &want, 4) != 0)
-                        fail_msg("%s div_f32 %a / %a: %a, expected %a", tables[k]->name,
-                                 (double)in[i], (double)s, (double)o[i], (double)want);
-                }
+                for (uint32_t b = start; n < N && b <= 0x3f800000u; b += 997, n++)
+                    memcpy(&in[n], &b, 4);
+                check_div(tables[k], in, n, divisors[d]);
             }
-        }
     /* random bit patterns (any sign and exponent, NaNs and infinities among them), 64 to a row,
      * each row by a random divisor: whole rows of the fast path's range [1, 2^100] and beyond */
     uint64_t x = 0x9E3779B97F4A7C15u;
@@ -306,28 +308,14 @@ static void test_div_f32(void **state) {
                 uint32_t b = (uint32_t)(x >> 32);
                 memcpy(&in[i], &b, 4);
             }
-            memcpy(o, in, sizeof(float) * 64);
-            tables[k]->div_f32(o, 64, s);
-            for (int i = 0; i < 64; i++) {
-                float want = in[i] / s;
-                if (memcmp(&o[i], &want, 4) != 0 && !(isnan(o[i]) && isnan(want)))
-                    fail_msg("%s div_f32 %a / %a: %a, expected %a", tables[k]->name, (double)in[i],
-                             (double)s, (double)o[i], (double)want);
-            }
+            check_div(tables[k], in, 64, s);
         }
     /* specials, and every length up to 40 (the tail goes through the scalar loop) */
     static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 0.5f, -2.0f, 1e-40f};
     for (int k = 0; k < n_tables; k++)
         for (int n = 1; n <= 40; n++) {
             for (int i = 0; i < n; i++) in[i] = specials[(i * 5 + n) % 8];
-            memcpy(o, in, sizeof(float) * (size_t)n);
-            tables[k]->div_f32(o, n, 3.0f);
-            for (int i = 0; i < n; i++) {
-                float want = in[i] / 3.0f;
-                if (memcmp(&o[i], &want, 4) != 0 && !(isnan(o[i]) && isnan(want)))
-                    fail_msg("%s div_f32 of %d values: %a / 3 gave %a", tables[k]->name, n,
-                             (double)in[i], (double)o[i]);
-            }
+            check_div(tables[k], in, n, 3.0f);
         }
 }
 
@@ -467,8 +455,7 @@ static void test_bf16_convert(void **state) {
 
 /* An f32 function of ours against its double reference, one float in 1021 of the bits [from,
  * to) and their negatives: the worst error in ulp of the exact result's binade in f32, and with
- * `odd` the function odd to the bit. Every
- * tail length gives the bits of a full vector. */
+ * `odd` the function odd to the bit. Every tail length gives the bits of a full vector. */
 static void check_f32(const simd_table *t, cx_op_id op, const char *name, double (*ref)(double),
                       uint32_t from, uint32_t to, double bound, bool odd) {
     enum { N = 1024 };
@@ -528,9 +515,6 @@ static void test_erf_f32(void **state) {
     }
 }
 
-/* The f32 tanh (tanh_vf) within 2.5 ulp of double tanh (exhaustively over the non-negative
- * floats up to 11 when written: 2.498, at 4.505), from the smallest normal float to 11 and past
- * where tanh rounds to 1, and right at the specials (subnormals unchanged). */
 /* The f32 exp (exp_vf) within 0.91 ulp of double exp (exhaustively over every f32 when
  * written: 0.909, at 5.1998), from |x| = 2^-126 to 88.7, and right where it overflows, underflows
  * to a subnormal or to 0, and at the specials. */
@@ -548,6 +532,9 @@ static void test_exp_f32(void **state) {
     }
 }
 
+/* The f32 tanh (tanh_vf) within 2.5 ulp of double tanh (exhaustively over the non-negative
+ * floats up to 11 when written: 2.498, at 4.505), from the smallest normal float to 11 and past
+ * where tanh rounds to 1, and right at the specials (subnormals unchanged). */
 static void test_tanh_f32(void **state) {
     (void)state;
     for (int k = 0; k < n_tables; k++) {
