@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../core/half.h"
 #include "../../core/fused.h"
@@ -440,27 +441,62 @@ static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_
     return have && layout_of(in, n_in, out, l);
 }
 
-/* An op whose every result is one rounding (add, subtract, multiply, max, min, negate, abs: not
- * is_math) on fewer than SMALL_RUN values runs on the AVX2 table where the AVX-512 one was
- * chosen. The AVX-512 f16/bf16 kernels take such a run as one zero-padded 16-lane vector, and on
- * a Xeon of the Cascade Lake generation a 512-bit instruction moves the core to a lower frequency
- * license for a while, so the whole call around it slowed: a loop of one-element f16 adds took
- * 480-497 ns against f32's 415-427, whose add is a scalar loop there (perf: every function of
- * the call 10-20% slower, the kernel itself 11 ns). These ops give the same bits on both tables;
- * functions stay on the chosen one, as a value must not depend on the length of its tensor
- * (SLEEF's log of 7 values on the AVX2 table differed from the same values in a fused step on the
- * AVX-512 one, which the property suite caught). */
+/* Two rules send an op whose every result is one rounding (add, subtract, multiply, max, min,
+ * negate, abs: not is_math) to the AVX2 table where the AVX-512 one was chosen. These ops give the
+ * same bits on both tables; functions stay on the chosen one, as a value must not depend on the
+ * length of its tensor (SLEEF's log of 7 values on the AVX2 table differed from the same values
+ * in a fused step on the AVX-512 one, which the property suite caught).
+ *
+ * Runs of fewer than SMALL_RUN values. The AVX-512 f16/bf16 kernels take such a run as one
+ * zero-padded 16-lane vector, and on a Xeon of the Cascade Lake generation a 512-bit instruction
+ * moves the core to a lower frequency license for a while, so the whole call around it slowed: a
+ * loop of one-element f16 adds took 480-497 ns against f32's 415-427, whose add is a scalar loop
+ * there (perf: every function of the call 10-20% slower, the kernel itself 11 ns).
+ *
+ * f32 and f64 tensors whose operands and result together outgrow the L2 caches of the threads
+ * that split them, on Intel's processors (stream_min): they stream from L3 or memory, and 256-bit
+ * loads and stores moved them faster than 512-bit ones on that Xeon (Cascade Lake, L2 1 MiB a
+ * core; the tables' kernels called from C on one thread, best of ten: add of 1M f32 566 us
+ * against 619, of 4M 4213 against 4928, negate of 1M 352 against 387; through Cascade on two
+ * threads add of 1M 258-263 against 264-270), while on data in L2 512-bit ones were faster (add of
+ * 65,536 10.5 us against 13.1, negate 6.9 against 10.5). GCC and LLVM, too, prefer 256-bit
+ * vectors when they tune for Intel's AVX-512 processors. The f16/bf16 kernels stay on AVX-512 at
+ * every size: their conversions make them faster there (bf16 add of 1M 128 us against 168). Not
+ * on AMD's: Zen 4 runs a 512-bit instruction as two 256-bit halves at the same clock, so there is
+ * nothing to expect, and it is not measured. */
 #define SMALL_RUN 16
-static const simd_table *table_for(cx_op_id op, int64_t numel) {
+static int64_t stream_min_bytes = -1;
+
+/* The bytes of operands and result from which an op streams: the threads' L2 caches (0: never
+ * routed). */
+static int64_t stream_min(void) {
+#if defined(CX_HAVE_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (stream_min_bytes < 0) {
+        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        __builtin_cpu_init();
+        stream_min_bytes = __builtin_cpu_is("intel") && l2 > 0 ? (int64_t)l2 : 0;
+    }
+    return stream_min_bytes * blas_pool_threads();
+#else
+    return 0;
+#endif
+}
+
+static const simd_table *table_for(cx_op_id op, cx_dtype type, int64_t numel, int n_in) {
     const simd_table *t = blas_simd();
 #if defined(CX_HAVE_SIMD) && defined(__x86_64__)
-    if (t && t != &simd_avx2 && numel < SMALL_RUN && !is_math(op)) return &simd_avx2;
+    if (!t || t == &simd_avx2 || is_math(op)) return t;
+    if (numel < SMALL_RUN) return &simd_avx2;
+    if (type == CX_F32 || type == CX_F64) {
+        int64_t min = stream_min();
+        if (min > 0 && numel >= min / (int64_t)cx_dtype_size(type) / (n_in + 1)) return &simd_avx2;
+    }
 #endif
     return t;
 }
 
 bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_tensor *out) {
-    const simd_table *t = table_for(op, out->numel);
+    const simd_table *t = table_for(op, out->desc.dtype, out->numel, n_in);
     cx_desc d[3];
     if (out->numel == 0 || n_in > 3) return false;
     for (int j = 0; j < n_in; j++) d[j] = in[j]->desc;
@@ -1424,6 +1460,6 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
     if (op == CX_OP_SELECT && n_in == 3) out.dtype = in[1].dtype;
     layout l;
     ew_form form;
-    t = table_for(op, cx_desc_numel(&out));
+    t = table_for(op, out.dtype, cx_desc_numel(&out), n_in);
     return ew_takes(t, op, in, n_in, &out, &l, &form) ? t->name : NULL;
 }
