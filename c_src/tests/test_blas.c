@@ -1011,6 +1011,102 @@ static void test_half_tables(void **state) {
     }
 }
 
+/* as_type between float types on blas (the vector kernels' conversions, split across the
+ * threads) gives the cpu's bits: every f16/bf16 pattern four times over (NaNs, infinities,
+ * subnormals), f32 and f64 bit patterns at random with specials and the halves' ties, in tensors
+ * of 2^18 + 37 elements (more than one part) and of 37 (one part, a partial vector). f64 into
+ * f16/bf16 (one rounding from double) stays on the cpu, and the plan says so. */
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBu;
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9u;
+    return x ^ (x >> 32);
+}
+
+static cx_tensor *float_bits(cx_dtype t, int64_t n) {
+    cx_tensor *x = malloc(sizeof *x);
+    cx_desc desc = tu_desc(t, 1, (const int64_t[]){n});
+    cx_status st = {0};
+    assert_int_equal(cx_tensor_init(x, cpu, &desc, &st), CX_OK);
+    /* specials; f16's least normal and half its least subnormal (a tie to 0); ties to even in
+     * bf16 (down, up) and in f16 (down, up); into f16 a tie to inf and the value below it */
+    static const uint32_t f32_specials[] = {
+        0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001,
+        0x7f800001, 0x00000001, 0x807fffff, 0x7f7fffff, 0x38800000, 0x33000000,
+        0x3f808000, 0x3f818000, 0x3f801000, 0x3f803000, 0x477ff000, 0x477fefff,
+    };
+    int ns = (int)(sizeof f32_specials / sizeof f32_specials[0]);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = mix64((uint64_t)i + 0x1234);
+        switch (t) {
+        case CX_F16:
+        case CX_BF16: ((uint16_t *)x->data)[i] = (uint16_t)(i * 7 + 3); break;
+        case CX_F32: {
+            uint32_t b = i % 5 == 0 ? f32_specials[(i / 5) % ns] : (uint32_t)r;
+            /* a third of the rest near 1, so that ties and carries come up often */
+            if (i % 5 != 0 && i % 3 == 0) b = 0x3f800000u | (b & 0x7fffffu);
+            memcpy((float *)x->data + i, &b, sizeof b);
+            break;
+        }
+        default: {
+            uint64_t b = r;
+            if (i % 7 == 0) {
+                static const double specials[] = {
+                    0.0,   -0.0,   INFINITY, -INFINITY, NAN, 4e-320, 3.4028235677973366e38,
+                    1e300, -1e-300};
+                double d = specials[(i / 7) % 9];
+                memcpy(&b, &d, sizeof b);
+            } else if (i % 3 == 0) {
+                b = 0x3ff0000000000000u | (b & 0xfffffffffffffu);
+            }
+            memcpy((double *)x->data + i, &b, sizeof b);
+        }
+        }
+    }
+    return x;
+}
+
+static void test_as_type_floats(void **state) {
+    (void)state;
+    static const cx_dtype types[] = {CX_F16, CX_BF16, CX_F32, CX_F64};
+    static const int64_t sizes[] = {(1 << 18) + 37, 37};
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++) {
+            cx_dtype from = types[a], to = types[b];
+            if (from == to) continue;
+            for (size_t z = 0; z < 2; z++) {
+                cx_tensor *x = float_bits(from, sizes[z]);
+                cx_tensor *on_blas = moved(x, blas);
+                cx_params ps = {0};
+                cx_param_put_int(&ps, CX_P_TYPE, to);
+                bool native = from != CX_F64 || to == CX_F32; /* f64 into a half: the cpu */
+                const char *lib = planned_library(CX_OP_AS_TYPE, &on_blas, 1, &ps);
+                bool vector = strcmp(lib, "avx2") == 0 || strcmp(lib, "avx512") == 0;
+                if (vector != (vector_kernels() && native) ||
+                    (!vector && strcmp(lib, "portable") != 0))
+                    fail_msg("as_type %s -> %s planned on %s", cx_dtype_name(from),
+                             cx_dtype_name(to), lib);
+                cx_tensor *got_blas = run_on(blas, CX_OP_AS_TYPE, &on_blas, 1, &ps);
+                cx_tensor *got = moved(got_blas, cpu);
+                cx_tensor *want = run_on(cpu, CX_OP_AS_TYPE, &x, 1, &ps);
+                size_t es = cx_dtype_size(to);
+                for (int64_t i = 0; i < sizes[z]; i++)
+                    if (memcmp((char *)got->data + (size_t)i * es,
+                               (char *)want->data + (size_t)i * es, es) != 0)
+                        fail_msg("as_type %s -> %s, element %lld of %lld: blas %a, cpu %a",
+                                 cx_dtype_name(from), cx_dtype_name(to), (long long)i,
+                                 (long long)sizes[z], tu_load(to, got->data, i),
+                                 tu_load(to, want->data, i));
+                tu_drop(want);
+                tu_drop(got);
+                tu_drop(got_blas);
+                tu_drop(on_blas);
+                tu_drop(x);
+            }
+        }
+}
+
 /* Two threads multiplying on blas at once (the BEAM's two dirty schedulers) get right answers:
  * two OpenBLAS products; then an f32 product large enough for oneDNN (BLAS_DNNL_F32_MIN) beside
  * convolutions, whose oneDNN calls hold its one thread: the product runs on OpenBLAS then
@@ -1241,6 +1337,7 @@ int main(void) {
         cmocka_unit_test(test_reproducible_paths),
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_half_tables),
+        cmocka_unit_test(test_as_type_floats),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
