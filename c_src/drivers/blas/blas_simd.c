@@ -1507,11 +1507,11 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
         op == CX_OP_FUSED)
         return t->name;
     if (n_in > 3) return NULL;
-    if (op == CX_OP_AS_TYPE)
-        return n_in == 1 && ps && cx_param_has(ps, CX_P_TYPE) &&
-                       cast_takes(in[0].dtype, (cx_dtype)ps->p[CX_P_TYPE].i[0])
-                   ? t->name
-                   : NULL;
+    if (op == CX_OP_AS_TYPE) { /* without a type (the capability listing): into f32, f32 into f16 */
+        cx_dtype from = in[0].dtype, to = from == CX_F32 ? CX_F16 : CX_F32;
+        if (ps && cx_param_has(ps, CX_P_TYPE)) to = (cx_dtype)ps->p[CX_P_TYPE].i[0];
+        return n_in == 1 && cast_takes(from, to) ? t->name : NULL;
+    }
     if (op == CX_OP_SUM) {
         sum_form form;
         cx_params all = {0};
