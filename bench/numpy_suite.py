@@ -201,6 +201,10 @@ def main():
         report(t, "sum 1M", lambda: np.sum(x), elementwise)
         o1, o2 = (as_type(v, t) for v in inputs["one"])
         report(t, "add 1 element", lambda: np.add(o1, o2), elementwise)
+        if t in ("f16", "bf16"):  # mixed precision's conversions (NumPy: bf16 held in f32)
+            xf = inputs["vec"][0]
+            report(t, "as_type 1M into f32", lambda: x.astype(np.float32), elementwise)
+            report(t, "as_type 1M from f32", lambda: as_type(xf, t), elementwise)
         if mnist is not None:
             dtype = {"f64": np.float64}.get(t, np.float32)
             report(t, "MLP training epoch", lambda: mlp_epoch(*mnist, dtype), product, check=False)
@@ -306,6 +310,10 @@ def torch_cases(t, inputs, report, parts, min_seconds):
     run("sum 1M", lambda: torch.sum(x), t)
     o1, o2 = (on(v) for v in inputs["one"])
     run("add 1 element", lambda: torch.add(o1, o2), t)
+    if t in ("f16", "bf16"):
+        xf = torch.from_numpy(np.ascontiguousarray(inputs["vec"][0]))
+        run("as_type 1M into f32", lambda: x.float(), t)
+        run("as_type 1M from f32", lambda: xf.to(dtype), t)
 
 
 main()

@@ -340,7 +340,9 @@ defmodule Cascade.DemoTest do
 
       # every case with a floor gets one in each type the bench runs (a renamed case would
       # silently lose its column); the others are the ones the module names
-      without = ["max_pool2d 2x2 of 64x32x28x28", "cross-entropy 1000x1000", "add 1 element"]
+      without =
+        ["max_pool2d 2x2 of 64x32x28x28", "cross-entropy 1000x1000", "add 1 element"] ++
+          ["as_type 1M into f32", "as_type 1M from f32"]
 
       for name <- Cascade.Bench.Suite.names(), type <- [:f32, :f16, :bf16, :f64] do
         s = Cascade.Bench.Floor.seconds(floors, name, type)

@@ -75,6 +75,7 @@ defmodule Cascade.Bench.Floor do
   @doc """
   The floor of a case of `Cascade.Bench.Suite` in `type`, in seconds, or nil where the suite's
   case has no simple one (pooling, the cross-entropy's two reads and a row of results, a
+  conversion's 16-bit and 32-bit arrays, a
   one-element call, an epoch). Passes: an add reads two arrays and writes one, a sum reads one,
   a function of one value (softmax and layer_norm of 1000 × 1000 alike, a million elements each)
   reads one and writes one (scaled from floor.c's 2^20 elements to the case's); f16 and bf16

@@ -14,7 +14,8 @@ defmodule Cascade.Bench.Suite do
   1000×1000 along rows; a dense layer with its relu ({256, 1024} · {1024, 1024} + bias, fused
   into one call here); the mean categorical cross-entropy of 1000×1000 logits against
   1000×1000 targets; `add`, `exp`, `tanh`, `gelu`, `sum` of 1M elements; a one-element
-  `add` (the cost of a call); one training epoch of `mix cascade.demo`'s MLP and, in f32 and
+  `add` (the cost of a call); in f16 and bf16, `as_type` of 1M elements into f32 and from f32
+  (mixed precision's conversions); one training epoch of `mix cascade.demo`'s MLP and, in f32 and
   not on the portable `:cpu` device (a minute an epoch there), of its CNN (against PyTorch's)
   on the 8,000 training digits (when the MNIST data is there).
   """
@@ -29,8 +30,8 @@ defmodule Cascade.Bench.Suite do
     ["dot 256x256", "dot 512x512", "dot 1024x1024", "conv2d 64x32x28x28, 64 3x3"] ++
       ["max_pool2d 2x2 of 64x32x28x28", "softmax 1000x1000", "layer_norm 1000x1000"] ++
       ["dense+relu 256x1024x1024", "cross-entropy 1000x1000"] ++
-      ["add 1M", "exp 1M", "tanh 1M", "gelu 1M", "sum 1M", "add 1 element", "MLP training epoch"] ++
-      ["CNN training epoch"]
+      ["add 1M", "exp 1M", "tanh 1M", "gelu 1M", "sum 1M", "add 1 element"] ++
+      ["as_type 1M into f32", "as_type 1M from f32", "MLP training epoch", "CNN training epoch"]
   end
 
   @doc """
@@ -110,7 +111,7 @@ defmodule Cascade.Bench.Suite do
           {"gelu 1M", fn -> Cascade.gelu(x) end},
           {"sum 1M", fn -> Cascade.sum(x) end},
           {"add 1 element", fn -> Cascade.add(o1, o2) end}
-        ]
+        ] ++ conversions(type, x, inputs.vec |> elem(0) |> Cascade.transfer(device))
 
     results =
       for {name, fun} <- ops, keep.(name) do
@@ -121,6 +122,16 @@ defmodule Cascade.Bench.Suite do
 
     results ++ epoch(inputs.mnist, device, type, min_seconds, on_case, keep)
   end
+
+  # the halves' conversions from and to f32 (x in the type under test, xf the same data in f32)
+  defp conversions(type, x, xf) when type in [:f16, :bf16] do
+    [
+      {"as_type 1M into f32", fn -> Cascade.as_type(x, :f32) end},
+      {"as_type 1M from f32", fn -> Cascade.as_type(xf, type) end}
+    ]
+  end
+
+  defp conversions(_type, _x, _xf), do: []
 
   @doc """
   Whether a case's name is chosen by `--cases` (a comma-separated list of parts of names;
