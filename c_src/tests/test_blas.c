@@ -1011,11 +1011,12 @@ static void test_half_tables(void **state) {
     }
 }
 
-/* as_type between float types on blas (the vector kernels' conversions, split across the
- * threads) gives the cpu's bits: every f16/bf16 pattern four times over (NaNs, infinities,
- * subnormals), f32 and f64 bit patterns at random with specials and the halves' ties, in tensors
- * of 2^18 + 37 elements (more than one part) and of 37 (one part, a partial vector). f64 into
- * f16/bf16 (one rounding from double) stays on the cpu, and the plan says so. */
+/* as_type between the float types, u8 and s32 on blas (the vector kernels' conversions, split
+ * across the threads) gives the cpu's bits: every f16/bf16 and u8 pattern (NaNs, infinities,
+ * subnormals), f32 and f64 bit patterns at random with specials, the halves' ties and the
+ * integers' bounds, s32 at random with its extremes and values f32 rounds, in tensors of 2^18 +
+ * 37 elements (more than one part) and of 37 (one part, a partial vector). f64 into f16/bf16 (one
+ * rounding from double), s32 into a half and u8 <-> s32 stay on the cpu, and the plan says so. */
 static uint64_t mix64(uint64_t x) {
     x ^= x >> 31;
     x *= 0x94D049BB133111EBu;
@@ -1032,9 +1033,33 @@ static cx_tensor *float_bits(cx_dtype t, int64_t n) {
     /* specials; f16's least normal and half its least subnormal (a tie to 0); ties to even in
      * bf16 (down, up) and in f16 (down, up); into f16 a tie to inf and the value below it */
     static const uint32_t f32_specials[] = {
-        0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001,
-        0x7f800001, 0x00000001, 0x807fffff, 0x7f7fffff, 0x38800000, 0x33000000,
-        0x3f808000, 0x3f818000, 0x3f801000, 0x3f803000, 0x477ff000, 0x477fefff,
+        0x00000000,
+        0x80000000,
+        0x7f800000,
+        0xff800000,
+        0x7fc00000,
+        0xffc00001,
+        0x7f800001,
+        0x00000001,
+        0x807fffff,
+        0x7f7fffff,
+        0x38800000,
+        0x33000000,
+        0x3f808000,
+        0x3f818000,
+        0x3f801000,
+        0x3f803000,
+        0x477ff000,
+        0x477fefff,
+        /* into u8 and s32: 255.5, a little under 255, -0.5, 2^31, the float below it, -2^31 and
+         * the float below that */
+        0x437f8000,
+        0x437efffe,
+        0xbf000000,
+        0x4f000000,
+        0x4effffff,
+        0xcf000000,
+        0xcf000001,
     };
     int ns = (int)(sizeof f32_specials / sizeof f32_specials[0]);
     for (int64_t i = 0; i < n; i++) {
@@ -1042,6 +1067,13 @@ static cx_tensor *float_bits(cx_dtype t, int64_t n) {
         switch (t) {
         case CX_F16:
         case CX_BF16: ((uint16_t *)x->data)[i] = (uint16_t)(i * 7 + 3); break;
+        case CX_U8: ((uint8_t *)x->data)[i] = (uint8_t)(i * 7 + 3); break;
+        case CX_S32: {
+            /* extremes, and odd values above 2^24, which f32 rounds */
+            static const int32_t ends[] = {INT32_MIN, INT32_MAX, (1 << 24) + 1, -(1 << 24) - 3, 0};
+            ((int32_t *)x->data)[i] = i % 11 == 0 ? ends[(i / 11) % 5] : (int32_t)(uint32_t)r;
+            break;
+        }
         case CX_F32: {
             uint32_t b = i % 5 == 0 ? f32_specials[(i / 5) % ns] : (uint32_t)r;
             /* a third of the rest near 1, so that ties and carries come up often */
@@ -1067,12 +1099,22 @@ static cx_tensor *float_bits(cx_dtype t, int64_t n) {
     return x;
 }
 
-static void test_as_type_floats(void **state) {
+/* the conversions the vector kernels take (blas_simd.c, cast_takes) */
+static bool as_type_native(cx_dtype from, cx_dtype to) {
+    bool ff = cx_dtype_is_float(from), ft = cx_dtype_is_float(to);
+    bool half_to = to == CX_F16 || to == CX_BF16;
+    if (ff && ft) return from != CX_F64 || !half_to; /* f64 into a half: the cpu */
+    if (from == CX_U8) return ft;
+    if (from == CX_S32) return to == CX_F32 || to == CX_F64;
+    return from == CX_F32 && (to == CX_U8 || to == CX_S32);
+}
+
+static void test_as_type(void **state) {
     (void)state;
-    static const cx_dtype types[] = {CX_F16, CX_BF16, CX_F32, CX_F64};
+    static const cx_dtype types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8, CX_S32};
     static const int64_t sizes[] = {(1 << 18) + 37, 37};
-    for (size_t a = 0; a < 4; a++)
-        for (size_t b = 0; b < 4; b++) {
+    for (size_t a = 0; a < 6; a++)
+        for (size_t b = 0; b < 6; b++) {
             cx_dtype from = types[a], to = types[b];
             if (from == to) continue;
             for (size_t z = 0; z < 2; z++) {
@@ -1080,7 +1122,7 @@ static void test_as_type_floats(void **state) {
                 cx_tensor *on_blas = moved(x, blas);
                 cx_params ps = {0};
                 cx_param_put_int(&ps, CX_P_TYPE, to);
-                bool native = from != CX_F64 || to == CX_F32; /* f64 into a half: the cpu */
+                bool native = as_type_native(from, to);
                 const char *lib = planned_library(CX_OP_AS_TYPE, &on_blas, 1, &ps);
                 bool vector = strcmp(lib, "avx2") == 0 || strcmp(lib, "avx512") == 0;
                 if (vector != (vector_kernels() && native) ||
@@ -1337,7 +1379,7 @@ int main(void) {
         cmocka_unit_test(test_reproducible_paths),
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_half_tables),
-        cmocka_unit_test(test_as_type_floats),
+        cmocka_unit_test(test_as_type),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),

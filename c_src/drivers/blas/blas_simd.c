@@ -1298,14 +1298,69 @@ void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n) {
  * f64, through a chunk of f32 in L1 (the widening is exact, so the one rounding is the cpu's); f32
  * to and from f64 as plain loops: the same bits as the cpu driver's cast.c, split across the
  * pool's threads. The cpu's loops convert one element at a time on one thread: 1M f32 to bf16
- * took 696 us there, 4.9x PyTorch's 141 (the Xeon). f64 into f16/bf16 (one rounding from double)
- * and every integer type stay on the cpu. */
+ * took 696 us there, 4.9x PyTorch's 141 (the Xeon). u8 and s32 to and from f32 too (int_cast).
+ * f64 into f16/bf16 (one rounding from double) and the other integer pairs stay on the cpu. */
 static bool cast_takes(cx_dtype from, cx_dtype to) {
     bool half_from = from == CX_F16 || from == CX_BF16, half_to = to == CX_F16 || to == CX_BF16;
     if (from == to) return false;
     if (half_from) return half_to || to == CX_F32 || to == CX_F64;
+    if (half_to && from == CX_U8) return true; /* exact: 0 .. 255 fit both halves */
     if (half_to) return from == CX_F32; /* f64 into a half rounds once from double: the cpu's */
+    if (from == CX_U8 || from == CX_S32) return to == CX_F32 || to == CX_F64;
+    if (from == CX_F32 && (to == CX_U8 || to == CX_S32)) return true;
     return (from == CX_F32 && to == CX_F64) || (from == CX_F64 && to == CX_F32);
+}
+
+/* u8 and s32 into f32 and f64 (exact, or s32 into f32 rounded once as C converts); f32 into u8
+ * and s32 toward zero, saturated, NaN 0, as cast.c's sat_u8 and sat_s32 (compared in float: every
+ * bound is a float, so the comparisons are the same); u8 into f16/bf16 through f32, exactly.
+ * Compiled for AVX2, which every vector table needs (blas_simd() is NULL without it): the loops
+ * vectorise at 8 lanes there. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define AVX2_LOOPS __attribute__((target("avx2")))
+#else
+#define AVX2_LOOPS
+#endif
+AVX2_LOOPS static void int_cast(const simd_table *t, cx_dtype from, cx_dtype to, const void *src,
+                                void *dst, int64_t lo, int64_t hi) {
+    if (from == CX_U8 && (to == CX_F16 || to == CX_BF16)) {
+        float buf[CHUNK];
+        for (int64_t i = lo; i < hi; i += CHUNK) {
+            int64_t m = hi - i < CHUNK ? hi - i : CHUNK;
+            for (int64_t k = 0; k < m; k++) buf[k] = ((const uint8_t *)src)[i + k];
+            narrow(to, t, buf, (uint16_t *)dst + i, m);
+        }
+    } else if (from == CX_U8 || from == CX_S32) {
+        const uint8_t *restrict u = src;
+        const int32_t *restrict s = src;
+        float *restrict f = dst;
+        double *restrict d = dst;
+        if (from == CX_U8 && to == CX_F32)
+            for (int64_t i = lo; i < hi; i++) f[i] = u[i];
+        else if (from == CX_U8)
+            for (int64_t i = lo; i < hi; i++) d[i] = u[i];
+        else if (to == CX_F32)
+            for (int64_t i = lo; i < hi; i++) f[i] = (float)s[i];
+        else
+            for (int64_t i = lo; i < hi; i++) d[i] = s[i];
+    } else if (to == CX_U8) {
+        const float *restrict a = src;
+        uint8_t *restrict o = dst;
+        for (int64_t i = lo; i < hi; i++) {
+            float v = a[i];
+            o[i] = v > 0 ? (v < 255.0f ? (uint8_t)v : UINT8_MAX) : 0;
+        }
+    } else {
+        const float *restrict a = src;
+        int32_t *restrict o = dst;
+        for (int64_t i = lo; i < hi; i++) {
+            float v = a[i];
+            o[i] = v != v                ? 0
+                   : v <= -2147483648.0f ? INT32_MIN
+                   : v >= 2147483648.0f  ? INT32_MAX
+                                         : (int32_t)v;
+        }
+    }
 }
 
 typedef struct {
@@ -1319,7 +1374,9 @@ typedef struct {
 static void cast_run(const cast_job *c, int64_t lo, int64_t hi) {
     const simd_table *t = c->t;
     cx_dtype from = c->from, to = c->to;
-    if (to == CX_F32 && from != CX_F64) {
+    if (from == CX_U8 || from == CX_S32 || to == CX_U8 || to == CX_S32) {
+        int_cast(t, from, to, c->src, c->dst, lo, hi);
+    } else if (to == CX_F32 && from != CX_F64) {
         widen(from, t, (const uint16_t *)c->src + lo, (float *)c->dst + lo, hi - lo);
     } else if (from == CX_F32 && to != CX_F64) {
         narrow(to, t, (const float *)c->src + lo, (uint16_t *)c->dst + lo, hi - lo);
