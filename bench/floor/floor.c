@@ -8,8 +8,8 @@
  * arithmetic -- two arrays read and one written (add), one read (sum), one read and one written
  * (a function of one value; softmax and layer_norm of 1000 x 1000 move as much) -- split across
  * every online core the way Cascade and PyTorch split them, the same buffers every time as a loop
- * of calls has them, threads spinning between passes (no wake-up to pay). Each pass is the median
- * of its repetitions over SECONDS / 10.
+ * of calls has them, threads spinning between passes (no wake-up to pay). Each pass runs in every
+ * vector width the CPU has (below) for SECONDS / 20 and reports the fastest width's median.
  *
  * Multiply-adds: every core runs 12 independent chains of 16-lane fused multiply-adds (AVX-512
  * where the CPU has it, else AVX2 and FMA, else whatever the compiler makes of the vectors), the

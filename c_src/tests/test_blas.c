@@ -36,12 +36,17 @@ static int setup(void **state) {
 }
 
 /* Deterministic values in [-1, 1), varied enough that a wrong index shows. */
-static double value_at(int64_t i, int seed) {
+/* 64 bits drawn from element i and a seed */
+static uint64_t bits_at(int64_t i, int seed) {
     uint64_t x = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15u + (uint64_t)seed * 0xBF58476D1CE4E5B9u;
     x ^= x >> 31;
     x *= 0x94D049BB133111EBu;
     x ^= x >> 29;
-    return (double)(x >> 11) / (double)(UINT64_C(1) << 52) - 1.0;
+    return x;
+}
+
+static double value_at(int64_t i, int seed) {
+    return (double)(bits_at(i, seed) >> 11) / (double)(UINT64_C(1) << 52) - 1.0;
 }
 
 /* A cpu tensor of the type and shape holding value_at (integers: small ones). */
@@ -1017,53 +1022,24 @@ static void test_half_tables(void **state) {
  * integers' bounds, s32 at random with its extremes and values f32 rounds, in tensors of 2^18 +
  * 37 elements (more than one part) and of 37 (one part, a partial vector). f64 into f16/bf16 (one
  * rounding from double), s32 into a half and u8 <-> s32 stay on the cpu, and the plan says so. */
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 31;
-    x *= 0x94D049BB133111EBu;
-    x ^= x >> 29;
-    x *= 0xBF58476D1CE4E5B9u;
-    return x ^ (x >> 32);
-}
-
-static cx_tensor *float_bits(cx_dtype t, int64_t n) {
+static cx_tensor *as_type_input(cx_dtype t, int64_t n) {
     cx_tensor *x = malloc(sizeof *x);
     cx_desc desc = tu_desc(t, 1, (const int64_t[]){n});
     cx_status st = {0};
     assert_int_equal(cx_tensor_init(x, cpu, &desc, &st), CX_OK);
     /* specials; f16's least normal and half its least subnormal (a tie to 0); ties to even in
-     * bf16 (down, up) and in f16 (down, up); into f16 a tie to inf and the value below it */
+     * bf16 (down, up) and in f16 (down, up); into f16 a tie to inf and the value below it; into u8
+     * and s32 255.5, a little under 255, -0.5, 2^31, the float below it, -2^31 and the float
+     * below that */
     static const uint32_t f32_specials[] = {
-        0x00000000,
-        0x80000000,
-        0x7f800000,
-        0xff800000,
-        0x7fc00000,
-        0xffc00001,
-        0x7f800001,
-        0x00000001,
-        0x807fffff,
-        0x7f7fffff,
-        0x38800000,
-        0x33000000,
-        0x3f808000,
-        0x3f818000,
-        0x3f801000,
-        0x3f803000,
-        0x477ff000,
-        0x477fefff,
-        /* into u8 and s32: 255.5, a little under 255, -0.5, 2^31, the float below it, -2^31 and
-         * the float below that */
-        0x437f8000,
-        0x437efffe,
-        0xbf000000,
-        0x4f000000,
-        0x4effffff,
-        0xcf000000,
-        0xcf000001,
+        0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001, 0x7f800001,
+        0x00000001, 0x807fffff, 0x7f7fffff, 0x38800000, 0x33000000, 0x3f808000, 0x3f818000,
+        0x3f801000, 0x3f803000, 0x477ff000, 0x477fefff, 0x437f8000, 0x437efffe, 0xbf000000,
+        0x4f000000, 0x4effffff, 0xcf000000, 0xcf000001,
     };
     int ns = (int)(sizeof f32_specials / sizeof f32_specials[0]);
     for (int64_t i = 0; i < n; i++) {
-        uint64_t r = mix64((uint64_t)i + 0x1234);
+        uint64_t r = bits_at(i, 0x1234);
         switch (t) {
         case CX_F16:
         case CX_BF16: ((uint16_t *)x->data)[i] = (uint16_t)(i * 7 + 3); break;
@@ -1118,7 +1094,7 @@ static void test_as_type(void **state) {
             cx_dtype from = types[a], to = types[b];
             if (from == to) continue;
             for (size_t z = 0; z < 2; z++) {
-                cx_tensor *x = float_bits(from, sizes[z]);
+                cx_tensor *x = as_type_input(from, sizes[z]);
                 cx_tensor *on_blas = moved(x, blas);
                 cx_params ps = {0};
                 cx_param_put_int(&ps, CX_P_TYPE, to);

@@ -48,7 +48,8 @@ static float *part_scratch(size_t stride, int parts) {
 }
 
 static const simd_table *chosen;
-static bool bf16_hw; /* the chosen table rounds with AVX512-BF16 */
+static bool bf16_hw;      /* the chosen table rounds with AVX512-BF16 */
+static int64_t stream_l2; /* a core's L2 where large f32/f64 ops stream on AVX2 (table_for), or 0 */
 
 #if defined(CX_HAVE_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -89,11 +90,22 @@ static const simd_table *choose(void) {
     return NULL;
 }
 
+/* table_for's second rule holds on Intel's processors whose L2 size is known */
+static int64_t streaming_l2(void) {
+#if defined(CX_HAVE_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return __builtin_cpu_is("intel") && l2 > 0 ? (int64_t)l2 : 0;
+#else
+    return 0;
+#endif
+}
+
 const simd_table *blas_simd(void) {
     static bool done;
-    /* set at probe, before any op runs (blas_simd_start); this is a fallback for tests */
+    /* set at probe, before any op runs (blas_driver.c); this is a fallback for tests */
     if (!done) {
         chosen = choose();
+        stream_l2 = streaming_l2();
         done = true;
     }
     return chosen;
@@ -454,7 +466,7 @@ static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_
  * there (perf: every function of the call 10-20% slower, the kernel itself 11 ns).
  *
  * f32 and f64 tensors whose operands and result together outgrow the L2 caches of the threads
- * that split them, on Intel's processors (stream_min): they stream from L3 or memory, and 256-bit
+ * that split them, on Intel's processors (stream_l2): they stream from L3 or memory, and 256-bit
  * loads and stores moved them faster than 512-bit ones on that Xeon (Cascade Lake, L2 1 MiB a
  * core; the tables' kernels called from C on one thread, best of ten: add of 1M f32 566 us
  * against 619, of 4M 4213 against 4928, negate of 1M 352 against 387; through Cascade on two
@@ -465,32 +477,15 @@ static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_
  * on AMD's: Zen 4 runs a 512-bit instruction as two 256-bit halves at the same clock, so there is
  * nothing to expect, and it is not measured. */
 #define SMALL_RUN 16
-static int64_t stream_min_bytes = -1;
-
-/* The bytes of operands and result from which an op streams: the threads' L2 caches (0: never
- * routed). */
-static int64_t stream_min(void) {
-#if defined(CX_HAVE_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (stream_min_bytes < 0) {
-        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        __builtin_cpu_init();
-        stream_min_bytes = __builtin_cpu_is("intel") && l2 > 0 ? (int64_t)l2 : 0;
-    }
-    return stream_min_bytes * blas_pool_threads();
-#else
-    return 0;
-#endif
-}
-
 static const simd_table *table_for(cx_op_id op, cx_dtype type, int64_t numel, int n_in) {
     const simd_table *t = blas_simd();
 #if defined(CX_HAVE_SIMD) && defined(__x86_64__)
     if (!t || t == &simd_avx2 || is_math(op)) return t;
     if (numel < SMALL_RUN) return &simd_avx2;
-    if (type == CX_F32 || type == CX_F64) {
-        int64_t min = stream_min();
-        if (min > 0 && numel >= min / (int64_t)cx_dtype_size(type) / (n_in + 1)) return &simd_avx2;
-    }
+    /* the elements whose operands and result fill the threads' L2 caches */
+    if ((type == CX_F32 || type == CX_F64) && stream_l2 > 0 &&
+        numel >= stream_l2 * blas_pool_threads() / (int64_t)cx_dtype_size(type) / (n_in + 1))
+        return &simd_avx2;
 #endif
     return t;
 }
@@ -1293,44 +1288,56 @@ void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n) {
     blas_parallel(parts_for(n, GRAIN_CHEAP), false, convert_part, &c);
 }
 
-/* ==== as_type between float types ============================================================
- * f16/bf16 to and from f32 on the tables' conversions; f16 to bf16 and back, and f16/bf16 into
- * f64, through a chunk of f32 in L1 (the widening is exact, so the one rounding is the cpu's); f32
- * to and from f64 as plain loops: the same bits as the cpu driver's cast.c, split across the
- * pool's threads. The cpu's loops convert one element at a time on one thread: 1M f32 to bf16
- * took 696 us there, 4.9x PyTorch's 141 (the Xeon). u8 and s32 to and from f32 too (int_cast).
- * f64 into f16/bf16 (one rounding from double) and the other integer pairs stay on the cpu. */
+/* ==== as_type =================================================================================
+ * f16/bf16 to and from f32 on the tables' conversions; f16 to bf16 and back, f16/bf16 into f64
+ * and u8 into f16/bf16 through a chunk of f32 in L1 (through_f32: every step exact but the one
+ * rounding, so the cpu's); f32 to and from f64, u8 and s32 as plain loops (int_cast): the same bits
+ * as the cpu driver's cast.c, split across the pool's threads. The cpu's loops convert one element
+ * at a time on one thread: 1M f32 to bf16 took 696 us there, 4.9x PyTorch's 141 (the Xeon). f64
+ * into f16/bf16 (one rounding from double) and the other integer pairs stay on the cpu. */
 static bool cast_takes(cx_dtype from, cx_dtype to) {
     bool half_from = from == CX_F16 || from == CX_BF16, half_to = to == CX_F16 || to == CX_BF16;
     if (from == to) return false;
     if (half_from) return half_to || to == CX_F32 || to == CX_F64;
-    if (half_to && from == CX_U8) return true; /* exact: 0 .. 255 fit both halves */
-    if (half_to) return from == CX_F32; /* f64 into a half rounds once from double: the cpu's */
+    /* u8 fits both halves exactly; f64 into a half rounds once from double: the cpu's */
+    if (half_to) return from == CX_F32 || from == CX_U8;
     if (from == CX_U8 || from == CX_S32) return to == CX_F32 || to == CX_F64;
-    if (from == CX_F32 && (to == CX_U8 || to == CX_S32)) return true;
-    return (from == CX_F32 && to == CX_F64) || (from == CX_F64 && to == CX_F32);
+    if (from == CX_F32) return to == CX_F64 || to == CX_U8 || to == CX_S32;
+    return from == CX_F64 && to == CX_F32;
 }
 
-/* u8 and s32 into f32 and f64 (exact, or s32 into f32 rounded once as C converts); f32 into u8
- * and s32 toward zero, saturated, NaN 0, as cast.c's sat_u8 and sat_s32 (compared in float: every
- * bound is a float, so the comparisons are the same); u8 into f16/bf16 through f32, exactly.
- * Compiled for AVX2, which every vector table needs (blas_simd() is NULL without it): the loops
- * vectorise at 8 lanes there. */
+/* The loops below are compiled for AVX2, which every vector table needs (blas_simd() is NULL
+ * without it): they vectorise at 8 lanes there. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define AVX2_LOOPS __attribute__((target("avx2")))
 #else
 #define AVX2_LOOPS
 #endif
-AVX2_LOOPS static void int_cast(const simd_table *t, cx_dtype from, cx_dtype to, const void *src,
-                                void *dst, int64_t lo, int64_t hi) {
-    if (from == CX_U8 && (to == CX_F16 || to == CX_BF16)) {
-        float buf[CHUNK];
-        for (int64_t i = lo; i < hi; i += CHUNK) {
-            int64_t m = hi - i < CHUNK ? hi - i : CHUNK;
+
+/* A chunk at a time through f32 in L1: f16/bf16 widened or u8 converted, both exactly, then
+ * rounded once into f16/bf16 or widened exactly into f64. */
+AVX2_LOOPS static void through_f32(const simd_table *t, cx_dtype from, cx_dtype to, const void *src,
+                                   void *dst, int64_t lo, int64_t hi) {
+    float buf[CHUNK];
+    for (int64_t i = lo; i < hi; i += CHUNK) {
+        int64_t m = hi - i < CHUNK ? hi - i : CHUNK;
+        if (from == CX_U8)
             for (int64_t k = 0; k < m; k++) buf[k] = ((const uint8_t *)src)[i + k];
+        else
+            widen(from, t, (const uint16_t *)src + i, buf, m);
+        if (to == CX_F64)
+            for (int64_t k = 0; k < m; k++) ((double *)dst)[i + k] = buf[k];
+        else
             narrow(to, t, buf, (uint16_t *)dst + i, m);
-        }
-    } else if (from == CX_U8 || from == CX_S32) {
+    }
+}
+
+/* u8 and s32 into f32 and f64 (exact, or s32 into f32 rounded once as C converts); f32 into u8
+ * and s32 toward zero, saturated, NaN 0, as cast.c's sat_u8 and sat_s32 (compared in float: every
+ * bound is a float, so the comparisons are the same). */
+AVX2_LOOPS static void int_cast(cx_dtype from, cx_dtype to, const void *src, void *dst, int64_t lo,
+                                int64_t hi) {
+    if (from == CX_U8 || from == CX_S32) {
         const uint8_t *restrict u = src;
         const int32_t *restrict s = src;
         float *restrict f = dst;
@@ -1374,30 +1381,23 @@ typedef struct {
 static void cast_run(const cast_job *c, int64_t lo, int64_t hi) {
     const simd_table *t = c->t;
     cx_dtype from = c->from, to = c->to;
-    if (from == CX_U8 || from == CX_S32 || to == CX_U8 || to == CX_S32) {
-        int_cast(t, from, to, c->src, c->dst, lo, hi);
-    } else if (to == CX_F32 && from != CX_F64) {
+    bool half_from = from == CX_F16 || from == CX_BF16, half_to = to == CX_F16 || to == CX_BF16;
+    if ((half_to && from != CX_F32) || (half_from && to == CX_F64)) {
+        through_f32(t, from, to, c->src, c->dst, lo, hi);
+    } else if (from == CX_U8 || from == CX_S32 || to == CX_U8 || to == CX_S32) {
+        int_cast(from, to, c->src, c->dst, lo, hi);
+    } else if (half_from) {
         widen(from, t, (const uint16_t *)c->src + lo, (float *)c->dst + lo, hi - lo);
-    } else if (from == CX_F32 && to != CX_F64) {
+    } else if (half_to) {
         narrow(to, t, (const float *)c->src + lo, (uint16_t *)c->dst + lo, hi - lo);
     } else if (from == CX_F32) {
         const float *restrict a = (const float *)c->src;
         double *restrict o = c->dst;
         for (int64_t i = lo; i < hi; i++) o[i] = a[i];
-    } else if (from == CX_F64) {
+    } else {
         const double *restrict a = (const double *)c->src;
         float *restrict o = c->dst;
         for (int64_t i = lo; i < hi; i++) o[i] = (float)a[i];
-    } else { /* f16 <-> bf16, a half into f64: widened exactly, a chunk at a time */
-        float buf[CHUNK];
-        for (int64_t i = lo; i < hi; i += CHUNK) {
-            int64_t m = hi - i < CHUNK ? hi - i : CHUNK;
-            widen(from, t, (const uint16_t *)c->src + i, buf, m);
-            if (to == CX_F64)
-                for (int64_t k = 0; k < m; k++) ((double *)c->dst)[i + k] = buf[k];
-            else
-                narrow(to, t, buf, (uint16_t *)c->dst + i, m);
-        }
     }
 }
 

@@ -75,11 +75,10 @@ defmodule Cascade.Bench.Floor do
   @doc """
   The floor of a case of `Cascade.Bench.Suite` in `type`, in seconds, or nil where the suite's
   case has no simple one (pooling, the cross-entropy's two reads and a row of results, a
-  conversion's 16-bit and 32-bit arrays, a
-  one-element call, an epoch). Passes: an add reads two arrays and writes one, a sum reads one,
-  a function of one value (softmax and layer_norm of 1000 × 1000 alike, a million elements each)
-  reads one and writes one (scaled from floor.c's 2^20 elements to the case's); f16 and bf16
-  move 16 bits an element. Products: their
+  conversion's 16-bit and 32-bit arrays, a one-element call, an epoch). Passes: an add reads two
+  arrays and writes one, a sum reads one, a function of one value (softmax and layer_norm of
+  1000 × 1000 alike, a million elements each) reads one and writes one (scaled from floor.c's
+  2^20 elements to the case's); f16 and bf16 move 16 bits an element. Products: their
   multiply-adds at the peak rate (f16 and bf16 too: the vector units multiply f32).
 
       iex> floors = %{"pass_2r1w_32" => 2.6e-4, "pass_2r1w_16" => 1.3e-4, "fma_flops" => 3.0e11}

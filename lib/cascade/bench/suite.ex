@@ -111,7 +111,7 @@ defmodule Cascade.Bench.Suite do
           {"gelu 1M", fn -> Cascade.gelu(x) end},
           {"sum 1M", fn -> Cascade.sum(x) end},
           {"add 1 element", fn -> Cascade.add(o1, o2) end}
-        ] ++ conversions(type, x, inputs.vec |> elem(0) |> Cascade.transfer(device))
+        ] ++ conversions(type, device, x, elem(inputs.vec, 0))
 
     results =
       for {name, fun} <- ops, keep.(name) do
@@ -123,15 +123,18 @@ defmodule Cascade.Bench.Suite do
     results ++ epoch(inputs.mnist, device, type, min_seconds, on_case, keep)
   end
 
-  # the halves' conversions from and to f32 (x in the type under test, xf the same data in f32)
-  defp conversions(type, x, xf) when type in [:f16, :bf16] do
+  # the halves' conversions from and to f32 (x in the type under test on the device, xf the
+  # same data in f32 on the cpu)
+  defp conversions(type, device, x, xf) when type in [:f16, :bf16] do
+    xf = Cascade.transfer(xf, device)
+
     [
       {"as_type 1M into f32", fn -> Cascade.as_type(x, :f32) end},
       {"as_type 1M from f32", fn -> Cascade.as_type(xf, type) end}
     ]
   end
 
-  defp conversions(_type, _x, _xf), do: []
+  defp conversions(_type, _device, _x, _xf), do: []
 
   @doc """
   Whether a case's name is chosen by `--cases` (a comma-separated list of parts of names;
