@@ -1169,6 +1169,63 @@ static void test_concurrent_callers(void **state) {
                (const cx_op_id[2]){CX_OP_DOT, CX_OP_CONV2D});
 }
 
+/* The pool takes back a part its worker has not begun when the caller has finished its own
+ * (blas_pool.c) and runs it on the caller; the worker, woken late, frees itself. Every part runs
+ * once either way: elementwise ops and a sum split into parts, with pauses that let the worker
+ * fall asleep (taken back) and without (taken by the worker), alternating two inputs so that a
+ * part left undone shows as the other input's result in a reused buffer, beside a thread whose
+ * products wait for the workers (claim_waiting) and are woken by workers that free themselves. */
+static void test_parts_taken_back(void **state) {
+    (void)state;
+    const int64_t n = 3 * (1 << 14) + 5, shape[] = {n};
+    cx_tensor *x[2], *y[2], *neg[2], *sum[2], *add[2];
+    for (int k = 0; k < 2; k++) {
+        cx_tensor *a = filled(CX_F32, 1, shape, 40 + k), *b = filled(CX_F32, 1, shape, 50 + k);
+        neg[k] = run_on(cpu, CX_OP_NEGATE, (cx_tensor *[]){a}, 1, NULL);
+        add[k] = run_on(cpu, CX_OP_ADD, (cx_tensor *[]){a, b}, 2, NULL);
+        sum[k] = run_on(cpu, CX_OP_SUM, (cx_tensor *[]){a}, 1, NULL);
+        x[k] = moved(a, blas);
+        y[k] = moved(b, blas);
+        tu_drop(a);
+        tu_drop(b);
+    }
+    const int64_t sq[] = {160, 160};
+    cx_tensor *a = filled(CX_F32, 2, sq, 60), *b = filled(CX_F32, 2, sq, 61);
+    worker w = {moved(a, blas), moved(b, blas), NULL, 150, 0, CX_OP_DOT, {0}};
+    dot_params(&w.ps, TU_SHAPE(1), 1, NULL, 0, TU_SHAPE(0), 1, NULL, 0);
+    cx_params ps = w.ps;
+    w.want = run_on(cpu, CX_OP_DOT, (cx_tensor *[]){a, b}, 2, &ps);
+    tu_drop(a);
+    tu_drop(b);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, multiply_many, &w), 0);
+    for (int r = 0; r < 300; r++) {
+        int k = r % 2;
+        if (r % 3 == 0) usleep(1000); /* past the workers' 200 us wait: asleep */
+        cx_tensor *got[3] = {run_on(blas, CX_OP_NEGATE, (cx_tensor *[]){x[k]}, 1, NULL),
+                             run_on(blas, CX_OP_ADD, (cx_tensor *[]){x[k], y[k]}, 2, NULL),
+                             run_on(blas, CX_OP_SUM, (cx_tensor *[]){x[k]}, 1, NULL)};
+        assert_memory_equal(got[0]->data, neg[k]->data, sizeof(float) * (size_t)n);
+        assert_memory_equal(got[1]->data, add[k]->data, sizeof(float) * (size_t)n);
+        float s = *(const float *)got[2]->data, e = *(const float *)sum[k]->data;
+        if (!(fabsf(s - e) <= 1e-5f * (1.0f + fabsf(e))))
+            fail_msg("sum, round %d: %g against the cpu's %g", r, (double)s, (double)e);
+        for (int j = 0; j < 3; j++) tu_drop(got[j]);
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(w.failures, 0);
+    tu_drop(w.a);
+    tu_drop(w.b);
+    tu_drop(w.want);
+    for (int k = 0; k < 2; k++) {
+        tu_drop(x[k]);
+        tu_drop(y[k]);
+        tu_drop(neg[k]);
+        tu_drop(add[k]);
+        tu_drop(sum[k]);
+    }
+}
+
 /* A program on blas turns a chain of elementwise f32 ops into one fused step, leaving out an
  * intermediate the program returns, with an operand that broadcasts by rows (a bias) read in
  * the chain; the results are those of the ops run one by one there, bit for bit. Without the
@@ -1357,6 +1414,7 @@ int main(void) {
         cmocka_unit_test(test_half_tables),
         cmocka_unit_test(test_as_type),
         cmocka_unit_test(test_concurrent_callers),
+        cmocka_unit_test(test_parts_taken_back),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_a_sum),

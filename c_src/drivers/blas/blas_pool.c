@@ -17,7 +17,16 @@
  * each other's blocks from the caches); any other op runs on the caller alone then. After its part
  * a worker waits 200 us (a loop of ops keeps it awake without a wake-up), spinning the first few
  * when its last part came soon (at most PAUSE_NS, see worker_main) and then with sched_yield (the
- * core stays free for any thread that wants it), then sleeps on a condition variable. */
+ * core stays free for any thread that wants it), then sleeps on a condition variable.
+ *
+ * Waking a worker that sleeps takes longer on these virtual machines than a mid-size part takes to
+ * run (a 32K-element f32 add: ~10 us on one core). So a caller that has finished its own part and
+ * finds another not yet begun by its worker takes it back (PART_GIVEN -> PART_REVOKED, against the
+ * worker's PART_GIVEN -> PART_TAKEN) and runs it itself; the worker, when it wakes, finds the part
+ * gone and makes itself claimable again. A split then never costs the caller more than the signal,
+ * and the elementwise ops split from 32K elements (GRAIN_CHEAP, blas_simd.c). Callers that `wait`
+ * (the products, whose parts are sized for the cores and evict each other's blocks when run in
+ * turn) always wait for their workers. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -42,8 +51,11 @@ typedef struct {
     atomic_uint gen;  /* bumped by the caller that hands the worker a part */
     atomic_uint done; /* set to gen by the worker when the part is finished */
     atomic_bool sleeping;
+    atomic_int state; /* the handed part: PART_GIVEN, then PART_TAKEN or PART_REVOKED */
     part job;
 } worker;
+
+enum { PART_GIVEN, PART_TAKEN, PART_REVOKED };
 
 static worker workers[MAX_WORKERS];
 static int n_workers;
@@ -57,6 +69,16 @@ void blas_pool_hush(void) {
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_idle = PTHREAD_COND_INITIALIZER;
 static atomic_int n_waiting;
+
+/* Makes workers claimable again and wakes the callers waiting for one. */
+static void give_back(unsigned long long mask) {
+    atomic_fetch_or(&idle_mask, mask);
+    if (atomic_load(&n_waiting) > 0) {
+        pthread_mutex_lock(&pool_lock);
+        pthread_cond_broadcast(&pool_idle);
+        pthread_mutex_unlock(&pool_lock);
+    }
+}
 
 static double now_ns(void) {
     struct timespec ts;
@@ -112,8 +134,15 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&w->lock);
         }
         seen = g;
-        w->job.fn(w->job.ctx, w->job.index, w->job.parts);
-        atomic_store(&w->done, g);
+        int given = PART_GIVEN;
+        if (atomic_compare_exchange_strong(&w->state, &given, PART_TAKEN)) {
+            w->job.fn(w->job.ctx, w->job.index, w->job.parts);
+            atomic_store(&w->done, g);
+        } else {
+            /* the caller ran the part itself (revoked) and left this worker to free itself */
+            atomic_store(&w->done, g);
+            give_back(1ull << (w - workers));
+        }
     }
     return NULL;
 }
@@ -187,6 +216,7 @@ int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx) {
     for (int i = 1; i < parts; i++) {
         worker *w = &workers[ids[i - 1]];
         w->job = (part){fn, ctx, i, parts};
+        atomic_store(&w->state, PART_GIVEN);
         unsigned gen = atomic_load(&w->gen) + 1;
         atomic_store(&w->gen, gen);
         if (atomic_load(&w->sleeping)) {
@@ -196,9 +226,18 @@ int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx) {
         }
     }
     fn(ctx, 0, parts);
+    /* A part its worker has not begun when the caller is done with its own is taken back and run
+     * here (not for `wait` callers, the products, whose parts are sized for the cores): a worker
+     * asleep takes longer to wake than a mid-size part takes to run, so the split costs the caller
+     * nothing then; the worker frees itself when it wakes. */
     unsigned long long back = 0;
     for (int i = 1; i < parts; i++) {
         worker *w = &workers[ids[i - 1]];
+        int given = PART_GIVEN;
+        if (!wait && atomic_compare_exchange_strong(&w->state, &given, PART_REVOKED)) {
+            fn(ctx, i, parts);
+            continue;
+        }
         unsigned gen = atomic_load(&w->gen);
         for (int spins = 0; atomic_load(&w->done) != gen; spins++)
             if (spins < 256)
@@ -207,13 +246,6 @@ int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx) {
                 sched_yield(); /* the worker is late: it may share this core */
         back |= 1ull << ids[i - 1];
     }
-    if (back) {
-        atomic_fetch_or(&idle_mask, back);
-        if (atomic_load(&n_waiting) > 0) {
-            pthread_mutex_lock(&pool_lock);
-            pthread_cond_broadcast(&pool_idle);
-            pthread_mutex_unlock(&pool_lock);
-        }
-    }
+    if (back) give_back(back);
     return parts;
 }
