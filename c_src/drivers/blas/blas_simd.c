@@ -416,7 +416,11 @@ static bool is_math(cx_op_id op) {
     case CX_OP_MAX:
     case CX_OP_MIN:
     case CX_OP_NEGATE:
-    case CX_OP_ABS: return false;
+    case CX_OP_ABS:
+    case CX_OP_FLOOR:
+    case CX_OP_CEIL:
+    case CX_OP_ROUND:
+    case CX_OP_SIGN: return false;
     default: return true;
     }
 }

@@ -113,34 +113,58 @@ static inline int vf_nan_mask(vf x) {
 static inline float vf_reduce_max(vf x) {
     return _mm512_reduce_max_ps(x);
 }
+/* x rounded to an integer in mode m (_MM_FROUND_TO_NEG_INF, _POS_INF, _ZERO), exactly */
+#define vf_round_mode(x, m) _mm512_roundscale_ps(x, (m) | _MM_FROUND_NO_EXC)
+#define vd_round_mode(x, m) _mm512_roundscale_pd(x, (m) | _MM_FROUND_NO_EXC)
+/* x >= c ? p : q, per lane (false for NaN) */
+static inline vf vf_pick_ge(vf x, vf c, vf p, vf q) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, c, _CMP_GE_OQ), q, p);
+}
+static inline vd vd_pick_gt(vd x, vd c, vd p, vd q) {
+    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, c, _CMP_GT_OQ), q, p);
+}
+static inline vd vd_pick_ge(vd x, vd c, vd p, vd q) {
+    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, c, _CMP_GE_OQ), q, p);
+}
+static inline vd vd_copysign(vd r, vd x) {
+    __m512i m = _mm512_set1_epi64((long long)0x8000000000000000ull);
+    return _mm512_castsi512_pd(
+        _mm512_ternarylogic_epi64(m, _mm512_castpd_si512(r), _mm512_castpd_si512(x), 0xAC));
+}
+/* DW doubles rounded once to f32, stored at p */
+static inline void vd_store_f32(float *p, vd x) {
+    _mm256_storeu_ps(p, _mm512_cvtpd_ps(x));
+}
+#define SLD15(fn) Sleef_##fn##d8_u15avx512f
+#define SLDX(fn)  Sleef_##fn##d8_avx512f /* exact: fmod */
 #elif defined(__AVX2__) && defined(__FMA__)
-#define VW           8
-#define DW           4
+#define VW                  8
+#define DW                  4
 typedef __m256 vf;
 typedef __m256d vd;
-#define SLF(fn)      Sleef_##fn##f8_u10avx2
-#define SLD(fn)      Sleef_##fn##d4_u10avx2
-#define SLF35(fn)    Sleef_##fn##f8_u35avx2
-#define SLD35(fn)    Sleef_##fn##d4_u35avx2
-#define vf_load      _mm256_loadu_ps
-#define vf_store     _mm256_storeu_ps
-#define vf_set       _mm256_set1_ps
-#define vf_add       _mm256_add_ps
-#define vf_sub       _mm256_sub_ps
-#define vf_mul       _mm256_mul_ps
-#define vf_div       _mm256_div_ps
-#define vf_sqrt      _mm256_sqrt_ps
-#define vd_load      _mm256_loadu_pd
-#define vd_store     _mm256_storeu_pd
-#define vd_set       _mm256_set1_pd
-#define vd_add       _mm256_add_pd
-#define vd_sub       _mm256_sub_pd
-#define vd_mul       _mm256_mul_pd
-#define vd_div       _mm256_div_pd
-#define vd_sqrt      _mm256_sqrt_pd
-#define vd_from_f32  _mm256_cvtps_pd
+#define SLF(fn)             Sleef_##fn##f8_u10avx2
+#define SLD(fn)             Sleef_##fn##d4_u10avx2
+#define SLF35(fn)           Sleef_##fn##f8_u35avx2
+#define SLD35(fn)           Sleef_##fn##d4_u35avx2
+#define vf_load             _mm256_loadu_ps
+#define vf_store            _mm256_storeu_ps
+#define vf_set              _mm256_set1_ps
+#define vf_add              _mm256_add_ps
+#define vf_sub              _mm256_sub_ps
+#define vf_mul              _mm256_mul_ps
+#define vf_div              _mm256_div_ps
+#define vf_sqrt             _mm256_sqrt_ps
+#define vd_load             _mm256_loadu_pd
+#define vd_store            _mm256_storeu_pd
+#define vd_set              _mm256_set1_pd
+#define vd_add              _mm256_add_pd
+#define vd_sub              _mm256_sub_pd
+#define vd_mul              _mm256_mul_pd
+#define vd_div              _mm256_div_pd
+#define vd_sqrt             _mm256_sqrt_pd
+#define vd_from_f32         _mm256_cvtps_pd
 typedef __m128 vf_half;
-#define vf_half_load _mm_loadu_ps
+#define vf_half_load        _mm_loadu_ps
 static inline vf vf_pick_nonneg(vf x, vf p, vf q) {
     return _mm256_blendv_ps(q, p, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
 }
@@ -173,10 +197,10 @@ static inline double vf_reduce_add_d(vf x) { /* in double */
     return vd_reduce_add(_mm256_cvtps_pd(_mm256_castps256_ps128(x))) +
            vd_reduce_add(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
 }
-#define vf_max       _mm256_max_ps
-#define vf_min       _mm256_min_ps
-#define vf_fma       _mm256_fmadd_ps
-#define vf_fnma      _mm256_fnmadd_ps
+#define vf_max              _mm256_max_ps
+#define vf_min              _mm256_min_ps
+#define vf_fma              _mm256_fmadd_ps
+#define vf_fnma             _mm256_fnmadd_ps
 /* in two steps, each 2^(n/2) normal: p * 2^h exact, the second product rounded once */
 static inline vf vf_scale2_any(vf p, vf n) {
     __m256i k = _mm256_cvtps_epi32(n), h = _mm256_srai_epi32(k, 1), bias = _mm256_set1_epi32(127);
@@ -200,6 +224,26 @@ static inline float vf_reduce_max(vf x) {
     m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
     return _mm_cvtss_f32(m);
 }
+#define vf_round_mode(x, m) _mm256_round_ps(x, (m) | _MM_FROUND_NO_EXC)
+#define vd_round_mode(x, m) _mm256_round_pd(x, (m) | _MM_FROUND_NO_EXC)
+static inline vf vf_pick_ge(vf x, vf c, vf p, vf q) {
+    return _mm256_blendv_ps(q, p, _mm256_cmp_ps(x, c, _CMP_GE_OQ));
+}
+static inline vd vd_pick_gt(vd x, vd c, vd p, vd q) {
+    return _mm256_blendv_pd(q, p, _mm256_cmp_pd(x, c, _CMP_GT_OQ));
+}
+static inline vd vd_pick_ge(vd x, vd c, vd p, vd q) {
+    return _mm256_blendv_pd(q, p, _mm256_cmp_pd(x, c, _CMP_GE_OQ));
+}
+static inline vd vd_copysign(vd r, vd x) {
+    __m256d m = _mm256_set1_pd(-0.0);
+    return _mm256_or_pd(_mm256_andnot_pd(m, r), _mm256_and_pd(m, x));
+}
+static inline void vd_store_f32(float *p, vd x) {
+    _mm_storeu_ps(p, _mm256_cvtpd_ps(x));
+}
+#define SLD15(fn)           Sleef_##fn##d4_u15avx2
+#define SLDX(fn)            Sleef_##fn##d4_avx2
 #else
 #error "simd_kernels.c needs AVX2 + FMA or AVX-512 (F, DQ) flags"
 #endif
@@ -338,6 +382,62 @@ BOTH_UNARY(rsqrt, vf_div(vf_set(1.0f), vf_sqrt(x)), vd_div(vd_set(1.0), vd_sqrt(
 BOTH_UNARY(reciprocal, vf_div(vf_set(1.0f), x), vd_div(vd_set(1.0), x))
 BOTH_UNARY(negate, vf_neg(x), vd_neg(x))
 BOTH_UNARY(abs, vf_abs(x), vd_abs(x))
+/* floor, ceil, round and sign: exact, the cpu's bits (libm's floor, ceil and round, which
+ * rounds halves away from zero; sign keeps +-0 and NaN). round is trunc(x), moved one away from
+ * zero where the part cut off is at least a half (x - trunc(x) is exact); -0.3 stays -0. */
+#define FLOOR_M _MM_FROUND_TO_NEG_INF
+#define CEIL_M  _MM_FROUND_TO_POS_INF
+#define TRUNC_M _MM_FROUND_TO_ZERO
+static inline vf round_vf(vf x) {
+    vf t = vf_round_mode(x, TRUNC_M);
+    return vf_pick_ge(vf_abs(vf_sub(x, t)), vf_set(0.5f), vf_add(t, vf_copysign(vf_set(1.0f), x)),
+                      t);
+}
+static inline vd round_vd(vd x) {
+    vd t = vd_round_mode(x, TRUNC_M);
+    return vd_pick_ge(vd_abs(vd_sub(x, t)), vd_set(0.5), vd_add(t, vd_copysign(vd_set(1.0), x)), t);
+}
+BOTH_UNARY(floor, vf_round_mode(x, FLOOR_M), vd_round_mode(x, FLOOR_M))
+BOTH_UNARY(ceil, vf_round_mode(x, CEIL_M), vd_round_mode(x, CEIL_M))
+BOTH_UNARY(round, round_vf(x), round_vd(x))
+BOTH_UNARY(sign, vf_pick_gt(vf_abs(x), vf_set(0.0f), vf_copysign(vf_set(1.0f), x), x),
+           vd_pick_gt(vd_abs(x), vd_set(0.0), vd_copysign(vd_set(1.0), x), x))
+
+/* The cpu computes these in f64 and rounds once to f32; here too: each f32 widened, SLEEF's
+ * double function (1.0 ulp of a double: erfc 1.5), rounded once. The f32 results are then the
+ * cpu's but where the double value lies within an ulp of a double from halfway between two
+ * floats; f64 runs the same functions, but sinh and cosh: SLEEF's overflow from |x| = 709.8 on,
+ * where the double result is finite up to 710.5 (test_simd_kernels). */
+#define VIA_F64_UNARY(name, FD)                                                                    \
+    static void name##_f32(float *o, const float *a, int64_t n) {                                  \
+        int64_t i = 0;                                                                             \
+        for (; i + DW <= n; i += DW) {                                                             \
+            vd x = vd_from_f32(vf_half_load(a + i));                                               \
+            vd_store_f32(o + i, FD);                                                               \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            float t[DW];                                                                           \
+            memset(t, 0, sizeof t);                                                                \
+            memcpy(t, a + i, sizeof(float) * (size_t)(n - i));                                     \
+            vd x = vd_from_f32(vf_half_load(t));                                                   \
+            vd_store_f32(t, FD);                                                                   \
+            memcpy(o + i, t, sizeof(float) * (size_t)(n - i));                                     \
+        }                                                                                          \
+    }
+#define BOTH_VIA_F64(name, FD)                                                                     \
+    VIA_F64_UNARY(name, FD)                                                                        \
+    F64_UNARY(name, FD)
+BOTH_VIA_F64(tan, SLD(tan)(x))
+BOTH_VIA_F64(asin, SLD(asin)(x))
+BOTH_VIA_F64(acos, SLD(acos)(x))
+BOTH_VIA_F64(atan, SLD(atan)(x))
+VIA_F64_UNARY(sinh, SLD(sinh)(x))
+VIA_F64_UNARY(cosh, SLD(cosh)(x))
+BOTH_VIA_F64(asinh, SLD(asinh)(x))
+BOTH_VIA_F64(acosh, SLD(acosh)(x))
+BOTH_VIA_F64(atanh, SLD(atanh)(x))
+BOTH_VIA_F64(cbrt, SLD(cbrt)(x))
+BOTH_VIA_F64(erfc, SLD15(erfc)(x))
 
 /* ==== binary: out[i] = f(a[i or 0], b[i or 0]) ================================================
  * Plain loops, one per broadcast case, for the compiler to vectorise; max and min let NaN
@@ -457,6 +557,19 @@ VEC_BINARY(pow_f32, float, vf, VW, vf_load, vf_set, vf_store, SLF(pow)(x, y))
 VEC_BINARY(pow_f64, double, vd, DW, vd_load, vd_set, vd_store, SLD(pow)(x, y))
 VEC_BINARY(atan2_f32, float, vf, VW, vf_load, vf_set, vf_store, SLF(atan2)(x, y))
 VEC_BINARY(atan2_f64, double, vd, DW, vd_load, vd_set, vd_store, SLD(atan2)(x, y))
+/* remainder: fmod, exact (SLEEF's), so f32 through double gives the exact f32 result. Not f64:
+ * SLEEF's fmod gave NaN for a result below the smallest normal double (1.1e-310, the
+ * differential suite), which f32 operands never reach. */
+static void remainder_f32(float *o, const float *a, const float *b, int sa, int sb, int64_t n) {
+    vd xs = vd_set(a[0]), ys = vd_set(b[0]);
+    int64_t i = 0;
+    for (; i + DW <= n; i += DW) {
+        vd x = sa ? vd_from_f32(vf_half_load(a + i)) : xs;
+        vd y = sb ? vd_from_f32(vf_half_load(b + i)) : ys;
+        vd_store_f32(o + i, SLDX(fmod)(x, y));
+    }
+    for (; i < n; i++) o[i] = (float)fmod((double)a[sa ? i : 0], (double)b[sb ? i : 0]);
+}
 
 /* ==== bf16 =====================================================================================
  * The bits of an f32 are the bf16's followed by 16 zero bits; narrowing rounds to nearest even
@@ -1584,6 +1697,21 @@ const simd_table SIMD_TABLE = {
     U(RECIPROCAL, reciprocal),
     U(NEGATE, negate),
     U(ABS, abs),
+    U(FLOOR, floor),
+    U(CEIL, ceil),
+    U(ROUND, round),
+    U(SIGN, sign),
+    U(TAN, tan),
+    U(ASIN, asin),
+    U(ACOS, acos),
+    U(ATAN, atan),
+    .unary_f32[CX_OP_SINH] = sinh_f32,
+    .unary_f32[CX_OP_COSH] = cosh_f32,
+    U(ASINH, asinh),
+    U(ACOSH, acosh),
+    U(ATANH, atanh),
+    U(CBRT, cbrt),
+    U(ERFC, erfc),
     B(ADD, add),
     B(SUBTRACT, subtract),
     B(MULTIPLY, multiply),
@@ -1592,6 +1720,7 @@ const simd_table SIMD_TABLE = {
     B(MIN, min),
     B(POW, pow),
     B(ATAN2, atan2),
+    .binary_f32[CX_OP_REMAINDER] = remainder_f32,
 #define C(OP, fn) .compare_f32[CX_OP_##OP] = fn##_f32, .compare_f64[CX_OP_##OP] = fn##_f64
     C(EQUAL, equal),
     C(NOT_EQUAL, not_equal),

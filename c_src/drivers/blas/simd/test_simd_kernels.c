@@ -2,7 +2,8 @@
  * for what the differential suite reaches only through some shapes: the transpose, at every
  * size around its 8 x 8 blocks and 32 x 32 tiles, and the f16/bf16 binary kernels and sums
  * against the scalar conversions of half.h, tails and broadcasts included, and the f32 erf (our
- * own approximation) against double erf, gelu and silu against their formulas. Each table runs
+ * own approximation) against double erf, gelu and silu against their formulas, and floor, ceil,
+ * round, sign, remainder and the functions computed in double against libm. Each table runs
  * where the processor has its instruction set. */
 #include <math.h>
 #include <setjmp.h>
@@ -589,15 +590,118 @@ static void test_gelu_silu_f32(void **state) {
     free(o);
 }
 
+/* The values the exact and f64-computed kernels are checked on: every special the functions
+ * treat apart (zeros, halves and their neighbours for round, integers around 2^23 and 2^24,
+ * subnormals, infinities, NaN, the domains' ends), then random bit patterns of every magnitude. */
+#define EDGE_N 4096
+static int edge_values(float *v) {
+    static const float fixed[] = {
+        0.0f,    -0.0f,          0.5f,          -0.5f,          1.5f,       -1.5f,       2.5f,
+        -2.5f,   0.49999997f,    -0.49999997f,  0.50000006f,    1.0f,       -1.0f,       0.3f,
+        -0.3f,   8388607.5f,     -8388607.5f,   8388608.0f,     8388609.0f, 16777217.0f, 1e-45f,
+        -1e-45f, 1.1754942e-38f, 3.4028235e38f, -3.4028235e38f, INFINITY,   -INFINITY,   NAN,
+        -NAN,    0.99999994f,    -0.99999994f,  1.0000001f,     88.7f,      -88.7f,      710.0f,
+        1e-20f,  -1e-20f,        3.1415927f,    1.5707964f};
+    int n = (int)(sizeof fixed / sizeof fixed[0]);
+    memcpy(v, fixed, sizeof fixed);
+    uint64_t x = 88172645463325252ull;
+    for (int i = n; i < EDGE_N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint32_t b = (uint32_t)x;
+        if (i % 3 == 0) b = (b & 0x807fffffu) | ((uint32_t)(100 + i % 60) << 23); /* |x| ~ 1 */
+        memcpy(&v[i], &b, 4);
+    }
+    return EDGE_N;
+}
+
+static bool same_bits_or_nans(float a, float b) {
+    return (isnan(a) && isnan(b)) || bits_of(a) == bits_of(b);
+}
+
+/* floor, ceil, round (halves away from zero), sign: libm's bits exactly, f32 and f64; remainder:
+ * fmodf's bits; tan ... erfc in f32: within 1 ulp of libm's double function rounded to f32 (the
+ * cpu's way), and bit for bit in nearly every case; f64 (all but sinh and cosh) within 4 ulp of
+ * libm's. Lengths with a
+ * tail. */
+static void test_exact_and_double_math(void **state) {
+    (void)state;
+    static float in[EDGE_N], in2[EDGE_N], out[EDGE_N];
+    static double din[EDGE_N], dout[EDGE_N];
+    int n = edge_values(in) - 3;
+    for (int i = 0; i < n; i++) in2[i] = in[(i * 7 + 3) % n], din[i] = in[i];
+    struct {
+        cx_op_id op;
+        double (*ref)(double);
+        bool exact;
+    } fns[] = {
+        {CX_OP_FLOOR, floor, true},  {CX_OP_CEIL, ceil, true},    {CX_OP_ROUND, round, true},
+        {CX_OP_SIGN, NULL, true},    {CX_OP_TAN, tan, false},     {CX_OP_ASIN, asin, false},
+        {CX_OP_ACOS, acos, false},   {CX_OP_ATAN, atan, false},   {CX_OP_SINH, sinh, false},
+        {CX_OP_COSH, cosh, false},   {CX_OP_ASINH, asinh, false}, {CX_OP_ACOSH, acosh, false},
+        {CX_OP_ATANH, atanh, false}, {CX_OP_CBRT, cbrt, false},   {CX_OP_ERFC, erfc, false}};
+    for (int k = 0; k < n_tables; k++) {
+        const simd_table *t = tables[k];
+        for (size_t q = 0; q < sizeof fns / sizeof fns[0]; q++) {
+            assert_non_null(t->unary_f32[fns[q].op]);
+            t->unary_f32[fns[q].op](out, in, n);
+            simd_unary_f64 f64 = t->unary_f64[fns[q].op]; /* none for sinh and cosh */
+            if (f64) f64(dout, din, n);
+            int off = 0;
+            for (int i = 0; i < n; i++) {
+                double x = in[i];
+                double r = fns[q].ref ? fns[q].ref(x) : x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+                float want = (float)r;
+                if (!same_bits_or_nans(out[i], want)) {
+                    float lo = nextafterf(want, -INFINITY), hi = nextafterf(want, INFINITY);
+                    if (fns[q].exact || !(out[i] == lo || out[i] == hi))
+                        fail_msg("%s f32 op %d of %a: %a, expected %a", t->name, (int)fns[q].op, x,
+                                 (double)out[i], (double)want);
+                    off++;
+                }
+                if (!f64) continue;
+                double dw = r, dg = dout[i];
+                bool dok = (isnan(dw) && isnan(dg)) || (dg == dw && signbit(dg) == signbit(dw)) ||
+                           (!fns[q].exact && isfinite(dw) &&
+                            fabs(dg - dw) <= 4 * fabs(nextafter(dw, INFINITY) - dw));
+                if (!dok)
+                    fail_msg("%s f64 op %d of %a: %a, expected %a", t->name, (int)fns[q].op, x, dg,
+                             dw);
+            }
+            if (off > n / 100)
+                fail_msg("%s op %d: %d of %d f32 results 1 ulp from libm's", t->name,
+                         (int)fns[q].op, off, n);
+        }
+        /* remainder: both operands arrays, and each one value */
+        for (int form = 0; form < 3; form++) {
+            int sa = form != 1, sb = form != 2;
+            t->binary_f32[CX_OP_REMAINDER](out, in, in2, sa, sb, n);
+            for (int i = 0; i < n; i++) {
+                float want = fmodf(in[sa ? i : 0], in2[sb ? i : 0]);
+                if (!same_bits_or_nans(out[i], want))
+                    fail_msg("%s remainder of %a, %a: %a, expected %a", t->name,
+                             (double)in[sa ? i : 0], (double)in2[sb ? i : 0], (double)out[i],
+                             (double)want);
+            }
+        }
+    }
+}
+
 int main(void) {
     find_tables();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_transpose),         cmocka_unit_test(test_half_binary),
-        cmocka_unit_test(test_half_sum),          cmocka_unit_test(test_half_unary),
-        cmocka_unit_test(test_half_unary_simple), cmocka_unit_test(test_div_f32),
-        cmocka_unit_test(test_half_mixed),        cmocka_unit_test(test_bf16_convert),
-        cmocka_unit_test(test_erf_f32),           cmocka_unit_test(test_tanh_f32),
-        cmocka_unit_test(test_exp_f32),           cmocka_unit_test(test_gelu_silu_f32),
+        cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_half_binary),
+        cmocka_unit_test(test_half_sum),
+        cmocka_unit_test(test_half_unary),
+        cmocka_unit_test(test_half_unary_simple),
+        cmocka_unit_test(test_div_f32),
+        cmocka_unit_test(test_half_mixed),
+        cmocka_unit_test(test_bf16_convert),
+        cmocka_unit_test(test_erf_f32),
+        cmocka_unit_test(test_tanh_f32),
+        cmocka_unit_test(test_exp_f32),
+        cmocka_unit_test(test_gelu_silu_f32),
+        cmocka_unit_test(test_exact_and_double_math),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
