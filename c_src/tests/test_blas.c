@@ -1169,6 +1169,83 @@ static void test_concurrent_callers(void **state) {
                (const cx_op_id[2]){CX_OP_DOT, CX_OP_CONV2D});
 }
 
+/* reduce_max, reduce_min, argmax and argmin on the vector kernels (blas_simd_extreme): the cpu's
+ * results exactly, on long rows (chunks searched only where the extreme improves), one row in
+ * slices across the threads, short rows, and the first axes reduced (a row of accumulators); with
+ * the extreme repeated (ties go low or high), a NaN in some rows (it wins, its first or last
+ * position), rows of -inf, zeros of both signs, in f32 and f64. */
+static void test_extremes(void **state) {
+    (void)state;
+    static const struct {
+        int rank;
+        int64_t shape[3];
+        int axis;   /* argmax's axis, and reduce's last axis reduced from (-1: all) */
+        bool first; /* reduce over the axes before `axis`, inclusive */
+    } cases[] = {
+        /* even cases hold NaN, odd ones none (ties across chunks and slices decide) */
+        {2, {3, 70001}, 1, false},        {2, {2, 70001}, 1, false},
+        {1, {(1 << 18) + 37}, -1, false}, {1, {(1 << 18) + 39}, -1, false},
+        {2, {999, 13}, 1, false},         {2, {5000, 37}, 0, true},
+        {3, {40, 30, 300}, 2, false},     {3, {64, 3, 1}, 1, false},
+        {2, {2, 1}, -1, false},
+    };
+    const cx_dtype types[] = {CX_F32, CX_F64};
+    const cx_op_id ops[] = {CX_OP_REDUCE_MAX, CX_OP_REDUCE_MIN, CX_OP_ARGMAX, CX_OP_ARGMIN};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int ty = 0; ty < 2; ty++) {
+            cx_tensor *x = filled(types[ty], cases[c].rank, cases[c].shape, 70 + (int)c);
+            int64_t n = x->numel;
+            for (int64_t i = 0; i < n; i++) {
+                if (i % 997 == 5) tu_store(x->desc.dtype, x->data, i, 2.0);  /* ties of the max */
+                if (i % 991 == 7) tu_store(x->desc.dtype, x->data, i, -2.0); /* ... of the min */
+                if (c % 2 == 0 && i % 50021 == 11) tu_store(x->desc.dtype, x->data, i, NAN);
+            }
+            for (int64_t i = 0; i < n && i < 26; i++) /* the first row(s): -inf, then zeros */
+                tu_store(x->desc.dtype, x->data, i, i < 13 ? -INFINITY : (i % 2 ? 0.0 : -0.0));
+            cx_tensor *on = moved(x, blas);
+            for (size_t q = 0; q < sizeof ops / sizeof ops[0]; q++)
+                for (int tie = 0; tie < 2; tie++) {
+                    bool arg = ops[q] == CX_OP_ARGMAX || ops[q] == CX_OP_ARGMIN;
+                    if (!arg && tie) continue;
+                    cx_params ps = {0};
+                    int axis = cases[c].axis;
+                    if (arg) {
+                        if (axis >= 0 && !cases[c].first) cx_param_put_int(&ps, CX_P_AXIS, axis);
+                        cx_param_put_int(&ps, CX_P_TIE_BREAK, tie);
+                    } else {
+                        int64_t axes[3];
+                        int na = 0;
+                        for (int a = 0; a < cases[c].rank; a++)
+                            if (axis < 0 || (cases[c].first ? a <= axis : a >= axis))
+                                axes[na++] = a;
+                        cx_param_put_ints(&ps, CX_P_AXES, axes, na);
+                    }
+                    cx_params ps2 = ps;
+                    const char *lib = planned_library(ops[q], &on, 1, &ps2);
+                    bool vector = strcmp(lib, "avx2") == 0 || strcmp(lib, "avx512") == 0;
+                    if (vector != vector_kernels())
+                        fail_msg("%s of case %zu planned on %s", cx_op_table[ops[q]].name, c, lib);
+                    cx_tensor *got_blas = run_on(blas, ops[q], &on, 1, &ps);
+                    cx_tensor *got = moved(got_blas, cpu);
+                    tu_drop(got_blas);
+                    cx_tensor *want = run_on(cpu, ops[q], &x, 1, &ps);
+                    assert_int_equal(got->numel, want->numel);
+                    for (int64_t i = 0; i < want->numel; i++) {
+                        double g = tu_load(want->desc.dtype, got->data, i);
+                        double w = tu_load(want->desc.dtype, want->data, i);
+                        if (!(g == w || (g != g && w != w)))
+                            fail_msg("%s of case %zu (%s, tie %d), element %lld: %.17g, cpu %.17g",
+                                     cx_op_table[ops[q]].name, c, cx_dtype_name(types[ty]), tie,
+                                     (long long)i, g, w);
+                    }
+                    tu_drop(got);
+                    tu_drop(want);
+                }
+            tu_drop(on);
+            tu_drop(x);
+        }
+}
+
 /* The pool takes back a part its worker has not begun when the caller has finished its own
  * (blas_pool.c) and runs it on the caller; the worker, woken late, frees itself. Every part runs
  * once either way: elementwise ops and a sum split into parts, with pauses that let the worker
@@ -1415,6 +1492,7 @@ int main(void) {
         cmocka_unit_test(test_as_type),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_parts_taken_back),
+        cmocka_unit_test(test_extremes),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_a_sum),

@@ -247,6 +247,10 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
                              cx_op_table[op].name);
     if (op == CX_OP_SUM && n_in == 1 && blas_simd_sum(in[0], ps, out)) return CX_OK;
+    if ((op == CX_OP_REDUCE_MAX || op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMAX ||
+         op == CX_OP_ARGMIN) &&
+        n_in == 1 && blas_simd_extreme(op, in[0], ps, out))
+        return CX_OK;
     if (op == CX_OP_AS_TYPE && n_in == 1 && blas_simd_cast(in[0], out)) return CX_OK;
     if (cx_op_table[op].kind == CX_KIND_WINDOW && blas_window(op, in, n_in, ps, out)) return CX_OK;
     if (blas_simd_elementwise(op, in, n_in, out)) return CX_OK;

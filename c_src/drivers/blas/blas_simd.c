@@ -756,6 +756,212 @@ bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     return true;
 }
 
+/* ==== extremes: reduce_max, reduce_min, argmax, argmin ======================================== */
+
+/* f32 and f64 (the halves stay on the cpu): reduce_max/min over the last axes (each row, or all of
+ * it in slices) or the first ones (each column, a row of accumulators); argmax/argmin along the
+ * last axis that is not 1, or of everything. The cpu's results: the same values (NaN when a NaN
+ * is reduced, the first or the last position of the extreme by tie_break, NaN counting as the
+ * extreme, reduce.c). */
+typedef struct {
+    const simd_table *t;
+    const cx_tensor *in;
+    cx_tensor *out;
+    int64_t rows, cols; /* outer: rows reduced, each of cols kept values */
+    bool outer, is_min, arg, high;
+    int slots;    /* one row: reduced in this many slices, whatever the threads */
+    double *best; /* one row: each slice's extreme */
+    int64_t *at;  /* ... and, for arg, its position */
+} ext_job;
+
+#define EXT_CHUNK 1024
+
+static double ext_values(const ext_job *j, int64_t off, int64_t n) {
+    return j->in->desc.dtype == CX_F32
+               ? j->t->extreme_f32((const float *)j->in->data + off, n, j->is_min)
+               : j->t->extreme_f64((const double *)j->in->data + off, n, j->is_min);
+}
+
+/* whether x replaces the best so far b (reduce.c's take_f64) */
+static bool ext_take(double x, double b, bool max, bool high) {
+    if (x != x) return b == b || high;
+    if (b != b) return false;
+    if (x == b) return high;
+    return max ? x > b : x < b;
+}
+
+/* the position in [off, off + n) of the first (last) value equal to v, NaN matching NaN */
+static int64_t ext_find(const ext_job *j, int64_t off, int64_t n, double v) {
+    bool nan = v != v, last = j->high;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t at = last ? n - 1 - k : k;
+        double x = j->in->desc.dtype == CX_F32 ? (double)((const float *)j->in->data)[off + at]
+                                               : ((const double *)j->in->data)[off + at];
+        if (x == v || (nan && x != x)) return at;
+    }
+    return 0;
+}
+
+/* the extreme of [off, off + n) and, for arg, its position there, chunk by chunk: a chunk is
+ * searched only when its extreme replaces the best so far */
+static double ext_run(const ext_job *j, int64_t off, int64_t n, int64_t *at) {
+    if (!j->arg) return ext_values(j, off, n);
+    double best = 0;
+    *at = -1;
+    for (int64_t s = 0; s < n; s += EXT_CHUNK) {
+        int64_t m = n - s < EXT_CHUNK ? n - s : EXT_CHUNK;
+        double e = ext_values(j, off + s, m);
+        if (*at >= 0 && !ext_take(e, best, !j->is_min, j->high)) continue;
+        best = e;
+        *at = s + ext_find(j, off + s, m, e);
+    }
+    return best;
+}
+
+static void ext_store(const ext_job *j, int64_t r, double e, int64_t at) {
+    if (j->arg)
+        ((int64_t *)j->out->data)[r] = at;
+    else if (j->out->desc.dtype == CX_F32)
+        ((float *)j->out->data)[r] = (float)e;
+    else
+        ((double *)j->out->data)[r] = e;
+}
+
+static void ext_part(void *ctx, int index, int parts) {
+    const ext_job *j = ctx;
+    int64_t at = 0;
+    if (j->outer) { /* its share of the columns: row 0, then the rest folded in */
+        int64_t lo = j->cols * index / parts, hi = j->cols * (index + 1) / parts;
+        size_t es = cx_dtype_size(j->in->desc.dtype);
+        char *acc = (char *)j->out->data + es * (size_t)lo;
+        const char *x = (const char *)j->in->data + es * (size_t)lo;
+        memcpy(acc, x, es * (size_t)(hi - lo));
+        for (int64_t r = 1; r < j->rows; r++) {
+            const char *row = x + es * (size_t)(r * j->cols);
+            if (es == 4)
+                j->t->extreme_row_f32((float *)acc, (const float *)row, hi - lo, j->is_min);
+            else
+                j->t->extreme_row_f64((double *)acc, (const double *)row, hi - lo, j->is_min);
+        }
+    } else if (j->rows == 1) {
+        for (int k = index; k < j->slots; k += parts) {
+            int64_t lo = j->cols * k / j->slots, hi = j->cols * (k + 1) / j->slots;
+            j->best[k] = ext_run(j, lo, hi - lo, &at);
+            if (j->arg) j->at[k] = lo + at;
+        }
+    } else {
+        for (int64_t r = j->rows * index / parts; r < j->rows * (index + 1) / parts; r++) {
+            double e = ext_run(j, r * j->cols, j->cols, &at);
+            ext_store(j, r, e, at);
+        }
+    }
+}
+
+/* Whether the vector kernels take this reduction, and its view: rows of cols reduced each (the
+ * last axes; argmax's axis when every axis after it is 1), or for reduce_max/min over the first
+ * axes, rows reduced into cols (*outer). */
+static bool ext_takes(const simd_table *t, cx_op_id op, const cx_desc *in, const cx_params *ps,
+                      int64_t *rows, int64_t *cols, bool *outer) {
+    if (!t || !t->extreme_f32 || (in->dtype != CX_F32 && in->dtype != CX_F64)) return false;
+    int64_t numel = cx_desc_numel(in);
+    if (numel == 0) return false;
+    *outer = false;
+    if (op == CX_OP_ARGMAX || op == CX_OP_ARGMIN) {
+        *rows = 1;
+        *cols = numel;
+        if (!ps || !cx_param_has(ps, CX_P_AXIS)) return true;
+        int axis = (int)ps->p[CX_P_AXIS].i[0];
+        if (axis < 0 || axis >= in->rank) return false;
+        for (int a = axis + 1; a < in->rank; a++)
+            if (in->shape[a] != 1) return false;
+        *cols = in->shape[axis];
+        *rows = numel / *cols;
+        return true;
+    }
+    if (op != CX_OP_REDUCE_MAX && op != CX_OP_REDUCE_MIN) return false;
+    sum_form form;
+    int64_t tail;
+    cx_params all = {0};
+    if (!ps) {
+        for (int a = 0; a < in->rank; a++) all.p[CX_P_AXES].i[a] = a;
+        all.p[CX_P_AXES].n = in->rank;
+        ps = &all;
+    }
+    if (!sum_takes(t, in, ps, &form, &tail)) return false;
+    /* the kept values: the product of the axes not reduced */
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    int64_t kept = 1;
+    for (int a = 0; a < in->rank; a++) {
+        bool red = false;
+        for (int k = 0; k < axes->n && k < CX_MAX_PARAM_INTS; k++) red = red || axes->i[k] == a;
+        if (!red) kept *= in->shape[a];
+    }
+    if (form == SUM_INNER) {
+        *rows = kept;
+        *cols = numel / kept;
+        return true;
+    }
+    if (form == SUM_OUTER) {
+        *outer = true;
+        *cols = kept;
+        *rows = numel / kept;
+        return true;
+    }
+    return false;
+}
+
+bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    ext_job j = {t,
+                 in,
+                 out,
+                 0,
+                 0,
+                 false,
+                 op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMIN,
+                 op == CX_OP_ARGMAX || op == CX_OP_ARGMIN,
+                 false,
+                 1,
+                 NULL,
+                 NULL};
+    if (!ext_takes(t, op, &in->desc, ps, &j.rows, &j.cols, &j.outer)) return false;
+    if (j.arg) {
+        if (out->desc.dtype != CX_S64) return false;
+        j.high = cx_param_has(ps, CX_P_TIE_BREAK) && ps->p[CX_P_TIE_BREAK].i[0] == 1;
+    } else if (out->desc.dtype != in->desc.dtype) {
+        return false;
+    }
+    int parts = parts_for(in->numel, GRAIN_CHEAP);
+    if (j.outer) {
+        if (parts > j.cols / 64) parts = j.cols >= 128 ? (int)(j.cols / 64) : 1;
+    } else if (j.rows > 1) {
+        if (parts > j.rows) parts = (int)j.rows;
+    } else {
+        j.slots = parts;
+        j.best = malloc(sizeof(double) * (size_t)parts);
+        j.at = malloc(sizeof(int64_t) * (size_t)parts);
+        if (!j.best || !j.at) {
+            free(j.best);
+            free(j.at);
+            return false;
+        }
+    }
+    blas_parallel(parts, false, ext_part, &j);
+    if (j.best) { /* the slices in order */
+        double e = j.best[0];
+        int64_t at = j.at[0];
+        for (int k = 1; k < j.slots; k++)
+            if (j.arg ? ext_take(j.best[k], e, !j.is_min, j.high)
+                      : (e == e &&
+                         (j.best[k] != j.best[k] || (j.is_min ? j.best[k] < e : j.best[k] > e))))
+                e = j.best[k], at = j.at[k];
+        ext_store(&j, 0, e, at);
+        free(j.best);
+        free(j.at);
+    }
+    return true;
+}
+
 /* ==== fused rows: softmax, log_softmax, gelu, silu ============================================ */
 
 typedef struct {
@@ -1578,6 +1784,12 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
         cx_dtype from = in[0].dtype, to = from == CX_F32 ? CX_F16 : CX_F32;
         if (ps && cx_param_has(ps, CX_P_TYPE)) to = (cx_dtype)ps->p[CX_P_TYPE].i[0];
         return n_in == 1 && cast_takes(from, to) ? t->name : NULL;
+    }
+    if (op == CX_OP_REDUCE_MAX || op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMAX ||
+        op == CX_OP_ARGMIN) {
+        int64_t rows, cols;
+        bool outer;
+        return n_in == 1 && ext_takes(t, op, &in[0], ps, &rows, &cols, &outer) ? t->name : NULL;
     }
     if (op == CX_OP_SUM) {
         sum_form form;

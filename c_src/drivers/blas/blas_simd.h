@@ -101,6 +101,12 @@ typedef struct {
     /* the largest of n values (NaN if one is NaN; -inf for none); sum(exp(a - m)) in double,
      * each exp also stored at o unless o is NULL */
     float (*row_max_f32)(const float *a, int64_t n);
+    /* the largest (is_min: smallest) of n values, NaN if one is NaN (reduce_max, reduce_min,
+     * argmax, argmin); acc[i] = the extreme of acc[i] and a[i], NaN kept */
+    double (*extreme_f32)(const float *a, int64_t n, int is_min);
+    double (*extreme_f64)(const double *a, int64_t n, int is_min);
+    void (*extreme_row_f32)(float *acc, const float *a, int64_t n, int is_min);
+    void (*extreme_row_f64)(double *acc, const double *a, int64_t n, int is_min);
     double (*sum_exp_f32)(float *o, const float *a, int64_t n, float m);
     /* o[k] / s in place, each quotient correctly rounded (softmax's last step) */
     void (*div_f32)(float *o, int64_t n, float s);

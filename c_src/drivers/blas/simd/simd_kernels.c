@@ -136,7 +136,16 @@ static inline void vd_store_f32(float *p, vd x) {
     _mm256_storeu_ps(p, _mm512_cvtpd_ps(x));
 }
 #define SLD15(fn) Sleef_##fn##d8_u15avx512f
-#define SLDX(fn)  Sleef_##fn##d8_avx512f /* exact: fmod */
+/* isnan(x) ? x : m, per lane */
+static inline vf vf_keep_nan(vf m, vf x) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), m, x);
+}
+static inline vd vd_keep_nan(vd m, vd x) {
+    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), m, x);
+}
+#define vd_max   _mm512_max_pd
+#define vd_min   _mm512_min_pd
+#define SLDX(fn) Sleef_##fn##d8_avx512f /* exact: fmod */
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VW                  8
 #define DW                  4
@@ -244,6 +253,14 @@ static inline void vd_store_f32(float *p, vd x) {
 }
 #define SLD15(fn)           Sleef_##fn##d4_u15avx2
 #define SLDX(fn)            Sleef_##fn##d4_avx2
+static inline vf vf_keep_nan(vf m, vf x) {
+    return _mm256_blendv_ps(m, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+static inline vd vd_keep_nan(vd m, vd x) {
+    return _mm256_blendv_pd(m, x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q));
+}
+#define vd_max              _mm256_max_pd
+#define vd_min              _mm256_min_pd
 #else
 #error "simd_kernels.c needs AVX2 + FMA or AVX-512 (F, DQ) flags"
 #endif
@@ -557,6 +574,55 @@ VEC_BINARY(pow_f32, float, vf, VW, vf_load, vf_set, vf_store, SLF(pow)(x, y))
 VEC_BINARY(pow_f64, double, vd, DW, vd_load, vd_set, vd_store, SLD(pow)(x, y))
 VEC_BINARY(atan2_f32, float, vf, VW, vf_load, vf_set, vf_store, SLF(atan2)(x, y))
 VEC_BINARY(atan2_f64, double, vd, DW, vd_load, vd_set, vd_store, SLD(atan2)(x, y))
+/* ==== extremes: reduce_max, reduce_min, and argmax/argmin's first pass ========================
+ * The largest (is_min: smallest) of n values, NaN when one is NaN, -inf (inf) for none; and a row
+ * of them, acc[i] = the extreme of acc[i] and a[i]. max_ps(x, m) keeps m where either is NaN, so
+ * a NaN in m stays, and keep_nan puts a NaN of x in; each lane then holds the extreme of its
+ * values or a NaN, and the lanes are folded the cpu's way (reduce.c's F_MAX). */
+#define EXTREME_KERNELS(sfx, T, V, W, LOAD, STORE, SET, MAX, MIN, KEEP)                            \
+    static double extreme_##sfx(const T *a, int64_t n, int is_min) {                               \
+        V m0 = SET(is_min ? INFINITY : -INFINITY), m1 = m0;                                        \
+        int64_t i = 0;                                                                             \
+        if (is_min)                                                                                \
+            for (; i + 2 * W <= n; i += 2 * W) {                                                   \
+                V x = LOAD(a + i), y = LOAD(a + i + W);                                            \
+                m0 = KEEP(MIN(x, m0), x);                                                          \
+                m1 = KEEP(MIN(y, m1), y);                                                          \
+            }                                                                                      \
+        else                                                                                       \
+            for (; i + 2 * W <= n; i += 2 * W) {                                                   \
+                V x = LOAD(a + i), y = LOAD(a + i + W);                                            \
+                m0 = KEEP(MAX(x, m0), x);                                                          \
+                m1 = KEEP(MAX(y, m1), y);                                                          \
+            }                                                                                      \
+        T lanes[2 * W];                                                                            \
+        STORE(lanes, m0);                                                                          \
+        STORE(lanes + W, m1);                                                                      \
+        double r = is_min ? INFINITY : -INFINITY;                                                  \
+        for (int k = 0; k < 2 * W; k++) {                                                          \
+            double x = lanes[k];                                                                   \
+            if (x != x || (is_min ? x < r : x > r)) r = r != r ? r : x;                            \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            double x = a[i];                                                                       \
+            if (x != x || (is_min ? x < r : x > r)) r = r != r ? r : x;                            \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    static void extreme_row_##sfx(T *acc, const T *a, int64_t n, int is_min) {                     \
+        int64_t i = 0;                                                                             \
+        for (; i + W <= n; i += W) {                                                               \
+            V x = LOAD(a + i), m = LOAD(acc + i);                                                  \
+            STORE(acc + i, KEEP(is_min ? MIN(x, m) : MAX(x, m), x));                               \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            T x = a[i], m = acc[i];                                                                \
+            if (m == m && (x != x || (is_min ? x < m : x > m))) acc[i] = x;                        \
+        }                                                                                          \
+    }
+EXTREME_KERNELS(f32, float, vf, VW, vf_load, vf_store, vf_set, vf_max, vf_min, vf_keep_nan)
+EXTREME_KERNELS(f64, double, vd, DW, vd_load, vd_store, vd_set, vd_max, vd_min, vd_keep_nan)
+
 /* remainder: fmod, exact (SLEEF's), so f32 through double gives the exact f32 result. Not f64:
  * SLEEF's fmod gave NaN for a result below the smallest normal double (1.1e-310, the
  * differential suite), which f32 operands never reach. */
@@ -1762,6 +1828,10 @@ const simd_table SIMD_TABLE = {
     .sum_row_f64 = sum_row_f64,
     .softmax_f32 = softmax_f32,
     .row_max_f32 = row_max_f32,
+    .extreme_f32 = extreme_f32,
+    .extreme_f64 = extreme_f64,
+    .extreme_row_f32 = extreme_row_f32,
+    .extreme_row_f64 = extreme_row_f64,
     .sum_exp_f32 = sum_exp_f32,
     .div_f32 = div_f32,
     .xent_f32 = xent_f32,
