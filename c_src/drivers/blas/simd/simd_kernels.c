@@ -595,16 +595,19 @@ VEC_BINARY(atan2_f64, double, vd, DW, vd_load, vd_set, vd_store, SLD(atan2)(x, y
                 m0 = KEEP(MAX(x, m0), x);                                                          \
                 m1 = KEEP(MAX(y, m1), y);                                                          \
             }                                                                                      \
-        T lanes[2 * W];                                                                            \
-        STORE(lanes, m0);                                                                          \
-        STORE(lanes + W, m1);                                                                      \
-        double r = is_min ? INFINITY : -INFINITY;                                                  \
-        for (int k = 0; k < 2 * W; k++) {                                                          \
-            double x = lanes[k];                                                                   \
-            if (x != x || (is_min ? x < r : x > r)) r = r != r ? r : x;                            \
+        for (; i < n; i += W) { /* the rest a vector at a time, the last one padded */             \
+            T t[W];                                                                                \
+            for (int k = 0; k < W; k++)                                                            \
+                t[k] = i + k < n ? a[i + k] : (is_min ? (T)INFINITY : (T)-INFINITY);               \
+            V x = LOAD(t);                                                                         \
+            m0 = KEEP(is_min ? MIN(x, m0) : MAX(x, m0), x);                                        \
         }                                                                                          \
-        for (; i < n; i++) {                                                                       \
-            double x = a[i];                                                                       \
+        m0 = KEEP(is_min ? MIN(m1, m0) : MAX(m1, m0), m1);                                         \
+        T lanes[W];                                                                                \
+        STORE(lanes, m0);                                                                          \
+        double r = is_min ? INFINITY : -INFINITY;                                                  \
+        for (int k = 0; k < W; k++) {                                                              \
+            double x = lanes[k];                                                                   \
             if (x != x || (is_min ? x < r : x > r)) r = r != r ? r : x;                            \
         }                                                                                          \
         return r;                                                                                  \
