@@ -1169,6 +1169,70 @@ static void test_concurrent_callers(void **state) {
                (const cx_op_id[2]){CX_OP_DOT, CX_OP_CONV2D});
 }
 
+/* Layout ops the blas driver copies across its threads (blas_copy.c) against the cpu's engine,
+ * bit for bit: concatenate along each axis (an empty input among them), slices with unit strides
+ * cutting the first, a middle or the last axis, take along axis 0 (repeated and reversed rows),
+ * reshape; large enough to be split, and at odd sizes so that parts end inside rows. */
+static bool same_bytes(const cx_tensor *a, const cx_tensor *b) {
+    cx_tensor *ha = moved((cx_tensor *)a, cpu), *hb = moved((cx_tensor *)b, cpu);
+    bool same = ha->nbytes == hb->nbytes && memcmp(ha->data, hb->data, ha->nbytes) == 0;
+    tu_drop(ha);
+    tu_drop(hb);
+    return same;
+}
+
+static void check_layout(cx_op_id op, cx_tensor **in, int n, cx_params *ps, const char *what) {
+    cx_tensor *on[4];
+    for (int k = 0; k < n; k++) on[k] = moved(in[k], blas);
+    cx_params p1 = *ps, p2 = *ps;
+    cx_tensor *got = run_on(blas, op, on, n, &p1), *want = run_on(cpu, op, in, n, &p2);
+    assert_int_equal(got->desc.rank, want->desc.rank);
+    for (int a = 0; a < want->desc.rank; a++)
+        assert_int_equal(got->desc.shape[a], want->desc.shape[a]);
+    if (!same_bytes(got, want))
+        fail_msg("%s: %s differs from the cpu's", cx_op_table[op].name, what);
+    tu_drop(got);
+    tu_drop(want);
+    for (int k = 0; k < n; k++) tu_drop(on[k]);
+}
+
+static void test_layout_copies(void **state) {
+    (void)state;
+    cx_tensor *a = filled(CX_F32, 3, TU_SHAPE(37, 61, 127), 81);
+    cx_tensor *b = filled(CX_F32, 3, TU_SHAPE(37, 61, 127), 82);
+    cx_tensor *e = filled(CX_F32, 3, TU_SHAPE(37, 0, 127), 83);
+    for (int axis = 0; axis < 3; axis++) {
+        cx_tensor *three[3] = {a, axis == 1 ? e : b, a};
+        cx_params ps = {0};
+        cx_param_put_int(&ps, CX_P_AXIS, axis);
+        check_layout(CX_OP_CONCATENATE, three, 3, &ps, axis == 1 ? "axis 1, one empty" : "axis");
+    }
+    static const int64_t starts[][3] = {{1, 0, 0}, {0, 3, 0}, {2, 5, 7}, {0, 0, 0}};
+    static const int64_t lens[][3] = {{35, 61, 127}, {37, 50, 127}, {30, 50, 110}, {37, 61, 127}};
+    for (int c = 0; c < 4; c++) {
+        cx_params ps = {0};
+        cx_param_put_ints(&ps, CX_P_START, starts[c], 3);
+        cx_param_put_ints(&ps, CX_P_LENGTHS, lens[c], 3);
+        cx_param_put_ints(&ps, CX_P_STRIDES, (const int64_t[]){1, 1, 1}, 3);
+        check_layout(CX_OP_SLICE, &a, 1, &ps, "slice");
+    }
+    cx_tensor *m = filled(CX_F64, 2, TU_SHAPE(3001, 97), 84);
+    int64_t rows[4000];
+    for (int i = 0; i < 4000; i++) rows[i] = i % 3 ? 3000 - i % 3001 : i % 7;
+    cx_tensor *ix = tu_raw(CX_S64, 4000, rows);
+    cx_params pt = {0};
+    cx_param_put_int(&pt, CX_P_AXIS, 0);
+    check_layout(CX_OP_TAKE, (cx_tensor *[]){m, ix}, 2, &pt, "take");
+    cx_params pr = {0};
+    cx_param_put_ints(&pr, CX_P_SHAPE, (const int64_t[]){61, 37, 127}, 3);
+    check_layout(CX_OP_RESHAPE, &a, 1, &pr, "reshape");
+    tu_drop(ix);
+    tu_drop(m);
+    tu_drop(e);
+    tu_drop(b);
+    tu_drop(a);
+}
+
 /* reduce_max, reduce_min, argmax and argmin on the vector kernels (blas_simd_extreme): the cpu's
  * results exactly, on long rows (chunks searched only where the extreme improves), one row in
  * slices across the threads, short rows, and the first axes reduced (a row of accumulators); with
@@ -1493,6 +1557,7 @@ int main(void) {
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_parts_taken_back),
         cmocka_unit_test(test_extremes),
+        cmocka_unit_test(test_layout_copies),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_a_sum),

@@ -166,6 +166,10 @@ void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n);
 void blas_widen_serial(cx_dtype type, const void *src, float *dst, int64_t n);
 void blas_narrow_serial(cx_dtype type, const float *src, void *dst, int64_t n);
 bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out);
+/* blas_copy.c: reshape, squeeze, concatenate, unit-stride slice and take along axis 0 as row
+ * copies across the threads; false (nothing done) for the others and for small tensors */
+bool blas_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                 cx_tensor *out);
 /* reduce_max, reduce_min, argmax, argmin of f32/f64 (blas_simd.c's ext_takes says which) */
 bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out);
 /* as_type between f32 and f16, bf16 or f64, between f16 and bf16, from f16/bf16 into f64, u8 and
