@@ -102,6 +102,7 @@ static bool copy_slice(const cx_tensor *in, const cx_params *ps, cx_tensor *out,
     const cx_desc *d = &in->desc;
     const int64_t *start = ps->p[CX_P_START].i;
     int rank = d->rank;
+    if (rank < 1) return false;
     for (int a = 0; a < rank; a++)
         if (cx_param_has(ps, CX_P_STRIDES) && ps->p[CX_P_STRIDES].i[a] != 1 &&
             out->desc.shape[a] > 1)
