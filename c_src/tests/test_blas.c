@@ -1169,6 +1169,33 @@ static void test_concurrent_callers(void **state) {
                (const cx_op_id[2]){CX_OP_DOT, CX_OP_CONV2D});
 }
 
+/* clip with one value per bound, leaky_relu and elu in one pass on the vector kernels: native on
+ * blas in f32 and f64 and the cpu's values (clip and leaky_relu exactly, NaN and both zeros
+ * among the inputs; elu within the tolerance: its expm1 is SLEEF's); split across the threads and
+ * not. */
+static void test_param_ops(void **state) {
+    (void)state;
+    const cx_dtype types[] = {CX_F32, CX_F64};
+    for (int ty = 0; ty < 2; ty++)
+        for (int size = 0; size < 2; size++) {
+            int64_t n = size ? (1 << 18) + 7 : 37;
+            cx_tensor *x = filled(types[ty], 1, TU_SHAPE(n), 90 + size);
+            for (int64_t i = 0; i < n; i += 17) tu_store(types[ty], x->data, i, i % 2 ? NAN : -0.0);
+            cx_tensor *lo = tu_tensor(types[ty], 0, NULL, (const double[]){-0.25});
+            cx_tensor *hi = tu_tensor(types[ty], 0, NULL, (const double[]){0.5});
+            compare(CX_OP_CLIP, (cx_tensor *[]){x, lo, hi}, 3, NULL, CX_ROUTE_NATIVE);
+            for (int q = 0; q < 2; q++) {
+                cx_params ps = {0};
+                cx_param_put_float(&ps, CX_P_ALPHA, q ? 1.5 : 0.01);
+                cx_op_id op = q ? CX_OP_ELU : CX_OP_LEAKY_RELU;
+                compare(op, &x, 1, &ps, vector_kernels() ? CX_ROUTE_NATIVE : CX_ROUTE_DECOMPOSED);
+            }
+            tu_drop(hi);
+            tu_drop(lo);
+            tu_drop(x);
+        }
+}
+
 /* Layout ops the blas driver copies across its threads (blas_copy.c) against the cpu's engine,
  * bit for bit: concatenate along each axis (an empty input among them), slices with unit strides
  * cutting the first, a middle or the last axis, take along axis 0 (repeated and reversed rows),
@@ -1558,6 +1585,7 @@ int main(void) {
         cmocka_unit_test(test_parts_taken_back),
         cmocka_unit_test(test_extremes),
         cmocka_unit_test(test_layout_copies),
+        cmocka_unit_test(test_param_ops),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_a_sum),

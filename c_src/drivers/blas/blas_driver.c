@@ -122,6 +122,8 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
         for (int k = 0; k < n_in; k++) one = one && types[k] == types[0];
         return one ? CX_CAP_SHAPE : CX_CAP_NO;
     }
+    if (op == CX_OP_LEAKY_RELU || op == CX_OP_ELU)
+        return blas_simd_param_types(op, types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_MAX_POOL2D) return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_RELU) return n_in == 1 ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_AVG_POOL2D || op == CX_OP_AVG_POOL2D_GRAD)
@@ -247,6 +249,9 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
                              cx_op_table[op].name);
     if (op == CX_OP_SUM && n_in == 1 && blas_simd_sum(in[0], ps, out)) return CX_OK;
+    if ((op == CX_OP_CLIP || op == CX_OP_LEAKY_RELU || op == CX_OP_ELU) &&
+        blas_simd_param_op(op, in, n_in, ps, out))
+        return CX_OK;
     if ((op == CX_OP_REDUCE_MAX || op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMAX ||
          op == CX_OP_ARGMIN) &&
         n_in == 1 && blas_simd_extreme(op, in[0], ps, out))

@@ -170,6 +170,10 @@ bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out);
  * copies across the threads; false (nothing done) for the others and for small tensors */
 bool blas_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
                  cx_tensor *out);
+/* clip (one value for each bound), leaky_relu and elu of f32/f64 in one pass */
+bool blas_simd_param_op(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                        cx_tensor *out);
+bool blas_simd_param_types(cx_op_id op, const cx_dtype *types, int n_in);
 /* reduce_max, reduce_min, argmax, argmin of f32/f64 (blas_simd.c's ext_takes says which) */
 bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out);
 /* as_type between f32 and f16, bf16 or f64, between f16 and bf16, from f16/bf16 into f64, u8 and

@@ -962,6 +962,80 @@ bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx
     return true;
 }
 
+/* ==== clip, leaky_relu, elu ====================================================================
+ */
+
+/* f32 and f64 in one pass: clip when both bounds are one value (the others take the cpu's max
+ * and min passes), leaky_relu and elu always (the driver claims them for these types) */
+typedef struct {
+    const simd_table *t;
+    cx_op_id op;
+    const cx_tensor *in;
+    cx_tensor *out;
+    double p, q; /* clip: the bounds; leaky_relu, elu: alpha */
+} param_job;
+
+static void param_part(void *ctx, int index, int parts) {
+    const param_job *j = ctx;
+    int64_t lo = j->out->numel * index / parts, hi = j->out->numel * (index + 1) / parts,
+            n = hi - lo;
+    if (j->out->desc.dtype == CX_F32) {
+        float *o = (float *)j->out->data + lo;
+        const float *a = (const float *)j->in->data + lo;
+        if (j->op == CX_OP_CLIP)
+            j->t->clip_f32(o, a, (float)j->p, (float)j->q, n);
+        else if (j->op == CX_OP_LEAKY_RELU)
+            j->t->leaky_relu_f32(o, a, (float)j->p, n);
+        else
+            j->t->elu_f32(o, a, (float)j->p, n);
+    } else {
+        double *o = (double *)j->out->data + lo;
+        const double *a = (const double *)j->in->data + lo;
+        if (j->op == CX_OP_CLIP)
+            j->t->clip_f64(o, a, j->p, j->q, n);
+        else if (j->op == CX_OP_LEAKY_RELU)
+            j->t->leaky_relu_f64(o, a, j->p, n);
+        else
+            j->t->elu_f64(o, a, j->p, n);
+    }
+}
+
+static bool param_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_in) {
+    if (!t || !t->clip_f32 || (in[0].dtype != CX_F32 && in[0].dtype != CX_F64)) return false;
+    if (op == CX_OP_LEAKY_RELU || op == CX_OP_ELU) return n_in == 1;
+    return op == CX_OP_CLIP && n_in == 3 && in[1].dtype == in[0].dtype &&
+           in[2].dtype == in[0].dtype && cx_desc_numel(&in[1]) == 1 && cx_desc_numel(&in[2]) == 1;
+}
+
+bool blas_simd_param_op(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                        cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    cx_desc d[3];
+    if (n_in < 1 || n_in > 3) return false;
+    for (int k = 0; k < n_in; k++) d[k] = in[k]->desc;
+    if (!param_takes(t, op, d, n_in) || out->desc.dtype != d[0].dtype || out->numel != in[0]->numel)
+        return false;
+    param_job j = {t, op, in[0], out, 0, 0};
+    if (op == CX_OP_CLIP) {
+        bool f32 = d[0].dtype == CX_F32;
+        j.p = f32 ? *(const float *)in[1]->data : *(const double *)in[1]->data;
+        j.q = f32 ? *(const float *)in[2]->data : *(const double *)in[2]->data;
+    } else {
+        j.p = ps->p[CX_P_ALPHA].f;
+    }
+    if (out->numel == 0) return true;
+    blas_parallel(parts_for(out->numel, op == CX_OP_ELU ? GRAIN_MATH : GRAIN_CHEAP), false,
+                  param_part, &j);
+    return true;
+}
+
+/* whether blas_simd_param_op takes these types (the capability: leaky_relu and elu) */
+bool blas_simd_param_types(cx_op_id op, const cx_dtype *types, int n_in) {
+    cx_desc d[3] = {0};
+    for (int k = 0; k < n_in && k < 3; k++) d[k].dtype = types[k];
+    return n_in == 1 && param_takes(blas_simd(), op, d, 1);
+}
+
 /* ==== fused rows: softmax, log_softmax, gelu, silu ============================================ */
 
 typedef struct {
@@ -1785,6 +1859,8 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
         if (ps && cx_param_has(ps, CX_P_TYPE)) to = (cx_dtype)ps->p[CX_P_TYPE].i[0];
         return n_in == 1 && cast_takes(from, to) ? t->name : NULL;
     }
+    if (op == CX_OP_CLIP || op == CX_OP_LEAKY_RELU || op == CX_OP_ELU)
+        return param_takes(t, op, in, n_in) ? t->name : NULL;
     if (op == CX_OP_REDUCE_MAX || op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMAX ||
         op == CX_OP_ARGMIN) {
         int64_t rows, cols;

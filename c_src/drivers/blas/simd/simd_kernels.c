@@ -494,6 +494,45 @@ BOTH_PLAIN(divide, x / y)
 BOTH_PLAIN(max, x > y || x != x ? x : y)
 BOTH_PLAIN(min, x < y || x != x ? x : y)
 
+/* clip(x, lo, hi) = min(max(x, lo), hi) with one value each for lo and hi, the max and min
+ * above (NaN through from either side, as the cpu's run_clip gives); leaky_relu and elu as the
+ * decomposition computes them (select(x > 0, x, x * alpha), ... alpha * expm1(x)), in one pass.
+ * Plain loops for the compiler to vectorise but elu's, whose expm1 is SLEEF's as the blas
+ * decomposition's expm1 step. */
+#define CLIP_LEAKY(T, sfx)                                                                         \
+    static void clip_##sfx(T *restrict o, const T *restrict a, T lo, T hi, int64_t n) {            \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T x = a[i], t = x > lo || x != x ? x : lo;                                             \
+            o[i] = t < hi || t != t ? t : hi;                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void leaky_relu_##sfx(T *restrict o, const T *restrict a, T alpha, int64_t n) {         \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T x = a[i];                                                                            \
+            o[i] = x > 0 ? x : x * alpha;                                                          \
+        }                                                                                          \
+    }
+CLIP_LEAKY(float, f32)
+CLIP_LEAKY(double, f64)
+#define ELU(sfx, T, V, W, LOAD, STORE, SET, EXPM1, PICK)                                           \
+    static void elu_##sfx(T *o, const T *a, T alpha, int64_t n) {                                  \
+        int64_t i = 0;                                                                             \
+        for (; i + W <= n; i += W) {                                                               \
+            V x = LOAD(a + i);                                                                     \
+            STORE(o + i, PICK(x, SET(0), x, EXPM1(x) * SET(alpha)));                               \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            T t[W];                                                                                \
+            memset(t, 0, sizeof t);                                                                \
+            memcpy(t, a + i, sizeof(T) * (size_t)(n - i));                                         \
+            V x = LOAD(t);                                                                         \
+            STORE(t, PICK(x, SET(0), x, EXPM1(x) * SET(alpha)));                                   \
+            memcpy(o + i, t, sizeof(T) * (size_t)(n - i));                                         \
+        }                                                                                          \
+    }
+ELU(f32, float, vf, VW, vf_load, vf_store, vf_set, SLF(expm1), vf_pick_gt)
+ELU(f64, double, vd, DW, vd_load, vd_store, vd_set, SLD(expm1), vd_pick_gt)
+
 /* Comparisons: a u8 per element, 1 where it holds (NaN compares false, but not-equal true), as
  * the cpu's; plain loops for the compiler to vectorise */
 #define PLAIN_COMPARE(name, T, EXPR)                                                               \
@@ -1835,6 +1874,12 @@ const simd_table SIMD_TABLE = {
     .extreme_f64 = extreme_f64,
     .extreme_row_f32 = extreme_row_f32,
     .extreme_row_f64 = extreme_row_f64,
+    .clip_f32 = clip_f32,
+    .clip_f64 = clip_f64,
+    .leaky_relu_f32 = leaky_relu_f32,
+    .leaky_relu_f64 = leaky_relu_f64,
+    .elu_f32 = elu_f32,
+    .elu_f64 = elu_f64,
     .sum_exp_f32 = sum_exp_f32,
     .div_f32 = div_f32,
     .xent_f32 = xent_f32,
