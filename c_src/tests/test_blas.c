@@ -1253,6 +1253,24 @@ static void test_layout_copies(void **state) {
     cx_params pr = {0};
     cx_param_put_ints(&pr, CX_P_SHAPE, (const int64_t[]){61, 37, 127}, 3);
     check_layout(CX_OP_RESHAPE, &a, 1, &pr, "reshape");
+    /* the cpu's kernels on the threads' shares of the first axis: sort and argsort along the
+     * last and a middle axis, both directions; reverse of the last two axes; pad of the last two
+     * (one negative); the first axis left alone in each */
+    for (int axis = 1; axis < 3; axis++)
+        for (int dir = 0; dir < 2; dir++) {
+            cx_params ps = {0};
+            cx_param_put_int(&ps, CX_P_AXIS, axis);
+            cx_param_put_int(&ps, CX_P_DIRECTION, dir);
+            check_layout(CX_OP_SORT, &a, 1, &ps, "sort");
+            check_layout(CX_OP_ARGSORT, &a, 1, &ps, "argsort");
+        }
+    cx_params prv = {0};
+    cx_param_put_ints(&prv, CX_P_AXES, (const int64_t[]){1, 2}, 2);
+    check_layout(CX_OP_REVERSE, &a, 1, &prv, "reverse");
+    cx_params pp = {0};
+    cx_param_put_ints(&pp, CX_P_PADS, (const int64_t[]){0, 0, 0, 2, -3, 0, 1, 1, 1}, 9);
+    cx_param_put_float(&pp, CX_P_VALUE, 7.5);
+    check_layout(CX_OP_PAD, &a, 1, &pp, "pad");
     tu_drop(ix);
     tu_drop(m);
     tu_drop(e);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "../../core/driver.h"
 #include "../../core/tensor.h"
 #include "blas_kernels.h"
 
@@ -171,4 +172,68 @@ bool blas_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_par
     case CX_OP_TAKE: return n_in == 2 && copy_take(in[0], in[1], ps, out, &j);
     default: return false;
     }
+}
+
+/* ==== ops on independent rows: the cpu's kernels on slices of the first axis ====================
+ * sort and argsort along an axis other than the first, reverse of axes other than the first, and
+ * pad that leaves the first axis alone work on each index of the first axis apart: each part runs
+ * the cpu driver's kernel on its rows (views of the input and output, the same parameters), so
+ * the results are the cpu's bit for bit. */
+typedef struct {
+    cx_op_id op;
+    const cx_tensor *in;
+    cx_tensor *out;
+    const cx_params *ps;
+    _Atomic int failed;
+} split_job;
+
+static cx_tensor row_view(const cx_tensor *t, int64_t lo, int64_t hi) {
+    cx_tensor v = {.desc = t->desc, .device = t->device};
+    int64_t row = t->desc.shape[0] ? t->numel / t->desc.shape[0] : 0;
+    size_t row_bytes = (size_t)row * cx_dtype_size(t->desc.dtype);
+    v.desc.shape[0] = hi - lo;
+    v.numel = row * (hi - lo);
+    v.nbytes = row_bytes * (size_t)(hi - lo);
+    v.data = (char *)t->data + row_bytes * (size_t)lo;
+    return v;
+}
+
+static void split_part(void *ctx, int index, int parts) {
+    split_job *j = ctx;
+    int64_t rows = j->in->desc.shape[0];
+    int64_t lo = rows * index / parts, hi = rows * (index + 1) / parts;
+    if (lo == hi) return;
+    cx_tensor a = row_view(j->in, lo, hi), o = row_view(j->out, lo, hi);
+    cx_params ps = *j->ps;
+    cx_status st = {0};
+    const cx_tensor *in[1] = {&a};
+    if (cx_cpu_driver()->execute(NULL, j->op, in, 1, &ps, &o, &st) != CX_OK) j->failed = 1;
+}
+
+/* whether op's work is independent along the first axis (and worth splitting) */
+static bool splits_rows(cx_op_id op, const cx_tensor *in, const cx_params *ps,
+                        const cx_tensor *out) {
+    if (in->desc.rank < 2 || in->desc.shape[0] < 2 || out->desc.shape[0] != in->desc.shape[0])
+        return false;
+    switch (op) {
+    case CX_OP_SORT:
+    case CX_OP_ARGSORT: return ps->p[CX_P_AXIS].i[0] != 0 && in->numel >= (1 << 14);
+    case CX_OP_REVERSE:
+        for (int k = 0; k < ps->p[CX_P_AXES].n; k++)
+            if (ps->p[CX_P_AXES].i[k] == 0) return false;
+        return (int64_t)out->nbytes >= BLAS_COPY_MIN;
+    case CX_OP_PAD:
+        return ps->p[CX_P_PADS].i[0] == 0 && ps->p[CX_P_PADS].i[1] == 0 &&
+               ps->p[CX_P_PADS].i[2] == 0 && (int64_t)out->nbytes >= BLAS_COPY_MIN;
+    default: return false;
+    }
+}
+
+bool blas_split_rows(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
+    if (!splits_rows(op, in, ps, out)) return false;
+    int threads = blas_pool_threads();
+    int64_t rows = in->desc.shape[0];
+    split_job j = {op, in, out, ps, 0};
+    blas_parallel(rows < threads ? (int)rows : threads, false, split_part, &j);
+    return !j.failed; /* else the caller runs the whole op on the cpu, which says why */
 }
