@@ -72,8 +72,8 @@ static cx_code blas_open_device(void *drv, int index, void **dev, cx_device_prop
     props->host_memory = true;
     const simd_table *simd = blas_simd();
     snprintf(props->detail, sizeof props->detail,
-             "%d threads; OpenBLAS: dot, dense; %s: conv2d; %s: elementwise, as_type, sum, "
-             "softmax, logsumexp, layer_norm, gelu, silu, cross-entropy",
+             "%d threads; OpenBLAS: dot, dense; %s: conv2d; %s: elementwise, as_type, "
+             "reductions, softmax, layer_norm, activations, cross-entropy",
              blas_threads, blas_dnnl_built() ? "oneDNN|OpenBLAS" : "OpenBLAS",
              simd ? (simd == &simd_avx2 ? "avx2+SLEEF" : "avx512+SLEEF") : "C");
     return CX_OK;
