@@ -1,0 +1,27 @@
+#!/bin/sh
+# Common ops on a 1000 x 1000 f32 tensor: Cascade's default device (bench/ops_survey.exs), the
+# same in a checkout of BASE when given, and PyTorch (bench/ops_survey.py), one after the other,
+# then a table: op, Cascade (and BASE) in microseconds, PyTorch, Cascade / PyTorch.
+#     bench/ops_survey.sh [BASE]          SEC=0.5 ONLY=add,sort_ax1 pass through
+set -e
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"; [ -n "$old" ] && git -C "$here" worktree remove --force "$old"' EXIT
+(cd "$here" && MIX_ENV=prod mix compile >/dev/null 2>&1)
+if [ -n "$1" ]; then
+  old=$(mktemp -d)
+  git -C "$here" worktree add -q --detach "$old" "$1"
+  (cd "$old" && cp "$here/bench/ops_survey.exs" bench/ && MIX_ENV=prod mix compile >/dev/null 2>&1)
+  (cd "$old" && MIX_ENV=prod mix run bench/ops_survey.exs) | grep -E '^[a-z_0-9]+ [0-9.]+$' | sort >"$out/base"
+fi
+(cd "$here" && MIX_ENV=prod mix run bench/ops_survey.exs) | grep -E '^[a-z_0-9]+ [0-9.]+$' | sort >"$out/new"
+python3 "$here/bench/ops_survey.py" | sort >"$out/torch"
+if [ -n "$1" ]; then
+  join "$out/base" "$out/new" | join - "$out/torch" |
+    awk -v b="$1" 'BEGIN { printf "%-12s %10s %10s %10s %7s\n", "op", b, "Cascade", "PyTorch", "ratio" }
+      { printf "%-12s %10.1f %10.1f %10.1f %7.2f\n", $1, $2, $3, $4, $3 / $4 }'
+else
+  join "$out/new" "$out/torch" |
+    awk 'BEGIN { printf "%-12s %10s %10s %7s\n", "op", "Cascade", "PyTorch", "ratio" }
+      { printf "%-12s %10.1f %10.1f %7.2f\n", $1, $2, $3, $2 / $3 }'
+fi
