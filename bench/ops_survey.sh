@@ -2,7 +2,7 @@
 # Common ops on a 1000 x 1000 f32 tensor: Cascade's default device (bench/ops_survey.exs), the
 # same in a checkout of BASE when given, and PyTorch (bench/ops_survey.py), one after the other,
 # then a table: op, Cascade (and BASE) in microseconds, PyTorch, Cascade / PyTorch.
-#     bench/ops_survey.sh [BASE]          SEC=0.5 ONLY=add,sort_ax1 pass through
+#     bench/ops_survey.sh [BASE]          SEC=0.5 ONLY=add,sort_ax1 pass through; PYTHON=...
 set -e
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d)
@@ -15,7 +15,10 @@ if [ -n "$1" ]; then
   (cd "$old" && MIX_ENV=prod mix run bench/ops_survey.exs) | grep -E '^[a-z_0-9]+ [0-9.]+$' | sort >"$out/base"
 fi
 (cd "$here" && MIX_ENV=prod mix run bench/ops_survey.exs) | grep -E '^[a-z_0-9]+ [0-9.]+$' | sort >"$out/new"
-python3 "$here/bench/ops_survey.py" | sort >"$out/torch"
+# the first python3 with torch (Debian's python3-torch is /usr/bin's), or $PYTHON
+py=${PYTHON:-$(for p in python3 /usr/bin/python3; do "$p" -c 'import torch' 2>/dev/null && echo "$p" && break; done)}
+[ -n "$py" ] || { echo "no python3 with torch (apt-get install python3-torch)" >&2; exit 1; }
+"$py" "$here/bench/ops_survey.py" | sort >"$out/torch"
 if [ -n "$1" ]; then
   join "$out/base" "$out/new" | join - "$out/torch" |
     awk -v b="$1" 'BEGIN { printf "%-12s %10s %10s %10s %7s\n", "op", b, "Cascade", "PyTorch", "ratio" }
