@@ -1271,6 +1271,12 @@ static void test_layout_copies(void **state) {
     cx_param_put_ints(&pp, CX_P_PADS, (const int64_t[]){0, 0, 0, 2, -3, 0, 1, 1, 1}, 9);
     cx_param_put_float(&pp, CX_P_VALUE, 7.5);
     check_layout(CX_OP_PAD, &a, 1, &pp, "pad");
+    cx_params pp0 = {0}; /* the first axis padded too, before and after */
+    cx_param_put_ints(&pp0, CX_P_PADS, (const int64_t[]){3, 2, 0, 1, 1, 0, 0, 2, 0}, 9);
+    cx_param_put_float(&pp0, CX_P_VALUE, -1.0);
+    check_layout(CX_OP_PAD, &a, 1, &pp0, "pad of the first axis");
+    cx_param_put_ints(&pp0, CX_P_PADS, (const int64_t[]){0, 5, 0, 0, 0, 0, 0, 0, 0}, 9);
+    check_layout(CX_OP_PAD, &a, 1, &pp0, "pad after the first axis");
     tu_drop(ix);
     tu_drop(m);
     tu_drop(e);

@@ -176,9 +176,10 @@ bool blas_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_par
 
 /* ==== ops on independent rows: the cpu's kernels on slices of the first axis ====================
  * sort and argsort along an axis other than the first, reverse of axes other than the first, and
- * pad that leaves the first axis alone work on each index of the first axis apart: each part runs
- * the cpu driver's kernel on its rows (views of the input and output, the same parameters), so
- * the results are the cpu's bit for bit. */
+ * pad that does not crop the first axis nor pad inside it work on each index of the first axis
+ * apart: each part runs the cpu driver's kernel on its rows (views of the input and output, the
+ * same parameters; pad's rows padded before and after the input's are filled by the first and
+ * the last part), so the results are the cpu's bit for bit. */
 typedef struct {
     cx_op_id op;
     const cx_tensor *in;
@@ -198,23 +199,39 @@ static cx_tensor row_view(const cx_tensor *t, int64_t lo, int64_t hi) {
     return v;
 }
 
-static void split_part(void *ctx, int index, int parts) {
-    split_job *j = ctx;
-    int64_t rows = j->in->desc.shape[0];
-    int64_t lo = rows * index / parts, hi = rows * (index + 1) / parts;
-    if (lo == hi) return;
-    cx_tensor a = row_view(j->in, lo, hi), o = row_view(j->out, lo, hi);
+/* runs the op on the cpu for input rows [lo, hi) into output rows [at, at + out_rows), pad's
+ * first-axis pads set to {before, after} */
+static void split_run(split_job *j, int64_t lo, int64_t hi, int64_t at, int64_t out_rows,
+                      int64_t before, int64_t after) {
+    cx_tensor a = row_view(j->in, lo, hi), o = row_view(j->out, at, at + out_rows);
     cx_params ps = *j->ps;
+    if (j->op == CX_OP_PAD) {
+        ps.p[CX_P_PADS].i[0] = before;
+        ps.p[CX_P_PADS].i[1] = after;
+    }
     cx_status st = {0};
     const cx_tensor *in[1] = {&a};
     if (cx_cpu_driver()->execute(NULL, j->op, in, 1, &ps, &o, &st) != CX_OK) j->failed = 1;
 }
 
+/* its share of the input's rows; for pad, the first part also fills the rows padded before them
+ * and the last those after (an empty input padded: all fill) */
+static void split_part(void *ctx, int index, int parts) {
+    split_job *j = ctx;
+    int64_t rows = j->in->desc.shape[0];
+    int64_t lo = rows * index / parts, hi = rows * (index + 1) / parts;
+    int64_t before = j->op == CX_OP_PAD ? j->ps->p[CX_P_PADS].i[0] : 0;
+    int64_t after = j->op == CX_OP_PAD ? j->ps->p[CX_P_PADS].i[1] : 0;
+    if (index == 0 && before > 0) split_run(j, 0, 0, 0, before, before, 0);
+    if (lo < hi) split_run(j, lo, hi, before + lo, hi - lo, 0, 0);
+    if (index == parts - 1 && after > 0) split_run(j, rows, rows, before + rows, after, 0, after);
+}
+
 /* whether op's work is independent along the first axis (and worth splitting) */
 static bool splits_rows(cx_op_id op, const cx_tensor *in, const cx_params *ps,
                         const cx_tensor *out) {
-    if (in->desc.rank < 2 || in->desc.shape[0] < 2 || out->desc.shape[0] != in->desc.shape[0])
-        return false;
+    if (in->desc.rank < 2 || in->desc.shape[0] < 2) return false;
+    if (op != CX_OP_PAD && out->desc.shape[0] != in->desc.shape[0]) return false;
     switch (op) {
     case CX_OP_SORT:
     case CX_OP_ARGSORT: return ps->p[CX_P_AXIS].i[0] != 0 && in->numel >= (1 << 14);
@@ -223,7 +240,8 @@ static bool splits_rows(cx_op_id op, const cx_tensor *in, const cx_params *ps,
             if (ps->p[CX_P_AXES].i[k] == 0) return false;
         return (int64_t)out->nbytes >= BLAS_COPY_MIN;
     case CX_OP_PAD:
-        return ps->p[CX_P_PADS].i[0] == 0 && ps->p[CX_P_PADS].i[1] == 0 &&
+        /* the first axis padded (not cropped), without interior padding */
+        return ps->p[CX_P_PADS].i[0] >= 0 && ps->p[CX_P_PADS].i[1] >= 0 &&
                ps->p[CX_P_PADS].i[2] == 0 && (int64_t)out->nbytes >= BLAS_COPY_MIN;
     default: return false;
     }
