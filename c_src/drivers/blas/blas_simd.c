@@ -987,7 +987,7 @@ static void param_part(void *ctx, int index, int parts) {
         else if (j->op == CX_OP_LEAKY_RELU)
             j->t->leaky_relu_f32(o, a, (float)j->p, n);
         else
-            j->t->elu_f32(o, a, (float)j->p, n);
+            j->t->elu_f32(o, a, n, (float)j->p);
     } else {
         double *o = (double *)j->out->data + lo;
         const double *a = (const double *)j->in->data + lo;
@@ -996,7 +996,7 @@ static void param_part(void *ctx, int index, int parts) {
         else if (j->op == CX_OP_LEAKY_RELU)
             j->t->leaky_relu_f64(o, a, j->p, n);
         else
-            j->t->elu_f64(o, a, j->p, n);
+            j->t->elu_f64(o, a, n, j->p);
     }
 }
 

@@ -112,8 +112,8 @@ typedef struct {
     void (*clip_f64)(double *o, const double *a, double lo, double hi, int64_t n);
     void (*leaky_relu_f32)(float *o, const float *a, float alpha, int64_t n);
     void (*leaky_relu_f64)(double *o, const double *a, double alpha, int64_t n);
-    void (*elu_f32)(float *o, const float *a, float alpha, int64_t n);
-    void (*elu_f64)(double *o, const double *a, double alpha, int64_t n);
+    void (*elu_f32)(float *o, const float *a, int64_t n, float alpha);
+    void (*elu_f64)(double *o, const double *a, int64_t n, double alpha);
     double (*sum_exp_f32)(float *o, const float *a, int64_t n, float m);
     /* o[k] / s in place, each quotient correctly rounded (softmax's last step) */
     void (*div_f32)(float *o, int64_t n, float s);

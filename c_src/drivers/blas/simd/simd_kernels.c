@@ -268,8 +268,10 @@ static inline vd vd_keep_nan(vd m, vd x) {
 /* ==== unary: out[i] = f(a[i]) ==================================================================
  * F is an expression of the vector x. The last partial vector is computed on a zero-padded copy,
  * so every element goes through the same vector function. */
-#define VEC_UNARY(name, T, V, W, LOAD, STORE, F)                                                   \
-    static void name(T *o, const T *a, int64_t n) {                                                \
+/* VEC_MAP's function takes the parameters after n in its trailing arguments (", T alpha"), which
+ * F may use */
+#define VEC_MAP(name, T, V, W, LOAD, STORE, F, ...)                                                \
+    static void name(T *o, const T *a, int64_t n __VA_ARGS__) {                                    \
         int64_t i = 0;                                                                             \
         for (; i + W <= n; i += W) {                                                               \
             V x = LOAD(a + i);                                                                     \
@@ -284,8 +286,9 @@ static inline vd vd_keep_nan(vd m, vd x) {
             memcpy(o + i, t, sizeof(T) * (size_t)(n - i));                                         \
         }                                                                                          \
     }
-#define F32_UNARY(name, F) VEC_UNARY(name##_f32, float, vf, VW, vf_load, vf_store, F)
-#define F64_UNARY(name, F) VEC_UNARY(name##_f64, double, vd, DW, vd_load, vd_store, F)
+#define VEC_UNARY(name, T, V, W, LOAD, STORE, F) VEC_MAP(name, T, V, W, LOAD, STORE, F)
+#define F32_UNARY(name, F)                       VEC_UNARY(name##_f32, float, vf, VW, vf_load, vf_store, F)
+#define F64_UNARY(name, F)                       VEC_UNARY(name##_f64, double, vd, DW, vd_load, vd_store, F)
 
 /* exp in f32, our own: SLEEF's u10 expf took 0.74-0.83 ns a value on one core of the Xeon
  * (Cascade Lake, AVX-512) against 0.39 for this. x = n ln 2 + r, |r| <= ln 2 / 2 (n rounded by
@@ -425,22 +428,9 @@ BOTH_UNARY(sign, vf_pick_gt(vf_abs(x), vf_set(0.0f), vf_copysign(vf_set(1.0f), x
  * cpu's but where the double value lies within an ulp of a double from halfway between two
  * floats; f64 runs the same functions, but sinh and cosh: SLEEF's overflow from |x| = 709.8 on,
  * where the double result is finite up to 710.5 (test_simd_kernels). */
-#define VIA_F64_UNARY(name, FD)                                                                    \
-    static void name##_f32(float *o, const float *a, int64_t n) {                                  \
-        int64_t i = 0;                                                                             \
-        for (; i + DW <= n; i += DW) {                                                             \
-            vd x = vd_from_f32(vf_half_load(a + i));                                               \
-            vd_store_f32(o + i, FD);                                                               \
-        }                                                                                          \
-        if (i < n) {                                                                               \
-            float t[DW];                                                                           \
-            memset(t, 0, sizeof t);                                                                \
-            memcpy(t, a + i, sizeof(float) * (size_t)(n - i));                                     \
-            vd x = vd_from_f32(vf_half_load(t));                                                   \
-            vd_store_f32(t, FD);                                                                   \
-            memcpy(o + i, t, sizeof(float) * (size_t)(n - i));                                     \
-        }                                                                                          \
-    }
+/* DW floats widened to doubles */
+#define vd_load_f32(p)          vd_from_f32(vf_half_load(p))
+#define VIA_F64_UNARY(name, FD) VEC_UNARY(name##_f32, float, vd, DW, vd_load_f32, vd_store_f32, FD)
 #define BOTH_VIA_F64(name, FD)                                                                     \
     VIA_F64_UNARY(name, FD)                                                                        \
     F64_UNARY(name, FD)
@@ -514,24 +504,10 @@ BOTH_PLAIN(min, x < y || x != x ? x : y)
     }
 CLIP_LEAKY(float, f32)
 CLIP_LEAKY(double, f64)
-#define ELU(sfx, T, V, W, LOAD, STORE, SET, EXPM1, PICK)                                           \
-    static void elu_##sfx(T *o, const T *a, T alpha, int64_t n) {                                  \
-        int64_t i = 0;                                                                             \
-        for (; i + W <= n; i += W) {                                                               \
-            V x = LOAD(a + i);                                                                     \
-            STORE(o + i, PICK(x, SET(0), x, EXPM1(x) * SET(alpha)));                               \
-        }                                                                                          \
-        if (i < n) {                                                                               \
-            T t[W];                                                                                \
-            memset(t, 0, sizeof t);                                                                \
-            memcpy(t, a + i, sizeof(T) * (size_t)(n - i));                                         \
-            V x = LOAD(t);                                                                         \
-            STORE(t, PICK(x, SET(0), x, EXPM1(x) * SET(alpha)));                                   \
-            memcpy(o + i, t, sizeof(T) * (size_t)(n - i));                                         \
-        }                                                                                          \
-    }
-ELU(f32, float, vf, VW, vf_load, vf_store, vf_set, SLF(expm1), vf_pick_gt)
-ELU(f64, double, vd, DW, vd_load, vd_store, vd_set, SLD(expm1), vd_pick_gt)
+VEC_MAP(elu_f32, float, vf, VW, vf_load, vf_store,
+        vf_pick_gt(x, vf_set(0), x, SLF(expm1)(x) * vf_set(alpha)), , float alpha)
+VEC_MAP(elu_f64, double, vd, DW, vd_load, vd_store,
+        vd_pick_gt(x, vd_set(0), x, SLD(expm1)(x) * vd_set(alpha)), , double alpha)
 
 /* Comparisons: a u8 per element, 1 where it holds (NaN compares false, but not-equal true), as
  * the cpu's; plain loops for the compiler to vectorise */
