@@ -3,10 +3,12 @@
  * list of output rows, a row made of pieces copied from the inputs; the parts split the output's
  * bytes evenly, whatever the rows. The cpu driver's layout engine (one thread) runs every other
  * layout op, and these below BLAS_COPY_MIN bytes or with runs shorter than BLAS_COPY_RUN: the
- * same bits either way (the differential suite compares layout ops bit for bit).
+ * same bits either way (test_blas's test_layout_copies compares them bit for bit on tensors large
+ * enough to split; the differential suite's are smaller). Below them, sort, argsort, reverse and
+ * pad run the cpu's own kernels on each thread's share of the first axis.
  *
  * Why: one thread copying 8 MB (two 1000 x 1000 f32 tensors concatenated) took 820 us where
- * PyTorch's two took 360; a 1000 x 800 slice 251 against 160. */
+ * PyTorch's two took 360; a 1000 x 800 slice 251 against 160 (bench/ops_survey.sh). */
 #include <stddef.h>
 #include <string.h>
 
