@@ -756,6 +756,17 @@ bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     return true;
 }
 
+/* ps, or (NULL: the capability listing) every axis of `in` reduced, in *buf: only its axes are
+ * set, as sum_takes and ext_takes read no other (cx_params is 9 KB: zeroing it cost more than a
+ * small reduction) */
+static const cx_params *or_all_axes(const cx_params *ps, const cx_desc *in, cx_params *buf) {
+    if (ps) return ps;
+    buf->set = 0;
+    buf->p[CX_P_AXES].n = in->rank;
+    for (int a = 0; a < in->rank; a++) buf->p[CX_P_AXES].i[a] = a;
+    return buf;
+}
+
 /* ==== extremes: reduce_max, reduce_min, argmax, argmin ======================================== */
 
 /* f32 and f64 (the halves stay on the cpu): reduce_max/min over the last axes (each row, or all of
@@ -881,12 +892,8 @@ static bool ext_takes(const simd_table *t, cx_op_id op, const cx_desc *in, const
     if (op != CX_OP_REDUCE_MAX && op != CX_OP_REDUCE_MIN) return false;
     sum_form form;
     int64_t tail;
-    cx_params all = {0};
-    if (!ps) {
-        for (int a = 0; a < in->rank; a++) all.p[CX_P_AXES].i[a] = a;
-        all.p[CX_P_AXES].n = in->rank;
-        ps = &all;
-    }
+    cx_params all;
+    ps = or_all_axes(ps, in, &all);
     if (!sum_takes(t, in, ps, &form, &tail)) return false;
     /* the kept values: the product of the axes not reduced */
     const cx_param *axes = &ps->p[CX_P_AXES];
@@ -1869,12 +1876,8 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
     }
     if (op == CX_OP_SUM) {
         sum_form form;
-        cx_params all = {0};
-        if (!ps) {
-            for (int a = 0; a < in[0].rank; a++) all.p[CX_P_AXES].i[a] = a;
-            all.p[CX_P_AXES].n = in[0].rank;
-            ps = &all;
-        }
+        cx_params all;
+        ps = or_all_axes(ps, &in[0], &all);
         int64_t tail;
         return sum_takes(t, &in[0], ps, &form, &tail) ? t->name : NULL;
     }
