@@ -787,7 +787,21 @@ typedef struct {
 
 #define EXT_CHUNK 1024
 
+/* rows shorter than this are folded here, one value at a time as the kernels fold their lanes:
+ * through them a 10 x 10 reduce_max took 2.5-2.7 us a call against the cpu's 1.9-2.0 */
+#define EXT_SHORT 64
+
 static double ext_values(const ext_job *j, int64_t off, int64_t n) {
+    if (n < EXT_SHORT) {
+        double r = j->is_min ? INFINITY : -INFINITY;
+        bool f32 = j->in->desc.dtype == CX_F32;
+        for (int64_t k = 0; k < n; k++) {
+            double x = f32 ? (double)((const float *)j->in->data)[off + k]
+                           : ((const double *)j->in->data)[off + k];
+            if (x != x || (j->is_min ? x < r : x > r)) r = r != r ? r : x;
+        }
+        return r;
+    }
     return j->in->desc.dtype == CX_F32
                ? j->t->extreme_f32((const float *)j->in->data + off, n, j->is_min)
                : j->t->extreme_f64((const double *)j->in->data + off, n, j->is_min);
