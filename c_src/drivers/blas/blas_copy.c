@@ -14,6 +14,7 @@
 
 #include "../../core/driver.h"
 #include "../../core/tensor.h"
+#include "../cpu/cpu_kernels.h"
 #include "blas_kernels.h"
 
 #define BLAS_COPY_MIN ((int64_t)1 << 19) /* bytes: 128K f32 elements, two parts of GRAIN_CHEAP */
@@ -111,10 +112,10 @@ static bool copy_slice(const cx_tensor *in, const cx_params *ps, cx_tensor *out,
             out->desc.shape[a] > 1)
             return false;
     size_t es = cx_dtype_size(d->dtype);
-    int64_t stride[CX_MAX_RANK], s = (int64_t)es, off = 0;
-    for (int a = rank - 1; a >= 0; a--) {
-        stride[a] = s;
-        s *= d->shape[a];
+    int64_t stride[CX_MAX_RANK], off = 0; /* in bytes */
+    cpu_strides(d, stride);
+    for (int a = 0; a < rank; a++) {
+        stride[a] *= (int64_t)es;
         off += start[a] * stride[a];
     }
     int cut = rank - 1; /* the outermost axis of the run */

@@ -135,14 +135,11 @@ static void *worker_main(void *arg) {
         }
         seen = g;
         int given = PART_GIVEN;
-        if (atomic_compare_exchange_strong(&w->state, &given, PART_TAKEN)) {
-            w->job.fn(w->job.ctx, w->job.index, w->job.parts);
-            atomic_store(&w->done, g);
-        } else {
-            /* the caller ran the part itself (revoked) and left this worker to free itself */
-            atomic_store(&w->done, g);
-            give_back(1ull << (w - workers));
-        }
+        bool taken = atomic_compare_exchange_strong(&w->state, &given, PART_TAKEN);
+        if (taken) w->job.fn(w->job.ctx, w->job.index, w->job.parts);
+        atomic_store(&w->done, g);
+        /* a part the caller ran itself (revoked): this worker frees itself */
+        if (!taken) give_back(1ull << (w - workers));
     }
     return NULL;
 }

@@ -463,11 +463,12 @@ static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_
     return have && layout_of(in, n_in, out, l);
 }
 
-/* Two rules send an op whose every result is one rounding (add, subtract, multiply, max, min,
- * negate, abs: not is_math) to the AVX2 table where the AVX-512 one was chosen. These ops give the
- * same bits on both tables; functions stay on the chosen one, as a value must not depend on the
- * length of its tensor (SLEEF's log of 7 values on the AVX2 table differed from the same values
- * in a fused step on the AVX-512 one, which the property suite caught).
+/* Two rules send an op whose every result is one rounding or none (add, subtract, multiply, max,
+ * min, negate, abs, floor, ceil, round, sign: not is_math) to the AVX2 table where the AVX-512 one
+ * was chosen. These ops give the same bits on both tables; functions stay on the chosen one, as a
+ * value must not depend on the length of its tensor (SLEEF's log of 7 values on the AVX2 table
+ * differed from the same values in a fused step on the AVX-512 one, which the property suite
+ * caught).
  *
  * Runs of fewer than SMALL_RUN values. The AVX-512 f16/bf16 kernels take such a run as one
  * zero-padded 16-lane vector, and on a Xeon of the Cascade Lake generation a 512-bit instruction
@@ -791,15 +792,16 @@ typedef struct {
  * through them a 10 x 10 reduce_max took 2.5-2.7 us a call against the cpu's 1.9-2.0 */
 #define EXT_SHORT 64
 
+/* the extreme so far r with x folded in: a NaN wins and stays (reduce.c's F_MAX, F_MIN) */
+static inline double ext_fold(double r, double x, bool is_min) {
+    return (x != x || (is_min ? x < r : x > r)) && r == r ? x : r;
+}
+
 static double ext_values(const ext_job *j, int64_t off, int64_t n) {
     if (n < EXT_SHORT) {
         double r = j->is_min ? INFINITY : -INFINITY;
-        bool f32 = j->in->desc.dtype == CX_F32;
-        for (int64_t k = 0; k < n; k++) {
-            double x = f32 ? (double)((const float *)j->in->data)[off + k]
-                           : ((const double *)j->in->data)[off + k];
-            if (x != x || (j->is_min ? x < r : x > r)) r = r != r ? r : x;
-        }
+        for (int64_t k = 0; k < n; k++)
+            r = ext_fold(r, cpu_load_f64(j->in->desc.dtype, j->in->data, off + k), j->is_min);
         return r;
     }
     return j->in->desc.dtype == CX_F32
@@ -820,8 +822,7 @@ static int64_t ext_find(const ext_job *j, int64_t off, int64_t n, double v) {
     bool nan = v != v, last = j->high;
     for (int64_t k = 0; k < n; k++) {
         int64_t at = last ? n - 1 - k : k;
-        double x = j->in->desc.dtype == CX_F32 ? (double)((const float *)j->in->data)[off + at]
-                                               : ((const double *)j->in->data)[off + at];
+        double x = cpu_load_f64(j->in->desc.dtype, j->in->data, off + at);
         if (x == v || (nan && x != x)) return at;
     }
     return 0;
@@ -933,18 +934,12 @@ static bool ext_takes(const simd_table *t, cx_op_id op, const cx_desc *in, const
 
 bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const simd_table *t = blas_simd();
-    ext_job j = {t,
-                 in,
-                 out,
-                 0,
-                 0,
-                 false,
-                 op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMIN,
-                 op == CX_OP_ARGMAX || op == CX_OP_ARGMIN,
-                 false,
-                 1,
-                 NULL,
-                 NULL};
+    ext_job j = {.t = t,
+                 .in = in,
+                 .out = out,
+                 .is_min = op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMIN,
+                 .arg = op == CX_OP_ARGMAX || op == CX_OP_ARGMIN,
+                 .slots = 1};
     if (!ext_takes(t, op, &in->desc, ps, &j.rows, &j.cols, &j.outer)) return false;
     if (j.arg) {
         if (out->desc.dtype != CX_S64) return false;
@@ -972,9 +967,9 @@ bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx
         double e = j.best[0];
         int64_t at = j.at[0];
         for (int k = 1; k < j.slots; k++)
-            if (j.arg ? ext_take(j.best[k], e, !j.is_min, j.high)
-                      : (e == e &&
-                         (j.best[k] != j.best[k] || (j.is_min ? j.best[k] < e : j.best[k] > e))))
+            if (!j.arg)
+                e = ext_fold(e, j.best[k], j.is_min);
+            else if (ext_take(j.best[k], e, !j.is_min, j.high))
                 e = j.best[k], at = j.at[k];
         ext_store(&j, 0, e, at);
         free(j.best);
@@ -983,8 +978,7 @@ bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx
     return true;
 }
 
-/* ==== clip, leaky_relu, elu ====================================================================
- */
+/* ==== clip, leaky_relu, elu =================================================================== */
 
 /* f32 and f64 in one pass: clip when both bounds are one value (the others take the cpu's max
  * and min passes), leaky_relu and elu always (the driver claims them for these types) */

@@ -648,8 +648,7 @@ static void remainder_f32(float *o, const float *a, const float *b, int sa, int 
     vd xs = vd_set(a[0]), ys = vd_set(b[0]);
     int64_t i = 0;
     for (; i + DW <= n; i += DW) {
-        vd x = sa ? vd_from_f32(vf_half_load(a + i)) : xs;
-        vd y = sb ? vd_from_f32(vf_half_load(b + i)) : ys;
+        vd x = sa ? vd_load_f32(a + i) : xs, y = sb ? vd_load_f32(b + i) : ys;
         vd_store_f32(o + i, SLDX(fmod)(x, y));
     }
     for (; i < n; i++) o[i] = (float)fmod((double)a[sa ? i : 0], (double)b[sb ? i : 0]);
