@@ -1297,12 +1297,13 @@ static void test_extremes(void **state) {
         int axis;   /* argmax's axis, and reduce's last axis reduced from (-1: all) */
         bool first; /* reduce over the axes before `axis`, inclusive */
     } cases[] = {
-        /* even cases hold NaN, odd ones none (ties across chunks and slices decide) */
+        /* even cases hold NaN, odd ones none (ties across chunks and slices decide) but the
+         * last, one row whose only NaN is in its last slice */
         {2, {3, 70001}, 1, false},        {2, {2, 70001}, 1, false},
         {1, {(1 << 18) + 37}, -1, false}, {1, {(1 << 18) + 39}, -1, false},
         {2, {999, 13}, 1, false},         {2, {5000, 37}, 0, true},
         {3, {40, 30, 300}, 2, false},     {3, {64, 3, 1}, 1, false},
-        {2, {2, 1}, -1, false},
+        {2, {2, 1}, -1, false},           {1, {(1 << 18) + 41}, -1, false},
     };
     const cx_dtype types[] = {CX_F32, CX_F64};
     const cx_op_id ops[] = {CX_OP_REDUCE_MAX, CX_OP_REDUCE_MIN, CX_OP_ARGMAX, CX_OP_ARGMIN};
@@ -1314,6 +1315,7 @@ static void test_extremes(void **state) {
                 if (i % 997 == 5) tu_store(x->desc.dtype, x->data, i, 2.0);  /* ties of the max */
                 if (i % 991 == 7) tu_store(x->desc.dtype, x->data, i, -2.0); /* ... of the min */
                 if (c % 2 == 0 && i % 50021 == 11) tu_store(x->desc.dtype, x->data, i, NAN);
+                if (c == 9 && i == n - 3) tu_store(x->desc.dtype, x->data, i, NAN);
             }
             for (int64_t i = 0; i < n && i < 26; i++) /* the first row(s): -inf, then zeros */
                 tu_store(x->desc.dtype, x->data, i, i < 13 ? -INFINITY : (i % 2 ? 0.0 : -0.0));
