@@ -1,17 +1,19 @@
-# Common ops on one 1000 x 1000 f32 tensor (1M elements) on the default device: the median
-# seconds per call of each (Cascade.Bench.Timer), one line per op, `name microseconds`. Run by
-# bench/ops_survey.sh beside bench/ops_survey.py (PyTorch, the same ops and shapes).
-#     MIX_ENV=prod mix run bench/ops_survey.exs        ONLY=add,sort_ax1 SEC=0.5 to choose
+# Common ops on one N x N f32 tensor (N = 1000 unless the environment's N says otherwise) on the
+# default device: the median seconds per call of each (Cascade.Bench.Timer), one line per op,
+# `name microseconds`. Run by bench/ops_survey.sh beside bench/ops_survey.py (PyTorch, the same
+# ops and shapes). N=16 shows what a call costs beyond its arithmetic.
+#     MIX_ENV=prod mix run bench/ops_survey.exs        ONLY=add,sort_ax1 SEC=0.5 N=16 to choose
 alias Cascade, as: C
-x = C.random_uniform({1000, 1000}, key: 1, min: -1.0, max: 1.0)
-y = C.random_uniform({1000, 1000}, key: 2, min: -1.0, max: 1.0)
+n = String.to_integer(System.get_env("N", "1000"))
+x = C.random_uniform({n, n}, key: 1, min: -1.0, max: 1.0)
+y = C.random_uniform({n, n}, key: 2, min: -1.0, max: 1.0)
 p = C.add(C.abs(x), 0.5)
-row = C.random_uniform({1000}, key: 3, min: -1.0, max: 1.0)
+row = C.random_uniform({n}, key: 3, min: -1.0, max: 1.0)
 lo = C.tensor(-0.5)
 hi = C.tensor(0.5)
 mask = C.less(x, y)
-idx = C.tensor(Enum.map(0..499, &(&1 * 2)), type: :s64)
-v = C.reshape(x, {1_000_000})
+idx = C.tensor(Enum.map(0..(div(n, 2) - 1), &(&1 * 2)), type: :s64)
+v = C.reshape(x, {n * n})
 
 cases = [
   neg: fn -> C.negate(x) end,
@@ -54,7 +56,7 @@ cases = [
   mean_ax1: fn -> C.mean(x, axes: [1]) end,
   var_ax1: fn -> C.variance(x, axes: [1]) end,
   transpose: fn -> C.transpose(x) end,
-  slice: fn -> C.slice(x, [0, 100], [1000, 800]) end,
+  slice: fn -> C.slice(x, [0, div(n, 10)], [n, n - div(n, 5)]) end,
   concat0: fn -> C.concatenate([x, y], axis: 0) end,
   concat1: fn -> C.concatenate([x, y], axis: 1) end,
   reverse: fn -> C.reverse(x, axes: [1]) end,

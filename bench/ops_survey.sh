@@ -1,6 +1,7 @@
 #!/bin/sh
-# Common ops on a 1000 x 1000 f32 tensor: Cascade's default device (bench/ops_survey.exs), the
-# same in a checkout of BASE when given, and PyTorch (bench/ops_survey.py), one after the other,
+# Common ops on an N x N f32 tensor (N=1000 unless given): Cascade's default device
+# (bench/ops_survey.exs), the same in a checkout of BASE when given, and PyTorch
+# (bench/ops_survey.py), one after the other,
 # then a table: op, Cascade (and BASE) in microseconds, PyTorch, Cascade / PyTorch.
 #     bench/ops_survey.sh [BASE]          SEC=0.5 ONLY=add,sort_ax1 pass through; PYTHON=...
 set -e
