@@ -228,14 +228,36 @@ static cx_cap capability(cx_device *dev, cx_op_id op, const cx_dtype *types, con
 
 /* ---- choosing the route ------------------------------------------------------------------- */
 
-static void describe_types(const cx_dtype *types, int n_in, char *buf, size_t len) {
-    size_t used = 0;
-    buf[0] = 0;
-    for (int k = 0; k < n_in && k < 4 && used < len; k++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", k ? ", " : "",
-                                 cx_dtype_name(types[k]));
-    if (n_in > 4 && used < len) snprintf(buf + used, len - used, ", ...");
-    if (n_in == 0) snprintf(buf, len, "a %s result", cx_dtype_name(types[0]));
+/* Appends s to the string in buf (room for len bytes), truncating: the reasons below are built
+ * on every plan that is not native, where snprintf took ~5% of a small decomposed op. */
+static size_t cat(char *buf, size_t len, size_t used, const char *s) {
+    while (*s && used + 1 < len) buf[used++] = *s++;
+    if (used < len) buf[used] = 0;
+    return used;
+}
+
+static size_t describe_types(const cx_dtype *types, int n_in, char *buf, size_t len, size_t used) {
+    if (n_in == 0) {
+        used = cat(buf, len, used, "a ");
+        used = cat(buf, len, used, cx_dtype_name(types[0]));
+        return cat(buf, len, used, " result");
+    }
+    for (int k = 0; k < n_in && k < 4; k++) {
+        if (k) used = cat(buf, len, used, ", ");
+        used = cat(buf, len, used, cx_dtype_name(types[k]));
+    }
+    return n_in > 4 ? cat(buf, len, used, ", ...") : used;
+}
+
+/* "the <driver> driver has no native <op> for <types>" */
+static void no_native(const cx_device *dev, cx_op_id op, const cx_dtype *types, int n_in, char *buf,
+                      size_t len) {
+    size_t used = cat(buf, len, 0, "the ");
+    used = cat(buf, len, used, dev->driver_name);
+    used = cat(buf, len, used, " driver has no native ");
+    used = cat(buf, len, used, cx_op_table[op].name);
+    used = cat(buf, len, used, " for ");
+    describe_types(types, n_in, buf, len, used);
 }
 
 /* What runs op natively on dev for inputs `in` in the compute types: the driver's answer, or its
@@ -278,6 +300,83 @@ static bool decomposition_all_moved(cx_device *dev, cx_op_id op, const cx_desc *
     return all_moved;
 }
 
+/* The answer of decomposition_all_moved is kept per scheduler thread for the last few
+ * (composite, device, inputs, normalised parameters): planning the whole decomposition again on
+ * every call took about a fifth of a small decomposed op (a 10 x 10 mean), and the answer
+ * depends on nothing else (the drivers' answers are fixed once they are loaded). Parameters
+ * are compared as a serialisation of the set ones; calls whose parameters do not fit are
+ * planned every time. */
+#define MOVED_SLOTS     8
+#define MOVED_MAX_IN    4
+#define MOVED_KEY_BYTES 320
+
+typedef struct {
+    cx_op_id op;
+    int n_in; /* 0: empty slot */
+    const cx_device *device;
+    cx_desc in[MOVED_MAX_IN];
+    int key_len;
+    unsigned char key[MOVED_KEY_BYTES];
+    bool all_moved;
+} moved_entry;
+
+static __thread moved_entry moved_cache[MOVED_SLOTS];
+static __thread unsigned moved_next;
+
+/* The set parameters as bytes (id, count, values), or -1 when they do not fit. */
+static int params_key(const cx_params *ps, unsigned char *key) {
+    int len = 0;
+    for (uint64_t bits = ps->set; bits; bits &= bits - 1) {
+        int id = __builtin_ctzll(bits);
+        const cx_param *p = &ps->p[id];
+        int n = p->n < 0 ? 0 : p->n > CX_MAX_PARAM_INTS ? CX_MAX_PARAM_INTS : p->n;
+        bool number = cx_param_table[id].kind == CX_PK_NUMBER;
+        int need = 2 + (number ? 1 + (int)sizeof(double) : 0) + n * (int)sizeof(int64_t);
+        if (len + need > MOVED_KEY_BYTES) return -1;
+        key[len++] = (unsigned char)id;
+        key[len++] = (unsigned char)n;
+        if (number) {
+            key[len++] = p->is_int;
+            memcpy(key + len, &p->f, sizeof(double));
+            len += (int)sizeof(double);
+        }
+        memcpy(key + len, p->i, sizeof(int64_t) * (size_t)n);
+        len += n * (int)sizeof(int64_t);
+    }
+    return len;
+}
+
+static bool same_descs(const cx_desc *a, const cx_desc *b, int n) {
+    for (int k = 0; k < n; k++)
+        if (a[k].dtype != b[k].dtype || !cx_desc_same_shape(&a[k], &b[k])) return false;
+    return true;
+}
+
+static bool decomposition_all_moved_kept(cx_device *dev, cx_op_id op, const cx_desc *in, int n_in,
+                                         const cx_params *ps) {
+    moved_entry probe;
+    probe.key_len = n_in <= MOVED_MAX_IN ? params_key(ps, probe.key) : -1;
+    if (probe.key_len < 0) return decomposition_all_moved(dev, op, in, n_in, ps);
+    for (int s = 0; s < MOVED_SLOTS; s++) {
+        const moved_entry *e = &moved_cache[s];
+        if (e->n_in == n_in && e->op == op && e->device == dev && e->key_len == probe.key_len &&
+            same_descs(e->in, in, n_in) && memcmp(e->key, probe.key, (size_t)probe.key_len) == 0)
+            return e->all_moved;
+    }
+    bool all_moved = decomposition_all_moved(dev, op, in, n_in, ps);
+    if (n_in > 0) { /* a composite creation op would look empty */
+        moved_entry *e = &moved_cache[moved_next++ % MOVED_SLOTS];
+        e->op = op;
+        e->n_in = n_in;
+        e->device = dev;
+        memcpy(e->in, in, sizeof(cx_desc) * (size_t)n_in);
+        e->key_len = probe.key_len;
+        memcpy(e->key, probe.key, (size_t)probe.key_len);
+        e->all_moved = all_moved;
+    }
+    return all_moved;
+}
+
 /* Whether the device converts an input of type `from` into `to` natively: a native route casts
  * its inputs to the compute types on the device, so an input type the device cannot convert
  * makes the whole op take another route. */
@@ -286,7 +385,8 @@ static bool casts_natively(cx_device *dev, const cx_desc *from, cx_dtype to) {
     cx_cap c = capability(dev, CX_OP_AS_TYPE, &from->dtype, from, 1);
     if (c == CX_CAP_NATIVE) return true;
     if (c != CX_CAP_SHAPE) return false;
-    cx_params cps = {0};
+    cx_params cps;
+    cx_params_clear(&cps);
     cx_param_put_int(&cps, CX_P_TYPE, to);
     char why[160];
     return dev->driver->refine(dev->ctx, CX_OP_AS_TYPE, from, 1, &cps, why, sizeof why);
@@ -316,16 +416,12 @@ static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int 
         *route = CX_ROUTE_NATIVE;
         return CX_OK;
     } else if (!reason[0]) {
-        char types[96];
-        describe_types(compute, n_in, types, sizeof types);
-        snprintf(reason, len, "the %s driver has no native %s for %s", dev->driver_name,
-                 cx_op_table[op].name, types);
+        no_native(dev, op, compute, n_in, reason, len);
     }
     if (cx_op_table[op].kind == CX_KIND_COMPOSITE) {
         *route = CX_ROUTE_DECOMPOSED;
-        if (dev != cx_device_cpu() && decomposition_all_moved(dev, op, in, n_in, ps)) {
-            size_t used = strlen(reason);
-            snprintf(reason + used, len - used, ", nor any step of its decomposition");
+        if (dev != cx_device_cpu() && decomposition_all_moved_kept(dev, op, in, n_in, ps)) {
+            cat(reason, len, strlen(reason), ", nor any step of its decomposition");
             *route = CX_ROUTE_FALLBACK;
         }
         return CX_OK;
@@ -524,7 +620,8 @@ static cx_code plan_descs(cx_op_id op, cx_device *device, const cx_desc *descs, 
 /* Casts one input to its compute type on the same device (negotiated like any op). */
 static cx_code cast_input(cx_device *dev, cx_tensor *src, cx_dtype to, cx_tensor *tmp,
                           cx_status *st) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_param_put_int(&ps, CX_P_TYPE, to);
     return cx_run(CX_OP_AS_TYPE, dev, &src, 1, &ps, tmp, st);
 }
@@ -636,7 +733,8 @@ static cx_code run_fallback(const cx_plan *plan, cx_tensor *const *in, int n_in,
         goto done;
     }
     for (int k = 0; k < n_in; k++) args[k] = &views[k];
-    cx_params local = *ps;
+    cx_params local;
+    cx_params_copy(&local, ps);
     rc = cx_run(plan->op, cx_device_cpu(), args, n_in, &local, &res, st);
     if (args != args_small) free(args);
     if (rc != CX_OK) goto done;
@@ -838,10 +936,7 @@ cx_code cx_capability(cx_device *device, cx_op_id op, cx_dtype t, cx_route *rout
         snprintf(s->reason, sizeof s->reason, "native for some shapes only");
     } else {
         *route = device == cx_device_cpu() ? CX_ROUTE_NATIVE : CX_ROUTE_FALLBACK;
-        char tn[96];
-        describe_types(types, n, tn, sizeof tn);
-        snprintf(s->reason, sizeof s->reason, "the %s driver has no native %s for %s",
-                 device->driver_name, cx_op_table[op].name, tn);
+        no_native(device, op, types, n, s->reason, sizeof s->reason);
     }
     s->route = *route;
     return CX_OK;

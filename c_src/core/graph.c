@@ -57,21 +57,17 @@ cx_val cx_g_fail(cx_graph *g, const char *fmt, ...) {
     return -1;
 }
 
-cx_val cx_g_op(cx_graph *g, cx_op_id op, const cx_val *in, int n_in, const cx_params *ps) {
+/* cx_g_op on parameters of the graph's own, which planning normalises in place. */
+static cx_val step(cx_graph *g, cx_op_id op, const cx_val *in, int n_in, cx_params *local) {
     if (!ok(g)) return -1;
     if (n_in > CX_MAX_INPUTS) return cx_g_fail(g, "a step takes more than %d inputs", n_in);
     for (int k = 0; k < n_in; k++)
         if (!valid(g, in[k])) return -1;
-    cx_params local;
-    if (ps)
-        local = *ps;
-    else
-        local.set = 0;
     if (g->planning) {
         cx_desc descs[CX_MAX_INPUTS], out;
         descs[0] = placeholder; /* creation ops have none */
         for (int k = 0; k < n_in; k++) descs[k] = g->v[in[k]].desc;
-        g->rc = cx_explain_at(op, g->dev, descs, n_in, &local, g->ex, g->depth, &out, g->st);
+        g->rc = cx_explain_at(op, g->dev, descs, n_in, local, g->ex, g->depth, &out, g->st);
         return ok(g) ? add_value(g, &out, NULL, true) : -1;
     }
     cx_tensor *args[CX_MAX_INPUTS];
@@ -82,7 +78,7 @@ cx_val cx_g_op(cx_graph *g, cx_op_id op, const cx_val *in, int n_in, const cx_pa
         g->rc = cx_fail(g->st, CX_ENOMEM, "%s: out of host memory", cx_op_table[g->op].name);
         return -1;
     }
-    g->rc = cx_run(op, g->dev, args, n_in, &local, t, g->st);
+    g->rc = cx_run(op, g->dev, args, n_in, local, t, g->st);
     if (!ok(g)) {
         free(t);
         return -1;
@@ -93,6 +89,16 @@ cx_val cx_g_op(cx_graph *g, cx_op_id op, const cx_val *in, int n_in, const cx_pa
         free(t);
     }
     return v;
+}
+
+cx_val cx_g_op(cx_graph *g, cx_op_id op, const cx_val *in, int n_in, const cx_params *ps) {
+    if (!ok(g)) return -1;
+    cx_params local;
+    if (ps)
+        cx_params_copy(&local, ps);
+    else
+        cx_params_clear(&local);
+    return step(g, op, in, n_in, &local);
 }
 
 cx_val cx_g_unary(cx_graph *g, cx_op_id op, cx_val a) {
@@ -124,14 +130,15 @@ static int64_t to_int64(double v) {
 }
 
 cx_val cx_g_full(cx_graph *g, double value, cx_dtype t, const int64_t *shape, int rank) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     if (cx_dtype_is_float(t) || !int64_exact(value))
         cx_param_put_float(&ps, CX_P_VALUE, value);
     else
         cx_param_put_int(&ps, CX_P_VALUE, (int64_t)value);
     cx_param_put_ints(&ps, CX_P_SHAPE, shape, rank);
     cx_param_put_int(&ps, CX_P_TYPE, t);
-    return cx_g_op(g, CX_OP_FULL, NULL, 0, &ps);
+    return step(g, CX_OP_FULL, NULL, 0, &ps);
 }
 
 cx_val cx_g_scalar(cx_graph *g, double value, cx_dtype t) {
@@ -146,82 +153,92 @@ cx_val cx_g_binary_scalar(cx_graph *g, cx_op_id op, cx_val a, double value) {
 cx_val cx_g_cast(cx_graph *g, cx_val a, cx_dtype t) {
     if (!valid(g, a)) return -1;
     if (g->v[a].desc.dtype == t) return a;
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_param_put_int(&ps, CX_P_TYPE, t);
-    return cx_g_op(g, CX_OP_AS_TYPE, &a, 1, &ps);
+    return step(g, CX_OP_AS_TYPE, &a, 1, &ps);
 }
 
 cx_val cx_g_reduce(cx_graph *g, cx_op_id op, cx_val a, const int64_t *axes, int n_axes,
                    bool keep_axes) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     if (n_axes >= 0) cx_param_put_ints(&ps, CX_P_AXES, axes, n_axes);
     cx_param_put_int(&ps, CX_P_KEEP_AXES, keep_axes);
-    return cx_g_op(g, op, &a, 1, &ps);
+    return step(g, op, &a, 1, &ps);
 }
 
 cx_val cx_g_reshape(cx_graph *g, cx_val a, const int64_t *shape, int rank) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_param_put_ints(&ps, CX_P_SHAPE, shape, rank);
-    return cx_g_op(g, CX_OP_RESHAPE, &a, 1, &ps);
+    return step(g, CX_OP_RESHAPE, &a, 1, &ps);
 }
 
 cx_val cx_g_transpose(cx_graph *g, cx_val a, const int64_t *perm) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_param_put_ints(&ps, CX_P_AXES, perm, cx_g_rank(g, a));
-    return cx_g_op(g, CX_OP_TRANSPOSE, &a, 1, &ps);
+    return step(g, CX_OP_TRANSPOSE, &a, 1, &ps);
 }
 
 cx_val cx_g_broadcast(cx_graph *g, cx_val a, const int64_t *shape, int rank, const int64_t *axes) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_param_put_ints(&ps, CX_P_SHAPE, shape, rank);
     if (axes) cx_param_put_ints(&ps, CX_P_AXES, axes, cx_g_rank(g, a));
-    return cx_g_op(g, CX_OP_BROADCAST, &a, 1, &ps);
+    return step(g, CX_OP_BROADCAST, &a, 1, &ps);
 }
 
 cx_val cx_g_slice(cx_graph *g, cx_val a, const int64_t *start, const int64_t *lengths,
                   const int64_t *strides) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     int rank = cx_g_rank(g, a);
     cx_param_put_ints(&ps, CX_P_START, start, rank);
     cx_param_put_ints(&ps, CX_P_LENGTHS, lengths, rank);
     if (strides) cx_param_put_ints(&ps, CX_P_STRIDES, strides, rank);
-    return cx_g_op(g, CX_OP_SLICE, &a, 1, &ps);
+    return step(g, CX_OP_SLICE, &a, 1, &ps);
 }
 
 cx_val cx_g_pad(cx_graph *g, cx_val a, double value, const int64_t *pads) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     if (cx_dtype_is_float(cx_g_type(g, a)))
         cx_param_put_float(&ps, CX_P_VALUE, value);
     else
         cx_param_put_int(&ps, CX_P_VALUE, to_int64(value));
     cx_param_put_ints(&ps, CX_P_PADS, pads, 3 * cx_g_rank(g, a));
-    return cx_g_op(g, CX_OP_PAD, &a, 1, &ps);
+    return step(g, CX_OP_PAD, &a, 1, &ps);
 }
 
 cx_val cx_g_concatenate(cx_graph *g, const cx_val *vals, int n, int axis) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_param_put_int(&ps, CX_P_AXIS, axis);
-    return cx_g_op(g, CX_OP_CONCATENATE, vals, n, &ps);
+    return step(g, CX_OP_CONCATENATE, vals, n, &ps);
 }
 
 cx_val cx_g_dot(cx_graph *g, cx_val a, const int64_t *contract_a, int n_ca, const int64_t *batch_a,
                 int n_ba, cx_val b, const int64_t *contract_b, int n_cb, const int64_t *batch_b,
                 int n_bb) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_param_put_ints(&ps, CX_P_CONTRACT_A, contract_a, n_ca);
     cx_param_put_ints(&ps, CX_P_BATCH_A, batch_a, n_ba);
     cx_param_put_ints(&ps, CX_P_CONTRACT_B, contract_b, n_cb);
     cx_param_put_ints(&ps, CX_P_BATCH_B, batch_b, n_bb);
     cx_val in[2] = {a, b};
-    return cx_g_op(g, CX_OP_DOT, in, 2, &ps);
+    return step(g, CX_OP_DOT, in, 2, &ps);
 }
 
 cx_val cx_g_iota(cx_graph *g, const int64_t *shape, int rank, int axis, cx_dtype t) {
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_param_put_ints(&ps, CX_P_SHAPE, shape, rank);
     if (axis >= 0) cx_param_put_int(&ps, CX_P_AXIS, axis);
     cx_param_put_int(&ps, CX_P_TYPE, t);
-    return cx_g_op(g, CX_OP_IOTA, NULL, 0, &ps);
+    return step(g, CX_OP_IOTA, NULL, 0, &ps);
 }
 
 void cx_g_drop(cx_graph *g, cx_val v) {
@@ -245,7 +262,8 @@ cx_code cx_graph_run(cx_op_id op, cx_device *dev, cx_tensor *const *in, int n_in
     cx_val r = ok(&g) ? cx_op_table[op].decompose(&g, ids, n_in, ps) : -1;
     if (ok(&g) && valid(&g, r) && !g.v[r].owned) {
         /* the result is an input: the caller needs a tensor of its own */
-        cx_params cp = {0};
+        cx_params cp;
+        cx_params_clear(&cp);
         cx_param_put_ints(&cp, CX_P_SHAPE, g.v[r].desc.shape, g.v[r].desc.rank);
         r = cx_g_op(&g, CX_OP_RESHAPE, &r, 1, &cp);
     }

@@ -8,6 +8,21 @@ const cx_param_info cx_param_table[CX_PARAM_COUNT] = {
 #undef CX_PARAM
 };
 
+void cx_params_copy(cx_params *dst, const cx_params *src) {
+    cx_params_clear(dst);
+    dst->set = src->set;
+    for (uint64_t bits = src->set; bits; bits &= bits - 1) {
+        int id = __builtin_ctzll(bits);
+        const cx_param *p = &src->p[id];
+        cx_param *q = &dst->p[id];
+        q->n = p->n;
+        q->is_int = p->is_int;
+        q->f = p->f;
+        int n = p->n < 0 ? 0 : p->n > CX_MAX_PARAM_INTS ? CX_MAX_PARAM_INTS : p->n;
+        memcpy(q->i, p->i, sizeof(int64_t) * (size_t)(n ? n : 1));
+    }
+}
+
 void cx_param_put_ints(cx_params *ps, cx_param_id id, const int64_t *v, int n) {
     cx_param *p = cx_param_put(ps, id);
     if (n > CX_MAX_PARAM_INTS) n = CX_MAX_PARAM_INTS;

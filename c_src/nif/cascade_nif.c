@@ -254,9 +254,10 @@ static bool get_params(ErlNifEnv *env, ERL_NIF_TERM map, cx_params *ps, char *ms
     ERL_NIF_TERM key, value;
     bool ok = true;
     while (ok && enif_map_iterator_get_pair(env, &it, &key, &value)) {
+        /* atoms are immediate terms: equal atoms are equal words */
         int id = -1;
-        for (int k = 0; k < CX_PARAM_COUNT; k++)
-            if (enif_is_identical(key, am_param[k])) id = k;
+        for (int k = 0; k < CX_PARAM_COUNT && id < 0; k++)
+            if (key == am_param[k]) id = k;
         if (id < 0) {
             enif_snprintf(msg, n, "unknown parameter %T", key);
             ok = false;
