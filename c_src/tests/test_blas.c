@@ -1223,6 +1223,85 @@ static void check_layout(cx_op_id op, cx_tensor **in, int n, cx_params *ps, cons
     for (int k = 0; k < n; k++) tu_drop(on[k]);
 }
 
+/* softplus and mean, native on blas in f32/f64 since they were decomposed there: the same bits as
+ * the decomposition's steps run one by one on blas (softplus: max(x, 0) + log1p(exp(-|x|)); mean:
+ * the sum, divided by the count as a value of the type), and within tolerance of the cpu's. */
+static cx_tensor *step_on_blas(cx_op_id op, cx_tensor *a, cx_tensor *b, const cx_params *ps) {
+    cx_tensor *in[2] = {a, b};
+    return run_on(blas, op, in, b ? 2 : 1, ps);
+}
+
+/* op(a, b) on blas, dropping a (and b unless keep_b) */
+static cx_tensor *step_drop(cx_op_id op, cx_tensor *a, cx_tensor *b, bool keep_b,
+                            const cx_params *ps) {
+    cx_tensor *r = step_on_blas(op, a, b, ps);
+    tu_drop(a);
+    if (b && !keep_b) tu_drop(b);
+    return r;
+}
+
+static void softplus_by_steps(cx_tensor *x) {
+    cx_tensor *xb = moved(x, blas), *z = tu_tensor(x->desc.dtype, 0, NULL, (const double[]){0});
+    cx_tensor *zero = moved(z, blas);
+    cx_tensor *pos = step_on_blas(CX_OP_MAX, xb, zero, NULL);
+    cx_tensor *e = step_drop(
+        CX_OP_EXP,
+        step_drop(CX_OP_NEGATE, step_on_blas(CX_OP_ABS, xb, NULL, NULL), NULL, false, NULL), NULL,
+        false, NULL);
+    cx_tensor *want =
+        step_drop(CX_OP_ADD, pos, step_drop(CX_OP_LOG1P, e, NULL, false, NULL), false, NULL);
+    cx_tensor *got = step_on_blas(CX_OP_SOFTPLUS, xb, NULL, NULL);
+    if (!same_bytes(got, want)) fail_msg("softplus differs from its steps on blas");
+    cx_tensor *all[] = {xb, z, zero, want, got};
+    for (int k = 0; k < 5; k++) tu_drop(all[k]);
+}
+
+static void mean_by_steps(cx_tensor *x, const cx_params *ps, double count, const char *what) {
+    cx_tensor *xb = moved(x, blas), *c = tu_tensor(x->desc.dtype, 0, NULL, (const double[]){count});
+    cx_tensor *cb = moved(c, blas);
+    cx_tensor *want =
+        step_drop(CX_OP_DIVIDE, step_on_blas(CX_OP_SUM, xb, NULL, ps), cb, true, NULL);
+    cx_tensor *got = step_on_blas(CX_OP_MEAN, xb, NULL, ps);
+    if (!same_bytes(got, want)) fail_msg("mean over %s differs from sum / count on blas", what);
+    cx_tensor *all[] = {xb, c, cb, want, got};
+    for (int k = 0; k < 5; k++) tu_drop(all[k]);
+}
+
+static void test_softplus_and_mean(void **state) {
+    (void)state;
+    const cx_dtype types[] = {CX_F32, CX_F64};
+    const double edges[] = {0.0,   -0.0,   INFINITY, -INFINITY, NAN,
+                            100.0, -100.0, 1e-30,    -1e-30,    88.5};
+    for (int ty = 0; ty < 2; ty++) {
+        cx_dtype t = types[ty];
+        for (int size = 0; size < 2; size++) {
+            int64_t n = size ? (1 << 18) + 7 : 37;
+            cx_tensor *x = filled(t, 1, TU_SHAPE(n), 95 + size);
+            for (int k = 0; k < 10; k++) tu_store(t, x->data, (int64_t)k * 3, edges[k]);
+            compare(CX_OP_SOFTPLUS, &x, 1, NULL, CX_ROUTE_NATIVE);
+            softplus_by_steps(x);
+            tu_drop(x);
+        }
+        cx_tensor *x = filled(t, 3, TU_SHAPE(37, 61, 127), 97);
+        tu_store(t, x->data, 5, NAN);
+        const int64_t sets[][3] = {{2}, {0}, {1}, {0, 2}, {1, 2}, {0, 1, 2}};
+        const int set_n[] = {1, 1, 1, 2, 2, 0}; /* 0: axes not given (all) */
+        const char *names[] = {"axis 2", "axis 0", "axis 1", "axes 0, 2", "axes 1, 2", "all axes"};
+        for (int a = 0; a < 6; a++)
+            for (int keep = 0; keep < 2; keep++) {
+                cx_params ps = {0};
+                if (set_n[a]) cx_param_put_ints(&ps, CX_P_AXES, sets[a], set_n[a]);
+                cx_param_put_int(&ps, CX_P_KEEP_AXES, keep);
+                compare(CX_OP_MEAN, &x, 1, &ps, CX_ROUTE_NATIVE);
+                double count = 1;
+                for (int k = 0; k < (set_n[a] ? set_n[a] : 3); k++)
+                    count *= (double)x->desc.shape[sets[a][k]];
+                mean_by_steps(x, &ps, count, names[a]);
+            }
+        tu_drop(x);
+    }
+}
+
 static void test_layout_copies(void **state) {
     (void)state;
     cx_tensor *a = filled(CX_F32, 3, TU_SHAPE(37, 61, 127), 81);
@@ -1612,6 +1691,7 @@ int main(void) {
         cmocka_unit_test(test_extremes),
         cmocka_unit_test(test_layout_copies),
         cmocka_unit_test(test_param_ops),
+        cmocka_unit_test(test_softplus_and_mean),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_a_sum),

@@ -113,6 +113,26 @@ static cx_code blas_relu(const cx_tensor *x, cx_tensor *out, cx_status *st) {
     return cx_cpu_driver()->execute(NULL, CX_OP_MAX, in, 2, NULL, out, st);
 }
 
+/* mean of f32 or f64 as the decomposition computes it, without its steps' costs: this driver's
+ * sum, then the division by the count (a value of the type) in place, by the vector kernels'
+ * divide (the decomposition's divide step; the cpu's loop where they are off) */
+static cx_code blas_mean(const cx_tensor *x, const cx_params *ps, cx_tensor *out, cx_status *st) {
+    const cx_driver *cpu = cx_cpu_driver();
+    if (!blas_simd_sum(x, ps, out) && cpu->execute(NULL, CX_OP_SUM, &x, 1, ps, out, st) != CX_OK)
+        return st->code;
+    const cx_param *axes = &ps->p[CX_P_AXES];
+    double count = 1;
+    for (int k = 0; k < axes->n; k++) count *= (double)x->desc.shape[axes->i[k]];
+    float count_f32 = (float)count;
+    cx_tensor n = {.numel = 1, .nbytes = cx_dtype_size(out->desc.dtype)};
+    n.data = out->desc.dtype == CX_F32 ? (void *)&count_f32 : (void *)&count;
+    n.desc.dtype = out->desc.dtype;
+    n.desc.rank = 0;
+    const cx_tensor *in[2] = {out, &n};
+    if (blas_simd_elementwise(CX_OP_DIVIDE, in, 2, out)) return CX_OK;
+    return cpu->execute(NULL, CX_OP_DIVIDE, in, 2, NULL, out, st);
+}
+
 static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int n_in) {
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd() && n_in == 1 && is_float32ish(types[0]) ? CX_CAP_SHAPE : CX_CAP_NO;
@@ -122,8 +142,10 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
         for (int k = 0; k < n_in; k++) one = one && types[k] == types[0];
         return one ? CX_CAP_SHAPE : CX_CAP_NO;
     }
-    if (op == CX_OP_LEAKY_RELU || op == CX_OP_ELU)
+    if (op == CX_OP_LEAKY_RELU || op == CX_OP_ELU || op == CX_OP_SOFTPLUS)
         return blas_simd_param_types(op, types, n_in) ? CX_CAP_NATIVE : CX_CAP_NO;
+    if (op == CX_OP_MEAN)
+        return n_in == 1 && (types[0] == CX_F32 || types[0] == CX_F64) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_MAX_POOL2D) return n_in == 1 && is_float(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_RELU) return n_in == 1 ? CX_CAP_NATIVE : CX_CAP_NO;
     if (op == CX_OP_AVG_POOL2D || op == CX_OP_AVG_POOL2D_GRAD)
@@ -249,9 +271,10 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of %s",
                              cx_op_table[op].name);
     if (op == CX_OP_SUM && n_in == 1 && blas_simd_sum(in[0], ps, out)) return CX_OK;
-    if ((op == CX_OP_CLIP || op == CX_OP_LEAKY_RELU || op == CX_OP_ELU) &&
+    if ((op == CX_OP_CLIP || op == CX_OP_LEAKY_RELU || op == CX_OP_ELU || op == CX_OP_SOFTPLUS) &&
         blas_simd_param_op(op, in, n_in, ps, out))
         return CX_OK;
+    if (op == CX_OP_MEAN) return blas_mean(in[0], ps, out, st);
     if ((op == CX_OP_REDUCE_MAX || op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMAX ||
          op == CX_OP_ARGMIN) &&
         n_in == 1 && blas_simd_extreme(op, in[0], ps, out))

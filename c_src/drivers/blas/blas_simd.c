@@ -999,10 +999,11 @@ bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx
     return true;
 }
 
-/* ==== clip, leaky_relu, elu =================================================================== */
+/* ==== clip, leaky_relu, elu, softplus ========================================================= */
 
 /* f32 and f64 in one pass: clip when both bounds are one value (the others take the cpu's max
- * and min passes), leaky_relu and elu always (the driver claims them for these types) */
+ * and min passes), leaky_relu, elu and softplus always (the driver claims them for these
+ * types) */
 typedef struct {
     const simd_table *t;
     cx_op_id op;
@@ -1022,8 +1023,10 @@ static void param_part(void *ctx, int index, int parts) {
             j->t->clip_f32(o, a, (float)j->p, (float)j->q, n);
         else if (j->op == CX_OP_LEAKY_RELU)
             j->t->leaky_relu_f32(o, a, (float)j->p, n);
-        else
+        else if (j->op == CX_OP_ELU)
             j->t->elu_f32(o, a, n, (float)j->p);
+        else
+            j->t->softplus_f32(o, a, n);
     } else {
         double *o = (double *)j->out->data + lo;
         const double *a = (const double *)j->in->data + lo;
@@ -1031,14 +1034,16 @@ static void param_part(void *ctx, int index, int parts) {
             j->t->clip_f64(o, a, j->p, j->q, n);
         else if (j->op == CX_OP_LEAKY_RELU)
             j->t->leaky_relu_f64(o, a, j->p, n);
-        else
+        else if (j->op == CX_OP_ELU)
             j->t->elu_f64(o, a, n, j->p);
+        else
+            j->t->softplus_f64(o, a, n);
     }
 }
 
 static bool param_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_in) {
     if (!t || !t->clip_f32 || (in[0].dtype != CX_F32 && in[0].dtype != CX_F64)) return false;
-    if (op == CX_OP_LEAKY_RELU || op == CX_OP_ELU) return n_in == 1;
+    if (op == CX_OP_LEAKY_RELU || op == CX_OP_ELU || op == CX_OP_SOFTPLUS) return n_in == 1;
     return op == CX_OP_CLIP && n_in == 3 && in[1].dtype == in[0].dtype &&
            in[2].dtype == in[0].dtype && cx_desc_numel(&in[1]) == 1 && cx_desc_numel(&in[2]) == 1;
 }
@@ -1056,16 +1061,16 @@ bool blas_simd_param_op(cx_op_id op, const cx_tensor *const *in, int n_in, const
         bool f32 = d[0].dtype == CX_F32;
         j.p = f32 ? *(const float *)in[1]->data : *(const double *)in[1]->data;
         j.q = f32 ? *(const float *)in[2]->data : *(const double *)in[2]->data;
-    } else {
+    } else if (op != CX_OP_SOFTPLUS) {
         j.p = ps->p[CX_P_ALPHA].f;
     }
     if (out->numel == 0) return true;
-    blas_parallel(parts_for(out->numel, op == CX_OP_ELU ? GRAIN_MATH : GRAIN_CHEAP), false,
-                  param_part, &j);
+    bool math = op == CX_OP_ELU || op == CX_OP_SOFTPLUS;
+    blas_parallel(parts_for(out->numel, math ? GRAIN_MATH : GRAIN_CHEAP), false, param_part, &j);
     return true;
 }
 
-/* whether blas_simd_param_op takes these types (the capability: leaky_relu and elu) */
+/* whether blas_simd_param_op takes these types (the capability: leaky_relu, elu, softplus) */
 bool blas_simd_param_types(cx_op_id op, const cx_dtype *types, int n_in) {
     cx_desc d[3] = {0};
     for (int k = 0; k < n_in && k < 3; k++) d[k].dtype = types[k];
@@ -1895,7 +1900,7 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
         if (ps && cx_param_has(ps, CX_P_TYPE)) to = (cx_dtype)ps->p[CX_P_TYPE].i[0];
         return n_in == 1 && cast_takes(from, to) ? t->name : NULL;
     }
-    if (op == CX_OP_CLIP || op == CX_OP_LEAKY_RELU || op == CX_OP_ELU)
+    if (op == CX_OP_CLIP || op == CX_OP_LEAKY_RELU || op == CX_OP_ELU || op == CX_OP_SOFTPLUS)
         return param_takes(t, op, in, n_in) ? t->name : NULL;
     if (op == CX_OP_REDUCE_MAX || op == CX_OP_REDUCE_MIN || op == CX_OP_ARGMAX ||
         op == CX_OP_ARGMIN) {
@@ -1903,7 +1908,7 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
         bool outer;
         return n_in == 1 && ext_takes(t, op, &in[0], ps, &rows, &cols, &outer) ? t->name : NULL;
     }
-    if (op == CX_OP_SUM) {
+    if (op == CX_OP_SUM || op == CX_OP_MEAN) { /* mean: the sum, then one division */
         sum_form form;
         cx_params all;
         ps = or_all_axes(ps, &in[0], &all);

@@ -107,13 +107,15 @@ typedef struct {
     double (*extreme_f64)(const double *a, int64_t n, int is_min);
     void (*extreme_row_f32)(float *acc, const float *a, int64_t n, int is_min);
     void (*extreme_row_f64)(double *acc, const double *a, int64_t n, int is_min);
-    /* clip with one value for each bound; leaky_relu and elu with their alpha */
+    /* clip with one value for each bound; leaky_relu and elu with their alpha; softplus */
     void (*clip_f32)(float *o, const float *a, float lo, float hi, int64_t n);
     void (*clip_f64)(double *o, const double *a, double lo, double hi, int64_t n);
     void (*leaky_relu_f32)(float *o, const float *a, float alpha, int64_t n);
     void (*leaky_relu_f64)(double *o, const double *a, double alpha, int64_t n);
     void (*elu_f32)(float *o, const float *a, int64_t n, float alpha);
     void (*elu_f64)(double *o, const double *a, int64_t n, double alpha);
+    void (*softplus_f32)(float *o, const float *a, int64_t n);
+    void (*softplus_f64)(double *o, const double *a, int64_t n);
     double (*sum_exp_f32)(float *o, const float *a, int64_t n, float m);
     /* o[k] / s in place, each quotient correctly rounded (softmax's last step) */
     void (*div_f32)(float *o, int64_t n, float s);
