@@ -1302,6 +1302,78 @@ static void test_softplus_and_mean(void **state) {
     }
 }
 
+/* window_scatter_max/min (Nx's gradient of window_max) and window_max/min with 2 x 2 windows: at
+ * stride 2 the vector kernels (blas_pool2d.c) and the cpu's branch-free loops, at stride 1 and
+ * with padding the cpu's loops; window_max/min also with two NaNs of other payloads in a window.
+ * Values from a set of five with -0 and +0 (ties), NaN first in a window and later, infinities; odd
+ * sizes, rows longer than a vector; the value 0 and 0.5; sources in eighths, so that overlapping
+ * windows' sums are exact. Bit for bit: blas against the cpu, and the cpu's f32 against its general
+ * loops (f64, rounded to f32: the same selections and sums). */
+static void test_window_scatter_2x2(void **state) {
+    (void)state;
+    const int64_t shapes[][4] = {{2, 3, 7, 9}, {1, 2, 8, 6}, {3, 5, 26, 26}, {1, 1, 4, 41}};
+    for (int s = 0; s < 4; s++)
+        for (int geo = 0; geo < 3; geo++)
+            for (int q = 0; q < 4; q++) {
+                cx_op_id op = q % 2 ? CX_OP_WINDOW_SCATTER_MIN : CX_OP_WINDOW_SCATTER_MAX;
+                double value = q / 2 ? 0.5 : 0.0;
+                int64_t st = geo == 1 ? 1 : 2, hi = geo == 2 ? 1 : 0;
+                cx_desc d = tu_desc(CX_F32, 4, shapes[s]);
+                int64_t n = cx_desc_numel(&d), oh = (d.shape[2] + hi - 2) / st + 1,
+                        ow = (d.shape[3] + hi - 2) / st + 1;
+                double *v = malloc(sizeof(double) * (size_t)n);
+                for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 7) % 5) - 2.0;
+                for (int64_t i = 0; i < n; i += 11) v[i] = (i / 11) % 2 ? -0.0 : 0.0;
+                v[0] = NAN; /* first in its window */
+                v[n / 2 + 1] = NAN;
+                v[n / 3] = INFINITY;
+                v[n / 5] = -INFINITY;
+                cx_tensor *x = tu_tensor(CX_F32, 4, shapes[s], v);
+                free(v);
+                /* eighths: overlapping windows' sums are exact in f32 and f64 alike */
+                int64_t gs[4] = {d.shape[0], d.shape[1], oh, ow}, gn = gs[0] * gs[1] * oh * ow;
+                double *gv = malloc(sizeof(double) * (size_t)gn);
+                for (int64_t i = 0; i < gn; i++) gv[i] = (double)((i * 3) % 17 - 8) / 8;
+                cx_tensor *g = tu_tensor(CX_F32, 4, gs, gv);
+                free(gv);
+                cx_params ps = {0};
+                cx_param_put_ints(&ps, CX_P_WINDOW, (int64_t[]){1, 1, 2, 2}, 4);
+                cx_param_put_ints(&ps, CX_P_STRIDES, (int64_t[]){1, 1, st, st}, 4);
+                cx_param_put_ints(&ps, CX_P_PADDING, (int64_t[]){0, 0, 0, 0, 0, hi, 0, hi}, 8);
+                cx_param_put_float(&ps, CX_P_VALUE, value);
+                char what[96];
+                snprintf(what, sizeof what, "shape %d, stride %lld, high padding %lld, value %g", s,
+                         (long long)st, (long long)hi, value);
+                check_layout(op, (cx_tensor *[]){x, g}, 2, &ps, what);
+                if (q < 2) { /* window_max/min of the same windows (blas's fold2x2 at stride 2) */
+                    /* two NaNs of other payloads in one window: the last one wins */
+                    uint32_t *bits = x->data;
+                    int64_t w = d.shape[3];
+                    bits[2 * w + 2] = 0x7fc00001u;
+                    bits[3 * w + 3] = 0xffc00002u;
+                    cx_params wp = {0};
+                    cx_param_put_ints(&wp, CX_P_WINDOW, (int64_t[]){1, 1, 2, 2}, 4);
+                    cx_param_put_ints(&wp, CX_P_STRIDES, (int64_t[]){1, 1, st, st}, 4);
+                    cx_param_put_ints(&wp, CX_P_PADDING, (int64_t[]){0, 0, 0, 0, 0, hi, 0, hi}, 8);
+                    check_layout(q ? CX_OP_WINDOW_MIN : CX_OP_WINDOW_MAX, &x, 1, &wp, what);
+                }
+                /* the cpu's f32 loops against its general ones */
+                cx_params p1 = ps, p2 = ps, tp = {0};
+                cx_param_put_int(&tp, CX_P_TYPE, CX_F64);
+                cx_tensor *x64 = run_on(cpu, CX_OP_AS_TYPE, &x, 1, &tp);
+                cx_tensor *g64 = run_on(cpu, CX_OP_AS_TYPE, &g, 1, &tp);
+                cx_tensor *r64 = run_on(cpu, op, (cx_tensor *[]){x64, g64}, 2, &p1);
+                cx_param_put_int(&tp, CX_P_TYPE, CX_F32);
+                cx_tensor *want = run_on(cpu, CX_OP_AS_TYPE, &r64, 1, &tp);
+                cx_tensor *got = run_on(cpu, op, (cx_tensor *[]){x, g}, 2, &p2);
+                if (!same_bytes(got, want))
+                    fail_msg("%s on the cpu: the f32 loop differs from the general one (%s)",
+                             cx_op_table[op].name, what);
+                cx_tensor *all[] = {x, g, x64, g64, r64, want, got};
+                for (int k = 0; k < 7; k++) tu_drop(all[k]);
+            }
+}
+
 static void test_layout_copies(void **state) {
     (void)state;
     cx_tensor *a = filled(CX_F32, 3, TU_SHAPE(37, 61, 127), 81);
@@ -1692,6 +1764,7 @@ int main(void) {
         cmocka_unit_test(test_layout_copies),
         cmocka_unit_test(test_param_ops),
         cmocka_unit_test(test_softplus_and_mean),
+        cmocka_unit_test(test_window_scatter_2x2),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_a_sum),

@@ -655,6 +655,78 @@ static void window_part(void *ctx, int index, int parts) {
     if (cpu_window(j->op, ins, &ps, &o, &st) != CX_OK) j->ok = false;
 }
 
+/* window_max/min and window_scatter_max/min of f32 in 2 x 2 windows at stride 2 inside each plane
+ * (Nx's max_pool 2 through window_max, and its gradient) on the vector kernels, row pair by row
+ * pair, as the cpu computes them. The scatter's odd last row or column belongs to no window and
+ * holds the value. */
+typedef struct {
+    const simd_table *t;
+    cx_op_id op;
+    const float *x, *g; /* g: the scatter's source */
+    float *y;
+    int64_t planes, h, w, oh, ow;
+    float value;
+} win2x2_job;
+
+static void win2x2_part(void *ctx, int index, int parts) {
+    const win2x2_job *j = ctx;
+    int64_t h = j->h, w = j->w, oh = j->oh, ow = j->ow;
+    bool scatter = j->g != NULL;
+    int is_min = j->op == CX_OP_WINDOW_MIN || j->op == CX_OP_WINDOW_SCATTER_MIN;
+    for (int64_t p = j->planes * index / parts; p < j->planes * (index + 1) / parts; p++) {
+        const float *x = j->x + p * h * w;
+        if (!scatter) {
+            for (int64_t r = 0; r < oh; r++)
+                j->t->fold2x2_f32(j->y + (p * oh + r) * ow, x + 2 * r * w, x + (2 * r + 1) * w, ow,
+                                  is_min);
+            continue;
+        }
+        const float *g = j->g + p * oh * ow;
+        float *y = j->y + p * h * w;
+        for (int64_t r = 0; r < oh; r++) {
+            float *ya = y + 2 * r * w, *yb = ya + w;
+            j->t->scatter2x2_f32(ya, yb, x + 2 * r * w, x + (2 * r + 1) * w, g + r * ow, ow,
+                                 j->value, is_min);
+            for (int64_t c = 2 * ow; c < w; c++) ya[c] = yb[c] = j->value;
+        }
+        for (int64_t i = 2 * oh * w; i < h * w; i++) y[i] = j->value;
+    }
+}
+
+static bool window_2x2(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
+                       int64_t planes, bool scatter) {
+    const simd_table *t = blas_simd();
+    const cx_desc *d = &in[0]->desc, *o = scatter ? &in[1]->desc : &out->desc;
+    int r = d->rank;
+    const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
+    const int64_t *pad = ps->p[CX_P_PADDING].i, *dil = ps->p[CX_P_WINDOW_DILATIONS].i;
+    int64_t h = d->shape[r - 2], w = d->shape[r - 1], oh = o->shape[r - 2], ow = o->shape[r - 1];
+    if (!t || d->dtype != CX_F32 || o->dtype != CX_F32 || out->desc.dtype != CX_F32 ||
+        (op != CX_OP_WINDOW_MAX && op != CX_OP_WINDOW_MIN && !scatter) || win[r - 2] != 2 ||
+        win[r - 1] != 2 || str[r - 2] != 2 || str[r - 1] != 2 || pad[2 * r - 4] != 0 ||
+        pad[2 * r - 2] != 0 || 2 * oh > h || 2 * ow > w ||
+        (!scatter && (dil[r - 2] != 1 || dil[r - 1] != 1)))
+        return false;
+    win2x2_job j = {.t = t,
+                    .op = op,
+                    .x = in[0]->data,
+                    .g = scatter ? in[1]->data : NULL,
+                    .y = out->data,
+                    .planes = planes,
+                    .h = h,
+                    .w = w,
+                    .oh = oh,
+                    .ow = ow};
+    if (scatter) {
+        const cx_param *v = &ps->p[CX_P_VALUE];
+        j.value = (float)(v->is_int ? (double)v->i[0] : v->f);
+    }
+    int parts = (int)(planes < blas_pool_threads() ? planes : blas_pool_threads());
+    if (planes * h * w < 16384) parts = 1;
+    blas_parallel(parts, false, win2x2_part, &j);
+    return true;
+}
+
 bool blas_window(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
                  cx_tensor *out) {
     const cx_desc *d = &in[0]->desc;
@@ -666,6 +738,7 @@ bool blas_window(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_par
     int64_t planes = 1;
     for (int a = 0; a + 2 < r; a++) planes *= d->shape[a];
     int64_t per_plane = d->shape[r - 2] * d->shape[r - 1];
+    if (window_2x2(op, in, ps, out, planes, scatter)) return true;
     int parts = (int)(planes < blas_pool_threads() ? planes : blas_pool_threads());
     /* small tensors: one part (a wake-up costs more than the work) */
     if (planes * per_plane < 16384 || parts < 2) return false;

@@ -138,6 +138,14 @@ typedef struct {
      * zero elsewhere */
     void (*pool2x2_grad_f32)(float *oa, float *ob, const float *a, const float *b, const float *g,
                              int64_t ow);
+    /* window_scatter_max/min of 2 x 2 windows at stride 2, one row pair, as Nx selects (the last
+     * element >= the selected one, <= for min, from the first): value + g[x] at the selected
+     * position, value at the other three */
+    void (*scatter2x2_f32)(float *oa, float *ob, const float *a, const float *b, const float *g,
+                           int64_t ow, float value, int is_min);
+    /* window_max/min of 2 x 2 windows at stride 2, one row pair, folded as the cpu folds them
+     * (the extreme, or the last NaN) */
+    void (*fold2x2_f32)(float *o, const float *a, const float *b, int64_t ow, int is_min);
     void (*pool2x2_grad_half)(uint16_t *oa, uint16_t *ob, const uint16_t *a, const uint16_t *b,
                               const uint16_t *g, int64_t ow, uint16_t inf);
 } simd_table;

@@ -1608,51 +1608,160 @@ static inline void pool_store_n(float *p, vf v, int64_t n) {
 }
 #endif
 
+/* values of consecutive windows in the order of pool_windows' shuffles, and back */
+static inline vf pool_order(vf v) {
+#if VW == 16
+    return _mm512_castpd_ps(
+        _mm512_permutexvar_pd(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), _mm512_castps_pd(v)));
+#else
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
+#endif
+}
+static inline vf pool_unorder(vf v) {
+#if VW == 16
+    return _mm512_castpd_ps(
+        _mm512_permutexvar_pd(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_castps_pd(v)));
+#else
+    return pool_order(v); /* 0xd8 swaps the middle pair: its own inverse */
+#endif
+}
+
+/* VW windows of a row pair a, b from window x on (n <= VW of them): their elements e[0..3]
+ * (a[2x], a[2x+1], b[2x], b[2x+1]) in the shuffles' window order (pool_order) */
+static inline void pool_windows(const float *a, const float *b, int64_t x, int64_t n, vf e[4]) {
+    int64_t lo = 2 * n < VW ? 2 * n : VW, hi = 2 * n - lo;
+    vf a0 = pool_load_n(a + 2 * x, lo), a1 = pool_load_n(a + 2 * x + VW, hi);
+    vf b0 = pool_load_n(b + 2 * x, lo), b1 = pool_load_n(b + 2 * x + VW, hi);
+#if VW == 16
+    e[0] = _mm512_shuffle_ps(a0, a1, 0x88), e[1] = _mm512_shuffle_ps(a0, a1, 0xdd);
+    e[2] = _mm512_shuffle_ps(b0, b1, 0x88), e[3] = _mm512_shuffle_ps(b0, b1, 0xdd);
+#else
+    e[0] = _mm256_shuffle_ps(a0, a1, 0x88), e[1] = _mm256_shuffle_ps(a0, a1, 0xdd);
+    e[2] = _mm256_shuffle_ps(b0, b1, 0x88), e[3] = _mm256_shuffle_ps(b0, b1, 0xdd);
+#endif
+}
+
+/* the windows' results r[0..3] (as pool_windows orders them) back in place in oa and ob */
+static inline void pool_put(float *oa, float *ob, int64_t x, int64_t n, const vf r[4]) {
+    int64_t lo = 2 * n < VW ? 2 * n : VW, hi = 2 * n - lo;
+#if VW == 16
+    pool_store_n(oa + 2 * x, _mm512_unpacklo_ps(r[0], r[1]), lo);
+    pool_store_n(oa + 2 * x + VW, _mm512_unpackhi_ps(r[0], r[1]), hi);
+    pool_store_n(ob + 2 * x, _mm512_unpacklo_ps(r[2], r[3]), lo);
+    pool_store_n(ob + 2 * x + VW, _mm512_unpackhi_ps(r[2], r[3]), hi);
+#else
+    pool_store_n(oa + 2 * x, _mm256_unpacklo_ps(r[0], r[1]), lo);
+    pool_store_n(oa + 2 * x + VW, _mm256_unpackhi_ps(r[0], r[1]), hi);
+    pool_store_n(ob + 2 * x, _mm256_unpacklo_ps(r[2], r[3]), lo);
+    pool_store_n(ob + 2 * x + VW, _mm256_unpackhi_ps(r[2], r[3]), hi);
+#endif
+}
+
 static void pool2x2_grad_f32(float *oa, float *ob, const float *a, const float *b, const float *g,
                              int64_t ow) {
     for (int64_t x = 0; x < ow; x += VW) {
-        int64_t n = ow - x < VW ? ow - x : VW, lo = 2 * n < VW ? 2 * n : VW, hi = 2 * n - lo;
-        vf a0 = pool_load_n(a + 2 * x, lo), a1 = pool_load_n(a + 2 * x + VW, hi);
-        vf b0 = pool_load_n(b + 2 * x, lo), b1 = pool_load_n(b + 2 * x + VW, hi);
-        vf gv = pool_load_n(g + x, n);
+        int64_t n = ow - x < VW ? ow - x : VW;
+        vf e[4], r[4], gv = pool_order(pool_load_n(g + x, n));
+        pool_windows(a, b, x, n, e);
 #if VW == 16
-        vf e0 = _mm512_shuffle_ps(a0, a1, 0x88), e1 = _mm512_shuffle_ps(a0, a1, 0xdd);
-        vf e2 = _mm512_shuffle_ps(b0, b1, 0x88), e3 = _mm512_shuffle_ps(b0, b1, 0xdd);
-        gv = _mm512_castpd_ps(
-            _mm512_permutexvar_pd(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), _mm512_castps_pd(gv)));
-        __mmask16 top = _mm512_cmp_ps_mask(e1, e0, _CMP_GT_OQ);
-        __mmask16 bot = _mm512_cmp_ps_mask(e3, e2, _CMP_GT_OQ);
-        vf mt = _mm512_mask_blend_ps(top, e0, e1), mb = _mm512_mask_blend_ps(bot, e2, e3);
+        __mmask16 top = _mm512_cmp_ps_mask(e[1], e[0], _CMP_GT_OQ);
+        __mmask16 bot = _mm512_cmp_ps_mask(e[3], e[2], _CMP_GT_OQ);
+        vf mt = _mm512_mask_blend_ps(top, e[0], e[1]), mb = _mm512_mask_blend_ps(bot, e[2], e[3]);
         __mmask16 down = _mm512_cmp_ps_mask(mb, mt, _CMP_GT_OQ);
         __mmask16 ok =
-            _mm512_cmp_ps_mask(e0, e1, _CMP_ORD_Q) & _mm512_cmp_ps_mask(e2, e3, _CMP_ORD_Q);
-        vf g0 = _mm512_maskz_mov_ps(ok & ~top & ~down, gv),
-           g1 = _mm512_maskz_mov_ps(ok & top & ~down, gv);
-        vf g2 = _mm512_maskz_mov_ps(ok & ~bot & down, gv),
-           g3 = _mm512_maskz_mov_ps(ok & bot & down, gv);
-        pool_store_n(oa + 2 * x, _mm512_unpacklo_ps(g0, g1), lo);
-        pool_store_n(oa + 2 * x + VW, _mm512_unpackhi_ps(g0, g1), hi);
-        pool_store_n(ob + 2 * x, _mm512_unpacklo_ps(g2, g3), lo);
-        pool_store_n(ob + 2 * x + VW, _mm512_unpackhi_ps(g2, g3), hi);
+            _mm512_cmp_ps_mask(e[0], e[1], _CMP_ORD_Q) & _mm512_cmp_ps_mask(e[2], e[3], _CMP_ORD_Q);
+        r[0] = _mm512_maskz_mov_ps(ok & ~top & ~down, gv);
+        r[1] = _mm512_maskz_mov_ps(ok & top & ~down, gv);
+        r[2] = _mm512_maskz_mov_ps(ok & ~bot & down, gv);
+        r[3] = _mm512_maskz_mov_ps(ok & bot & down, gv);
 #else
-        vf e0 = _mm256_shuffle_ps(a0, a1, 0x88), e1 = _mm256_shuffle_ps(a0, a1, 0xdd);
-        vf e2 = _mm256_shuffle_ps(b0, b1, 0x88), e3 = _mm256_shuffle_ps(b0, b1, 0xdd);
-        gv = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(gv), 0xd8));
-        vf top = _mm256_cmp_ps(e1, e0, _CMP_GT_OQ), bot = _mm256_cmp_ps(e3, e2, _CMP_GT_OQ);
-        vf mt = _mm256_blendv_ps(e0, e1, top), mb = _mm256_blendv_ps(e2, e3, bot);
+        vf top = _mm256_cmp_ps(e[1], e[0], _CMP_GT_OQ), bot = _mm256_cmp_ps(e[3], e[2], _CMP_GT_OQ);
+        vf mt = _mm256_blendv_ps(e[0], e[1], top), mb = _mm256_blendv_ps(e[2], e[3], bot);
         vf down = _mm256_cmp_ps(mb, mt, _CMP_GT_OQ);
-        vf ok = _mm256_and_ps(_mm256_cmp_ps(e0, e1, _CMP_ORD_Q), _mm256_cmp_ps(e2, e3, _CMP_ORD_Q));
+        vf ok = _mm256_and_ps(_mm256_cmp_ps(e[0], e[1], _CMP_ORD_Q),
+                              _mm256_cmp_ps(e[2], e[3], _CMP_ORD_Q));
         vf up = _mm256_andnot_ps(down, ok);
         down = _mm256_and_ps(down, ok);
-        vf g0 = _mm256_and_ps(_mm256_andnot_ps(top, up), gv);
-        vf g1 = _mm256_and_ps(_mm256_and_ps(top, up), gv);
-        vf g2 = _mm256_and_ps(_mm256_andnot_ps(bot, down), gv);
-        vf g3 = _mm256_and_ps(_mm256_and_ps(bot, down), gv);
-        pool_store_n(oa + 2 * x, _mm256_unpacklo_ps(g0, g1), lo);
-        pool_store_n(oa + 2 * x + VW, _mm256_unpackhi_ps(g0, g1), hi);
-        pool_store_n(ob + 2 * x, _mm256_unpacklo_ps(g2, g3), lo);
-        pool_store_n(ob + 2 * x + VW, _mm256_unpackhi_ps(g2, g3), hi);
+        r[0] = _mm256_and_ps(_mm256_andnot_ps(top, up), gv);
+        r[1] = _mm256_and_ps(_mm256_and_ps(top, up), gv);
+        r[2] = _mm256_and_ps(_mm256_andnot_ps(bot, down), gv);
+        r[3] = _mm256_and_ps(_mm256_and_ps(bot, down), gv);
 #endif
+        pool_put(oa, ob, x, n, r);
+    }
+}
+
+/* window_max/min of 2 x 2 windows at stride 2, one row pair, as the cpu folds them: from -inf
+ * (max; +inf for min) each element in row-major order replaces the extreme when greater (less)
+ * or NaN (so the last NaN wins) */
+static void fold2x2_f32(float *o, const float *a, const float *b, int64_t ow, int is_min) {
+    for (int64_t x = 0; x < ow; x += VW) {
+        int64_t n = ow - x < VW ? ow - x : VW;
+        vf e[4], m = vf_set(is_min ? INFINITY : -INFINITY);
+        pool_windows(a, b, x, n, e);
+        for (int k = 0; k < 4; k++) {
+#if VW == 16
+            __mmask16 take = (is_min ? _mm512_cmp_ps_mask(e[k], m, _CMP_LT_OQ)
+                                     : _mm512_cmp_ps_mask(e[k], m, _CMP_GT_OQ)) |
+                             _mm512_cmp_ps_mask(e[k], e[k], _CMP_UNORD_Q);
+            m = _mm512_mask_blend_ps(take, m, e[k]);
+#else
+            vf take = _mm256_or_ps(is_min ? _mm256_cmp_ps(e[k], m, _CMP_LT_OQ)
+                                          : _mm256_cmp_ps(e[k], m, _CMP_GT_OQ),
+                                   _mm256_cmp_ps(e[k], e[k], _CMP_UNORD_Q));
+            m = _mm256_blendv_ps(m, e[k], take);
+#endif
+        }
+        pool_store_n(o + x, pool_unorder(m), n);
+    }
+}
+
+/* window_scatter_max/min (Nx's gradient of window_max/min) of 2 x 2 windows at stride 2, one row
+ * pair: each window selects as Nx.BinaryBackend does, in row-major order the last element >= (max;
+ * <= for min) the one selected so far, starting from the first (so a NaN first holds, and a later
+ * NaN is never taken); that position gets value + g (the float sum: the cpu's double sum rounded
+ * once), the other three the value. */
+static void scatter2x2_f32(float *oa, float *ob, const float *a, const float *b, const float *g,
+                           int64_t ow, float value, int is_min) {
+    vf pf = vf_set(value);
+    for (int64_t x = 0; x < ow; x += VW) {
+        int64_t n = ow - x < VW ? ow - x : VW;
+        vf e[4], r[4], gv = pool_order(pool_load_n(g + x, n));
+        pool_windows(a, b, x, n, e);
+        vf v = vf_add(pf, gv), bf = e[0];
+#if VW == 16
+        /* e >= bf, or for min bf >= e: false where either is NaN */
+#define SCATTER_TAKES(e)                                                                           \
+    (is_min ? _mm512_cmp_ps_mask(bf, e, _CMP_GE_OQ) : _mm512_cmp_ps_mask(e, bf, _CMP_GE_OQ))
+        __mmask16 t1 = SCATTER_TAKES(e[1]);
+        bf = _mm512_mask_blend_ps(t1, bf, e[1]);
+        __mmask16 t2 = SCATTER_TAKES(e[2]);
+        bf = _mm512_mask_blend_ps(t2, bf, e[2]);
+        __mmask16 t3 = SCATTER_TAKES(e[3]);
+        r[0] = _mm512_mask_blend_ps(~(t1 | t2 | t3), pf, v);
+        r[1] = _mm512_mask_blend_ps(t1 & ~t2 & ~t3, pf, v);
+        r[2] = _mm512_mask_blend_ps(t2 & ~t3, pf, v);
+        r[3] = _mm512_mask_blend_ps(t3, pf, v);
+#else
+#define SCATTER_TAKES(e)                                                                           \
+    (is_min ? _mm256_cmp_ps(bf, e, _CMP_GE_OQ) : _mm256_cmp_ps(e, bf, _CMP_GE_OQ))
+        vf t1 = SCATTER_TAKES(e[1]);
+        bf = _mm256_blendv_ps(bf, e[1], t1);
+        vf t2 = SCATTER_TAKES(e[2]);
+        bf = _mm256_blendv_ps(bf, e[2], t2);
+        vf t3 = SCATTER_TAKES(e[3]);
+        vf not3 = _mm256_andnot_ps(t3, _mm256_castsi256_ps(_mm256_set1_epi32(-1)));
+        vf only2 = _mm256_and_ps(t2, not3);
+        vf only1 = _mm256_andnot_ps(t2, _mm256_and_ps(t1, not3));
+        vf none = _mm256_andnot_ps(_mm256_or_ps(t1, _mm256_or_ps(t2, t3)),
+                                   _mm256_castsi256_ps(_mm256_set1_epi32(-1)));
+        r[0] = _mm256_blendv_ps(pf, v, none);
+        r[1] = _mm256_blendv_ps(pf, v, only1);
+        r[2] = _mm256_blendv_ps(pf, v, only2);
+        r[3] = _mm256_blendv_ps(pf, v, t3);
+#endif
+#undef SCATTER_TAKES
+        pool_put(oa, ob, x, n, r);
     }
 }
 
@@ -1869,6 +1978,8 @@ const simd_table SIMD_TABLE = {
     .silu_f32 = silu_f32,
     .pool2x2_half = pool2x2_half,
     .pool2x2_grad_f32 = pool2x2_grad_f32,
+    .scatter2x2_f32 = scatter2x2_f32,
+    .fold2x2_f32 = fold2x2_f32,
     .pool2x2_grad_half = pool2x2_grad_half,
 };
 
