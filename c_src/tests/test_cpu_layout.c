@@ -491,6 +491,9 @@ static void test_reverse(void **state) {
         check_reverse(types[k], 3, TU_SHAPE(2, 3, 4), TU_SHAPE(-1, 1), 2);
         check_reverse(types[k], 3, TU_SHAPE(2, 3, 4), NULL, 0);
         check_reverse(types[k], 1, TU_SHAPE(5), NULL, 0);
+        /* rows long enough for the vectorised reversed copy, with a remainder */
+        check_reverse(types[k], 2, TU_SHAPE(3, 37), TU_SHAPE(1), 1);
+        check_reverse(types[k], 3, TU_SHAPE(2, 3, 67), TU_SHAPE(-1, 0), 2);
     }
     check_reverse(CX_F32, 2, TU_SHAPE(0, 3), NULL, 0);
     check_reverse(CX_F32, 0, NULL, NULL, 0);

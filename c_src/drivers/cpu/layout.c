@@ -107,6 +107,15 @@ static void copy_run(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, 
         memset(d, (unsigned char)*s, (size_t)n);
         return;
     }
+    if (ds == 1 && ss == -1) { /* reverse: constant strides, which the compiler vectorises */
+        switch (es) {
+        case 1: run_sized(d, 1, s, -1, n, 1); return;
+        case 2: run_sized(d, 1, s, -1, n, 2); return;
+        case 4: run_sized(d, 1, s, -1, n, 4); return;
+        case 8: run_sized(d, 1, s, -1, n, 8); return;
+        default: break;
+        }
+    }
     switch (es) {
     case 1: run_sized(d, ds, s, ss, n, 1); break;
     case 2: run_sized(d, ds, s, ss, n, 2); break;
