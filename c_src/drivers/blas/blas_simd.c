@@ -579,18 +579,22 @@ static double sum_values(const sum_job *j, int64_t off, int64_t n) {
     }
 }
 
-static void add_row(const sum_job *j, double *acc, int64_t off, int64_t n) {
+/* rows runs of n from element off, `stride` apart, added into acc in order */
+static void add_rows(const sum_job *j, double *acc, int64_t off, int64_t stride, int64_t rows,
+                     int64_t n) {
     const cx_tensor *x = j->in;
     switch (x->desc.dtype) {
-    case CX_F32: j->t->sum_row_f32(acc, (const float *)x->data + off, n); break;
-    case CX_F64: j->t->sum_row_f64(acc, (const double *)x->data + off, n); break;
+    case CX_F32: j->t->sum_row_f32(acc, (const float *)x->data + off, stride, rows, n); break;
+    case CX_F64: j->t->sum_row_f64(acc, (const double *)x->data + off, stride, rows, n); break;
     default: {
         float buf[CHUNK];
-        for (int64_t i = 0; i < n; i += CHUNK) {
-            int64_t m = n - i < CHUNK ? n - i : CHUNK;
-            widen(x->desc.dtype, j->t, (const uint16_t *)x->data + off + i, buf, m);
-            j->t->sum_row_f32(acc + i, buf, m);
-        }
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < n; i += CHUNK) {
+                int64_t m = n - i < CHUNK ? n - i : CHUNK;
+                widen(x->desc.dtype, j->t, (const uint16_t *)x->data + off + r * stride + i, buf,
+                      m);
+                j->t->sum_row_f32(acc + i, buf, 0, 1, m);
+            }
     }
     }
 }
@@ -624,8 +628,7 @@ static void sum_part(void *ctx, int index, int parts) {
             int64_t a = u / blocks, lo = u % blocks * SUM_BLOCK;
             int64_t n = j->cols - lo < SUM_BLOCK ? j->cols - lo : SUM_BLOCK;
             for (int64_t c = 0; c < n; c++) acc[c] = -0.0;
-            for (int64_t r = 0; r < j->rows; r++)
-                add_row(j, acc, (a * j->rows + r) * j->cols + lo, n);
+            add_rows(j, acc, a * j->rows * j->cols + lo, j->cols, j->rows, n);
             finish(acc, j->out, a * j->cols + lo, n);
         }
     } else if (j->form == SUM_ENDS) { /* its share of the K, each over A runs of B, in order */

@@ -87,15 +87,15 @@ typedef struct {
      * instruction where they take 8 */
     void (*f16_to_f32)(const uint16_t *h, float *f, int64_t n);
     void (*f32_to_f16)(const float *f, uint16_t *h, int64_t n);
-    /* a run of n values summed in double, like the cpu driver's reductions; `row` adds a run
-     * elementwise into a row of double accumulators */
+    /* a run of n values summed in double, like the cpu driver's reductions; `row` adds `rows`
+     * runs (`stride` elements apart) elementwise into a row of double accumulators, in order */
     double (*sum_f32)(const float *a, int64_t n);
     double (*sum_f64)(const double *a, int64_t n);
     /* f16, bf16 in place: the same as widening blocks of 1024 and summing each with sum_f32 */
     double (*sum_f16)(const uint16_t *a, int64_t n);
     double (*sum_bf16)(const uint16_t *a, int64_t n);
-    void (*sum_row_f32)(double *acc, const float *a, int64_t n);
-    void (*sum_row_f64)(double *acc, const double *a, int64_t n);
+    void (*sum_row_f32)(double *acc, const float *a, int64_t stride, int64_t rows, int64_t n);
+    void (*sum_row_f64)(double *acc, const double *a, int64_t stride, int64_t rows, int64_t n);
     /* fused rows of n: softmax (or log_softmax when `log`) of one row; o may be a */
     void (*softmax_f32)(float *o, const float *a, int64_t n, int log);
     /* the largest of n values (NaN if one is NaN; -inf for none); sum(exp(a - m)) in double,

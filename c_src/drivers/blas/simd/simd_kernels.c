@@ -1287,13 +1287,25 @@ static double sum_bf16(const uint16_t *a, int64_t n) {
     return s;
 }
 
-static void sum_row_f32(double *restrict acc, const float *restrict a, int64_t n) {
-    for (int64_t i = 0; i < n; i++) acc[i] += a[i];
-}
-
-static void sum_row_f64(double *restrict acc, const double *restrict a, int64_t n) {
-    for (int64_t i = 0; i < n; i++) acc[i] += a[i];
-}
+/* acc[i] += row 0's a[i], then row 1's ... (rows `stride` elements apart), each sum in order:
+ * four rows a pass, so that the accumulators are loaded and stored once for four rows instead
+ * of every row (a 1000 x 1000 f32 sum over axis 0 went through them 1000 times) */
+#define SUM_ROWS(name, T)                                                                          \
+    static void name(double *restrict acc, const T *restrict a, int64_t stride, int64_t rows,      \
+                     int64_t n) {                                                                  \
+        int64_t r = 0;                                                                             \
+        for (; r + 4 <= rows; r += 4) {                                                            \
+            const T *restrict a0 = a + r * stride, *restrict a1 = a0 + stride;                     \
+            const T *restrict a2 = a1 + stride, *restrict a3 = a2 + stride;                        \
+            for (int64_t i = 0; i < n; i++) acc[i] = (((acc[i] + a0[i]) + a1[i]) + a2[i]) + a3[i]; \
+        }                                                                                          \
+        for (; r < rows; r++) {                                                                    \
+            const T *restrict a0 = a + r * stride;                                                 \
+            for (int64_t i = 0; i < n; i++) acc[i] += a0[i];                                       \
+        }                                                                                          \
+    }
+SUM_ROWS(sum_row_f32, float)
+SUM_ROWS(sum_row_f64, double)
 
 /* ==== fused rows ===============================================================================
  * softmax as the decomposition computes it -- m = max (NaN wins), e = exp(x - m), s = sum(e) in
