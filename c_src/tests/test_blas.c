@@ -832,7 +832,7 @@ static void test_vector_kernels(void **state) {
         for (size_t k = 0; k < sizeof binary / sizeof binary[0]; k++)
             for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
                 compare(binary[k], pairs[p], 2, NULL, CX_ROUTE_NATIVE);
-        if (ty == CX_F32 || ty == CX_F64) { /* comparisons to u8, and select on f32 */
+        { /* comparisons to u8 (f16/bf16 widened), and select (of halves: their bits) */
             static const cx_op_id compares[] = {CX_OP_EQUAL,   CX_OP_NOT_EQUAL,
                                                 CX_OP_LESS,    CX_OP_LESS_EQUAL,
                                                 CX_OP_GREATER, CX_OP_GREATER_EQUAL};

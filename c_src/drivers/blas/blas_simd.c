@@ -307,18 +307,41 @@ static void table_apply(uint16_t *restrict o, const uint16_t *restrict a, int sa
     simd_table_lookup(o, a, tab, n);
 }
 
+/* select of 16-bit values (f16, bf16: their bits): o[i] = pred[i] ? a[i] : b[i], steps 1 or 0 */
+static void select_u16(uint16_t *restrict o, const uint8_t *restrict pred,
+                       const uint16_t *restrict a, const uint16_t *restrict b, int sp, int sa,
+                       int sb, int64_t n) {
+    if (sp && sa && sb) {
+        for (int64_t i = 0; i < n; i++) o[i] = pred[i] ? a[i] : b[i];
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) o[i] = pred[sp ? i : 0] ? a[sa ? i : 0] : b[sb ? i : 0];
+}
+
 /* One run of len output elements at o from operands at p (steps s: 1, or 0 for one value). */
 static void ew_segment(const ew_job *j, void *o, const void *const *p, const int *s, int64_t len) {
     const simd_table *t = j->t;
     if (j->form == EW_COMPARE) {
-        if (j->type == CX_F32)
+        if (j->type == CX_F32) {
             t->compare_f32[j->op](o, p[0], p[1], s[0], s[1], len);
-        else
+        } else if (j->type == CX_F64) {
             t->compare_f64[j->op](o, p[0], p[1], s[0], s[1], len);
+        } else { /* f16, bf16: widened exactly, compared as f32 */
+            float a[CHUNK], b[CHUNK];
+            for (int64_t i = 0; i < len; i += CHUNK) {
+                int64_t m = len - i < CHUNK ? len - i : CHUNK;
+                widen(j->type, t, (const uint16_t *)p[0] + (s[0] ? i : 0), a, s[0] ? m : 1);
+                widen(j->type, t, (const uint16_t *)p[1] + (s[1] ? i : 0), b, s[1] ? m : 1);
+                t->compare_f32[j->op]((uint8_t *)o + i, a, b, s[0], s[1], m);
+            }
+        }
         return;
     }
     if (j->form == EW_SELECT) {
-        t->select_f32(o, p[0], p[1], p[2], s[0], s[1], s[2], len);
+        if (j->type == CX_F32)
+            t->select_f32(o, p[0], p[1], p[2], s[0], s[1], s[2], len);
+        else
+            select_u16(o, p[0], p[1], p[2], s[0], s[1], s[2], len);
         return;
     }
     if (j->type == CX_F32) {
@@ -434,15 +457,18 @@ static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_
     if (kind == CX_KIND_COMPARE) {
         cx_dtype type = in[0].dtype;
         *form = EW_COMPARE;
-        bool have =
-            n_in == 2 && in[1].dtype == type && out->dtype == CX_U8 &&
-            ((type == CX_F32 && t->compare_f32[op]) || (type == CX_F64 && t->compare_f64[op]));
+        bool half = type == CX_F16 || type == CX_BF16;
+        bool have = n_in == 2 && in[1].dtype == type && out->dtype == CX_U8 &&
+                    (((type == CX_F32 || half) && t->compare_f32[op]) ||
+                     (type == CX_F64 && t->compare_f64[op]));
         return have && layout_of(in, n_in, out, l);
     }
     if (op == CX_OP_SELECT) {
         *form = EW_SELECT;
-        bool have = n_in == 3 && in[0].dtype == CX_U8 && in[1].dtype == CX_F32 &&
-                    in[2].dtype == CX_F32 && out->dtype == CX_F32 && t->select_f32;
+        cx_dtype type = out->dtype;
+        bool have = n_in == 3 && in[0].dtype == CX_U8 && in[1].dtype == type &&
+                    in[2].dtype == type &&
+                    ((type == CX_F32 && t->select_f32) || type == CX_F16 || type == CX_BF16);
         return have && layout_of(in, n_in, out, l);
     }
     *form = EW_ARITH;
