@@ -1175,8 +1175,8 @@ static void test_concurrent_callers(void **state) {
  * not. */
 static void test_param_ops(void **state) {
     (void)state;
-    const cx_dtype types[] = {CX_F32, CX_F64};
-    for (int ty = 0; ty < 2; ty++)
+    const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16};
+    for (int ty = 0; ty < 4; ty++)
         for (int size = 0; size < 2; size++) {
             int64_t n = size ? (1 << 18) + 7 : 37;
             cx_tensor *x = filled(types[ty], 1, TU_SHAPE(n), 90 + size);
@@ -1190,6 +1190,8 @@ static void test_param_ops(void **state) {
                 cx_op_id op = q ? CX_OP_ELU : CX_OP_LEAKY_RELU;
                 compare(op, &x, 1, &ps, vector_kernels() ? CX_ROUTE_NATIVE : CX_ROUTE_DECOMPOSED);
             }
+            compare(CX_OP_SOFTPLUS, &x, 1, NULL,
+                    vector_kernels() ? CX_ROUTE_NATIVE : CX_ROUTE_DECOMPOSED);
             tu_drop(hi);
             tu_drop(lo);
             tu_drop(x);

@@ -1030,9 +1030,9 @@ bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx
 
 /* ==== clip, leaky_relu, elu, softplus ========================================================= */
 
-/* f32 and f64 in one pass: clip when both bounds are one value (the others take the cpu's max
- * and min passes), leaky_relu, elu and softplus always (the driver claims them for these
- * types) */
+/* f32 and f64 in one pass, f16 and bf16 widened in chunks: clip when both bounds are one value
+ * (the others take the cpu's max and min passes), leaky_relu, elu and softplus always (the
+ * driver claims them for these types) */
 typedef struct {
     const simd_table *t;
     cx_op_id op;
@@ -1041,21 +1041,33 @@ typedef struct {
     double p, q; /* clip: the bounds; leaky_relu, elu: alpha */
 } param_job;
 
+static void param_f32(const param_job *j, float *o, const float *a, int64_t n) {
+    if (j->op == CX_OP_CLIP)
+        j->t->clip_f32(o, a, (float)j->p, (float)j->q, n);
+    else if (j->op == CX_OP_LEAKY_RELU)
+        j->t->leaky_relu_f32(o, a, (float)j->p, n);
+    else if (j->op == CX_OP_ELU)
+        j->t->elu_f32(o, a, n, (float)j->p);
+    else
+        j->t->softplus_f32(o, a, n);
+}
+
 static void param_part(void *ctx, int index, int parts) {
     const param_job *j = ctx;
     int64_t lo = j->out->numel * index / parts, hi = j->out->numel * (index + 1) / parts,
             n = hi - lo;
-    if (j->out->desc.dtype == CX_F32) {
-        float *o = (float *)j->out->data + lo;
-        const float *a = (const float *)j->in->data + lo;
-        if (j->op == CX_OP_CLIP)
-            j->t->clip_f32(o, a, (float)j->p, (float)j->q, n);
-        else if (j->op == CX_OP_LEAKY_RELU)
-            j->t->leaky_relu_f32(o, a, (float)j->p, n);
-        else if (j->op == CX_OP_ELU)
-            j->t->elu_f32(o, a, n, (float)j->p);
-        else
-            j->t->softplus_f32(o, a, n);
+    cx_dtype type = j->out->desc.dtype;
+    if (type == CX_F32) {
+        param_f32(j, (float *)j->out->data + lo, (const float *)j->in->data + lo, n);
+    } else if (type == CX_F16 || type == CX_BF16) {
+        /* in f32 and rounded once, as the decomposition's work type computes them (clip: exact) */
+        float buf[CHUNK];
+        for (int64_t i = lo; i < hi; i += CHUNK) {
+            int64_t m = hi - i < CHUNK ? hi - i : CHUNK;
+            widen(type, j->t, (const uint16_t *)j->in->data + i, buf, m);
+            param_f32(j, buf, buf, m);
+            narrow(type, j->t, buf, (uint16_t *)j->out->data + i, m);
+        }
     } else {
         double *o = (double *)j->out->data + lo;
         const double *a = (const double *)j->in->data + lo;
@@ -1071,10 +1083,23 @@ static void param_part(void *ctx, int index, int parts) {
 }
 
 static bool param_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_in) {
-    if (!t || !t->clip_f32 || (in[0].dtype != CX_F32 && in[0].dtype != CX_F64)) return false;
+    cx_dtype d = in[0].dtype;
+    if (!t || !t->clip_f32 || (d != CX_F32 && d != CX_F64 && d != CX_F16 && d != CX_BF16))
+        return false;
     if (op == CX_OP_LEAKY_RELU || op == CX_OP_ELU || op == CX_OP_SOFTPLUS) return n_in == 1;
     return op == CX_OP_CLIP && n_in == 3 && in[1].dtype == in[0].dtype &&
            in[2].dtype == in[0].dtype && cx_desc_numel(&in[1]) == 1 && cx_desc_numel(&in[2]) == 1;
+}
+
+/* a float tensor's first value, widened exactly */
+static double one_value(const cx_tensor *x) {
+    const void *p = x->data;
+    switch (x->desc.dtype) {
+    case CX_F32: return *(const float *)p;
+    case CX_F64: return *(const double *)p;
+    case CX_F16: return cx_f16_to_f32(*(const uint16_t *)p);
+    default: return cx_bf16_to_f32(*(const uint16_t *)p);
+    }
 }
 
 bool blas_simd_param_op(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
@@ -1087,9 +1112,8 @@ bool blas_simd_param_op(cx_op_id op, const cx_tensor *const *in, int n_in, const
         return false;
     param_job j = {t, op, in[0], out, 0, 0};
     if (op == CX_OP_CLIP) {
-        bool f32 = d[0].dtype == CX_F32;
-        j.p = f32 ? *(const float *)in[1]->data : *(const double *)in[1]->data;
-        j.q = f32 ? *(const float *)in[2]->data : *(const double *)in[2]->data;
+        j.p = one_value(in[1]);
+        j.q = one_value(in[2]);
     } else if (op != CX_OP_SOFTPLUS) {
         j.p = ps->p[CX_P_ALPHA].f;
     }
