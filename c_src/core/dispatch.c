@@ -535,11 +535,8 @@ static bool plan_cacheable(cx_op_id op, int n_in, const cx_params *ps) {
 static const plan_entry *plan_find(cx_op_id op, const cx_device *dev, const cx_desc *in, int n_in) {
     for (int s = 0; s < PLAN_CACHE_SLOTS; s++) {
         const plan_entry *e = &plan_cache[s];
-        if (e->n_in != n_in || e->op != op || e->device != dev) continue;
-        bool same = true;
-        for (int k = 0; k < n_in && same; k++)
-            same = e->in[k].dtype == in[k].dtype && cx_desc_same_shape(&e->in[k], &in[k]);
-        if (same) return e;
+        if (e->n_in == n_in && e->op == op && e->device == dev && same_descs(e->in, in, n_in))
+            return e;
     }
     return NULL;
 }
