@@ -1198,6 +1198,28 @@ static void test_param_ops(void **state) {
         }
 }
 
+/* select moves its values' bits: every type of 2, 4 or 8 bytes takes the vector kernels (on a
+ * random predicate: a branch per element mispredicted half the time), each operand an array or
+ * one value; against the cpu's (its picks by mask since, for the same reason) */
+static void test_select_types(void **state) {
+    (void)state;
+    const cx_dtype types[] = {CX_S32, CX_S64, CX_U16, CX_F64, CX_U8, CX_S8};
+    for (int ty = 0; ty < 6; ty++) {
+        int64_t n = (1 << 17) + 3;
+        cx_tensor *a = filled(types[ty], 1, TU_SHAPE(n), 41),
+                  *b = filled(types[ty], 1, TU_SHAPE(n), 42);
+        cx_tensor *one = filled(types[ty], 0, NULL, 43);
+        cx_tensor *fa = filled(CX_F32, 1, TU_SHAPE(n), 44),
+                  *fb = filled(CX_F32, 1, TU_SHAPE(n), 45);
+        cx_tensor *m = run_on(cpu, CX_OP_GREATER, (cx_tensor *[]){fa, fb}, 2, NULL);
+        compare(CX_OP_SELECT, (cx_tensor *[]){m, a, b}, 3, NULL, CX_ROUTE_NATIVE);
+        compare(CX_OP_SELECT, (cx_tensor *[]){m, one, b}, 3, NULL, CX_ROUTE_NATIVE);
+        compare(CX_OP_SELECT, (cx_tensor *[]){m, a, one}, 3, NULL, CX_ROUTE_NATIVE);
+        cx_tensor *all[] = {a, b, one, fa, fb, m};
+        for (int k = 0; k < 6; k++) tu_drop(all[k]);
+    }
+}
+
 /* Layout ops the blas driver copies across its threads (blas_copy.c) against the cpu's engine,
  * bit for bit: concatenate along each axis (an empty input among them), slices with unit strides
  * cutting the first, a middle or the last axis, take along axis 0 (repeated and reversed rows),
@@ -1784,6 +1806,7 @@ int main(void) {
         cmocka_unit_test(test_param_ops),
         cmocka_unit_test(test_softplus_and_mean),
         cmocka_unit_test(test_window_scatter_2x2),
+        cmocka_unit_test(test_select_types),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_a_sum),

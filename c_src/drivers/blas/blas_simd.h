@@ -74,9 +74,12 @@ typedef struct {
     /* comparisons to u8 (1 where it holds) */
     simd_compare_f32 compare_f32[CX_OP_COUNT];
     simd_compare_f64 compare_f64[CX_OP_COUNT];
-    /* select with a u8 predicate; sm, sa, sb as for the binary kernels */
-    void (*select_f32)(float *o, const uint8_t *m, const float *a, const float *b, int sm, int sa,
-                       int sb, int64_t n);
+    /* select with a u8 predicate of 32-bit and 64-bit values (their bits); sm, sa, sb as for
+     * the binary kernels */
+    void (*select_32)(uint32_t *o, const uint8_t *m, const uint32_t *a, const uint32_t *b, int sm,
+                      int sa, int sb, int64_t n);
+    void (*select_64)(uint64_t *o, const uint8_t *m, const uint64_t *a, const uint64_t *b, int sm,
+                      int sa, int sb, int64_t n);
     /* y (cols x rows) = t (rows x cols) transposed, both row-major */
     void (*transpose_f32)(float *y, const float *t, int64_t rows, int64_t cols);
     /* bf16 to and from f32; narrowing rounds to nearest even and makes NaN quiet, as half.h

@@ -665,41 +665,46 @@ static void truth(cx_dtype t, const void *p, int64_t n, uint8_t *mask) {
     }
 }
 
-/* Values move without arithmetic, so f16 and bf16 are copied as stored. */
+/* Values move without arithmetic, so every type is picked as the unsigned integer of its size
+ * (f16 and bf16 copied as stored), by a mask rather than a branch: a branch on a random predicate
+ * mispredicted half the time (1M f32 or s32 values in 4.9 ms, 5 ns an element). */
 #define DEF_PICK(sfx, T)                                                                           \
     static void pick_##sfx(void *out, const uint8_t *m, const void *const *in, const int *s,       \
                            int64_t n) {                                                            \
         const T *a = in[1], *b = in[2];                                                            \
         T *o = out;                                                                                \
         if (s[1] && s[2]) {                                                                        \
-            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];                             \
-        } else if (s[1]) {                                                                         \
-            T y = b[0];                                                                            \
-            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : y;                                \
-        } else if (s[2]) {                                                                         \
-            T x = a[0];                                                                            \
-            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : b[i];                                \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T k = (T) - (T)(m[i] != 0);                                                        \
+                o[i] = (T)((a[i] & k) | (b[i] & (T)~k));                                           \
+            }                                                                                      \
         } else {                                                                                   \
-            T x = a[0], y = b[0];                                                                  \
-            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : y;                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T k = (T) - (T)(m[i] != 0);                                                        \
+                o[i] = (T)((a[s[1] ? i : 0] & k) | (b[s[2] ? i : 0] & (T)~k));                     \
+            }                                                                                      \
         }                                                                                          \
     }
-DEF_PICK(u16, uint16_t)
-DEF_PICK(f32, float)
-DEF_PICK(f64, double)
 DEF_PICK(u8, uint8_t)
-DEF_PICK(s32, int32_t)
-DEF_PICK(s64, int64_t)
-DEF_PICK(c128, cdouble)
+DEF_PICK(u16, uint16_t)
+DEF_PICK(u32, uint32_t)
+DEF_PICK(u64, uint64_t)
+
+/* complex128: two doubles, as stored */
+static void pick_c128(void *out, const uint8_t *m, const void *const *in, const int *s, int64_t n) {
+    const cdouble *a = in[1], *b = in[2];
+    cdouble *o = out;
+    for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[s[1] ? i : 0] : b[s[2] ? i : 0];
+}
 
 typedef void (*pick_fn)(void *out, const uint8_t *m, const void *const *in, const int *s,
                         int64_t n);
 
 static const pick_fn picks[CX_DTYPE_COUNT] = {
-    [CX_F16] = pick_u16, [CX_BF16] = pick_u16,  [CX_F32] = pick_f32, [CX_F64] = pick_f64,
-    [CX_U8] = pick_u8,   [CX_S32] = pick_s32,   [CX_S64] = pick_s64, [CX_S8] = pick_u8,
-    [CX_S16] = pick_u16, [CX_U16] = pick_u16,   [CX_U32] = pick_s32, [CX_U64] = pick_s64,
-    [CX_C64] = pick_s64, [CX_C128] = pick_c128,
+    [CX_F16] = pick_u16, [CX_BF16] = pick_u16,  [CX_F32] = pick_u32, [CX_F64] = pick_u64,
+    [CX_U8] = pick_u8,   [CX_S32] = pick_u32,   [CX_S64] = pick_u64, [CX_S8] = pick_u8,
+    [CX_S16] = pick_u16, [CX_U16] = pick_u16,   [CX_U32] = pick_u32, [CX_U64] = pick_u64,
+    [CX_C64] = pick_u64, [CX_C128] = pick_c128,
 };
 
 typedef struct {

@@ -550,24 +550,28 @@ BOTH_COMPARE(less_equal, x <= y)
 BOTH_COMPARE(greater, x > y)
 BOTH_COMPARE(greater_equal, x >= y)
 
-/* select(pred, a, b) with a u8 predicate (non-zero: a), each operand an array or one value */
-static void select_f32(float *restrict o, const uint8_t *restrict m, const float *restrict a,
-                       const float *restrict b, int sm, int sa, int sb, int64_t n) {
-    if (sm && sa && !sb) {
-        float y = b[0];
-        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : y;
-    } else if (sm && sa && sb) {
-        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];
-    } else if (sm && !sa && sb) { /* select(pred, 0, g): a gradient through max or relu */
-        float x = a[0];
-        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : b[i];
-    } else if (sm) {
-        float x = a[0], y = b[0];
-        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : y;
-    } else {
-        for (int64_t i = 0; i < n; i++) o[i] = m[sm ? i : 0] ? a[sa ? i : 0] : b[sb ? i : 0];
+/* select(pred, a, b) with a u8 predicate (non-zero: a), each operand an array or one value, of
+ * 32-bit and 64-bit values as their bits (f32, s32, u32; f64, s64, u64, c64) */
+#define SELECT_BITS(name, T)                                                                       \
+    static void name(T *restrict o, const uint8_t *restrict m, const T *restrict a,                \
+                     const T *restrict b, int sm, int sa, int sb, int64_t n) {                     \
+        if (sm && sa && !sb) {                                                                     \
+            T y = b[0];                                                                            \
+            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : y;                                \
+        } else if (sm && sa && sb) {                                                               \
+            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];                             \
+        } else if (sm && !sa && sb) { /* select(pred, 0, g): a gradient through max or relu */     \
+            T x = a[0];                                                                            \
+            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : b[i];                                \
+        } else if (sm) {                                                                           \
+            T x = a[0], y = b[0];                                                                  \
+            for (int64_t i = 0; i < n; i++) o[i] = m[i] ? x : y;                                   \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) o[i] = m[0] ? a[sa ? i : 0] : b[sb ? i : 0];           \
+        }                                                                                          \
     }
-}
+SELECT_BITS(select_32, uint32_t)
+SELECT_BITS(select_64, uint64_t)
 
 /* SLEEF's two-argument functions, operands broadcast into vectors where they are one value */
 #define VEC_BINARY(name, T, V, W, LOAD, SET, STORE, F)                                             \
@@ -1956,7 +1960,8 @@ const simd_table SIMD_TABLE = {
     .unary_bf16[CX_OP_GELU] = gelu_bf16,
     .gelu_bf16_mixed = gelu_bf16_mix,
 #endif
-    .select_f32 = select_f32,
+    .select_32 = select_32,
+    .select_64 = select_64,
     .transpose_f32 = transpose_f32,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
