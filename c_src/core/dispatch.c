@@ -329,7 +329,7 @@ static int params_key(const cx_params *ps, unsigned char *key) {
     for (uint64_t bits = ps->set; bits; bits &= bits - 1) {
         int id = __builtin_ctzll(bits);
         const cx_param *p = &ps->p[id];
-        int n = p->n < 0 ? 0 : p->n > CX_MAX_PARAM_INTS ? CX_MAX_PARAM_INTS : p->n;
+        int n = cx_param_ints(p);
         bool number = cx_param_table[id].kind == CX_PK_NUMBER;
         int need = 2 + (number ? 1 + (int)sizeof(double) : 0) + n * (int)sizeof(int64_t);
         if (len + need > MOVED_KEY_BYTES) return -1;

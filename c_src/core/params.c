@@ -18,7 +18,7 @@ void cx_params_copy(cx_params *dst, const cx_params *src) {
         q->n = p->n;
         q->is_int = p->is_int;
         q->f = p->f;
-        int n = p->n < 0 ? 0 : p->n > CX_MAX_PARAM_INTS ? CX_MAX_PARAM_INTS : p->n;
+        int n = cx_param_ints(p);
         memcpy(q->i, p->i, sizeof(int64_t) * (size_t)(n ? n : 1));
     }
 }

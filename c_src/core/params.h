@@ -65,6 +65,14 @@ static inline cx_param *cx_param_put(cx_params *ps, cx_param_id id) {
     ps->set |= UINT64_C(1) << id;
     return &ps->p[id];
 }
+/* How many of i[] an INTS parameter holds (its n, kept within the record's room). */
+static inline int cx_param_ints(const cx_param *p) {
+    return p->n < 0 ? 0 : p->n > CX_MAX_PARAM_INTS ? CX_MAX_PARAM_INTS : p->n;
+}
+/* A NUMBER parameter as a double (an integer one exact where a double holds it). */
+static inline double cx_param_f64(const cx_param *p) {
+    return p->is_int ? (double)p->i[0] : p->f;
+}
 /* An empty record. Only `set` is cleared: a record is some 9 KB, and zeroing or copying whole ones
  * took a fifth of a small decomposed op (a 10 x 10 mean, perf). Code reads a slot only when its bit
  * is set or after an infer function filled it (the NIF layer never cleared them either). Built

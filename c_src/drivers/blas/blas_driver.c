@@ -101,13 +101,19 @@ static bool is_float32ish(cx_dtype t) {
     return t == CX_F16 || t == CX_BF16 || t == CX_F32;
 }
 
+/* A rank-0 tensor of type t over the value at `data`, for a one-value operand. */
+static cx_tensor one_value_tensor(cx_dtype t, const void *data) {
+    cx_tensor v = {.numel = 1, .nbytes = cx_dtype_size(t), .data = (void *)data};
+    v.desc.dtype = t;
+    v.desc.rank = 0;
+    return v;
+}
+
 /* relu as max(x, 0) in one elementwise pass: the vector kernels, or the cpu's max kernel for the
  * types they do not take, with 0 as a one-value operand (zero bits are 0 in every type) */
 static cx_code blas_relu(const cx_tensor *x, cx_tensor *out, cx_status *st) {
     static const int64_t zero[1] = {0};
-    cx_tensor z = {.numel = 1, .nbytes = cx_dtype_size(x->desc.dtype), .data = (void *)zero};
-    z.desc.dtype = x->desc.dtype;
-    z.desc.rank = 0;
+    cx_tensor z = one_value_tensor(x->desc.dtype, zero);
     const cx_tensor *in[2] = {x, &z};
     if (blas_simd_elementwise(CX_OP_MAX, in, 2, out)) return CX_OK;
     return cx_cpu_driver()->execute(NULL, CX_OP_MAX, in, 2, NULL, out, st);
@@ -124,10 +130,9 @@ static cx_code blas_mean(const cx_tensor *x, const cx_params *ps, cx_tensor *out
     double count = 1;
     for (int k = 0; k < axes->n; k++) count *= (double)x->desc.shape[axes->i[k]];
     float count_f32 = (float)count;
-    cx_tensor n = {.numel = 1, .nbytes = cx_dtype_size(out->desc.dtype)};
-    n.data = out->desc.dtype == CX_F32 ? (void *)&count_f32 : (void *)&count;
-    n.desc.dtype = out->desc.dtype;
-    n.desc.rank = 0;
+    cx_dtype t = out->desc.dtype;
+    cx_tensor n =
+        one_value_tensor(t, t == CX_F32 ? (const void *)&count_f32 : (const void *)&count);
     const cx_tensor *in[2] = {out, &n};
     if (blas_simd_elementwise(CX_OP_DIVIDE, in, 2, out)) return CX_OK;
     return cpu->execute(NULL, CX_OP_DIVIDE, in, 2, NULL, out, st);

@@ -718,8 +718,7 @@ static bool window_2x2(cx_op_id op, const cx_tensor *const *in, const cx_params 
                     .oh = oh,
                     .ow = ow};
     if (scatter) {
-        const cx_param *v = &ps->p[CX_P_VALUE];
-        j.value = (float)(v->is_int ? (double)v->i[0] : v->f);
+        j.value = (float)cx_param_f64(&ps->p[CX_P_VALUE]);
     }
     int parts = (int)(planes < blas_pool_threads() ? planes : blas_pool_threads());
     if (planes * h * w < 16384) parts = 1;

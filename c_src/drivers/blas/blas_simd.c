@@ -307,25 +307,6 @@ static void table_apply(uint16_t *restrict o, const uint16_t *restrict a, int sa
     simd_table_lookup(o, a, tab, n);
 }
 
-/* select of 16-bit values (f16, bf16: their bits): o[i] = pred[i] ? a[i] : b[i], steps 1 or 0;
- * by masks, not branches (a branch on a random predicate mispredicted half the time: 1M f16 in
- * 2.7-3.0 ms) */
-static void select_u16(uint16_t *restrict o, const uint8_t *restrict pred,
-                       const uint16_t *restrict a, const uint16_t *restrict b, int sp, int sa,
-                       int sb, int64_t n) {
-    if (sp && sa && sb) {
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t m = (uint16_t) - (pred[i] != 0);
-            o[i] = (uint16_t)((a[i] & m) | (b[i] & ~m));
-        }
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t m = (uint16_t) - (pred[sp ? i : 0] != 0);
-        o[i] = (uint16_t)((a[sa ? i : 0] & m) | (b[sb ? i : 0] & ~m));
-    }
-}
-
 /* One run of len output elements at o from operands at p (steps s: 1, or 0 for one value). */
 static void ew_segment(const ew_job *j, void *o, const void *const *p, const int *s, int64_t len) {
     const simd_table *t = j->t;
@@ -349,7 +330,7 @@ static void ew_segment(const ew_job *j, void *o, const void *const *p, const int
         switch (cx_dtype_size(j->type)) {
         case 4: t->select_32(o, p[0], p[1], p[2], s[0], s[1], s[2], len); break;
         case 8: t->select_64(o, p[0], p[1], p[2], s[0], s[1], s[2], len); break;
-        default: select_u16(o, p[0], p[1], p[2], s[0], s[1], s[2], len);
+        default: t->select_16(o, p[0], p[1], p[2], s[0], s[1], s[2], len);
         }
         return;
     }

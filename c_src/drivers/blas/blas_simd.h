@@ -74,8 +74,10 @@ typedef struct {
     /* comparisons to u8 (1 where it holds) */
     simd_compare_f32 compare_f32[CX_OP_COUNT];
     simd_compare_f64 compare_f64[CX_OP_COUNT];
-    /* select with a u8 predicate of 32-bit and 64-bit values (their bits); sm, sa, sb as for
+    /* select with a u8 predicate of 16-, 32- and 64-bit values (their bits); sm, sa, sb as for
      * the binary kernels */
+    void (*select_16)(uint16_t *o, const uint8_t *m, const uint16_t *a, const uint16_t *b, int sm,
+                      int sa, int sb, int64_t n);
     void (*select_32)(uint32_t *o, const uint8_t *m, const uint32_t *a, const uint32_t *b, int sm,
                       int sa, int sb, int64_t n);
     void (*select_64)(uint64_t *o, const uint8_t *m, const uint64_t *a, const uint64_t *b, int sm,

@@ -267,7 +267,7 @@ static int64_t pad_int(const cx_param *v) {
 
 /* The pad value as the bytes of one element of type t. */
 static void pad_value(cx_dtype t, const cx_param *v, unsigned char *bytes) {
-    double f = v->is_int ? (double)v->i[0] : v->f;
+    double f = cx_param_f64(v);
     uint64_t u = (uint64_t)pad_int(v);
     switch (t) {
     case CX_F16: memcpy(bytes, &(uint16_t){cx_f16_from_f64(f)}, 2); break;

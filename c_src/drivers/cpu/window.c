@@ -213,7 +213,7 @@ static bool window_scatter_f32_2d(cx_op_id op, const cx_tensor *t, const cx_tens
     const int64_t *pad = ps->p[CX_P_PADDING].i;
     const cx_param *v = &ps->p[CX_P_VALUE];
     bool max = op == CX_OP_WINDOW_SCATTER_MAX;
-    double vf = v->is_int ? (double)v->i[0] : v->f;
+    double vf = cx_param_f64(v);
     float pf = (float)vf; /* the value rounded to f32: the padding, and where the result starts */
     int64_t H = d->shape[r - 2], W = d->shape[r - 1];
     int64_t OH = src->desc.shape[r - 2], OW = src->desc.shape[r - 1];
@@ -296,7 +296,7 @@ static cx_code window_scatter(cx_op_id op, const cx_tensor *t, const cx_tensor *
     bool of = cx_dtype_is_float(ot), tsg = cx_dtype_is_signed(tt);
     size_t oes = cx_dtype_size(ot);
     /* the value in the tensor's type (for the padding) and in the output's */
-    double vf = v->is_int ? (double)v->i[0] : v->f;
+    double vf = cx_param_f64(v);
     bool vfits = vf > -0x1p63 && vf < 0x1p63;
     uint64_t vi = v->is_int ? (uint64_t)v->i[0] : vfits ? (uint64_t)(int64_t)vf : 0;
     double pf = vf; /* the padding: the value rounded to the tensor's type, as Nx.pad does */

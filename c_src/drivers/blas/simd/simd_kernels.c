@@ -551,7 +551,8 @@ BOTH_COMPARE(greater, x > y)
 BOTH_COMPARE(greater_equal, x >= y)
 
 /* select(pred, a, b) with a u8 predicate (non-zero: a), each operand an array or one value, of
- * 32-bit and 64-bit values as their bits (f32, s32, u32; f64, s64, u64, c64) */
+ * 16-, 32- and 64-bit values as their bits (f16, bf16, s16, u16; f32, s32, u32; f64, s64, u64,
+ * c64); loops the compiler turns into blends, not a branch per element */
 #define SELECT_BITS(name, T)                                                                       \
     static void name(T *restrict o, const uint8_t *restrict m, const T *restrict a,                \
                      const T *restrict b, int sm, int sa, int sb, int64_t n) {                     \
@@ -570,6 +571,7 @@ BOTH_COMPARE(greater_equal, x >= y)
             for (int64_t i = 0; i < n; i++) o[i] = m[0] ? a[sa ? i : 0] : b[sb ? i : 0];           \
         }                                                                                          \
     }
+SELECT_BITS(select_16, uint16_t)
 SELECT_BITS(select_32, uint32_t)
 SELECT_BITS(select_64, uint64_t)
 
@@ -1766,14 +1768,9 @@ static void scatter2x2_f32(float *oa, float *ob, const float *a, const float *b,
         vf t2 = SCATTER_TAKES(e[2]);
         bf = _mm256_blendv_ps(bf, e[2], t2);
         vf t3 = SCATTER_TAKES(e[3]);
-        vf not3 = _mm256_andnot_ps(t3, _mm256_castsi256_ps(_mm256_set1_epi32(-1)));
-        vf only2 = _mm256_and_ps(t2, not3);
-        vf only1 = _mm256_andnot_ps(t2, _mm256_and_ps(t1, not3));
-        vf none = _mm256_andnot_ps(_mm256_or_ps(t1, _mm256_or_ps(t2, t3)),
-                                   _mm256_castsi256_ps(_mm256_set1_epi32(-1)));
-        r[0] = _mm256_blendv_ps(pf, v, none);
-        r[1] = _mm256_blendv_ps(pf, v, only1);
-        r[2] = _mm256_blendv_ps(pf, v, only2);
+        r[0] = _mm256_blendv_ps(v, pf, _mm256_or_ps(t1, _mm256_or_ps(t2, t3)));
+        r[1] = _mm256_blendv_ps(pf, v, _mm256_andnot_ps(t3, _mm256_andnot_ps(t2, t1)));
+        r[2] = _mm256_blendv_ps(pf, v, _mm256_andnot_ps(t3, t2));
         r[3] = _mm256_blendv_ps(pf, v, t3);
 #endif
 #undef SCATTER_TAKES
@@ -1960,6 +1957,7 @@ const simd_table SIMD_TABLE = {
     .unary_bf16[CX_OP_GELU] = gelu_bf16,
     .gelu_bf16_mixed = gelu_bf16_mix,
 #endif
+    .select_16 = select_16,
     .select_32 = select_32,
     .select_64 = select_64,
     .transpose_f32 = transpose_f32,
