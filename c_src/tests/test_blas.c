@@ -1415,6 +1415,113 @@ static void test_window_scatter_2x2(void **state) {
             }
 }
 
+/* window_sum of 2 x 2 windows at stride 2 and 1 (Nx's avg_pool through window_mean, and its
+ * gradient's sum of the padded gradient), avg_pool2d 2 x 2 at both strides and its gradient at
+ * stride 2, f32 on blas's vector kernels: the cpu's bits (the double sum from +0 in row-major
+ * order, times the scale, rounded once), any NaN for a NaN (an addition's NaN operand is the
+ * compiler's choice). Values whose f32 sum differs from the double one (1e8 + 1 - 1e8 + 3e-8),
+ * windows of four -0 (+0), subnormals that the quarter rounds, infinities of both signs; odd sizes,
+ * a row of 41 windows (the vectors' tails), planes enough to be split across the threads. */
+static void check_f32(cx_op_id op, cx_tensor **in, int n, const cx_params *ps, const char *what) {
+    cx_tensor *on[4];
+    for (int k = 0; k < n; k++) on[k] = moved(in[k], blas);
+    cx_params p1 = *ps, p2 = *ps;
+    cx_tensor *got = run_on(blas, op, on, n, &p1), *want = run_on(cpu, op, in, n, &p2);
+    assert_int_equal(got->desc.rank, want->desc.rank);
+    for (int a = 0; a < want->desc.rank; a++)
+        assert_int_equal(got->desc.shape[a], want->desc.shape[a]);
+    cx_tensor *hg = moved(got, cpu);
+    for (int64_t i = 0; i < want->numel; i++) {
+        float g = ((const float *)hg->data)[i], w = ((const float *)want->data)[i];
+        if (!(g != g && w != w) && memcmp(&g, &w, 4) != 0)
+            fail_msg("%s (%s): element %lld is %a, the cpu's %a", cx_op_table[op].name, what,
+                     (long long)i, (double)g, (double)w);
+    }
+    tu_drop(hg);
+    tu_drop(got);
+    tu_drop(want);
+    for (int k = 0; k < n; k++) tu_drop(on[k]);
+}
+
+static double sum_test_value(int64_t i) {
+    static const double v[] = {1e8,    1.0, -1e8, 3e-8,  -0.0, -0.0, -0.0, -0.0, 1e-45, 3e-45,
+                               -1e-45, 0.5, 2.5,  -7.25, 1e30, 1e30, 3e38, 3e38, -2.0,  0.1};
+    return v[(i * 7) % 20] * (i % 3 == 0 ? 1.0 : -1.0) + (i % 13 == 0 ? 0.25 : 0.0);
+}
+
+static void test_window_sum_2x2(void **state) {
+    (void)state;
+    const int64_t shapes[][4] = {{2, 3, 7, 9}, {1, 2, 8, 6}, {4, 8, 27, 27}, {1, 1, 4, 83}};
+    for (int s = 0; s < 4; s++)
+        for (int st = 1; st <= 2; st++)
+            for (int special = 0; special < 2; special++) {
+                cx_desc d = tu_desc(CX_F32, 4, shapes[s]);
+                int64_t n = cx_desc_numel(&d);
+                double *v = malloc(sizeof(double) * (size_t)n);
+                for (int64_t i = 0; i < n; i++) v[i] = sum_test_value(i);
+                /* windows of four -0 where the rows pair up at either stride */
+                int64_t w = d.shape[3];
+                v[0] = v[1] = v[w] = v[w + 1] = -0.0;
+                if (special) {
+                    v[n / 2 + 1] = NAN;
+                    v[n / 3] = INFINITY;
+                    v[n / 3 + 1] = -INFINITY;
+                    v[n / 5] = INFINITY;
+                }
+                cx_tensor *x = tu_tensor(CX_F32, 4, shapes[s], v);
+                free(v);
+                char what[96];
+                snprintf(what, sizeof what, "shape %d, stride %d%s", s, st,
+                         special ? ", NaN and infinities" : "");
+                cx_params ps = {0};
+                cx_param_put_ints(&ps, CX_P_WINDOW, (int64_t[]){1, 1, 2, 2}, 4);
+                cx_param_put_ints(&ps, CX_P_STRIDES, (int64_t[]){1, 1, st, st}, 4);
+                check_f32(CX_OP_WINDOW_SUM, &x, 1, &ps, what);
+                cx_params pp = {0};
+                cx_param_put_ints(&pp, CX_P_WINDOW, (int64_t[]){2, 2}, 2);
+                cx_param_put_ints(&pp, CX_P_STRIDES, (int64_t[]){st, st}, 2);
+                /* avg_pool2d: blas's own rule (the cpu's decomposition rounds the sum to f32 and
+                 * divides it, a second rounding where the result is subnormal) */
+                cx_params p1 = pp;
+                cx_tensor *xb = moved(x, blas), *ab = run_on(blas, CX_OP_AVG_POOL2D, &xb, 1, &p1);
+                cx_tensor *avg = moved(ab, cpu);
+                int64_t oh = (d.shape[2] - 2) / st + 1, ow = (d.shape[3] - 2) / st + 1;
+                const float *xf = x->data, *af = avg->data;
+                for (int64_t p = 0; p < d.shape[0] * d.shape[1]; p++)
+                    for (int64_t r = 0; r < oh; r++)
+                        for (int64_t c = 0; c < ow; c++) {
+                            const float *a = xf + (p * d.shape[2] + r * st) * w + c * st;
+                            float want =
+                                (float)(((((0.0 + a[0]) + a[1]) + a[w]) + a[w + 1]) * 0.25);
+                            float got = af[(p * oh + r) * ow + c];
+                            if (!(got != got && want != want) && memcmp(&got, &want, 4) != 0)
+                                fail_msg("avg_pool2d (%s) at plane %lld (%lld, %lld): %a, not %a",
+                                         what, (long long)p, (long long)r, (long long)c,
+                                         (double)got, (double)want);
+                        }
+                tu_drop(xb);
+                tu_drop(ab);
+                tu_drop(avg);
+                if (st == 2) { /* the gradient of the same pooling: x's values as its gradient */
+                    int64_t oh = d.shape[2] / 2, ow = d.shape[3] / 2;
+                    int64_t gs[4] = {d.shape[0], d.shape[1], oh, ow};
+                    cx_desc gd = tu_desc(CX_F32, 4, gs);
+                    int64_t gn = cx_desc_numel(&gd);
+                    double *gv = malloc(sizeof(double) * (size_t)gn);
+                    for (int64_t i = 0; i < gn; i++) gv[i] = sum_test_value(i + 5);
+                    gv[0] = -0.0;
+                    if (special) gv[gn / 2] = NAN, gv[gn / 3] = -INFINITY;
+                    cx_tensor *g = tu_tensor(CX_F32, 4, gs, gv);
+                    free(gv);
+                    cx_params pa = pp;
+                    cx_param_put_ints(&pa, CX_P_INPUT_SHAPE, shapes[s], 4);
+                    check_f32(CX_OP_AVG_POOL2D_GRAD, &g, 1, &pa, what);
+                    tu_drop(g);
+                }
+                tu_drop(x);
+            }
+}
+
 static void test_layout_copies(void **state) {
     (void)state;
     cx_tensor *a = filled(CX_F32, 3, TU_SHAPE(37, 61, 127), 81);
@@ -1806,6 +1913,7 @@ int main(void) {
         cmocka_unit_test(test_param_ops),
         cmocka_unit_test(test_softplus_and_mean),
         cmocka_unit_test(test_window_scatter_2x2),
+        cmocka_unit_test(test_window_sum_2x2),
         cmocka_unit_test(test_select_types),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),

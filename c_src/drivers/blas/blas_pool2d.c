@@ -505,6 +505,9 @@ cx_code blas_max_pool2d_grad(const cx_tensor *x, const cx_tensor *gy, const cx_p
  * rounded once. The gradient spreads g / (KH * KW) over each window, adding where windows
  * overlap, plane by plane (planes never share an element, so the threads need no locks). */
 
+static bool sum2x2_planes(const float *x, float *y, int64_t planes, int64_t h, int64_t w,
+                          int64_t oh, int64_t ow, int64_t s, double scale);
+
 static void avg_forward_part(void *ctx, int index, int parts) {
     const pool_job *j = ctx;
     const pool_dims *v = j->v;
@@ -565,9 +568,38 @@ cx_code blas_avg_pool2d(const cx_tensor *x, const cx_params *ps, cx_tensor *out,
     if (out->numel == 0) return CX_OK;
     pool_dims v;
     pool_dims_of(&x->desc, ps, &v);
+    /* f32 planes of 2 x 2 windows at stride 1 or 2 inside them: the vector kernel's row pairs */
+    if (!v.nhwc && x->desc.dtype == CX_F32 && out->desc.dtype == CX_F32 && v.kh == 2 && v.kw == 2 &&
+        v.s0 == v.s1 && (v.s0 == 1 || v.s0 == 2) && v.lo0 == 0 && v.lo1 == 0 &&
+        (v.oh - 1) * v.s0 + 2 <= v.h && (v.ow - 1) * v.s0 + 2 <= v.w &&
+        sum2x2_planes(x->data, out->data, v.n * v.c, v.h, v.w, v.oh, v.ow, v.s0, 0.25))
+        return CX_OK;
     pool_job j = {&v, x, NULL, out, NULL};
     blas_parallel(parts_of(&v, out->numel * v.kh * v.kw), false, avg_forward_part, &j);
     return CX_OK;
+}
+
+/* f32 2 x 2 windows at stride 2 (is_2x2): no two windows share an element, so each of a window's
+ * four gets its g / 4 alone, g * 0.25f (the double product rounded once), an odd last row or
+ * column 0: the cpu's decomposition's bits (its g / 4 put in place; -0 stays -0, where the
+ * general loop above, adding into zeros, gives +0) */
+static void avg_grad_2x2_f32(void *ctx, int index, int parts) {
+    const pool_job *j = ctx;
+    const pool_dims *v = j->v;
+    int64_t planes = v->n * v->c, h = v->h, w = v->w, oh = v->oh, ow = v->ow;
+    for (int64_t p = planes * index / parts; p < planes * (index + 1) / parts; p++) {
+        const float *g = (const float *)j->gy->data + p * oh * ow;
+        float *y = (float *)j->out->data + p * h * w;
+        for (int64_t r = 0; r < oh; r++) {
+            float *y0 = y + 2 * r * w, *y1 = y0 + w;
+            for (int64_t c = 0; c < ow; c++) {
+                float e = g[r * ow + c] * 0.25f;
+                y0[2 * c] = y0[2 * c + 1] = y1[2 * c] = y1[2 * c + 1] = e;
+            }
+            if (w > 2 * ow) y0[w - 1] = y1[w - 1] = 0;
+        }
+        if (h > 2 * oh) memset(y + 2 * oh * w, 0, sizeof(float) * (size_t)w);
+    }
 }
 
 cx_code blas_avg_pool2d_grad(const cx_tensor *gy, const cx_params *ps, cx_tensor *out,
@@ -575,6 +607,11 @@ cx_code blas_avg_pool2d_grad(const cx_tensor *gy, const cx_params *ps, cx_tensor
     if (out->numel == 0) return CX_OK;
     pool_dims v;
     pool_dims_of(&out->desc, ps, &v); /* the input's shape is the result's */
+    if (is_2x2_f32(&v, gy, out)) {
+        pool_job j = {&v, NULL, gy, out, NULL};
+        blas_parallel(parts_of(&v, out->numel), false, avg_grad_2x2_f32, &j);
+        return CX_OK;
+    }
     int parts = parts_of(&v, gy->numel * v.kh * v.kw);
     double *acc = cpu_buffer_get(sizeof(double) * (size_t)plane_stride(&v) * (size_t)parts);
     if (!acc) return cx_fail(st, CX_ENOMEM, "blas: no memory for avg_pool2d_grad's sums");
@@ -656,17 +693,23 @@ static void window_part(void *ctx, int index, int parts) {
 }
 
 /* window_max/min and window_scatter_max/min of f32 in 2 x 2 windows at stride 2 inside each plane
- * (Nx's max_pool 2 through window_max, and its gradient) on the vector kernels, row pair by row
- * pair, as the cpu computes them. The scatter's odd last row or column belongs to no window and
- * holds the value. */
+ * (Nx's max_pool 2 through window_max, and its gradient), window_sum at stride 2 or 1 (Nx's
+ * avg_pool through window_mean, and its gradient: the gradient padded inside, summed at stride
+ * 1) and avg_pool2d's 2 x 2 windows at stride 2 or 1 on the vector kernels, row pair by row pair,
+ * as the cpu computes them. The scatter's odd last row or column belongs to no window and holds
+ * the value. */
 typedef struct {
     const simd_table *t;
     cx_op_id op;
     const float *x, *g; /* g: the scatter's source */
     float *y;
-    int64_t planes, h, w, oh, ow;
+    int64_t planes, h, w, oh, ow, stride;
     float value;
+    double scale; /* window_sum 1, avg_pool2d 1 / 4 */
 } win2x2_job;
+
+/* planes of 2 x 2 sums at once when this small: a wake-up costs more than the work */
+#define WIN2X2_ONE_PART 16384
 
 static void win2x2_part(void *ctx, int index, int parts) {
     const win2x2_job *j = ctx;
@@ -675,6 +718,12 @@ static void win2x2_part(void *ctx, int index, int parts) {
     int is_min = j->op == CX_OP_WINDOW_MIN || j->op == CX_OP_WINDOW_SCATTER_MIN;
     for (int64_t p = j->planes * index / parts; p < j->planes * (index + 1) / parts; p++) {
         const float *x = j->x + p * h * w;
+        if (j->op == CX_OP_WINDOW_SUM) {
+            for (int64_t r = 0; r < oh; r++)
+                j->t->sum2x2_f32(j->y + (p * oh + r) * ow, x + j->stride * r * w,
+                                 x + (j->stride * r + 1) * w, ow, (int)j->stride, j->scale);
+            continue;
+        }
         if (!scatter) {
             for (int64_t r = 0; r < oh; r++)
                 j->t->fold2x2_f32(j->y + (p * oh + r) * ow, x + 2 * r * w, x + (2 * r + 1) * w, ow,
@@ -693,6 +742,29 @@ static void win2x2_part(void *ctx, int index, int parts) {
     }
 }
 
+/* window_sum (scale 1) or avg_pool2d (1 / 4) of every plane's 2 x 2 windows at stride s (1 or
+ * 2, inside the plane) on the vector kernel; false without one */
+static bool sum2x2_planes(const float *x, float *y, int64_t planes, int64_t h, int64_t w,
+                          int64_t oh, int64_t ow, int64_t s, double scale) {
+    const simd_table *t = blas_simd();
+    if (!t) return false;
+    win2x2_job j = {.t = t,
+                    .op = CX_OP_WINDOW_SUM,
+                    .x = x,
+                    .y = y,
+                    .planes = planes,
+                    .h = h,
+                    .w = w,
+                    .oh = oh,
+                    .ow = ow,
+                    .stride = s,
+                    .scale = scale};
+    int parts = (int)(planes < blas_pool_threads() ? planes : blas_pool_threads());
+    if (planes * h * w < WIN2X2_ONE_PART) parts = 1;
+    blas_parallel(parts, false, win2x2_part, &j);
+    return true;
+}
+
 static bool window_2x2(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                        int64_t planes, bool scatter) {
     const simd_table *t = blas_simd();
@@ -701,12 +773,15 @@ static bool window_2x2(cx_op_id op, const cx_tensor *const *in, const cx_params 
     const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
     const int64_t *pad = ps->p[CX_P_PADDING].i, *dil = ps->p[CX_P_WINDOW_DILATIONS].i;
     int64_t h = d->shape[r - 2], w = d->shape[r - 1], oh = o->shape[r - 2], ow = o->shape[r - 1];
+    int64_t s = str[r - 2];
+    bool sum = op == CX_OP_WINDOW_SUM; /* at stride 1 too */
     if (!t || d->dtype != CX_F32 || o->dtype != CX_F32 || out->desc.dtype != CX_F32 ||
-        (op != CX_OP_WINDOW_MAX && op != CX_OP_WINDOW_MIN && !scatter) || win[r - 2] != 2 ||
-        win[r - 1] != 2 || str[r - 2] != 2 || str[r - 1] != 2 || pad[2 * r - 4] != 0 ||
-        pad[2 * r - 2] != 0 || 2 * oh > h || 2 * ow > w ||
+        (op != CX_OP_WINDOW_MAX && op != CX_OP_WINDOW_MIN && !scatter && !sum) || win[r - 2] != 2 ||
+        win[r - 1] != 2 || str[r - 1] != s || !(s == 2 || (sum && s == 1)) || pad[2 * r - 4] != 0 ||
+        pad[2 * r - 2] != 0 || (oh - 1) * s + 2 > h || (ow - 1) * s + 2 > w ||
         (!scatter && (dil[r - 2] != 1 || dil[r - 1] != 1)))
         return false;
+    if (sum) return sum2x2_planes(in[0]->data, out->data, planes, h, w, oh, ow, s, 1.0);
     win2x2_job j = {.t = t,
                     .op = op,
                     .x = in[0]->data,
@@ -716,12 +791,13 @@ static bool window_2x2(cx_op_id op, const cx_tensor *const *in, const cx_params 
                     .h = h,
                     .w = w,
                     .oh = oh,
-                    .ow = ow};
+                    .ow = ow,
+                    .stride = 2};
     if (scatter) {
         j.value = (float)cx_param_f64(&ps->p[CX_P_VALUE]);
     }
     int parts = (int)(planes < blas_pool_threads() ? planes : blas_pool_threads());
-    if (planes * h * w < 16384) parts = 1;
+    if (planes * h * w < WIN2X2_ONE_PART) parts = 1;
     blas_parallel(parts, false, win2x2_part, &j);
     return true;
 }

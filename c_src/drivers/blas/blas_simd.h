@@ -151,6 +151,10 @@ typedef struct {
     /* window_max/min of 2 x 2 windows at stride 2, one row pair, folded as the cpu folds them
      * (the extreme, or the last NaN) */
     void (*fold2x2_f32)(float *o, const float *a, const float *b, int64_t ow, int is_min);
+    /* window_sum (scale 1) and avg_pool2d (1 / 4) of 2 x 2 windows at stride 1 or 2, one row pair
+     * a, b: the cpu's double sum from +0 in row-major order, times scale, rounded once */
+    void (*sum2x2_f32)(float *o, const float *a, const float *b, int64_t ow, int stride,
+                       double scale);
     void (*pool2x2_grad_half)(uint16_t *oa, uint16_t *ob, const uint16_t *a, const uint16_t *b,
                               const uint16_t *g, int64_t ow, uint16_t inf);
 } simd_table;

@@ -1743,6 +1743,20 @@ static void fold2x2_f32(float *o, const float *a, const float *b, int64_t ow, in
     }
 }
 
+/* window_sum (scale 1) and avg_pool2d (scale 1 / 4) of 2 x 2 windows at stride 1 or 2, one row
+ * pair: as the cpu sums a window, in double from +0 in row-major order (so that four -0 give +0),
+ * times the scale, rounded once; plain loops for the compiler (widening, the double adds and
+ * the stride-2 loads' shuffles). */
+static void sum2x2_f32(float *restrict o, const float *restrict a, const float *restrict b,
+                       int64_t ow, int stride, double scale) {
+    if (stride == 2)
+        for (int64_t x = 0; x < ow; x++)
+            o[x] = (float)(((((0.0 + a[2 * x]) + a[2 * x + 1]) + b[2 * x]) + b[2 * x + 1]) * scale);
+    else
+        for (int64_t x = 0; x < ow; x++)
+            o[x] = (float)(((((0.0 + a[x]) + a[x + 1]) + b[x]) + b[x + 1]) * scale);
+}
+
 /* window_scatter_max/min (Nx's gradient of window_max/min) of 2 x 2 windows at stride 2, one row
  * pair: each window selects as Nx.BinaryBackend does, in row-major order the last element >= (max;
  * <= for min) the one selected so far, starting from the first (so a NaN first holds, and a later
@@ -2004,6 +2018,7 @@ const simd_table SIMD_TABLE = {
     .pool2x2_grad_f32 = pool2x2_grad_f32,
     .scatter2x2_f32 = scatter2x2_f32,
     .fold2x2_f32 = fold2x2_f32,
+    .sum2x2_f32 = sum2x2_f32,
     .pool2x2_grad_half = pool2x2_grad_half,
 };
 
