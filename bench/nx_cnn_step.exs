@@ -2,10 +2,11 @@
 # conv (8 filters 3x3) -> relu -> max_pool 2x2 (Nx.window_max) -> dense 10 -> softmax
 # cross-entropy, value_and_grad, then an Adam update, on a batch of 32 28x28 images.
 #
-#   CASCADE_NX_PATH=/path/to/nx mix run bench/nx_cnn_step.exs [steps] [device] [evaluator|compiler]
+#   CASCADE_NX_PATH=/path/to/nx mix run bench/nx_cnn_step.exs [steps] [device] [evaluator|compiler] [max|avg]
 #
 # The third argument picks the defn compiler: Nx.Defn.Evaluator (the default) or
-# Cascade.Compiler (the step compiled once into a program).
+# Cascade.Compiler (the step compiled once into a program); the fourth the pooling: max_pool
+# (Nx.window_max, the default) or avg_pool (Nx.window_mean, as Axon's avg_pool).
 #
 # The fallback policy is :error: the run stops if any callback would leave Cascade. Prints the
 # loss of each step (it must fall on a fixed batch) and the time per step after one warm-up
@@ -20,27 +21,36 @@ end
 defmodule Bench.CNN do
   import Nx.Defn
 
-  defn predict({k, kb, w, b}, x) do
+  defn predict({k, kb, w, b}, x, opts \\ []) do
+    opts = keyword!(opts, pool: :max)
+
     x
     |> Nx.conv(k)
     |> Nx.add(Nx.reshape(kb, {1, 8, 1, 1}))
     |> Nx.max(0)
-    |> Nx.window_max({1, 1, 2, 2}, strides: [1, 1, 2, 2])
+    |> pool(opts[:pool])
     |> Nx.reshape({32, 8 * 13 * 13})
     |> Nx.dot(w)
     |> Nx.add(b)
   end
 
-  defn loss(params, x, y) do
-    logits = predict(params, x)
+  deftransformp pool(x, kind) do
+    case kind do
+      :avg -> Nx.window_mean(x, {1, 1, 2, 2}, strides: [1, 1, 2, 2])
+      :max -> Nx.window_max(x, {1, 1, 2, 2}, strides: [1, 1, 2, 2])
+    end
+  end
+
+  defn loss(params, x, y, opts \\ []) do
+    logits = predict(params, x, opts)
     shifted = logits - Nx.reduce_max(logits, axes: [1], keep_axes: true)
     log_probs = shifted - Nx.log(Nx.sum(Nx.exp(shifted), axes: [1], keep_axes: true))
     -Nx.mean(Nx.sum(y * log_probs, axes: [1]))
   end
 
   # Adam (lr 1e-3, betas 0.9 and 0.999, eps 1e-8), as torch.optim.Adam
-  defn step(params, {m, v}, t, x, y) do
-    {loss, grads} = value_and_grad(params, &loss(&1, x, y))
+  defn step(params, {m, v}, t, x, y, opts \\ []) do
+    {loss, grads} = value_and_grad(params, &loss(&1, x, y, opts))
     {b1, b2, lr, eps} = {0.9, 0.999, 1.0e-3, 1.0e-8}
 
     {params, m, v} = update(params, grads, m, v, t, b1, b2, lr, eps)
@@ -76,6 +86,14 @@ end
     [s, d, "evaluator" | _] -> {String.to_integer(s), String.to_atom(d), Nx.Defn.Evaluator}
   end
 
+pool =
+  case System.argv() do
+    [_, _, _, "avg" | _] -> :avg
+    [_, _, _, "max" | _] -> :max
+    [_, _, _, other | _] -> raise ArgumentError, "pooling: max or avg, not #{inspect(other)}"
+    _ -> :max
+  end
+
 Cascade.put_fallback_policy(:error)
 Nx.default_backend({Cascade.Backend, device: device})
 
@@ -87,7 +105,9 @@ labels = Nx.remainder(Nx.iota({32}), 10)
 y = Nx.equal(Nx.new_axis(labels, 1), Nx.iota({1, 10})) |> Nx.as_type(:f32)
 params = {k, Nx.broadcast(0.0, {8}), w, Nx.broadcast(0.0, {10})}
 zeros = params |> Tuple.to_list() |> Enum.map(&Nx.multiply(&1, 0.0)) |> List.to_tuple()
-step = Nx.Defn.jit(&Bench.CNN.step/5, compiler: compiler, device: device)
+
+step =
+  Nx.Defn.jit(&Bench.CNN.step(&1, &2, &3, &4, &5, pool: pool), compiler: compiler, device: device)
 
 run = fn params, state, from, count ->
   Enum.reduce(from..(from + count - 1), {params, state, []}, fn t, {params, state, losses} ->
@@ -102,7 +122,7 @@ Cascade.reset_stats()
 {usec, {_params, _state, losses}} = :timer.tc(fn -> run.(params, state, 2, steps) end)
 
 IO.puts(
-  "CNN conv(8, 3x3)-relu-maxpool(2)-dense(10), batch 32, 28x28, value_and_grad + Adam, " <>
+  "CNN conv(8, 3x3)-relu-#{pool}pool(2)-dense(10), batch 32, 28x28, value_and_grad + Adam, " <>
     "#{inspect(compiler)} on Cascade.Backend, device #{inspect(device)}"
 )
 

@@ -1,8 +1,11 @@
 """The CNN training step of bench/nx_cnn_step.exs in PyTorch (Debian python3-torch), eager, on
-the CPU: conv (8 filters 3x3) -> relu -> max_pool 2x2 -> dense 10 -> softmax cross-entropy,
+the CPU: conv (8 filters 3x3) -> relu -> max_pool 2x2 (or avg_pool) -> dense 10 -> softmax cross-entropy,
 backward, torch.optim.Adam (lr 1e-3), batch 32 of 28x28 images, as many threads as cores.
 
-    python3 bench/torch_cnn_step.py [steps]
+    python3 bench/torch_cnn_step.py [steps] [max|avg]
+
+The second argument picks the pooling (max_pool2d, the default, or avg_pool2d), as
+bench/nx_cnn_step.exs's fourth.
 
 Prints the loss of the first and last step and the time per step after one warm-up step.
 """
@@ -14,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+pool = {"max": F.max_pool2d, "avg": F.avg_pool2d}[sys.argv[2] if len(sys.argv) > 2 else "max"]
 torch.set_num_threads(os.cpu_count() or 1)
 torch.manual_seed(42)
 
@@ -28,7 +32,7 @@ opt = torch.optim.Adam([k, kb, w, b], lr=1e-3)
 
 def step():
     opt.zero_grad()
-    h = F.max_pool2d(F.relu(F.conv2d(x, k, kb)), 2)
+    h = pool(F.relu(F.conv2d(x, k, kb)), 2)
     loss = F.cross_entropy(h.reshape(32, -1) @ w + b, y)
     loss.backward()
     opt.step()
