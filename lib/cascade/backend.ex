@@ -882,6 +882,9 @@ if Code.ensure_loaded?(Nx) do
 
     defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}, nil), do: t
 
+    # already there (the device named as the call's): no transfer to ask for
+    defp cx(%T{data: %B{tensor: %Cascade.Tensor{device: device} = t}}, device), do: t
+
     defp cx(%T{data: %B{tensor: %Cascade.Tensor{} = t}}, device),
       do: Cascade.transfer(t, device)
 
@@ -922,7 +925,9 @@ if Code.ensure_loaded?(Nx) do
     # Cascade stores; else the callback falls back to Nx.BinaryBackend. Tensor arguments
     # reach `fun` as Cascade tensors, the others as given.
     defp native_or(op, out, args, fun) do
-      if native?([out | args]) and (op in @complex_callbacks or not complex?([out | args])) do
+      kind = kind([out | args], :real)
+
+      if kind == :real or (kind == :complex and op in @complex_callbacks) do
         device = call_device(args)
         args = Enum.map(args, fn a -> if match?(%T{}, a), do: cx(a, device), else: a end)
         out(out, apply(fun, args))
@@ -930,6 +935,26 @@ if Code.ensure_loaded?(Nx) do
         fallback(op, out, args)
       end
     end
+
+    # native? and complex? in one pass (every callback asks both): :foreign when a tensor of
+    # the terms (or of a list among them) has a type Cascade does not store, else :complex when
+    # one is complex, else :real
+    defp kind([], acc), do: acc
+
+    defp kind([%T{type: {:c, _} = type} | rest], _acc) when type in @native_types,
+      do: kind(rest, :complex)
+
+    defp kind([%T{type: type} | rest], acc) when type in @native_types, do: kind(rest, acc)
+    defp kind([%T{} | _], _acc), do: :foreign
+
+    defp kind([list | rest], acc) when is_list(list) do
+      case kind(list, acc) do
+        :foreign -> :foreign
+        acc -> kind(rest, acc)
+      end
+    end
+
+    defp kind([_ | rest], acc), do: kind(rest, acc)
 
     defp complex?(terms) do
       Enum.any?(terms, fn
@@ -993,6 +1018,31 @@ if Code.ensure_loaded?(Nx) do
     # lists too: slice's start indices), so that a scalar made on another device moves rather
     # than the data; else the one Nx's default backend names, else nil (Cascade's default)
     defp call_device(args) do
+      case one_device(args, nil) do
+        :mixed -> largest_device(args)
+        nil -> default_backend_device()
+        device -> device
+      end
+    end
+
+    # the device of every Cascade tensor of args (nested lists too) when they share one (the
+    # common call, answered without sizes), nil when none has one, :mixed otherwise
+    defp one_device([], acc), do: acc
+
+    defp one_device([%T{data: %B{device: d}} | rest], acc) when d != nil do
+      if acc == nil or acc == d, do: one_device(rest, d), else: :mixed
+    end
+
+    defp one_device([list | rest], acc) when is_list(list) do
+      case one_device(list, acc) do
+        :mixed -> :mixed
+        acc -> one_device(rest, acc)
+      end
+    end
+
+    defp one_device([_ | rest], acc), do: one_device(rest, acc)
+
+    defp largest_device(args) do
       largest =
         for(%T{data: %B{device: d}} = t <- List.flatten(args), d != nil, do: {Nx.size(t), d})
         |> Enum.reduce(nil, fn
@@ -1002,14 +1052,15 @@ if Code.ensure_loaded?(Nx) do
         end)
 
       case largest do
-        {_, device} ->
-          device
+        {_, device} -> device
+        nil -> default_backend_device()
+      end
+    end
 
-        nil ->
-          case Nx.default_backend() do
-            {B, opts} -> opts[:device]
-            _ -> nil
-          end
+    defp default_backend_device do
+      case Nx.default_backend() do
+        {B, opts} -> opts[:device]
+        _ -> nil
       end
     end
 
