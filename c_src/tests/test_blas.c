@@ -1587,7 +1587,7 @@ static void test_layout_copies(void **state) {
  * results exactly, on long rows (chunks searched only where the extreme improves), one row in
  * slices across the threads, short rows, and the first axes reduced (a row of accumulators); with
  * the extreme repeated (ties go low or high), a NaN in some rows (it wins, its first or last
- * position), rows of -inf, zeros of both signs, in f32 and f64. */
+ * position), rows of -inf, zeros of both signs, in f32, f64, f16 and bf16. */
 static void test_extremes(void **state) {
     (void)state;
     static const struct {
@@ -1604,10 +1604,11 @@ static void test_extremes(void **state) {
         {3, {40, 30, 300}, 2, false},     {3, {64, 3, 1}, 1, false},
         {2, {2, 1}, -1, false},           {1, {(1 << 18) + 41}, -1, false},
     };
-    const cx_dtype types[] = {CX_F32, CX_F64};
+    /* f16/bf16: widened into the f32 kernels (extreme_half) */
+    const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16};
     const cx_op_id ops[] = {CX_OP_REDUCE_MAX, CX_OP_REDUCE_MIN, CX_OP_ARGMAX, CX_OP_ARGMIN};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-        for (int ty = 0; ty < 2; ty++) {
+        for (int ty = 0; ty < 4; ty++) {
             cx_tensor *x = filled(types[ty], cases[c].rank, cases[c].shape, 70 + (int)c);
             int64_t n = x->numel;
             for (int64_t i = 0; i < n; i++) {
@@ -1649,7 +1650,8 @@ static void test_extremes(void **state) {
                     for (int64_t i = 0; i < want->numel; i++) {
                         double g = tu_load(want->desc.dtype, got->data, i);
                         double w = tu_load(want->desc.dtype, want->data, i);
-                        if (!(g == w || (g != g && w != w)))
+                        /* the same value, of the same sign (-0 and +0 told apart) */
+                        if (!((g == w && signbit(g) == signbit(w)) || (g != g && w != w)))
                             fail_msg("%s of case %zu (%s, tie %d), element %lld: %.17g, cpu %.17g",
                                      cx_op_table[ops[q]].name, c, cx_dtype_name(types[ty]), tie,
                                      (long long)i, g, w);

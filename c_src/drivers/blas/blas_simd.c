@@ -972,8 +972,39 @@ static bool ext_takes(const simd_table *t, cx_op_id op, const cx_desc *in, const
     return false;
 }
 
+/* f16/bf16 in the f32 kernels: widened (exactly) into a buffer of the cpu's cache, reduced there,
+ * reduce_max/min's extremes (each one of the elements, or a NaN) rounded back exactly. The cpu's
+ * loops took 4.1 ms (f16) and 0.75 ms (bf16) for the rows of 1000 x 1000, against 0.12 in f32. */
+static bool extreme_half(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
+    const simd_table *t = blas_simd();
+    cx_desc d = in->desc;
+    d.dtype = CX_F32;
+    int64_t rows, cols;
+    bool outer, arg = op == CX_OP_ARGMAX || op == CX_OP_ARGMIN;
+    if (!ext_takes(t, op, &d, ps, &rows, &cols, &outer) ||
+        (arg ? out->desc.dtype != CX_S64 : out->desc.dtype != in->desc.dtype))
+        return false;
+    cx_tensor wide = *in, res = *out;
+    wide.desc = d;
+    wide.nbytes = sizeof(float) * (size_t)in->numel;
+    wide.data = blas_widen_f32(in);
+    float *r = arg ? NULL : cpu_buffer_get(sizeof(float) * (size_t)(out->numel ? out->numel : 1));
+    if (!arg) {
+        res.desc.dtype = CX_F32;
+        res.nbytes = sizeof(float) * (size_t)out->numel;
+        res.data = r;
+    }
+    bool ok = wide.data && (arg || r) && blas_simd_extreme(op, &wide, ps, &res);
+    if (ok && !arg) blas_narrow_serial(in->desc.dtype, r, out->data, out->numel);
+    if (wide.data) cpu_buffer_put(wide.data);
+    if (r) cpu_buffer_put(r);
+    return ok;
+}
+
 bool blas_simd_extreme(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const simd_table *t = blas_simd();
+    if (t && (in->desc.dtype == CX_F16 || in->desc.dtype == CX_BF16))
+        return extreme_half(op, in, ps, out);
     ext_job j = {.t = t,
                  .in = in,
                  .out = out,
@@ -1949,7 +1980,9 @@ const char *blas_simd_library(cx_op_id op, const cx_desc *in, int n_in, const cx
         op == CX_OP_ARGMIN) {
         int64_t rows, cols;
         bool outer;
-        return n_in == 1 && ext_takes(t, op, &in[0], ps, &rows, &cols, &outer) ? t->name : NULL;
+        cx_desc d = in[0]; /* f16/bf16 widened into the f32 kernels */
+        if (d.dtype == CX_F16 || d.dtype == CX_BF16) d.dtype = CX_F32;
+        return n_in == 1 && ext_takes(t, op, &d, ps, &rows, &cols, &outer) ? t->name : NULL;
     }
     if (op == CX_OP_SUM || op == CX_OP_MEAN) { /* mean: the sum, then one division */
         sum_form form;
