@@ -288,15 +288,48 @@ if Code.ensure_loaded?(Nx) do
 
     @impl true
     def as_type(%T{type: type} = out, tensor) do
-      if native?([out, tensor]) do
-        t = cx(tensor)
-        # Nx turns NaN and infinities into integers its own way; keep its answer
-        if (Nx.Type.float?(tensor.type) or Nx.Type.complex?(tensor.type)) and
-             Nx.Type.integer?(type),
-           do: fallback(:as_type, out, [tensor], "Nx's own conversion of floats into integers"),
-           else: out(out, Cascade.as_type(t, type))
+      cond do
+        not native?([out, tensor]) ->
+          fallback(:as_type, out, [tensor])
+
+        Nx.Type.complex?(tensor.type) and Nx.Type.integer?(type) ->
+          fallback(
+            :as_type,
+            out,
+            [tensor],
+            "Nx's own conversion of complex numbers into integers"
+          )
+
+        Nx.Type.float?(tensor.type) and Nx.Type.integer?(type) ->
+          t = cx(tensor)
+
+          if truncates_in_range?(t, type),
+            do: out(out, Cascade.as_type(t, type)),
+            else: fallback(:as_type, out, [tensor], "floats beyond the integer type's range")
+
+        true ->
+          out(out, Cascade.as_type(cx(tensor), type))
+      end
+    end
+
+    # Floats into integers: Nx truncates and wraps a value beyond the type's range around it
+    # (-1.5 into u8 is 255), Cascade saturates (0); NaN (0) and the infinities (the type's
+    # extremes) agree. So Cascade converts when the extremes of the tensor truncate into the
+    # range (two reductions, exact in every float type), Nx.BinaryBackend otherwise, and when
+    # a NaN or an infinity hides the other values.
+    defp truncates_in_range?(t, type) do
+      {lo, hi} =
+        case type do
+          {:u, bits} -> {0, Bitwise.bsl(1, bits) - 1}
+          {:s, bits} -> {-Bitwise.bsl(1, bits - 1), Bitwise.bsl(1, bits - 1) - 1}
+        end
+
+      if Tuple.product(t.shape) == 0 do
+        true
       else
-        fallback(:as_type, out, [tensor])
+        max = Cascade.to_list(Cascade.reduce_max(t))
+        min = Cascade.to_list(Cascade.reduce_min(t))
+        is_float(max) and is_float(min) and trunc(max) <= hi and trunc(min) >= lo
       end
     end
 

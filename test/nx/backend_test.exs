@@ -38,6 +38,35 @@ defmodule Cascade.BackendTest do
       assert Nx.to_binary(t, limit: 0) == ""
     end
 
+    test "floats into integers: Cascade's when they truncate into the range, else Nx's wrap" do
+      Cascade.put_fallback_policy(:allow)
+      floats = [:f32, :f64, :f16, :bf16]
+      ints = [:u8, :s8, :u16, :s16, :u32, :s32, :u64, :s64]
+
+      # in range, with NaN and infinities nowhere: native; -0.9 truncates to 0, in u8's range
+      for ft <- floats, it <- ints do
+        Cascade.reset_stats()
+
+        {got, want} =
+          on_both(fn -> Nx.tensor([1.9, -0.9, 0.0, 127.5], type: ft) |> Nx.as_type(it) end)
+
+        assert Nx.to_flat_list(got) == Nx.to_flat_list(want)
+        assert_no_fallback()
+      end
+
+      # beyond the range (Nx wraps: -1.5 into u8 is 255; Cascade would give 0), or a NaN or an
+      # infinity that hides the other values: Nx.BinaryBackend's answer, counted
+      for vals <- [[-1.5, 2.0], [300.0, 1.0], [1.0, :nan], [:infinity, -3.0e9]], it <- ints do
+        Cascade.reset_stats()
+        {got, want} = on_both(fn -> Nx.tensor(vals, type: :f32) |> Nx.as_type(it) end)
+        assert Nx.to_flat_list(got) == Nx.to_flat_list(want)
+      end
+
+      Cascade.reset_stats()
+      assert Nx.to_flat_list(Nx.as_type(Nx.tensor([-1.5, 2.0]), :u8)) == [255, 2]
+      assert %{calls: 1} = Cascade.stats()[{:cpu, :as_type, :binary_fallback}]
+    end
+
     test "inspect prints as Nx.BinaryBackend does" do
       for t <- [Nx.iota({2, 3}), Nx.tensor([1.5, :nan], type: :f16), Nx.iota({100})] do
         expected = inspect(Nx.backend_copy(t, Nx.BinaryBackend))

@@ -2,9 +2,10 @@ defmodule Cascade.NxCoverageTest do
   # Nx's functions over every real Nx type on Cascade.Backend: each Nx.Backend callback's calls
   # (counted with call_count tracing) and how many fell back to Nx.BinaryBackend, and the Cascade
   # ops by route (native, decomposed). The callbacks Cascade runs
-  # natively must never fall back (as_type from floats into integers, which Cascade.Backend leaves
-  # to Nx.BinaryBackend on purpose, and the callbacks still there -- complex numbers, fft,
-  # map/reduce with functions -- are not driven here). The complex types c64 and c128 run the
+  # natively must never fall back (as_type of floats beyond an integer type's range, which
+  # Cascade.Backend leaves to Nx.BinaryBackend on purpose -- Nx wraps them around the range --
+  # and the callbacks still there -- complex numbers, fft, map/reduce with functions -- are not
+  # driven here). The complex types c64 and c128 run the
   # callbacks Nx defines on complex numbers, fft and ifft among them. Needs Nx (tagged :nx).
   use ExUnit.Case, async: false
 
