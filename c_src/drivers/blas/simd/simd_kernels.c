@@ -405,19 +405,20 @@ BOTH_UNARY(reciprocal, vf_div(vf_set(1.0f), x), vd_div(vd_set(1.0), x))
 BOTH_UNARY(negate, vf_neg(x), vd_neg(x))
 BOTH_UNARY(abs, vf_abs(x), vd_abs(x))
 /* floor, ceil, round and sign: exact, the cpu's bits (libm's floor, ceil and round, which
- * rounds halves away from zero; sign keeps +-0 and NaN). round is trunc(x), moved one away from
- * zero where the part cut off is at least a half (x - trunc(x) is exact); -0.3 stays -0. */
+ * rounds halves away from zero; sign keeps +-0 and NaN). round is trunc(x + h), h the largest
+ * value below a half with x's sign: the sum rounds (to nearest even) past the next integer
+ * exactly when the part beyond x's integer is at least a half (x + h for x = 0.5 is 1 - 2^-25,
+ * which rounds to 1), and where x's spacing is 1 or more it rounds back to x; -0.3 gives -0.
+ * Three operations where trunc, subtract, compare, add and pick took six: checked on every one of
+ * the 2^32 f32 values against roundf (2026-11-28). */
 #define FLOOR_M _MM_FROUND_TO_NEG_INF
 #define CEIL_M  _MM_FROUND_TO_POS_INF
 #define TRUNC_M _MM_FROUND_TO_ZERO
 static inline vf round_vf(vf x) {
-    vf t = vf_round_mode(x, TRUNC_M);
-    return vf_pick_ge(vf_abs(vf_sub(x, t)), vf_set(0.5f), vf_add(t, vf_copysign(vf_set(1.0f), x)),
-                      t);
+    return vf_round_mode(vf_add(x, vf_copysign(vf_set(0.49999997f), x)), TRUNC_M);
 }
 static inline vd round_vd(vd x) {
-    vd t = vd_round_mode(x, TRUNC_M);
-    return vd_pick_ge(vd_abs(vd_sub(x, t)), vd_set(0.5), vd_add(t, vd_copysign(vd_set(1.0), x)), t);
+    return vd_round_mode(vd_add(x, vd_copysign(vd_set(0.49999999999999994), x)), TRUNC_M);
 }
 BOTH_UNARY(floor, vf_round_mode(x, FLOOR_M), vd_round_mode(x, FLOOR_M))
 BOTH_UNARY(ceil, vf_round_mode(x, CEIL_M), vd_round_mode(x, CEIL_M))

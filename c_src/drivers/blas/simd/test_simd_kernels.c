@@ -674,6 +674,27 @@ static void test_exact_and_double_math(void **state) {
                 fail_msg("%s op %d: %d of %d f32 results 1 ulp from libm's", t->name,
                          (int)fns[q].op, off, n);
         }
+        /* round of doubles beyond the floats' values: halves and their neighbours at every
+         * magnitude up to where the spacing is 1, libm's bits */
+        {
+            static double dr[4 * 60 + 8], dro[4 * 60 + 8];
+            int m = 0;
+            const double fixed_d[] = {0.49999999999999994, -0.49999999999999994, 0.5,  -0.5,
+                                      4503599627370495.5,  4503599627370497.0,   -0.0, 1e300};
+            for (int k = 0; k < 8; k++) dr[m++] = fixed_d[k];
+            for (int e = 0; e < 60; e++) {
+                double half = ldexp(1.0, e) + 0.5; /* k + 1/2 while representable */
+                dr[m++] = half;
+                dr[m++] = -nextafter(half, 0.0);
+                dr[m++] = nextafter(half, INFINITY);
+                dr[m++] = -ldexp(1.0, e) - 0.25;
+            }
+            t->unary_f64[CX_OP_ROUND](dro, dr, m);
+            for (int i = 0; i < m; i++)
+                if (memcmp(&dro[i], &(double){round(dr[i])}, 8) != 0)
+                    fail_msg("%s round of %a: %a, expected %a", t->name, dr[i], dro[i],
+                             round(dr[i]));
+        }
         /* remainder: both operands arrays, and each one value */
         for (int form = 0; form < 3; form++) {
             int sa = form != 1, sb = form != 2;
