@@ -517,6 +517,7 @@ defmodule CascadeCapabilityHonestyTest do
                    :fused,
                    :take,
                    :gather,
+                   :take_along_axis,
                    :dot,
                    :full,
                    :iota,
@@ -937,6 +938,21 @@ defmodule CascadeCapabilityHonestyTest do
           {{2, 3, 5}, {3}, 2}
         ] do
       new_case(:take, [r(s, type), indices(idx, elem(s, axis))], axis: axis)
+    end
+  end
+
+  defp special(:take_along_axis, type) do
+    # {shape, the indices' size along axis, axis}
+    for {s, n, axis} <- [
+          {{7}, 5, 0},
+          {{3, 7}, 4, 1},
+          {{3, 7}, 0, 1},
+          {{4, 3, 5}, 2, 1},
+          {{5, 2}, 6, 0}
+        ] do
+      new_case(:take_along_axis, [r(s, type), indices(put_elem(s, axis, n), elem(s, axis))],
+        axis: axis
+      )
     end
   end
 

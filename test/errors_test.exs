@@ -94,6 +94,10 @@ defmodule CascadeErrorsTest do
           :gather ->
             {[m22(), Cascade.tensor([[0, 1], [1, 0]])], fn [x, i] -> Cascade.gather(x, i) end}
 
+          :take_along_axis ->
+            {[m22(), Cascade.tensor([[1, 0], [0, 0]])],
+             fn [x, i] -> Cascade.take_along_axis(x, i, axis: 1) end}
+
           n when n in [:indexed_add, :indexed_put] ->
             {[m22(), Cascade.tensor([[0, 1], [1, 0]]), Cascade.tensor([1.0, 2.0])],
              &apply(Cascade, n, &1)}
@@ -174,6 +178,9 @@ defmodule CascadeErrorsTest do
 
       :gather ->
         &Cascade.gather(m22(), Cascade.tensor([[0, 1]]), &1)
+
+      :take_along_axis ->
+        &Cascade.take_along_axis(m22(), Cascade.tensor([[0], [1]]), &1)
 
       n when n in [:indexed_add, :indexed_put] ->
         &apply(Cascade, n, [m22(), Cascade.tensor([[0, 1]]), Cascade.tensor([1.0]), &1])
@@ -1123,6 +1130,34 @@ defmodule CascadeErrorsTest do
       rescue
         e in ArgumentError -> assert e.message =~ ~r/256.*300|300.*256/
       end
+    end
+
+    test "take_along_axis: indices out of range, of another shape" do
+      # small (the cpu's loop) and large (blas splits the rows across its threads)
+      for {rows, cols} <- [{2, 2}, {200, 100}], bad <- [-1, cols, 9_223_372_036_854_775_807] do
+        x = Cascade.iota({rows, cols}, type: :f32)
+
+        idx =
+          Cascade.put_slice(
+            Cascade.iota({rows, cols}, axis: 1),
+            [rows - 1, 0],
+            Cascade.tensor([[bad]])
+          )
+
+        assert_raise ArgumentError,
+                     ~r/take_along_axis: index #{bad} is out of bounds for axis 1 of size #{cols}/,
+                     fn -> Cascade.take_along_axis(x, idx, axis: 1) end
+      end
+
+      assert_raise ArgumentError,
+                   ~r/take_along_axis: expected indices of the tensor's shape \{2, 2\} but along axis 0, got shape \{2, 3\}/,
+                   fn -> Cascade.take_along_axis(m22(), Cascade.iota({2, 3}), axis: 0) end
+
+      assert_raise ArgumentError,
+                   ~r/take_along_axis: expected indices of the tensor's shape/,
+                   fn ->
+                     Cascade.take_along_axis(m22(), Cascade.tensor([1, 0]), axis: 0)
+                   end
     end
 
     test "take indices out of range" do

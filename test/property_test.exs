@@ -1197,6 +1197,29 @@ defmodule Cascade.PropertyTest.LayoutTest do
     end
   end
 
+  property [:take_along_axis], "take_along_axis: each line's elements at indices" do
+    for _ <- 1..60 do
+      type = layout_type()
+      s = shape(min_rank: 1, min_dim: 1)
+      rank = tuple_size(s)
+      axis = int_between(0, rank - 1)
+      ishape = put_elem(s, axis, int_between(0, 4))
+      itype = pick([:s64, :s32, :u8])
+      idx = gen_tensor(itype, ishape, fn -> int_between(0, elem(s, axis) - 1) end)
+      x = gen_tensor(type, s)
+      opts = [axis: if(chance(0.3), do: axis - rank, else: axis)]
+
+      check!(
+        "Cascade.take_along_axis/3",
+        [tensor: x, indices: idx, options: opts],
+        fn -> Cascade.take_along_axis(tensor!(x), tensor!(idx), opts) end,
+        R.take_along_axis(ref(x), ref(idx), axis),
+        type,
+        :exact
+      )
+    end
+  end
+
   property [:gather], "gather by coordinates along axes" do
     for _ <- 1..60 do
       type = layout_type()

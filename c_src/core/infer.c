@@ -739,6 +739,33 @@ CX_INFER(cx_infer_take) {
     return CX_OK;
 }
 
+/* take_along_axis: indices of the tensor's rank, of its sizes on every axis but `axis`; the
+ * result has the indices' shape and the tensor's type. */
+CX_INFER(cx_infer_take_along_axis) {
+    if (cx_check_arity(op, n_in, 2, st)) return st->code;
+    if (cx_require_integer(op, &in[1], "indices", st)) return st->code;
+    int64_t axis = 0;
+    if (cx_normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, in[0].rank,
+                          &axis, st))
+        return st->code;
+    cx_param_put_int(ps, CX_P_AXIS, axis);
+    bool fits = in[1].rank == in[0].rank;
+    for (int a = 0; fits && a < in[0].rank; a++)
+        fits = a == axis || in[1].shape[a] == in[0].shape[a];
+    if (!fits)
+        return cx_fail(st, CX_EINVAL,
+                       "%s: expected indices of the tensor's shape %s but along axis %lld, got "
+                       "shape %s",
+                       OPNAME, SHAPE_STR(&in[0]), (long long)axis, SHAPE_STR(&in[1]));
+    *out = in[1];
+    if (in[0].shape[axis] == 0 && cx_desc_numel(out) > 0)
+        return cx_fail(st, CX_EINVAL, "%s: cannot take from axis %lld of size 0 in shape %s",
+                       OPNAME, (long long)axis, SHAPE_STR(&in[0]));
+    out->dtype = compute[0] = in[0].dtype;
+    compute[1] = CX_S64;
+    return CX_OK;
+}
+
 /* gather's and the indexed updates' `axes`: k of them (the first k when not given),
  * normalised, in increasing order; `used` marks them. NULL (with st set) when they are not. */
 static cx_param *index_axes(cx_op_id op, cx_params *ps, int64_t k, int rank, bool used[CX_MAX_RANK],

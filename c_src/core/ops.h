@@ -144,6 +144,7 @@ CX_INFER(cx_infer_reverse);
 CX_INFER(cx_infer_concatenate);
 CX_INFER(cx_infer_take);
 CX_INFER(cx_infer_gather);
+CX_INFER(cx_infer_take_along_axis);
 CX_INFER(cx_infer_dot);
 CX_INFER(cx_infer_full);
 CX_INFER(cx_infer_iota);

@@ -172,10 +172,10 @@ cx_code cx_check_indices(cx_op_id op, const cx_desc *t, const int64_t *idx, int6
         int j = (int)(i % k);
         int64_t dim = t->shape[axes[j]];
         if (idx[i] >= 0 && idx[i] < dim) continue;
-        if (op == CX_OP_TAKE)
+        if (op == CX_OP_TAKE || op == CX_OP_TAKE_ALONG_AXIS)
             return cx_fail(st, CX_EINVAL,
-                           "take: index %lld is out of bounds for axis %d of size %lld",
-                           (long long)idx[i], (int)axes[0], (long long)dim);
+                           "%s: index %lld is out of bounds for axis %d of size %lld",
+                           cx_op_table[op].name, (long long)idx[i], (int)axes[0], (long long)dim);
         return cx_fail(st, CX_EINVAL,
                        "%s: index %lld (entry %d of index row %lld) is out of bounds for axis "
                        "%lld of size %lld",

@@ -370,7 +370,8 @@ static void every_primitive_is_claimed(void **state) {
             if (!want) continue;
             cx_dtype types[8];
             for (int k = 0; k < 8; k++) types[k] = (cx_dtype)t;
-            if (op == CX_OP_TAKE || op == CX_OP_GATHER) types[1] = CX_S64;
+            if (op == CX_OP_TAKE || op == CX_OP_GATHER || op == CX_OP_TAKE_ALONG_AXIS)
+                types[1] = CX_S64;
             if (drv->capability(NULL, (cx_op_id)op, types, n) == CX_CAP_NO)
                 fail_msg("cuda does not claim %s for %s", cx_op_table[op].name,
                          cx_dtype_name((cx_dtype)t));
@@ -458,6 +459,11 @@ static void moves_casts_and_creation_against_cpu(void **state) {
         differ(CX_OP_TAKE, (cx_tensor *[]){x, ix}, 2, &take, 0);
         cx_tensor *gi = ties_tensor(CX_S64, 3, TU_SHAPE(7, 11, 2), 5, 0, 33);
         differ(CX_OP_GATHER, (cx_tensor *[]){x, gi}, 2, NULL, 0);
+        cx_tensor *ai = ties_tensor(CX_S64, 3, TU_SHAPE(5, 9, 33), 37, 0, 35);
+        cx_params along = {0};
+        cx_param_put_int(&along, CX_P_AXIS, 1);
+        differ(CX_OP_TAKE_ALONG_AXIS, (cx_tensor *[]){x, ai}, 2, &along, 0);
+        tu_drop(ai);
         static const cx_dtype others[] = {CX_U8, CX_S32, CX_S64, CX_F64};
         for (int k = 0; k < 4; k++) {
             cx_params to = {0}, back = {0};

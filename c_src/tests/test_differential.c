@@ -811,6 +811,23 @@ static void gen_take(gen *g) {
     }
 }
 
+static void gen_take_along_axis(gen *g) {
+    struct {
+        shape s;
+        int64_t n; /* the indices' size along the axis */
+        int axis;
+    } grid[] = {{SH(7), 5, 0},       {SH(3, 7), 4, 1},     {SH(3, 7), 0, 1},
+                {SH(4, 3, 5), 2, 1}, {SH(5, 2), 6, 0},     {SH(2, 3, 17), 17, 2},
+                {SH(40, 500), 9, 1}, {SH(600, 4, 8), 3, 2}};
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
+        dcase *c = unary_case(g, grid[k].s, D_ANY);
+        shape is = grid[k].s;
+        is.d[grid[k].axis] = grid[k].n;
+        arg(c, indices_of(g, CX_S64, is, grid[k].s.d[grid[k].axis], NULL, NULL));
+        cx_param_put_int(&c->ps, CX_P_AXIS, grid[k].axis);
+    }
+}
+
 static void gen_gather(gen *g) {
     struct {
         shape s, batch, axes;
@@ -1303,6 +1320,7 @@ static generator generator_for(cx_op_id op) {
     case CX_OP_CONCATENATE: return gen_concatenate;
     case CX_OP_TAKE: return gen_take;
     case CX_OP_GATHER: return gen_gather;
+    case CX_OP_TAKE_ALONG_AXIS: return gen_take_along_axis;
     case CX_OP_INDEXED_ADD:
     case CX_OP_INDEXED_PUT: return gen_indexed;
     case CX_OP_DOT: return gen_dot;

@@ -621,21 +621,7 @@ if Code.ensure_loaded?(Nx) do
     # a gather by full coordinates: the indices along `axis`, each other axis's own position
     def take_along_axis(out, tensor, indices, axis) do
       native_or(:take_along_axis, out, [tensor, indices, axis], fn t, i, axis ->
-        shape = Cascade.shape(i)
-        one = Tuple.append(shape, 1)
-        dev = Cascade.device(i)
-
-        coords =
-          for a <- 0..(tuple_size(shape) - 1) do
-            c =
-              if a == axis,
-                do: Cascade.as_type(i, :s64),
-                else: Cascade.iota(shape, axis: a, type: :s64, device: dev)
-
-            Cascade.reshape(c, one)
-          end
-
-        Cascade.gather(t, Cascade.concatenate(coords, axis: tuple_size(shape)))
+        Cascade.take_along_axis(t, i, axis: axis)
       end)
     end
 

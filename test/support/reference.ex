@@ -961,6 +961,23 @@ defmodule Cascade.Reference do
     {out, data}
   end
 
+  @doc "take_along_axis: element j along `axis` of each line is the line's element at indices[j]."
+  def take_along_axis({shape, data}, {ishape, idata}, axis) do
+    axis = normalize_axis(axis, tuple_size(shape))
+    tuple = List.to_tuple(data)
+    itup = List.to_tuple(idata)
+    st = strides(shape)
+    ist = strides(ishape)
+
+    data =
+      for index <- indices(ishape) do
+        i = elem(itup, offset(index, ist))
+        elem(tuple, offset(List.replace_at(index, axis, i), st))
+      end
+
+    {ishape, data}
+  end
+
   @doc """
   gather: the last axis of `indices` lists coordinates along `axes` (the first ones when nil);
   the result's shape is the indices' shape without its last axis, then the tensor's other

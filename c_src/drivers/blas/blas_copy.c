@@ -178,14 +178,15 @@ bool blas_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_par
 }
 
 /* ==== ops on independent rows: the cpu's kernels on slices of the first axis ====================
- * sort and argsort along an axis other than the first, reverse of axes other than the first, and
- * pad that does not crop the first axis nor pad inside it work on each index of the first axis
- * apart: each part runs the cpu driver's kernel on its rows (views of the input and output, the
- * same parameters; pad's rows padded before and after the input's are filled by the first and
- * the last part), so the results are the cpu's bit for bit. */
+ * sort and argsort along an axis other than the first, reverse of axes other than the first,
+ * pad that does not crop the first axis nor pad inside it, and take_along_axis along another axis
+ * than the first work on each index of the first axis apart: each part runs the cpu driver's
+ * kernel on its rows (views of the input(s) and output, the same parameters; pad's rows padded
+ * before and after the input's are filled by the first and the last part), so the results are
+ * the cpu's bit for bit. */
 typedef struct {
     cx_op_id op;
-    const cx_tensor *in;
+    const cx_tensor *in, *in2; /* in2: take_along_axis's indices, split as the tensor */
     cx_tensor *out;
     const cx_params *ps;
     _Atomic int failed;
@@ -213,8 +214,10 @@ static void split_run(split_job *j, int64_t lo, int64_t hi, int64_t at, int64_t 
         ps.p[CX_P_PADS].i[1] = after;
     }
     cx_status st = {0};
-    const cx_tensor *in[1] = {&a};
-    if (cx_cpu_driver()->execute(NULL, j->op, in, 1, &ps, &o, &st) != CX_OK) j->failed = 1;
+    cx_tensor b = j->in2 ? row_view(j->in2, lo, hi) : a;
+    const cx_tensor *in[2] = {&a, &b};
+    if (cx_cpu_driver()->execute(NULL, j->op, in, j->in2 ? 2 : 1, &ps, &o, &st) != CX_OK)
+        j->failed = 1;
 }
 
 /* its share of the input's rows; for pad, the first part also fills the rows padded before them
@@ -242,6 +245,7 @@ static bool splits_rows(cx_op_id op, const cx_tensor *in, const cx_params *ps,
         for (int k = 0; k < ps->p[CX_P_AXES].n; k++)
             if (ps->p[CX_P_AXES].i[k] == 0) return false;
         return (int64_t)out->nbytes >= BLAS_COPY_MIN;
+    case CX_OP_TAKE_ALONG_AXIS: return ps->p[CX_P_AXIS].i[0] != 0 && in->numel >= (1 << 14);
     case CX_OP_PAD:
         /* the first axis padded (not cropped), without interior padding */
         return ps->p[CX_P_PADS].i[0] >= 0 && ps->p[CX_P_PADS].i[1] >= 0 &&
@@ -250,11 +254,13 @@ static bool splits_rows(cx_op_id op, const cx_tensor *in, const cx_params *ps,
     }
 }
 
-bool blas_split_rows(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
-    if (!splits_rows(op, in, ps, out)) return false;
+bool blas_split_rows(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
+                     cx_tensor *out) {
+    if (n_in != (op == CX_OP_TAKE_ALONG_AXIS ? 2 : 1) || !splits_rows(op, in[0], ps, out))
+        return false;
     int threads = blas_pool_threads();
-    int64_t rows = in->desc.shape[0];
-    split_job j = {op, in, out, ps, 0};
+    int64_t rows = in[0]->desc.shape[0];
+    split_job j = {op, in[0], n_in == 2 ? in[1] : NULL, out, ps, 0};
     blas_parallel(rows < threads ? (int)rows : threads, false, split_part, &j);
     return !j.failed; /* else the caller runs the whole op on the cpu, which says why */
 }

@@ -411,6 +411,52 @@ static cx_code layout_take(const cx_tensor *t, const cx_tensor *ix, const cx_par
     return CX_OK;
 }
 
+/* Each line along the axis: the input as {outer, dim, inner}, indices and output as {outer, n,
+ * inner}; out[o][j][i] = t[o][idx[o][j][i]][i], by element size. */
+#define ALONG_AXIS(T)                                                                              \
+    {                                                                                              \
+        const T *s = t->data;                                                                      \
+        T *d = out->data;                                                                          \
+        if (inner == 1) /* along the last axis: one element a position */                          \
+            for (int64_t o = 0; o < outer; o++) {                                                  \
+                const T *sr = s + o * dim;                                                         \
+                for (int64_t j = 0; j < n; j++) d[o * n + j] = sr[idx[o * n + j]];                 \
+            }                                                                                      \
+        else                                                                                       \
+            for (int64_t o = 0; o < outer; o++)                                                    \
+                for (int64_t j = 0; j < n; j++) {                                                  \
+                    const int64_t *ix = idx + (o * n + j) * inner;                                 \
+                    T *dr = d + (o * n + j) * inner;                                               \
+                    const T *sr = s + o * dim * inner;                                             \
+                    for (int64_t i = 0; i < inner; i++) dr[i] = sr[ix[i] * inner + i];             \
+                }                                                                                  \
+    }
+
+static cx_code layout_take_along_axis(const cx_tensor *t, const cx_tensor *ix, const cx_params *ps,
+                                      cx_tensor *out, cx_status *st) {
+    int axis = (int)ps->p[CX_P_AXIS].i[0];
+    const int64_t *idx = ix->data;
+    int64_t dim = t->desc.shape[axis], n = ix->desc.shape[axis], outer = 1, inner = 1;
+    if (cx_check_indices(CX_OP_TAKE_ALONG_AXIS, &t->desc, idx, ix->numel, ps->p[CX_P_AXIS].i, 1,
+                         st))
+        return st->code;
+    if (out->numel == 0) return CX_OK;
+    for (int k = 0; k < axis; k++) outer *= t->desc.shape[k];
+    for (int k = axis + 1; k < t->desc.rank; k++) inner *= t->desc.shape[k];
+    switch (elem_size(t)) {
+    case 1: ALONG_AXIS(uint8_t) break;
+    case 2: ALONG_AXIS(uint16_t) break;
+    case 4: ALONG_AXIS(uint32_t) break;
+    case 8: ALONG_AXIS(uint64_t) break;
+    default: { /* complex c128: two 8-byte halves */ typedef struct { uint64_t re, im;
+        } pair;
+        ALONG_AXIS(pair)
+    }
+    }
+    return CX_OK;
+}
+#undef ALONG_AXIS
+
 /* The move that copies the axes gather does not index, at one index row, into a dense block. */
 static void gather_block(const cx_tensor *t, const cx_param *axes, const int64_t *in_str, move *m) {
     bool used[CX_MAX_RANK] = {false};
@@ -465,6 +511,7 @@ cx_code cpu_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_p
     case CX_OP_CONCATENATE: return layout_concatenate(in, n_in, ps, out);
     case CX_OP_TAKE: return layout_take(in[0], in[1], ps, out, st);
     case CX_OP_GATHER: return layout_gather(in[0], in[1], ps, out, st);
+    case CX_OP_TAKE_ALONG_AXIS: return layout_take_along_axis(in[0], in[1], ps, out, st);
     default: break;
     }
     return cx_fail(st, CX_EUNSUPPORTED, "cpu: %s is not a layout op", cx_op_table[op].name);

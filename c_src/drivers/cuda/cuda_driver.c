@@ -377,6 +377,7 @@ static cx_cap cuda_drv_capability(void *dev, cx_op_id op, const cx_dtype *types,
     case CX_OP_IOTA: return kernel_type(types[0]) ? CX_CAP_NATIVE : CX_CAP_NO;
     /* the dispatcher casts the indices to s64 first */
     case CX_OP_TAKE:
+    case CX_OP_TAKE_ALONG_AXIS:
     case CX_OP_GATHER: return n_in == 2 && types[1] == CX_S64 ? CX_CAP_NATIVE : CX_CAP_NO;
     case CX_OP_RANDOM_UNIFORM:
     case CX_OP_RANDOM_NORMAL:
@@ -691,6 +692,19 @@ static cx_code run_take(cuda_device *d, const cx_tensor *t, const cx_tensor *ix,
                       "take", st);
 }
 
+static cx_code run_take_along(cuda_device *d, const cx_tensor *t, const cx_tensor *ix,
+                              const cx_params *ps, cx_tensor *out, cx_status *st) {
+    int64_t axis = cx_param_get(ps, CX_P_AXIS)->i[0], inner = 1;
+    if (check_indices(d, CX_OP_TAKE_ALONG_AXIS, ix, t, &axis, 1, st) != CX_OK) return st->code;
+    if (out->numel == 0) return CX_OK;
+    for (int k = (int)axis + 1; k < t->desc.rank; k++) inner *= t->desc.shape[k];
+    return cuda_check(d,
+                      ck_take_along(cx_dtype_size(t->desc.dtype), t->data, ix->data, out->data,
+                                    out->numel, t->desc.shape[axis], ix->desc.shape[axis], inner,
+                                    d->stream),
+                      "take_along_axis", st);
+}
+
 static cx_code run_gather(cuda_device *d, const cx_tensor *t, const cx_tensor *ix,
                           const cx_params *ps, cx_tensor *out, cx_status *st) {
     const cx_param *axes = cx_param_get(ps, CX_P_AXES);
@@ -726,6 +740,7 @@ static cx_code run_layout(cuda_device *d, cx_op_id op, const cx_tensor *const *i
     if (op == CX_OP_PUT_SLICE) return run_put_slice(d, in[0], in[1], ps, out, st);
     if (op == CX_OP_PAD) return run_pad(d, in[0], ps, out, st);
     if (op == CX_OP_TAKE) return run_take(d, in[0], in[1], ps, out, st);
+    if (op == CX_OP_TAKE_ALONG_AXIS) return run_take_along(d, in[0], in[1], ps, out, st);
     if (op == CX_OP_GATHER) return run_gather(d, in[0], in[1], ps, out, st);
     const cx_tensor *x = in[0];
     int64_t s[CX_MAX_RANK];

@@ -1085,6 +1085,19 @@ __global__ void k_take(const E *__restrict__ x, const int64_t *__restrict__ ix, 
     }
 }
 
+/* take_along_axis: the input as {outer, dim, inner}, indices and output as {outer, count, inner};
+ * each output element reads its own index. */
+template <typename E>
+__global__ void k_take_along(const E *__restrict__ x, const int64_t *__restrict__ ix,
+                             E *__restrict__ y, int64_t n, int64_t dim, int64_t count,
+                             int64_t inner) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t e = i % inner, q = i / inner / count;
+        y[i] = x[(q * dim + ix[i]) * inner + e];
+    }
+}
+
 /* Output row r (a block of `block` elements) reads the input at index row r over the indexed
  * axes, and through the other axes' strides within the block. */
 template <typename E>
@@ -1318,6 +1331,18 @@ extern "C" cudaError_t ck_take(size_t size, const void *x, const int64_t *ix, vo
            static_cast<E *>(y), n, dim, count, inner)
     BY_SIZE(size, TAKE)
 #undef TAKE
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_take_along(size_t size, const void *x, const int64_t *ix, void *y,
+                                     int64_t n, int64_t dim, int64_t count, int64_t inner,
+                                     cudaStream_t s) {
+    if (n == 0) return cudaSuccess;
+#define TAKE_ALONG(E)                                                                              \
+    launch(blocks_for(n), THREADS, s, k_take_along<E>, static_cast<const E *>(x), ix,              \
+           static_cast<E *>(y), n, dim, count, inner)
+    BY_SIZE(size, TAKE_ALONG)
+#undef TAKE_ALONG
     return cudaGetLastError();
 }
 
