@@ -116,15 +116,9 @@ static inline float vf_reduce_max(vf x) {
 /* x rounded to an integer in mode m (_MM_FROUND_TO_NEG_INF, _POS_INF, _ZERO), exactly */
 #define vf_round_mode(x, m) _mm512_roundscale_ps(x, (m) | _MM_FROUND_NO_EXC)
 #define vd_round_mode(x, m) _mm512_roundscale_pd(x, (m) | _MM_FROUND_NO_EXC)
-/* x >= c ? p : q, per lane (false for NaN) */
-static inline vf vf_pick_ge(vf x, vf c, vf p, vf q) {
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, c, _CMP_GE_OQ), q, p);
-}
+/* x > c ? p : q, per lane (false for NaN) */
 static inline vd vd_pick_gt(vd x, vd c, vd p, vd q) {
     return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, c, _CMP_GT_OQ), q, p);
-}
-static inline vd vd_pick_ge(vd x, vd c, vd p, vd q) {
-    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, c, _CMP_GE_OQ), q, p);
 }
 static inline vd vd_copysign(vd r, vd x) {
     __m512i m = _mm512_set1_epi64((long long)0x8000000000000000ull);
@@ -236,14 +230,8 @@ static inline float vf_reduce_max(vf x) {
 }
 #define vf_round_mode(x, m) _mm256_round_ps(x, (m) | _MM_FROUND_NO_EXC)
 #define vd_round_mode(x, m) _mm256_round_pd(x, (m) | _MM_FROUND_NO_EXC)
-static inline vf vf_pick_ge(vf x, vf c, vf p, vf q) {
-    return _mm256_blendv_ps(q, p, _mm256_cmp_ps(x, c, _CMP_GE_OQ));
-}
 static inline vd vd_pick_gt(vd x, vd c, vd p, vd q) {
     return _mm256_blendv_pd(q, p, _mm256_cmp_pd(x, c, _CMP_GT_OQ));
-}
-static inline vd vd_pick_ge(vd x, vd c, vd p, vd q) {
-    return _mm256_blendv_pd(q, p, _mm256_cmp_pd(x, c, _CMP_GE_OQ));
 }
 static inline vd vd_copysign(vd r, vd x) {
     __m256d m = _mm256_set1_pd(-0.0);
