@@ -540,7 +540,8 @@ defmodule CascadeCapabilityHonestyTest do
   defp has_generator?(op) do
     case @ops[op] do
       %{kind: kind}
-      when kind in @elementwise or kind in [:reduce, :argreduce, :sort, :scatter, :window] ->
+      when kind in @elementwise or
+             kind in [:reduce, :argreduce, :sort, :scan, :scatter, :window] ->
         true
 
       _ ->
@@ -568,6 +569,7 @@ defmodule CascadeCapabilityHonestyTest do
       %{kind: :reduce} -> reductions(op, type, reduce_domain(op))
       %{kind: :argreduce} -> arg_reductions(op, type)
       %{kind: :sort} -> sorts(op, type)
+      %{kind: :scan} -> scans(op, type)
       %{kind: :scatter} -> indexed(op, type)
       %{kind: :window} -> windows(op, type)
       _ -> special(op, type)
@@ -688,6 +690,25 @@ defmodule CascadeCapabilityHonestyTest do
   end
 
   # ties and NaN (small values), both directions, every axis; argsort into s64 and s32
+  defp scans(op, type) do
+    grid = [
+      {{7}, 0},
+      {{}, 0},
+      {{3, 7}, 1},
+      {{3, 7}, 0},
+      {{2, 3, 5}, -1},
+      {{2, 0}, 1},
+      {{40, 500}, 1}
+    ]
+
+    # products of values near 1 stay finite along a line
+    domain = if op == :cumulative_product, do: :unit, else: :small
+
+    for {shape, axis} <- grid, reverse <- [false, true] do
+      new_case(op, [r(shape, type, domain)], axis: axis, reverse: reverse)
+    end
+  end
+
   defp sorts(op, type) do
     grid = [
       {{7}, 0},

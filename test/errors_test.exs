@@ -98,6 +98,9 @@ defmodule CascadeErrorsTest do
             {[m22(), Cascade.tensor([[1, 0], [0, 0]])],
              fn [x, i] -> Cascade.take_along_axis(x, i, axis: 1) end}
 
+          n when n in [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min] ->
+            {[m22()], fn [x] -> apply(Cascade, n, [x, [axis: 1, reverse: true]]) end}
+
           n when n in [:indexed_add, :indexed_put] ->
             {[m22(), Cascade.tensor([[0, 1], [1, 0]]), Cascade.tensor([1.0, 2.0])],
              &apply(Cascade, n, &1)}
@@ -152,6 +155,9 @@ defmodule CascadeErrorsTest do
         &Cascade.triangular_solve(m22(), m22(), &1)
 
       n when n in [:transpose, :squeeze, :reverse] ->
+        &apply(Cascade, name, [m22(), &1])
+
+      _ when kind == :scan ->
         &apply(Cascade, name, [m22(), &1])
 
       :broadcast ->

@@ -768,6 +768,57 @@ defmodule Cascade.PropertyTest.ReduceTest do
     end
   end
 
+  property [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min],
+           "cumulative ops along an axis, forwards and reversed; integers wrap in their type" do
+    for op <- [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min],
+        type <- floats() ++ ints() ++ [:f64],
+        _ <- 1..12 do
+      s = if chance(0.1), do: shape_or_large(), else: shape()
+      rank = tuple_size(s)
+      specials = if chance(0.2), do: 0.05, else: 0.0
+
+      gen =
+        cond do
+          not R.float?(type) ->
+            fn -> int_value(type) end
+
+          # products near 1 stay finite over a line
+          op == :cumulative_product ->
+            fn -> special_or(specials, fn -> float_between(0.5, 1.5) end) end
+
+          # few distinct values for max and min: ties of -0.0 and 0.0
+          op in [:cumulative_max, :cumulative_min] ->
+            fn -> special_or(specials, fn -> pick([-1.0, -0.0, 0.0, 2.5, 3.0]) end) end
+
+          true ->
+            fn -> special_or(specials, fn -> float_between(-4.0, 4.0) end) end
+        end
+
+      x = gen_tensor(type, s, gen)
+      axis = if rank > 0, do: int_between(-rank, rank - 1), else: 0
+      reverse = chance(0.5)
+      opts = [axis: axis, reverse: reverse]
+      expected = R.scan(op, ref(x), axis, reverse)
+      n = if rank > 0, do: elem(s, if(axis < 0, do: axis + rank, else: axis)), else: 1
+
+      tol =
+        cond do
+          not R.float?(type) or op in [:cumulative_max, :cumulative_min] -> :exact
+          op == :cumulative_product -> tol(:product, type, n)
+          true -> tol(:sum, type, {n, elem(R.scan(op, R.unary(:abs, ref(x)), axis, reverse), 1)})
+        end
+
+      check!(
+        "Cascade.#{op}/2",
+        [tensor: x, options: opts],
+        fn -> apply(Cascade, op, [tensor!(x), opts]) end,
+        expected,
+        type,
+        tol
+      )
+    end
+  end
+
   property [:product], "product over axes; integers in s64, wrapping" do
     for type <- floats() ++ ints(), _ <- 1..50 do
       s = shape(max_dim: 4, max_rank: 3)

@@ -739,6 +739,26 @@ CX_INFER(cx_infer_take) {
     return CX_OK;
 }
 
+/* The cumulative ops keep the tensor's type and shape; `axis` normalised (0 for a scalar),
+ * `reverse` false unless given. */
+CX_INFER(cx_infer_scan) {
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    int64_t axis = cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0;
+    if (in[0].rank > 0) {
+        if (cx_normalize_axis(op, axis, in[0].rank, &axis, st)) return st->code;
+    } else if (axis != 0 && axis != -1) {
+        return cx_fail(st, CX_EINVAL, "%s: expected axis 0 for a scalar, got: %lld", OPNAME,
+                       (long long)axis);
+    } else {
+        axis = 0;
+    }
+    cx_param_put_int(ps, CX_P_AXIS, axis);
+    if (!cx_param_has(ps, CX_P_REVERSE)) cx_param_put_int(ps, CX_P_REVERSE, 0);
+    *out = in[0];
+    compute[0] = in[0].dtype;
+    return CX_OK;
+}
+
 /* take_along_axis: indices of the tensor's rank, of its sizes on every axis but `axis`; the
  * result has the indices' shape and the tensor's type. */
 CX_INFER(cx_infer_take_along_axis) {

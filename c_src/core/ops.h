@@ -19,6 +19,7 @@ typedef enum {
     CX_KIND_ARGREDUCE,
     CX_KIND_SORT,    /* sort and argsort along one axis */
     CX_KIND_SCATTER, /* indexed_add and indexed_put */
+    CX_KIND_SCAN,    /* cumulative_sum/product/max/min along one axis */
     CX_KIND_WINDOW,  /* window_sum/product/max/min, window_scatter_max/min */
     CX_KIND_LINALG,  /* last two axes, batched over the others: triangular_solve, lu, eigh */
     CX_KIND_LAYOUT,  /* moves elements without arithmetic */
@@ -145,6 +146,7 @@ CX_INFER(cx_infer_concatenate);
 CX_INFER(cx_infer_take);
 CX_INFER(cx_infer_gather);
 CX_INFER(cx_infer_take_along_axis);
+CX_INFER(cx_infer_scan);
 CX_INFER(cx_infer_dot);
 CX_INFER(cx_infer_full);
 CX_INFER(cx_infer_iota);

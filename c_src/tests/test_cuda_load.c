@@ -343,10 +343,10 @@ static void every_primitive_is_claimed(void **state) {
     const cx_driver *drv = entry();
     for (int op = 0; op < CX_OP_COUNT; op++) {
         cx_op_kind kind = cx_op_table[op].kind;
-        /* sorting, indexed updates and windows have no cuda kernel yet: the negotiation moves
-         * them */
+        /* sorting, indexed updates, cumulative ops and windows have no cuda kernel yet: the
+         * negotiation moves them */
         if (kind == CX_KIND_COMPOSITE || kind == CX_KIND_SORT || kind == CX_KIND_SCATTER ||
-            kind == CX_KIND_WINDOW || kind == CX_KIND_LINALG)
+            kind == CX_KIND_SCAN || kind == CX_KIND_WINDOW || kind == CX_KIND_LINALG)
             continue;
         /* nor complex arithmetic (real, imag, conjugate, fft and ifft compute in c64/c128) */
         if (kind == CX_KIND_FFT || op == CX_OP_REAL || op == CX_OP_IMAG || op == CX_OP_CONJUGATE)

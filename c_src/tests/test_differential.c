@@ -123,7 +123,7 @@ static const tol_rule tolerance_table[] = {
     {NULL, "@compare,@logical,@select,@cast,@argreduce", ANY_TYPE, EXACT},
     /* sorting moves elements: the same bits in the same places */
     {NULL, "@sort,indexed_put", ANY_TYPE, BITWISE},
-    {NULL, "window_max,window_min", ANY_TYPE, EXACT},
+    {NULL, "window_max,window_min,cumulative_max,cumulative_min", ANY_TYPE, EXACT},
     {NULL, "full,iota,eye,random_uniform,reduce_max,reduce_min,all,any,relu", ANY_TYPE, EXACT},
     {NULL, "negate,abs,sign,floor,ceil,round,max,min", ANY_TYPE, EXACT},
     /* One IEEE operation, correctly rounded: exact in f32/f64. Half types computed in f32 and
@@ -139,7 +139,7 @@ static const tol_rule tolerance_table[] = {
     /* Results normalised to about 1 whatever the scale of the inputs. */
     {NULL, "softmax,log_softmax,hard_sigmoid", ANY_TYPE, CLOSE(8, ONE)},
     /* product: relative to the result (the terms' scale says nothing about it). */
-    {NULL, "product", ANY_TYPE, CLOSE(8, ONE)},
+    {NULL, "product,cumulative_product", ANY_TYPE, CLOSE(8, ONE)},
     /* Everything else sums: reductions, dot, dense, norms, convolutions, losses; and the
      * elementwise composites (gelu, silu, elu, softplus ...), for which L is 1 and M the
      * element's own |input|: a chain of a few roundings, with cancellation where the formula
@@ -148,14 +148,23 @@ static const tol_rule tolerance_table[] = {
 };
 
 static const char *const kind_names[] = {
-    [CX_KIND_UNARY] = "unary",     [CX_KIND_UNARY_FLOAT] = "unary_float",
-    [CX_KIND_BINARY] = "binary",   [CX_KIND_BINARY_FLOAT] = "binary_float",
-    [CX_KIND_COMPARE] = "compare", [CX_KIND_LOGICAL] = "logical",
-    [CX_KIND_SELECT] = "select",   [CX_KIND_CAST] = "cast",
-    [CX_KIND_REDUCE] = "reduce",   [CX_KIND_ARGREDUCE] = "argreduce",
-    [CX_KIND_SORT] = "sort",       [CX_KIND_LINALG] = "linalg",
-    [CX_KIND_LAYOUT] = "layout",   [CX_KIND_DOT] = "dot",
-    [CX_KIND_CREATE] = "create",   [CX_KIND_COMPOSITE] = "composite",
+    [CX_KIND_UNARY] = "unary",
+    [CX_KIND_UNARY_FLOAT] = "unary_float",
+    [CX_KIND_BINARY] = "binary",
+    [CX_KIND_BINARY_FLOAT] = "binary_float",
+    [CX_KIND_COMPARE] = "compare",
+    [CX_KIND_LOGICAL] = "logical",
+    [CX_KIND_SELECT] = "select",
+    [CX_KIND_CAST] = "cast",
+    [CX_KIND_REDUCE] = "reduce",
+    [CX_KIND_ARGREDUCE] = "argreduce",
+    [CX_KIND_SORT] = "sort",
+    [CX_KIND_LINALG] = "linalg",
+    [CX_KIND_SCAN] = "scan",
+    [CX_KIND_LAYOUT] = "layout",
+    [CX_KIND_DOT] = "dot",
+    [CX_KIND_CREATE] = "create",
+    [CX_KIND_COMPOSITE] = "composite",
 };
 
 static bool name_in_list(const char *list, const char *name, cx_op_kind kind) {
@@ -811,6 +820,24 @@ static void gen_take(gen *g) {
     }
 }
 
+/* the cumulative ops: along each axis of a few shapes, both directions; lines long enough for
+ * the blas driver to split rows across its threads */
+static void gen_scan(gen *g) {
+    struct {
+        shape s;
+        int axis;
+    } grid[] = {{SCALAR, 0},   {SH(7), 0},       {SH(3, 7), 1},    {SH(3, 7), 0},
+                {SH(2, 0), 1}, {SH(4, 3, 5), 1}, {SH(40, 500), 1}, {SH(600, 4, 8), 2}};
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++)
+        for (int rev = 0; rev < 2; rev++) {
+            /* products of many values: near 1, so that the lines stay finite and away from 0 */
+            domain d = g->op == CX_OP_CUMULATIVE_PRODUCT ? D_UNIT : D_ANY;
+            dcase *c = unary_case(g, grid[k].s, d);
+            cx_param_put_int(&c->ps, CX_P_AXIS, grid[k].axis);
+            cx_param_put_int(&c->ps, CX_P_REVERSE, rev);
+        }
+}
+
 static void gen_take_along_axis(gen *g) {
     struct {
         shape s;
@@ -1321,6 +1348,10 @@ static generator generator_for(cx_op_id op) {
     case CX_OP_TAKE: return gen_take;
     case CX_OP_GATHER: return gen_gather;
     case CX_OP_TAKE_ALONG_AXIS: return gen_take_along_axis;
+    case CX_OP_CUMULATIVE_SUM:
+    case CX_OP_CUMULATIVE_PRODUCT:
+    case CX_OP_CUMULATIVE_MAX:
+    case CX_OP_CUMULATIVE_MIN: return gen_scan;
     case CX_OP_INDEXED_ADD:
     case CX_OP_INDEXED_PUT: return gen_indexed;
     case CX_OP_DOT: return gen_dot;

@@ -463,6 +463,17 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    # Nx's optional cumulative callbacks (without them Nx scans with window ops: 1000 x 1000 f32
+    # along axis 1 took 11.6 ms, natively 1.2)
+    for op <- [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min] do
+      @impl true
+      def unquote(op)(out, tensor, opts) do
+        native_or(unquote(op), out, [tensor, opts], fn t, opts ->
+          Cascade.unquote(op)(t, axis: opts[:axis], reverse: opts[:reverse] || false)
+        end)
+      end
+    end
+
     for op <- [:argmax, :argmin] do
       @impl true
       def unquote(op)(out, tensor, opts) do

@@ -656,6 +656,45 @@ defmodule Cascade.Reference do
   defp fold(:any, acc, x), do: bool(acc == 1 or truthy(x))
 
   @doc """
+  cumulative_sum/product/max/min along `axis`, from the end when `reverse`: element i of a line
+  is the fold of the line up to i, starting from the line's first element.
+  """
+  def scan(op, {shape, data}, axis, reverse) do
+    rank = tuple_size(shape)
+    axis = if rank == 0, do: 0, else: normalize_axis(axis, rank)
+    dims = Tuple.to_list(shape)
+    n = if rank == 0, do: 1, else: elem(shape, axis)
+    outer = dims |> Enum.take(axis) |> Enum.product()
+    inner = dims |> Enum.drop(axis + 1) |> Enum.product()
+    flat = List.to_tuple(data)
+
+    f =
+      case op do
+        :cumulative_sum -> :sum
+        :cumulative_product -> :product
+        :cumulative_max -> :reduce_max
+        :cumulative_min -> :reduce_min
+      end
+
+    placed =
+      for o <- 0..(outer - 1)//1, c <- 0..(inner - 1)//1, n > 0 do
+        order = if reverse, do: (n - 1)..0//-1, else: 0..(n - 1)
+        at = fn j -> (o * n + j) * inner + c end
+
+        {line, _} =
+          Enum.map_reduce(order, nil, fn j, acc ->
+            x = elem(flat, at.(j))
+            acc = if acc == nil, do: x, else: fold(f, acc, x)
+            {{at.(j), acc}, acc}
+          end)
+
+        line
+      end
+
+    {shape, placed |> List.flatten() |> Enum.sort() |> Enum.map(&elem(&1, 1))}
+  end
+
+  @doc """
   sort (`what: :values`) or argsort (`what: :positions`) along `axis`, stably, as Nx: ascending
   puts NaN last, descending first; -0.0 equals 0.0 (Erlang compares them equal), so they keep
   their order.

@@ -179,11 +179,11 @@ bool blas_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_par
 
 /* ==== ops on independent rows: the cpu's kernels on slices of the first axis ====================
  * sort and argsort along an axis other than the first, reverse of axes other than the first,
- * pad that does not crop the first axis nor pad inside it, and take_along_axis along another axis
- * than the first work on each index of the first axis apart: each part runs the cpu driver's
- * kernel on its rows (views of the input(s) and output, the same parameters; pad's rows padded
- * before and after the input's are filled by the first and the last part), so the results are
- * the cpu's bit for bit. */
+ * pad that does not crop the first axis nor pad inside it, and take_along_axis and the cumulative
+ * ops along another axis than the first work on each index of the first axis apart: each part runs
+ * the cpu driver's kernel on its rows (views of the input(s) and output, the same parameters; pad's
+ * rows padded before and after the input's are filled by the first and the last part), so the
+ * results are the cpu's bit for bit. */
 typedef struct {
     cx_op_id op;
     const cx_tensor *in, *in2; /* in2: take_along_axis's indices, split as the tensor */
@@ -245,7 +245,11 @@ static bool splits_rows(cx_op_id op, const cx_tensor *in, const cx_params *ps,
         for (int k = 0; k < ps->p[CX_P_AXES].n; k++)
             if (ps->p[CX_P_AXES].i[k] == 0) return false;
         return (int64_t)out->nbytes >= BLAS_COPY_MIN;
-    case CX_OP_TAKE_ALONG_AXIS: return ps->p[CX_P_AXIS].i[0] != 0 && in->numel >= (1 << 14);
+    case CX_OP_TAKE_ALONG_AXIS:
+    case CX_OP_CUMULATIVE_SUM:
+    case CX_OP_CUMULATIVE_PRODUCT:
+    case CX_OP_CUMULATIVE_MAX:
+    case CX_OP_CUMULATIVE_MIN: return ps->p[CX_P_AXIS].i[0] != 0 && in->numel >= (1 << 14);
     case CX_OP_PAD:
         /* the first axis padded (not cropped), without interior padding */
         return ps->p[CX_P_PADS].i[0] >= 0 && ps->p[CX_P_PADS].i[1] >= 0 &&

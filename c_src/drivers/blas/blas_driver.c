@@ -289,7 +289,7 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
     if (blas_simd_elementwise(op, in, n_in, out)) return CX_OK;
     if (cx_op_table[op].kind == CX_KIND_LAYOUT && blas_layout(op, in, n_in, ps, out)) return CX_OK;
     if ((op == CX_OP_SORT || op == CX_OP_ARGSORT || op == CX_OP_REVERSE || op == CX_OP_PAD ||
-         op == CX_OP_TAKE_ALONG_AXIS) &&
+         op == CX_OP_TAKE_ALONG_AXIS || cx_op_table[op].kind == CX_KIND_SCAN) &&
         blas_split_rows(op, in, n_in, ps, out))
         return CX_OK;
     return cx_cpu_driver()->execute(NULL, op, in, n_in, ps, out, st);

@@ -171,7 +171,8 @@ bool blas_simd_sum(const cx_tensor *in, const cx_params *ps, cx_tensor *out);
 bool blas_layout(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
                  cx_tensor *out);
 /* sort/argsort along an axis but the first, reverse of axes but the first, pad that neither crops
- * nor pads inside the first axis, take_along_axis along an axis but the first: the cpu's kernels
+ * nor pads inside the first axis, take_along_axis and the cumulative ops along an axis but the
+ * first: the cpu's kernels
  * on the threads' shares of the first axis (blas_copy.c) */
 bool blas_split_rows(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
                      cx_tensor *out);

@@ -88,6 +88,7 @@ static cx_code cpu_execute(void *ctx, cx_op_id op, const cx_tensor *const *in, i
     case CX_KIND_ARGREDUCE: return cpu_reduce(op, in[0], ps, out, st);
     case CX_KIND_SORT: return cpu_sort(op, in[0], ps, out, st);
     case CX_KIND_SCATTER: return cpu_scatter(op, in, ps, out, st);
+    case CX_KIND_SCAN: return cpu_scan(op, in[0], ps, out, st);
     case CX_KIND_WINDOW: return cpu_window(op, in, ps, out, st);
     case CX_KIND_LINALG: return cpu_linalg(op, in, ps, out, st);
     case CX_KIND_LAYOUT: return cpu_layout(op, in, n_in, ps, out, st);

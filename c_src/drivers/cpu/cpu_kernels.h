@@ -72,6 +72,9 @@ cx_code cpu_linalg_with(const cpu_linalg_impl *impl, cx_op_id op, const cx_tenso
 /* cast.c: AS_TYPE */
 cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
                  cx_status *st);
+/* scan.c: SCAN kind (cumulative_sum/product/max/min) */
+cx_code cpu_scan(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out,
+                 cx_status *st);
 cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                     cx_status *st);
 /* Whether a window op's windows span the last two axes only (every other axis: window 1,
