@@ -197,6 +197,23 @@ static void test_indexed_add_and_put(void **state) {
     tu_expect(p, CX_F32, 1, TU_SHAPE(2), TU_VALUES(1.5, 2), 0);
     cx_tensor *r4[] = {t, i, u, a, t2, u2, p};
     for (int k = 0; k < 7; k++) tu_drop(r4[k]);
+
+    /* few updates into a large float target (fewer than an eighth of its elements): sorted by
+     * position, summed in row order from 0, then added to the target and rounded once, as the
+     * dense path does: 2048 + (1 + 1) in f16 again, out of row order, beside other positions */
+    double tv[128], want[128];
+    for (int k = 0; k < 128; k++) tv[k] = want[k] = k % 3 ? 0.25 * k : -0.0;
+    tv[0] = 2048, want[0] = 2050;                /* (0, 0): rows 1 and 4 */
+    want[5 * 8 + 3] += 0.5 + 0.5;                /* (5, 3): rows 0 and 3 */
+    want[15 * 8 + 7] += -1.5;                    /* (15, 7): row 2 */
+    tv[9 * 8 + 1] = -0.0, want[9 * 8 + 1] = 0.0; /* (9, 1): -0 + (0 + -0) is +0 */
+    t = tu_tensor(CX_F16, 2, TU_SHAPE(16, 8), tv);
+    i = tu_tensor(CX_S64, 2, TU_SHAPE(6, 2), TU_VALUES(5, 3, 0, 0, 15, 7, 5, 3, 0, 0, 9, 1));
+    u = tu_vec(CX_F16, 6, TU_VALUES(0.5, 1, -1.5, 0.5, 1, -0.0));
+    a = indexed(CX_OP_INDEXED_ADD, t, i, u, NULL, 0);
+    tu_expect(a, CX_F16, 2, TU_SHAPE(16, 8), want, 0);
+    cx_tensor *r5[] = {t, i, u, a};
+    for (int k = 0; k < 4; k++) tu_drop(r5[k]);
 }
 
 static void test_indexed_errors(void **state) {

@@ -22,6 +22,18 @@ static void store_bits(void *p, int64_t i, size_t es, uint64_t v) {
     memcpy((char *)p + (size_t)i * es, &v, es);
 }
 
+/* An update of indexed_add on floats: its position in the result and its element in `updates`
+ * (which grows with the row order). */
+typedef struct {
+    int64_t at, from;
+} placed;
+
+static int by_position(const void *a, const void *b) {
+    const placed *x = a, *y = b;
+    if (x->at != y->at) return x->at < y->at ? -1 : 1;
+    return x->from < y->from ? -1 : x->from > y->from;
+}
+
 cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                     cx_status *st) {
     const cx_tensor *t = in[0], *ix = in[1], *up = in[2];
@@ -59,7 +71,17 @@ cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps
     size_t es = cx_dtype_size(ty);
     double *sum = NULL;
     uint8_t *touched = NULL;
-    if (add && floats) {
+    /* few updates into a large target (an embedding's gradient): the updates sorted by position
+     * (then row order) and summed run by run, the same sums in the same order as the dense
+     * arrays below, without a double and a flag per element of the target (a 1000 x 1000 f32
+     * target with 500 updates: 2.1 ms, most of it those arrays) */
+    placed *list = NULL;
+    int64_t updates = rows * block;
+    if (add && floats && updates < out->numel / 8) {
+        list = malloc(sizeof(placed) * (size_t)updates);
+        if (!list)
+            return cx_fail(st, CX_ENOMEM, "cpu: no memory for %s's sums", cx_op_table[op].name);
+    } else if (add && floats) {
         sum = calloc((size_t)out->numel, sizeof(double));
         touched = calloc((size_t)out->numel, 1);
         if (!sum || !touched) {
@@ -76,7 +98,9 @@ cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps
             if (!add)
                 memcpy((char *)out->data + (size_t)at * es,
                        (const char *)up->data + (size_t)from * es, es);
-            else if (floats) {
+            else if (list) {
+                list[from] = (placed){at, from};
+            } else if (floats) {
                 sum[at] += cpu_load_f64(ty, up->data, from);
                 touched[at] = 1;
             } else {
@@ -91,6 +115,17 @@ cx_code cpu_scatter(cx_op_id op, const cx_tensor *const *in, const cx_params *ps
                 pos[d] = 0;
             }
         }
+    }
+    if (list) {
+        qsort(list, (size_t)updates, sizeof(placed), by_position);
+        for (int64_t i = 0; i < updates;) {
+            int64_t at = list[i].at;
+            double s = 0;
+            for (; i < updates && list[i].at == at; i++)
+                s += cpu_load_f64(ty, up->data, list[i].from);
+            cpu_store_f64(ty, out->data, at, cpu_load_f64(ty, t->data, at) + s);
+        }
+        free(list);
     }
     if (sum) {
         for (int64_t i = 0; i < out->numel; i++)
