@@ -689,17 +689,12 @@ defmodule CascadeCapabilityHonestyTest do
     end
   end
 
-  # ties and NaN (small values), both directions, every axis; argsort into s64 and s32
+  # {shape, axis} for the ops along one axis (sorts and scans)
+  @line_grid [{{7}, 0}, {{}, 0}, {{3, 7}, 1}, {{3, 7}, 0}, {{2, 3, 5}, -1}, {{2, 0}, 1}]
+
+  # small values (ties, NaN), both directions, every axis, lines the blas driver splits
   defp scans(op, type) do
-    grid = [
-      {{7}, 0},
-      {{}, 0},
-      {{3, 7}, 1},
-      {{3, 7}, 0},
-      {{2, 3, 5}, -1},
-      {{2, 0}, 1},
-      {{40, 500}, 1}
-    ]
+    grid = @line_grid ++ [{{40, 500}, 1}]
 
     # products of values near 1 stay finite along a line
     domain = if op == :cumulative_product, do: :unit, else: :small
@@ -709,16 +704,9 @@ defmodule CascadeCapabilityHonestyTest do
     end
   end
 
+  # ties and NaN (small values), both directions, every axis; argsort into s64 and s32
   defp sorts(op, type) do
-    grid = [
-      {{7}, 0},
-      {{}, 0},
-      {{3, 7}, 1},
-      {{3, 7}, 0},
-      {{2, 3, 5}, -1},
-      {{2, 0}, 1},
-      {{300, 3}, 0}
-    ]
+    grid = @line_grid ++ [{{300, 3}, 0}]
 
     for {{shape, axis}, k} <- Enum.with_index(grid), direction <- [:asc, :desc] do
       type_opt = if op == :argsort and rem(k, 2) == 1, do: [type: :s32], else: []

@@ -366,7 +366,9 @@ CX_INFER(cx_infer_argreduce) {
 
 /* sort keeps the tensor's type and shape; argsort gives integers of `type` (s64 by default) in
  * the same shape. A scalar sorts as itself (axis 0 of nothing). */
-CX_INFER(cx_infer_sort) {
+/* The axis of an op along one axis of one tensor (sort, the cumulative ops): 0 when not given,
+ * normalised into the parameters; a scalar is one line along axis 0 (or -1). */
+static cx_code line_axis(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps, cx_status *st) {
     if (cx_check_arity(op, n_in, 1, st)) return st->code;
     int rank = in[0].rank;
     int64_t axis = cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0;
@@ -379,6 +381,11 @@ CX_INFER(cx_infer_sort) {
         axis = 0;
     }
     cx_param_put_int(ps, CX_P_AXIS, axis);
+    return CX_OK;
+}
+
+CX_INFER(cx_infer_sort) {
+    if (line_axis(op, in, n_in, ps, st)) return st->code;
     int64_t dir = cx_param_has(ps, CX_P_DIRECTION) ? ps->p[CX_P_DIRECTION].i[0] : 0;
     if (dir != 0 && dir != 1)
         return cx_fail(st, CX_EINVAL,
@@ -711,14 +718,22 @@ CX_INFER(cx_infer_concatenate) {
     return CX_OK;
 }
 
-CX_INFER(cx_infer_take) {
+/* take's and take_along_axis's arguments: a tensor and integer indices; `axis` (0 when not
+ * given) normalised into *axis and the parameters */
+static cx_code indices_along(cx_op_id op, const cx_desc *in, int n_in, cx_params *ps, int64_t *axis,
+                             cx_status *st) {
     if (cx_check_arity(op, n_in, 2, st)) return st->code;
     if (cx_require_integer(op, &in[1], "indices", st)) return st->code;
-    int64_t axis = 0;
     if (cx_normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, in[0].rank,
-                          &axis, st))
+                          axis, st))
         return st->code;
-    cx_param_put_int(ps, CX_P_AXIS, axis);
+    cx_param_put_int(ps, CX_P_AXIS, *axis);
+    return CX_OK;
+}
+
+CX_INFER(cx_infer_take) {
+    int64_t axis = 0;
+    if (indices_along(op, in, n_in, ps, &axis, st)) return st->code;
     int rank = in[0].rank - 1 + in[1].rank;
     if (rank > CX_MAX_RANK)
         return cx_fail(st, CX_EINVAL, "%s: the result would have rank %d, above the limit of %d",
@@ -742,17 +757,7 @@ CX_INFER(cx_infer_take) {
 /* The cumulative ops keep the tensor's type and shape; `axis` normalised (0 for a scalar),
  * `reverse` false unless given. */
 CX_INFER(cx_infer_scan) {
-    if (cx_check_arity(op, n_in, 1, st)) return st->code;
-    int64_t axis = cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0;
-    if (in[0].rank > 0) {
-        if (cx_normalize_axis(op, axis, in[0].rank, &axis, st)) return st->code;
-    } else if (axis != 0 && axis != -1) {
-        return cx_fail(st, CX_EINVAL, "%s: expected axis 0 for a scalar, got: %lld", OPNAME,
-                       (long long)axis);
-    } else {
-        axis = 0;
-    }
-    cx_param_put_int(ps, CX_P_AXIS, axis);
+    if (line_axis(op, in, n_in, ps, st)) return st->code;
     if (!cx_param_has(ps, CX_P_REVERSE)) cx_param_put_int(ps, CX_P_REVERSE, 0);
     *out = in[0];
     compute[0] = in[0].dtype;
@@ -762,13 +767,8 @@ CX_INFER(cx_infer_scan) {
 /* take_along_axis: indices of the tensor's rank, of its sizes on every axis but `axis`; the
  * result has the indices' shape and the tensor's type. */
 CX_INFER(cx_infer_take_along_axis) {
-    if (cx_check_arity(op, n_in, 2, st)) return st->code;
-    if (cx_require_integer(op, &in[1], "indices", st)) return st->code;
     int64_t axis = 0;
-    if (cx_normalize_axis(op, cx_param_has(ps, CX_P_AXIS) ? ps->p[CX_P_AXIS].i[0] : 0, in[0].rank,
-                          &axis, st))
-        return st->code;
-    cx_param_put_int(ps, CX_P_AXIS, axis);
+    if (indices_along(op, in, n_in, ps, &axis, st)) return st->code;
     bool fits = in[1].rank == in[0].rank;
     for (int a = 0; fits && a < in[0].rank; a++)
         fits = a == axis || in[1].shape[a] == in[0].shape[a];

@@ -655,17 +655,22 @@ defmodule Cascade.Reference do
   defp fold(:all, acc, x), do: bool(acc == 1 and truthy(x))
   defp fold(:any, acc, x), do: bool(acc == 1 or truthy(x))
 
+  # a tensor of `shape` as lines along `axis`: {the lines' length, the lines' blocks, the
+  # lines of a block} (a scalar is one line of one)
+  defp lines(shape, axis) do
+    rank = tuple_size(shape)
+    axis = if rank == 0, do: 0, else: normalize_axis(axis, rank)
+    dims = Tuple.to_list(shape)
+    n = if rank == 0, do: 1, else: elem(shape, axis)
+    {n, dims |> Enum.take(axis) |> Enum.product(), dims |> Enum.drop(axis + 1) |> Enum.product()}
+  end
+
   @doc """
   cumulative_sum/product/max/min along `axis`, from the end when `reverse`: element i of a line
   is the fold of the line up to i, starting from the line's first element.
   """
   def scan(op, {shape, data}, axis, reverse) do
-    rank = tuple_size(shape)
-    axis = if rank == 0, do: 0, else: normalize_axis(axis, rank)
-    dims = Tuple.to_list(shape)
-    n = if rank == 0, do: 1, else: elem(shape, axis)
-    outer = dims |> Enum.take(axis) |> Enum.product()
-    inner = dims |> Enum.drop(axis + 1) |> Enum.product()
+    {n, outer, inner} = lines(shape, axis)
     flat = List.to_tuple(data)
 
     f =
@@ -700,12 +705,7 @@ defmodule Cascade.Reference do
   their order.
   """
   def sort({shape, data}, axis, direction, what) do
-    rank = tuple_size(shape)
-    axis = if rank == 0, do: 0, else: normalize_axis(axis, rank)
-    dims = Tuple.to_list(shape)
-    n = if rank == 0, do: 1, else: elem(shape, axis)
-    outer = dims |> Enum.take(axis) |> Enum.product()
-    inner = dims |> Enum.drop(axis + 1) |> Enum.product()
+    {n, outer, inner} = lines(shape, axis)
     flat = List.to_tuple(data)
     key = if direction == :asc, do: &asc_key/1, else: &desc_key/1
 

@@ -688,7 +688,7 @@ static cx_code run_take(cuda_device *d, const cx_tensor *t, const cx_tensor *ix,
     for (int k = (int)axis + 1; k < t->desc.rank; k++) inner *= t->desc.shape[k];
     return cuda_check(d,
                       ck_take(cx_dtype_size(t->desc.dtype), t->data, ix->data, out->data,
-                              out->numel, t->desc.shape[axis], ix->numel, inner, d->stream),
+                              out->numel, t->desc.shape[axis], ix->numel, inner, false, d->stream),
                       "take", st);
 }
 
@@ -699,9 +699,9 @@ static cx_code run_take_along(cuda_device *d, const cx_tensor *t, const cx_tenso
     if (out->numel == 0) return CX_OK;
     for (int k = (int)axis + 1; k < t->desc.rank; k++) inner *= t->desc.shape[k];
     return cuda_check(d,
-                      ck_take_along(cx_dtype_size(t->desc.dtype), t->data, ix->data, out->data,
-                                    out->numel, t->desc.shape[axis], ix->desc.shape[axis], inner,
-                                    d->stream),
+                      ck_take(cx_dtype_size(t->desc.dtype), t->data, ix->data, out->data,
+                              out->numel, t->desc.shape[axis], ix->desc.shape[axis], inner, true,
+                              d->stream),
                       "take_along_axis", st);
 }
 

@@ -142,14 +142,10 @@ cudaError_t ck_index_check(const int64_t *ix, int64_t n, const ck_index_dims *c,
                            cudaStream_t stream);
 
 /* take: y {outer, count, inner} from x {outer, dim, inner} at ix[count] (checked), `n` output
- * elements of `size` bytes. */
+ * elements of `size` bytes; `along` (take_along_axis): ix {outer, count, inner} too, an index
+ * for each element of y. */
 cudaError_t ck_take(size_t size, const void *x, const int64_t *ix, void *y, int64_t n, int64_t dim,
-                    int64_t count, int64_t inner, cudaStream_t stream);
-
-/* take_along_axis: y and ix {outer, count, inner} from x {outer, dim, inner} (ix checked), `n`
- * output elements of `size` bytes. */
-cudaError_t ck_take_along(size_t size, const void *x, const int64_t *ix, void *y, int64_t n,
-                          int64_t dim, int64_t count, int64_t inner, cudaStream_t stream);
+                    int64_t count, int64_t inner, bool along, cudaStream_t stream);
 
 /* gather: output element i is in row i / block; the row's k indices step through the indexed
  * axes (index_stride), the position in the block through the other axes (shape, stride). */

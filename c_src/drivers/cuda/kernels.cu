@@ -1324,25 +1324,14 @@ extern "C" cudaError_t ck_index_check(const int64_t *ix, int64_t n, const ck_ind
 }
 
 extern "C" cudaError_t ck_take(size_t size, const void *x, const int64_t *ix, void *y, int64_t n,
-                               int64_t dim, int64_t count, int64_t inner, cudaStream_t s) {
+                               int64_t dim, int64_t count, int64_t inner, bool along,
+                               cudaStream_t s) {
     if (n == 0) return cudaSuccess;
 #define TAKE(E)                                                                                    \
-    launch(blocks_for(n), THREADS, s, k_take<E>, static_cast<const E *>(x), ix,                    \
-           static_cast<E *>(y), n, dim, count, inner)
+    launch(blocks_for(n), THREADS, s, along ? k_take_along<E> : k_take<E>,                         \
+           static_cast<const E *>(x), ix, static_cast<E *>(y), n, dim, count, inner)
     BY_SIZE(size, TAKE)
 #undef TAKE
-    return cudaGetLastError();
-}
-
-extern "C" cudaError_t ck_take_along(size_t size, const void *x, const int64_t *ix, void *y,
-                                     int64_t n, int64_t dim, int64_t count, int64_t inner,
-                                     cudaStream_t s) {
-    if (n == 0) return cudaSuccess;
-#define TAKE_ALONG(E)                                                                              \
-    launch(blocks_for(n), THREADS, s, k_take_along<E>, static_cast<const E *>(x), ix,              \
-           static_cast<E *>(y), n, dim, count, inner)
-    BY_SIZE(size, TAKE_ALONG)
-#undef TAKE_ALONG
     return cudaGetLastError();
 }
 
