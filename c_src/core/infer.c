@@ -731,6 +731,18 @@ static cx_code indices_along(cx_op_id op, const cx_desc *in, int n_in, cx_params
     return CX_OK;
 }
 
+/* take's and take_along_axis's result, of the shape in *out: nothing to take from an empty axis;
+ * the tensor's type, s64 indices */
+static cx_code taken(cx_op_id op, const cx_desc *in, int64_t axis, cx_desc *out, cx_dtype *compute,
+                     cx_status *st) {
+    if (in[0].shape[axis] == 0 && cx_desc_numel(out) > 0)
+        return cx_fail(st, CX_EINVAL, "%s: cannot take from axis %lld of size 0 in shape %s",
+                       OPNAME, (long long)axis, SHAPE_STR(&in[0]));
+    out->dtype = compute[0] = in[0].dtype;
+    compute[1] = CX_S64;
+    return CX_OK;
+}
+
 CX_INFER(cx_infer_take) {
     int64_t axis = 0;
     if (indices_along(op, in, n_in, ps, &axis, st)) return st->code;
@@ -746,12 +758,7 @@ CX_INFER(cx_infer_take) {
             out->shape[out->rank++] = in[0].shape[a];
     }
     if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
-    if (in[0].shape[axis] == 0 && cx_desc_numel(out) > 0)
-        return cx_fail(st, CX_EINVAL, "%s: cannot take from axis %lld of size 0 in shape %s",
-                       OPNAME, (long long)axis, SHAPE_STR(&in[0]));
-    out->dtype = compute[0] = in[0].dtype;
-    compute[1] = CX_S64;
-    return CX_OK;
+    return taken(op, in, axis, out, compute, st);
 }
 
 /* The cumulative ops keep the tensor's type and shape; `axis` normalised (0 for a scalar),
@@ -778,12 +785,7 @@ CX_INFER(cx_infer_take_along_axis) {
                        "shape %s",
                        OPNAME, SHAPE_STR(&in[0]), (long long)axis, SHAPE_STR(&in[1]));
     *out = in[1];
-    if (in[0].shape[axis] == 0 && cx_desc_numel(out) > 0)
-        return cx_fail(st, CX_EINVAL, "%s: cannot take from axis %lld of size 0 in shape %s",
-                       OPNAME, (long long)axis, SHAPE_STR(&in[0]));
-    out->dtype = compute[0] = in[0].dtype;
-    compute[1] = CX_S64;
-    return CX_OK;
+    return taken(op, in, axis, out, compute, st);
 }
 
 /* gather's and the indexed updates' `axes`: k of them (the first k when not given),

@@ -117,6 +117,14 @@ void cpu_buffer_put(void *data);
 /* Frees every cached buffer. */
 void cpu_buffer_trim(void);
 
+/* A tensor seen as {outer, n, inner} around `axis` (n its size there): the products of the sizes
+ * before and after it. */
+static inline void cpu_around_axis(const cx_desc *d, int axis, int64_t *outer, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int k = 0; k < axis; k++) *outer *= d->shape[k];
+    for (int k = axis + 1; k < d->rank; k++) *inner *= d->shape[k];
+}
+
 /* Row-major strides in elements. */
 static inline void cpu_strides(const cx_desc *d, int64_t *strides) {
     int64_t s = 1;

@@ -105,9 +105,8 @@ static cx_code create_iota(const cx_params *ps, cx_tensor *out) {
     }
     /* the tensor as {outer, n, inner}: each index j along the axis fills a run of inner */
     int axis = (int)ps->p[CX_P_AXIS].i[0];
-    int64_t outer = 1, n = d->shape[axis], inner = 1;
-    for (int k = 0; k < axis; k++) outer *= d->shape[k];
-    for (int k = axis + 1; k < d->rank; k++) inner *= d->shape[k];
+    int64_t outer, n = d->shape[axis], inner;
+    cpu_around_axis(d, axis, &outer, &inner);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < n; j++)
             fill(out->data, es, (o * n + j) * inner, inner, bits_of_int(d->dtype, j));

@@ -399,17 +399,22 @@ static cx_code layout_take(const cx_tensor *t, const cx_tensor *ix, const cx_par
                            cx_tensor *out, cx_status *st) {
     int axis = (int)ps->p[CX_P_AXIS].i[0];
     const int64_t *idx = ix->data;
-    int64_t dim = t->desc.shape[axis], n = ix->numel, outer = 1, inner = elem_size(t);
+    int64_t dim = t->desc.shape[axis], n = ix->numel, outer, inner;
     if (cx_check_indices(CX_OP_TAKE, &t->desc, idx, n, ps->p[CX_P_AXIS].i, 1, st)) return st->code;
     if (out->numel == 0) return CX_OK;
-    for (int k = 0; k < axis; k++) outer *= t->desc.shape[k];
-    for (int k = axis + 1; k < t->desc.rank; k++) inner *= t->desc.shape[k];
+    cpu_around_axis(&t->desc, axis, &outer, &inner);
+    inner *= elem_size(t);
     /* the input as {outer, dim, inner bytes}, the output as {outer, n, inner bytes} */
     for (int64_t o = 0; o < outer; o++)
         pick_rows((char *)out->data + o * n * inner, (const char *)t->data + o * dim * inner, idx,
                   n, inner);
     return CX_OK;
 }
+
+/* an element of 16 bytes (c128), moved as two 8-byte halves */
+typedef struct {
+    uint64_t re, im;
+} pair16;
 
 /* Each line along the axis: the input as {outer, dim, inner}, indices and output as {outer, n,
  * inner}; out[o][j][i] = t[o][idx[o][j][i]][i], by element size. */
@@ -436,22 +441,18 @@ static cx_code layout_take_along_axis(const cx_tensor *t, const cx_tensor *ix, c
                                       cx_tensor *out, cx_status *st) {
     int axis = (int)ps->p[CX_P_AXIS].i[0];
     const int64_t *idx = ix->data;
-    int64_t dim = t->desc.shape[axis], n = ix->desc.shape[axis], outer = 1, inner = 1;
+    int64_t dim = t->desc.shape[axis], n = ix->desc.shape[axis], outer, inner;
     if (cx_check_indices(CX_OP_TAKE_ALONG_AXIS, &t->desc, idx, ix->numel, ps->p[CX_P_AXIS].i, 1,
                          st))
         return st->code;
     if (out->numel == 0) return CX_OK;
-    for (int k = 0; k < axis; k++) outer *= t->desc.shape[k];
-    for (int k = axis + 1; k < t->desc.rank; k++) inner *= t->desc.shape[k];
+    cpu_around_axis(&t->desc, axis, &outer, &inner);
     switch (elem_size(t)) {
     case 1: ALONG_AXIS(uint8_t) break;
     case 2: ALONG_AXIS(uint16_t) break;
     case 4: ALONG_AXIS(uint32_t) break;
     case 8: ALONG_AXIS(uint64_t) break;
-    default: { /* complex c128: two 8-byte halves */ typedef struct { uint64_t re, im;
-        } pair;
-        ALONG_AXIS(pair)
-    }
+    default: ALONG_AXIS(pair16) break;
     }
     return CX_OK;
 }

@@ -544,8 +544,7 @@ static cx_code argreduce(cx_op_id op, const cx_tensor *in, const cx_params *ps, 
     if (cx_param_has(ps, CX_P_AXIS)) {
         int axis = (int)ps->p[CX_P_AXIS].i[0];
         n = d->shape[axis];
-        for (int k = 0; k < axis; k++) outer *= d->shape[k];
-        for (int k = axis + 1; k < d->rank; k++) inner *= d->shape[k];
+        cpu_around_axis(d, axis, &outer, &inner);
     }
     if (in->numel == 0) return CX_OK;
     bool max = op == CX_OP_ARGMAX, high = ps->p[CX_P_TIE_BREAK].i[0] == 1;

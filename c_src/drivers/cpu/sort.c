@@ -59,9 +59,8 @@ cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tenso
     if (in->numel == 0) return CX_OK;
     int axis = d->rank ? (int)ps->p[CX_P_AXIS].i[0] : 0;
     bool desc = ps->p[CX_P_DIRECTION].i[0] == 1, arg = op == CX_OP_ARGSORT;
-    int64_t outer = 1, n = d->rank ? d->shape[axis] : 1, inner = 1;
-    for (int k = 0; k < axis; k++) outer *= d->shape[k];
-    for (int k = axis + 1; k < d->rank; k++) inner *= d->shape[k];
+    int64_t outer, n = d->rank ? d->shape[axis] : 1, inner;
+    cpu_around_axis(d, axis, &outer, &inner);
     cx_dtype t = d->dtype;
     int kind = cx_dtype_is_float(t) ? 0 : t == CX_U64 ? 2 : 1;
     size_t es = cx_dtype_size(t), os = cx_dtype_size(out->desc.dtype);
