@@ -629,7 +629,6 @@ if Code.ensure_loaded?(Nx) do
     end
 
     @impl true
-    # a gather by full coordinates: the indices along `axis`, each other axis's own position
     def take_along_axis(out, tensor, indices, axis) do
       native_or(:take_along_axis, out, [tensor, indices, axis], fn t, i, axis ->
         Cascade.take_along_axis(t, i, axis: axis)
@@ -1072,19 +1071,11 @@ if Code.ensure_loaded?(Nx) do
 
     defp one_device([_ | rest], acc), do: one_device(rest, acc)
 
+    # tensors on two devices or more: the first of the largest
     defp largest_device(args) do
-      largest =
-        for(%T{data: %B{device: d}} = t <- List.flatten(args), d != nil, do: {Nx.size(t), d})
-        |> Enum.reduce(nil, fn
-          {s, d}, nil -> {s, d}
-          {s, d}, {best, _} when s > best -> {s, d}
-          _, acc -> acc
-        end)
-
-      case largest do
-        {_, device} -> device
-        nil -> default_backend_device()
-      end
+      for(%T{data: %B{device: d}} = t <- List.flatten(args), d != nil, do: {Nx.size(t), d})
+      |> Enum.max_by(&elem(&1, 0))
+      |> elem(1)
     end
 
     defp default_backend_device do
