@@ -136,10 +136,11 @@ int blas_gemm_parts(int m, int n, int k, bool *by_cols);
 /* blas_pool.c: the driver's threads, shared by every op it splits. blas_pool_start starts the
  * workers for `threads` threads in all (the caller is one) and returns how many there are, fewer
  * when a thread could not be created; called once, at probe. blas_parallel runs fn(ctx, i, parts)
- * for i = 0 .. parts - 1, part 0 on the caller and the others on idle workers, with parts at most
- * max_parts and at most the pool's threads, and returns parts. When every worker is busy with
- * another caller's op, it runs everything on the caller (parts = 1), or with `wait` sleeps until
- * a worker is free. */
+ * for i = 0 .. parts - 1, parts = max_parts but at most the pool's threads (never fewer: a part's
+ * bounds, and so its bits, do not depend on which workers are free), and returns parts. The
+ * caller and the idle workers it claims share the parts; when every worker is busy with another
+ * caller's op, the caller runs them all, or with `wait` sleeps until a worker is free. A part may
+ * run on any of those threads, after another part on the same one. */
 typedef void (*blas_part_fn)(void *ctx, int index, int parts);
 int blas_pool_start(int threads);
 int blas_pool_threads(void);

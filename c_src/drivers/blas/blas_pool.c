@@ -14,7 +14,8 @@
  * it can with one atomic operation; so two BEAM processes running split ops at once share the
  * cores, and the machine runs as many of the driver's threads as it has cores, not more. A GEMM
  * that finds every worker busy sleeps until some come back (claim_waiting: time-sliced GEMMs evict
- * each other's blocks from the caches); any other op runs on the caller alone then. After its part
+ * each other's blocks from the caches); any other op runs all its parts on the caller then (the
+ * parts are the same however many workers run them: blas_parallel). After its part
  * a worker waits 200 us (a loop of ops keeps it awake without a wake-up), spinning the first few
  * when its last part came soon (at most PAUSE_NS, see worker_main) and then with sched_yield (the
  * core stays free for any thread that wants it), then sleeps on a condition variable.
@@ -38,11 +39,16 @@
 #define SPIN_NS     200000 /* how long a worker waits for its next part before it sleeps */
 #define PAUSE_NS    20000  /* ... spinning on the core at most this long first */
 
+/* A runner's share of a split: parts first, first + step, ... below parts. */
 typedef struct {
     blas_part_fn fn;
     void *ctx;
-    int index, parts;
-} part;
+    int first, step, parts;
+} share;
+
+static void run_share(const share *s) {
+    for (int i = s->first; i < s->parts; i += s->step) s->fn(s->ctx, i, s->parts);
+}
 
 typedef struct {
     pthread_t thread;
@@ -51,8 +57,8 @@ typedef struct {
     atomic_uint gen;  /* bumped by the caller that hands the worker a part */
     atomic_uint done; /* set to gen by the worker when the part is finished */
     atomic_bool sleeping;
-    atomic_int state; /* the handed part: PART_GIVEN, then PART_TAKEN or PART_REVOKED */
-    part job;
+    atomic_int state; /* the handed share: PART_GIVEN, then PART_TAKEN or PART_REVOKED */
+    share job;
 } worker;
 
 enum { PART_GIVEN, PART_TAKEN, PART_REVOKED };
@@ -136,7 +142,7 @@ static void *worker_main(void *arg) {
         seen = g;
         int given = PART_GIVEN;
         bool taken = atomic_compare_exchange_strong(&w->state, &given, PART_TAKEN);
-        if (taken) w->job.fn(w->job.ctx, w->job.index, w->job.parts);
+        if (taken) run_share(&w->job);
         atomic_store(&w->done, g);
         /* a part the caller ran itself (revoked): this worker frees itself */
         if (!taken) give_back(1ull << (w - workers));
@@ -204,15 +210,20 @@ static int claim_waiting(int want, int *ids) {
 }
 
 int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx) {
-    int want = max_parts - 1;
-    if (want > n_workers) want = n_workers;
+    /* The split is fixed by the request and the pool's size alone, never by how many workers
+     * happen to be idle: a part's bits can depend on its bounds (OpenBLAS's Haswell sgemm rounds
+     * a block's edge columns differently from its inner ones; a sum adds its parts' partial sums),
+     * and Cascade.put_reproducible promises the same bits whichever threads are free. The idle
+     * workers claimed share the parts with the caller, each running every runners-th one. */
+    int parts = max_parts < 1 ? 1 : max_parts > n_workers + 1 ? n_workers + 1 : max_parts;
+    int want = parts - 1;
     int ids[MAX_WORKERS];
     int got = want > 0 ? claim(want, ids) : 0;
     if (want > 0 && got == 0 && wait) got = claim_waiting(want, ids);
-    int parts = got + 1;
-    for (int i = 1; i < parts; i++) {
+    int runners = got + 1;
+    for (int i = 1; i < runners; i++) {
         worker *w = &workers[ids[i - 1]];
-        w->job = (part){fn, ctx, i, parts};
+        w->job = (share){fn, ctx, i, runners, parts};
         atomic_store(&w->state, PART_GIVEN);
         unsigned gen = atomic_load(&w->gen) + 1;
         atomic_store(&w->gen, gen);
@@ -222,17 +233,17 @@ int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx) {
             pthread_mutex_unlock(&w->lock);
         }
     }
-    fn(ctx, 0, parts);
-    /* A part its worker has not begun when the caller is done with its own is taken back and run
-     * here (not for `wait` callers, the products, whose parts are sized for the cores): a worker
-     * asleep takes longer to wake than a mid-size part takes to run, so the split costs the caller
-     * nothing then; the worker frees itself when it wakes. */
+    run_share(&(share){fn, ctx, 0, runners, parts});
+    /* A share its worker has not begun when the caller is done with its own is taken back and
+     * run here (not for `wait` callers, the products, whose parts are sized for the cores): a
+     * worker asleep takes longer to wake than a mid-size part takes to run, so the split costs
+     * the caller nothing then; the worker frees itself when it wakes. */
     unsigned long long back = 0;
-    for (int i = 1; i < parts; i++) {
+    for (int i = 1; i < runners; i++) {
         worker *w = &workers[ids[i - 1]];
         int given = PART_GIVEN;
         if (!wait && atomic_compare_exchange_strong(&w->state, &given, PART_REVOKED)) {
-            fn(ctx, i, parts);
+            run_share(&(share){fn, ctx, i, runners, parts});
             continue;
         }
         unsigned gen = atomic_load(&w->gen);
