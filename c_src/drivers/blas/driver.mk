@@ -95,6 +95,14 @@ test-blas-portable: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differen
 	@CASCADE_SIMD=none $(BUILD)/tests/test_blas
 endif
 
+# The driver's thread pool on its own (c_src/tests/blas/test_blas_pool.c): a split's parts do not
+# depend on which workers are free.
+DRIVER_TESTS += $(BUILD)/tests/test_blas_pool
+$(BUILD)/tests/test_blas_pool: c_src/tests/blas/test_blas_pool.c c_src/drivers/blas/blas_pool.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(BLAS_CFLAGS) -o $@ $< c_src/drivers/blas/blas_pool.c $(LDFLAGS) \
+	  -lcmocka $(LDLIBS)
+
 # Like the test driver, it carries its own copy of the core and cpu kernels (hidden symbols) and
 # exports only cx_driver_entry.
 $(BUILD)/cascade_driver_blas.so: $(BLAS_SRC) $(BLAS_OBJ) $(BUILD)/libcascade_core.a $(HEADERS)
