@@ -57,10 +57,25 @@ $(BUILD)/tests/test_simd_kernels: c_src/drivers/blas/simd/test_simd_kernels.c $(
 	  $(LDFLAGS) -lcmocka $(SLEEF_LIBS) $(LDLIBS) -lm
 endif
 
-# The differential suite runs the vector kernels the processor gets; on one with AVX-512 it runs
-# the blas driver again on the AVX2 table (CASCADE_SIMD=avx2), so that both tables are checked
-# against the cpu wherever the tests run on AVX-512; on one with AVX512-BF16 also on the AVX-512
-# table without it (CASCADE_SIMD=avx512).
+# The differential suite and test_blas run the vector kernels, oneDNN's and OpenBLAS's kernels
+# that this processor gets; CI meets other processors, whose kernels round otherwise and split
+# otherwise. So they run again as each class of processor would run them, with Cascade's table
+# (CASCADE_SIMD), oneDNN's (DNNL_MAX_CPU_ISA) and OpenBLAS's (OPENBLAS_CORETYPE) held to that
+# class's instruction set, where this processor has it (a class whose flags it lacks is skipped,
+# and says so). $(call blas_class,name,cpuinfo flags it needs,environment)
+define blas_class
+.PHONY: test-blas-$(1)
+DRIVER_TEST_TARGETS += test-blas-$(1)
+test-blas-$(1): $$(BUILD)/cascade_driver_blas.so $$(BUILD)/tests/test_differential $$(BUILD)/tests/test_blas
+	@if $(foreach f,$(2),grep -qw $(f) /proc/cpuinfo &&) true; then \
+	  echo "== test_differential and test_blas as on $(1): $(3)"; \
+	  env $(3) CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $$(BUILD)/tests/test_differential && \
+	  env $(3) $$(BUILD)/tests/test_blas; \
+	else \
+	  echo "== test_blas as on $(1): skipped, this processor lacks one of: $(2)"; \
+	fi
+endef
+
 ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
 # test_blas with every f32 3x3 stride-1 convolution on oneDNN's Winograd algorithm wherever
 # oneDNN builds it, instead of where it measures faster, and every product oneDNN takes on its
@@ -72,28 +87,34 @@ test-blas-winograd: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
 	@echo "== test_blas, f32 3x3 convolutions on Winograd's algorithm and products on oneDNN wherever it has them"
 	@CASCADE_BLAS_WINOGRAD=1 CASCADE_BLAS_DOT=onednn $(BUILD)/tests/test_blas
 
-.PHONY: test-blas-avx2
-DRIVER_TEST_TARGETS += test-blas-avx2
-test-blas-avx2: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential $(BUILD)/tests/test_blas
-	@if grep -q avx512f /proc/cpuinfo 2>/dev/null; then \
-	  echo "== test_differential and test_blas, blas on its AVX2 table"; \
-	  CASCADE_SIMD=avx2 CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential && \
-	  CASCADE_SIMD=avx2 $(BUILD)/tests/test_blas; \
-	fi
-	@if grep -q avx512_bf16 /proc/cpuinfo 2>/dev/null; then \
-	  echo "== test_differential, blas on its AVX-512 table without the AVX512-BF16 rounding"; \
-	  CASCADE_SIMD=avx512 CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential; \
-	fi
-
-# ... and on its portable loops (CASCADE_SIMD=none: what a processor without AVX2 and FMA gets),
-# where what the vector kernels fuse is decomposed instead
-.PHONY: test-blas-portable
-DRIVER_TEST_TARGETS += test-blas-portable
-test-blas-portable: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential $(BUILD)/tests/test_blas
-	@echo "== test_differential and test_blas, blas on its portable loops"
-	@CASCADE_SIMD=none CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential
-	@CASCADE_SIMD=none $(BUILD)/tests/test_blas
+# AVX2 and FMA without AVX-512 (AMD Zen 3): OpenBLAS's Zen kernels are its Haswell ones
+$(eval $(call blas_class,avx2,avx2 fma f16c,CASCADE_SIMD=avx2 DNNL_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Zen))
+# AVX-512 without AVX512-BF16 (Intel Cascade Lake)
+$(eval $(call blas_class,avx512,avx512f avx512dq avx512bw avx512vl,CASCADE_SIMD=avx512 \
+  DNNL_MAX_CPU_ISA=AVX512_CORE_VNNI OPENBLAS_CORETYPE=SkylakeX))
+# no AVX2 (CASCADE_SIMD=none: the portable loops, where what the vector kernels fuse is
+# decomposed instead; oneDNN and OpenBLAS on AVX)
+$(eval $(call blas_class,portable,avx,CASCADE_SIMD=none DNNL_MAX_CPU_ISA=AVX OPENBLAS_CORETYPE=Sandybridge))
 endif
+# The processor as it is, with OPENBLAS_CORETYPE the other way from the environment's: unset
+# where the environment sets it (CI's AMD machines set Haswell), Haswell where it does not.
+ifneq ($(OPENBLAS_CORETYPE),)
+$(eval $(call blas_class,coretype,avx2 fma,-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE))
+else
+$(eval $(call blas_class,coretype,avx2 fma,OPENBLAS_CORETYPE=Haswell))
+endif
+
+# Cascade.put_reproducible's checks (the same bits every call) at every other thread count of
+# the pool than test_blas's 4, three times each.
+.PHONY: test-blas-reproducible
+DRIVER_TEST_TARGETS += test-blas-reproducible
+test-blas-reproducible: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
+	@echo "== test_blas's reproducibility tests on 1, 2 and 3 threads, three times each"
+	@for t in 1 2 3 1 2 3 1 2 3; do \
+	  CASCADE_BLAS_THREADS=$$t CX_TEST_FILTER='test_reproducible*' $(BUILD)/tests/test_blas \
+	    >$(BUILD)/tests/test_blas.reproducible.log 2>&1 || \
+	    { cat $(BUILD)/tests/test_blas.reproducible.log; echo "(on $$t threads)"; exit 1; }; \
+	done
 
 # The driver's thread pool on its own (c_src/tests/blas/test_blas_pool.c): a split's parts do not
 # depend on which workers are free.
