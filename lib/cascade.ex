@@ -164,7 +164,7 @@ defmodule Cascade do
   def lu(tensor, opts \\ [])
 
   def lu(%Tensor{shape: shape, type: type, device: device} = tensor, opts) do
-    p_type = opts |> Keyword.validate!(p_type: :s64) |> Keyword.fetch!(:p_type)
+    p_type = lu_p_type!(opts)
     packed = lu_factor(tensor)
     rank = tuple_size(shape)
     n = elem(shape, rank - 1)
@@ -186,6 +186,21 @@ defmodule Cascade do
   end
 
   def lu(other, _opts), do: not_a_tensor!("lu/2", other)
+
+  defp lu_p_type!(opts) do
+    case Keyword.keyword?(opts) && Keyword.validate(opts, p_type: :s64) do
+      {:ok, valid} ->
+        valid[:p_type]
+
+      {:error, unknown} ->
+        raise ArgumentError,
+              "Cascade.lu/2: unknown option(s) #{inspect(unknown)}, expected one of [:p_type]"
+
+      false ->
+        raise ArgumentError,
+              "Cascade.lu/2: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
+    end
+  end
 
   @doc """
   The eigenvalues and eigenvectors of each symmetric matrix of `tensor` ({..., n, n}), as
@@ -832,6 +847,18 @@ defmodule Cascade do
     end
 
     Op.call(Map.take(spec, [:id, :name, :args, :opts, :kind]), args, opts, :explain)
+  end
+
+  def explain(op, args, _opts) when is_atom(op) do
+    raise ArgumentError,
+          "Cascade.explain/3: expected the op's arguments as a list, as in " <>
+            "explain(#{inspect(op)}, [a, b]), got: #{inspect(args, limit: 5)}"
+  end
+
+  def explain(op, _args, _opts) do
+    raise ArgumentError,
+          "Cascade.explain/3: expected an op name (an atom such as :add), got: " <>
+            inspect(op, limit: 5)
   end
 
   @doc """

@@ -45,7 +45,14 @@ defmodule Cascade.ONNX do
       {:error, "the file is not an ONNX model: a field of 127 bytes runs past the end (0 left)"}
   """
   @spec load(Path.t() | binary, keyword) :: {:ok, t} | {:error, String.t()}
-  def load(path_or_binary, opts \\ []) do
+  def load(path_or_binary, opts \\ [])
+
+  def load(path_or_binary, opts) when is_binary(path_or_binary) and is_list(opts) do
+    unless Keyword.keyword?(opts) do
+      raise ArgumentError,
+            "Cascade.ONNX.load/2: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
+    end
+
     with {:ok, bin} <- read(path_or_binary),
          {:ok, m} <- decode(bin),
          :ok <- check_opset(m.opset),
@@ -65,6 +72,12 @@ defmodule Cascade.ONNX do
          outputs: for(o <- m.graph.outputs, do: o.name)
        }}
     end
+  end
+
+  def load(path_or_binary, opts) do
+    raise ArgumentError,
+          "Cascade.ONNX.load/2: expected a path or the bytes of an .onnx file and a keyword " <>
+            "list, got: #{inspect(path_or_binary, limit: 5)} and #{inspect(opts, limit: 5)}"
   end
 
   defp read(bin) when is_binary(bin) do
@@ -235,6 +248,14 @@ defmodule Cascade.ONNX do
     outputs
   end
 
+  def run(model, inputs), do: not_model_and_inputs!("run/2", model, inputs)
+
+  defp not_model_and_inputs!(fun, model, inputs) do
+    raise ArgumentError,
+          "Cascade.ONNX.#{fun}: expected a model from Cascade.ONNX.load/2 and a map of its " <>
+            "inputs by name, got: #{inspect(model, limit: 3)} and #{inspect(inputs, limit: 3)}"
+  end
+
   @doc """
   Runs the model on `inputs` as `run/2` does and says how each node ran: a list with, per node,
   its index, name, operator, the Cascade calls it made by route (`:native`, `:decomposed`,
@@ -260,6 +281,8 @@ defmodule Cascade.ONNX do
 
     steps
   end
+
+  def explain(model, inputs), do: not_model_and_inputs!("explain/2", model, inputs)
 
   @doc """
   `explain/2` on inputs of zeros with the types and shapes the graph declares for its inputs;
@@ -289,13 +312,35 @@ defmodule Cascade.ONNX do
     explain(model, inputs)
   end
 
+  def explain(other) do
+    raise ArgumentError,
+          "Cascade.ONNX.explain/1: expected a model from Cascade.ONNX.load/2, got: " <>
+            inspect(other, limit: 3)
+  end
+
   @doc """
   The nodes of an `explain/2` answer counted per route.
 
       iex> Cascade.ONNX.explain_summary([%{route: :native}, %{route: :native}, %{route: :decomposed}])
       %{native: 2, decomposed: 1}
   """
-  def explain_summary(steps), do: Enum.frequencies_by(steps, & &1.route)
+  def explain_summary(steps) when is_list(steps) do
+    Enum.frequencies_by(steps, fn
+      %{route: route} ->
+        route
+
+      other ->
+        raise ArgumentError,
+              "Cascade.ONNX.explain_summary/1: expected the steps of explain/2, each a map " <>
+                "with a :route, got: #{inspect(other, limit: 3)}"
+    end)
+  end
+
+  def explain_summary(other) do
+    raise ArgumentError,
+          "Cascade.ONNX.explain_summary/1: expected the list explain/2 returns, got: " <>
+            inspect(other, limit: 3)
+  end
 
   defp stats_delta(before, later) do
     for {{device, op, route} = key, %{calls: n}} <- later,

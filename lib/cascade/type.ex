@@ -233,8 +233,14 @@ defmodule Cascade.Type do
       <<1, 2>>
   """
   @spec encode([number | atom], name) :: binary
-  def encode(numbers, type) do
+  def encode(numbers, type) when is_list(numbers) do
+    type = normalize!(type)
     for n <- numbers, into: <<>>, do: encode_one(n, type)
+  end
+
+  def encode(other, _type) do
+    raise ArgumentError,
+          "Cascade.Type.encode/2: expected a list of numbers, got: #{inspect(other, limit: 5)}"
   end
 
   @doc false
@@ -405,23 +411,41 @@ defmodule Cascade.Type do
       [:infinity]
   """
   @spec decode(binary, name) :: [number | atom]
-  def decode(bin, :f32), do: for(<<x::unsigned-native-32 <- bin>>, do: f32(x))
-  def decode(bin, :f64), do: for(<<x::unsigned-native-64 <- bin>>, do: f64(x))
-  def decode(bin, :f16), do: for(<<x::unsigned-native-16 <- bin>>, do: f16(x))
-  def decode(bin, :bf16), do: for(<<x::unsigned-native-16 <- bin>>, do: f32(x <<< 16))
-  def decode(bin, :u8), do: for(<<x::unsigned-8 <- bin>>, do: x)
-  def decode(bin, :s32), do: for(<<x::signed-native-32 <- bin>>, do: x)
-  def decode(bin, :s64), do: for(<<x::signed-native-64 <- bin>>, do: x)
-  def decode(bin, :s8), do: for(<<x::signed-8 <- bin>>, do: x)
-  def decode(bin, :s16), do: for(<<x::signed-native-16 <- bin>>, do: x)
-  def decode(bin, :u16), do: for(<<x::unsigned-native-16 <- bin>>, do: x)
-  def decode(bin, :u32), do: for(<<x::unsigned-native-32 <- bin>>, do: x)
-  def decode(bin, :u64), do: for(<<x::unsigned-native-64 <- bin>>, do: x)
+  def decode(bin, type) when is_binary(bin) do
+    type = normalize!(type)
+    size = div(elem(to_tuple(type), 1), 8)
 
-  def decode(bin, :c64),
+    if rem(Kernel.byte_size(bin), size) != 0 do
+      raise ArgumentError,
+            "Cascade.Type.decode/2: #{Kernel.byte_size(bin)} bytes are not a whole number of " <>
+              "#{type} elements (#{size} bytes each)"
+    end
+
+    decode_as(bin, type)
+  end
+
+  def decode(other, _type) do
+    raise ArgumentError,
+          "Cascade.Type.decode/2: expected a binary, got: #{inspect(other, limit: 5)}"
+  end
+
+  defp decode_as(bin, :f32), do: for(<<x::unsigned-native-32 <- bin>>, do: f32(x))
+  defp decode_as(bin, :f64), do: for(<<x::unsigned-native-64 <- bin>>, do: f64(x))
+  defp decode_as(bin, :f16), do: for(<<x::unsigned-native-16 <- bin>>, do: f16(x))
+  defp decode_as(bin, :bf16), do: for(<<x::unsigned-native-16 <- bin>>, do: f32(x <<< 16))
+  defp decode_as(bin, :u8), do: for(<<x::unsigned-8 <- bin>>, do: x)
+  defp decode_as(bin, :s32), do: for(<<x::signed-native-32 <- bin>>, do: x)
+  defp decode_as(bin, :s64), do: for(<<x::signed-native-64 <- bin>>, do: x)
+  defp decode_as(bin, :s8), do: for(<<x::signed-8 <- bin>>, do: x)
+  defp decode_as(bin, :s16), do: for(<<x::signed-native-16 <- bin>>, do: x)
+  defp decode_as(bin, :u16), do: for(<<x::unsigned-native-16 <- bin>>, do: x)
+  defp decode_as(bin, :u32), do: for(<<x::unsigned-native-32 <- bin>>, do: x)
+  defp decode_as(bin, :u64), do: for(<<x::unsigned-native-64 <- bin>>, do: x)
+
+  defp decode_as(bin, :c64),
     do: for(<<re::unsigned-native-32, im::unsigned-native-32 <- bin>>, do: {f32(re), f32(im)})
 
-  def decode(bin, :c128),
+  defp decode_as(bin, :c128),
     do: for(<<re::unsigned-native-64, im::unsigned-native-64 <- bin>>, do: {f64(re), f64(im)})
 
   defp f32(x) when (x &&& 0x7F800000) == 0x7F800000, do: special(x &&& 0x7FFFFF, x >>> 31)
