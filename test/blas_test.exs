@@ -17,6 +17,21 @@ defmodule CascadeBlasTest do
     :ok
   end
 
+  test "out of memory on blas names blas, the device asked for" do
+    huge = {1_048_576, 1_048_576}
+    x = Cascade.tensor([1.0], device: :blas)
+
+    for f <- [
+          fn -> Cascade.full(0.0, huge, device: :blas) end,
+          fn -> Cascade.iota(huge, device: :blas, type: :f32) end,
+          fn -> Cascade.broadcast(x, huge) end
+        ] do
+      error = assert_raise Cascade.Error, f
+      assert error.message == "blas: could not allocate 4398046511104 bytes"
+      assert error.code == :out_of_memory
+    end
+  end
+
   # n x m numbers in [-1, 1) from a seed, as a list of rows
   defp matrix(n, m, seed) do
     :rand.seed(:exsss, {seed, 7, 11})

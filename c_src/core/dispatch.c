@@ -653,9 +653,10 @@ static cx_code run_native(const cx_plan *plan, cx_tensor *const *in, int n_in, c
         args[k] = casts[k];
     }
     if (!have_out && (rc = cx_tensor_init(out, dev, &plan->out, st)) != CX_OK) goto done;
-    if ((rc = dev->driver->execute(dev->ctx, plan->op, args, n_in, ps, out, st)) != CX_OK)
+    if ((rc = dev->driver->execute(dev->ctx, plan->op, args, n_in, ps, out, st)) != CX_OK) {
+        cx_status_on_device(st, dev->name);
         cx_tensor_free(out);
-    else {
+    } else {
         if (!count_library(dev, plan->op, plan->library)) count(dev, plan->op, CX_ROUTE_NATIVE, 0);
     }
 done:

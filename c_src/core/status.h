@@ -30,4 +30,9 @@ cx_code cx_fail(cx_status *st, cx_code code, const char *fmt, ...)
 
 const char *cx_code_name(cx_code code);
 
+/* A failure on `device` reported as that device's: the host kernels (the cpu driver's, which
+ * the blas driver runs too, with its allocator) begin their messages with "cpu: ", and a user
+ * who asked for blas must read "blas: could not allocate ...". Other messages are left alone. */
+void cx_status_on_device(cx_status *st, const char *device);
+
 #endif

@@ -47,7 +47,10 @@ cx_code cx_tensor_init(cx_tensor *t, cx_device *dev, const cx_desc *desc, cx_sta
     describe(t, desc);
     if (!dev->available)
         return cx_fail(st, CX_EDEVICE, "device %s is unavailable: %s", dev->name, dev->reason);
-    if (dev->driver->alloc(dev->ctx, t->nbytes, &t->data, st) != CX_OK) return st->code;
+    if (dev->driver->alloc(dev->ctx, t->nbytes, &t->data, st) != CX_OK) {
+        cx_status_on_device(st, dev->name);
+        return st->code;
+    }
     cx_device_count_alloc(dev, (int64_t)t->nbytes);
     atomic_store_explicit(&t->state, 0, memory_order_release);
     return CX_OK;

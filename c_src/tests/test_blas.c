@@ -861,13 +861,44 @@ static void test_reproducible_under_load(void **state) {
     cx_set_reproducible(was);
 }
 
+/* Out of memory on blas names blas, the device the caller asked for, though blas allocates with
+ * the host kernels' allocator (whose messages name the cpu): a tensor, a creation op and an op's
+ * result of 4 TiB. */
+static void test_out_of_memory_names_blas(void **state) {
+    (void)state;
+    const char *want = "blas: could not allocate 4398046511104 bytes";
+    cx_desc d = tu_desc(CX_F32, 2, TU_SHAPE(INT64_C(1) << 20, INT64_C(1) << 20));
+    cx_tensor t;
+    cx_status st = {0};
+    assert_int_equal(cx_tensor_init(&t, blas, &d, &st), CX_ENOMEM);
+    assert_string_equal(st.message, want);
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_SHAPE, d.shape, 2);
+    cx_param_put_int(&ps, CX_P_AXIS, 0);
+    cx_param_put_int(&ps, CX_P_TYPE, CX_F32);
+    st = (cx_status){0};
+    assert_int_equal(cx_run(CX_OP_IOTA, blas, NULL, 0, &ps, &t, &st), CX_ENOMEM);
+    assert_string_equal(st.message, want);
+    cx_tensor *x = filled(CX_F32, 2, TU_SHAPE(1, 1), 3);
+    cx_tensor *on = moved(x, blas);
+    cx_params pb = {0};
+    cx_param_put_ints(&pb, CX_P_SHAPE, d.shape, 2);
+    st = (cx_status){0};
+    assert_int_equal(cx_run(CX_OP_BROADCAST, blas, &on, 1, &pb, &t, &st), CX_ENOMEM);
+    assert_string_equal(st.message, want);
+    tu_drop(on);
+    tu_drop(x);
+}
+
 /* The device as users see it: host memory, a cpu, OpenBLAS named; every primitive native. */
 static void test_device_and_capabilities(void **state) {
     (void)state;
     assert_true(blas->props.host_memory);
     assert_string_equal(blas->props.kind, "cpu");
     assert_non_null(strstr(blas->props.name, "OpenBLAS"));
-    assert_non_null(strstr(blas->props.detail, "4 threads")); /* main sets four */
+    char threads[32]; /* main sets four unless the environment says otherwise */
+    snprintf(threads, sizeof threads, "%s threads", getenv("CASCADE_BLAS_THREADS"));
+    assert_non_null(strstr(blas->props.detail, threads));
     for (int op = 0; op < CX_OP_COUNT; op++) {
         if (cx_op_table[op].kind == CX_KIND_COMPOSITE) continue;
         cx_route r;
@@ -2042,6 +2073,7 @@ int main(void) {
         cmocka_unit_test(test_conv2d_probe),
         cmocka_unit_test(test_reproducible_paths),
         cmocka_unit_test(test_reproducible_under_load),
+        cmocka_unit_test(test_out_of_memory_names_blas),
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_half_tables),
         cmocka_unit_test(test_as_type),

@@ -1628,6 +1628,32 @@ static void test_half_array_matches_scalar(void **state) {
     free(f);
 }
 
+/* cx_status_on_device: a host kernel's "cpu: ..." message under the device that ran it, cut to
+ * the message's size; other messages, and the cpu's own, as they were */
+static void test_status_on_device(void **state) {
+    (void)state;
+    cx_status st = {0};
+    cx_fail(&st, CX_ENOMEM, "cpu: could not allocate %d bytes", 64);
+    cx_status_on_device(&st, "blas");
+    assert_string_equal(st.message, "blas: could not allocate 64 bytes");
+    cx_status_on_device(&st, "opencl:1"); /* not a host kernel's message any more */
+    assert_string_equal(st.message, "blas: could not allocate 64 bytes");
+    cx_fail(&st, CX_ENOMEM, "cpu: no memory");
+    cx_status_on_device(&st, "cpu");
+    assert_string_equal(st.message, "cpu: no memory");
+    cx_status_on_device(&st, "ab");
+    assert_string_equal(st.message, "ab: no memory");
+    char longest[sizeof st.message];
+    memset(longest, 'x', sizeof longest - 1);
+    longest[sizeof longest - 1] = 0;
+    memcpy(longest, "cpu: ", 5);
+    cx_fail(&st, CX_EINVAL, "%s", longest);
+    cx_status_on_device(&st, "a-longer-device-name");
+    assert_int_equal(strlen(st.message), sizeof st.message - 1);
+    assert_memory_equal(st.message, "a-longer-device-name: xx", 24);
+    assert_int_equal(st.code, CX_EINVAL);
+}
+
 /* Regression: iota of {2^40, 0} walked 2^40 empty rows; an empty result now costs nothing. */
 static void test_empty_results_return_at_once(void **state) {
     (void)state;
@@ -2184,6 +2210,7 @@ int main(void) {
         cmocka_unit_test(test_tensor_bad_desc),
         cmocka_unit_test(test_run_on_freed_input),
         cmocka_unit_test(test_empty_results_return_at_once),
+        cmocka_unit_test(test_status_on_device),
         cmocka_unit_test(test_half_array_matches_scalar),
         cmocka_unit_test(test_tensor_deferred_release),
         cmocka_unit_test(test_tensor_borrowed),
