@@ -231,6 +231,79 @@ defmodule Cascade do
 
   def eigh(other), do: not_a_tensor!("eigh/1", other)
 
+  @doc """
+  The singular value decomposition of each matrix of `tensor` ({..., m, n}), as `{u, s, vt}`
+  with `tensor = u · diag(s) · vt`, like `Nx.LinAlg.svd/2`: the k = min(m, n) singular values
+  ({..., k}) in descending order, the left singular vectors as the columns of `u` ({..., m, m},
+  or {..., m, k} with `full_matrices?: false`) and the right ones as the rows of `vt`
+  ({..., n, n}, or {..., k, n}). Computed in double whatever the type (one-sided Jacobi on the
+  `cpu` device, LAPACK's dgesdd on `blas`), so each singular value is accurate relative to the
+  largest: a matrix of rank r gives its other singular values at about 1e-16 of the largest,
+  not at the type's rounding. It runs `svd_packed/2` and splits its result on the tensor's
+  device.
+
+  ## Options
+
+    * `full_matrices?:` whether `u` and `vt` are square, default `true`
+
+  ## Examples
+
+      iex> {u, s, vt} = Cascade.svd(Cascade.tensor([[3.0, 0.0], [0.0, 4.0]]))
+      iex> Cascade.to_list(s)
+      [4.0, 3.0]
+      iex> Cascade.to_list(u)
+      [[0.0, 1.0], [1.0, 0.0]]
+      iex> Cascade.to_list(vt)
+      [[0.0, 1.0], [1.0, 0.0]]
+      iex> {u, s, _} = Cascade.svd(Cascade.tensor([[1.0, 2.0], [2.0, 4.0], [0.0, 0.0]]), full_matrices?: false)
+      iex> {u.shape, Enum.map(Cascade.to_list(s), &Float.round(&1, 4))}
+      {{3, 2}, [5.0, 0.0]}
+  """
+  @spec svd(Tensor.t(), keyword) :: {Tensor.t(), Tensor.t(), Tensor.t()}
+  def svd(tensor, opts \\ [])
+
+  def svd(%Tensor{shape: shape} = tensor, opts) when tuple_size(shape) >= 2 do
+    full = svd_full_matrices!(opts)
+    packed = svd_packed(tensor, full_matrices: full)
+    rank = tuple_size(shape)
+    {m, n} = {elem(shape, rank - 2), elem(shape, rank - 1)}
+    k = Kernel.min(m, n)
+    {c, r} = if full, do: {m, n}, else: {k, k}
+    batch = shape |> Tuple.to_list() |> Enum.take(rank - 2)
+    zeros = List.duplicate(0, rank - 2)
+    u = slice(packed, zeros ++ [0, 0], batch ++ [m, c])
+    s = packed |> slice(zeros ++ [m, 0], batch ++ [1, k]) |> reshape(List.to_tuple(batch ++ [k]))
+    vt = slice(packed, zeros ++ [m + 1, 0], batch ++ [r, n])
+    {u, s, vt}
+  end
+
+  def svd(%Tensor{shape: shape}, _opts) do
+    raise ArgumentError,
+          "Cascade.svd/2: expected a matrix or a batch of matrices, got shape: #{inspect(shape)}"
+  end
+
+  def svd(other, _opts), do: not_a_tensor!("svd/2", other)
+
+  defp svd_full_matrices!(opts) do
+    case Keyword.keyword?(opts) && Keyword.validate(opts, full_matrices?: true) do
+      {:ok, [full_matrices?: full]} when is_boolean(full) ->
+        full
+
+      {:ok, [full_matrices?: other]} ->
+        raise ArgumentError,
+              "Cascade.svd/2: expected full_matrices? to be a boolean, got: #{inspect(other)}"
+
+      {:error, unknown} ->
+        raise ArgumentError,
+              "Cascade.svd/2: unknown option(s) #{inspect(unknown)}, expected one of " <>
+                "[:full_matrices?]"
+
+      false ->
+        raise ArgumentError,
+              "Cascade.svd/2: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
+    end
+  end
+
   defp to_tensor(%Tensor{} = t, _other), do: t
 
   defp to_tensor(n, %Tensor{type: type, device: device}) when is_number(n),

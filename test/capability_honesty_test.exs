@@ -344,6 +344,10 @@ defmodule CascadeCapabilityHonestyTest do
       # cancellation the rounding error follows the size of the products, not of the result,
       # hence a part for that (with_products/3)
       op in [:conv2d, :conv2d_grad_input, :conv2d_grad_kernel] -> {:products, 64 * eps, 64 * eps}
+      # singular vectors move by the rounding over the gap between their singular values
+      # (dgesdd's against the one-sided Jacobi method's, both in double): 1e-13 of the f64
+      # results here; the other types are these doubles rounded once
+      op == :svd_packed and type == :f64 -> {:close, 1.0e-11, 1.0e-11}
       # summation order is the driver's: relative to the magnitude of the result
       true -> {:close, 64 * eps, 64 * eps}
     end
@@ -533,6 +537,7 @@ defmodule CascadeCapabilityHonestyTest do
                    :triangular_solve,
                    :lu_factor,
                    :eigh_packed,
+                   :svd_packed,
                    :fft,
                    :ifft
                  ] ++ @composites_unary ++ @composites_reduce ++ @losses ++ @conv ++ @pool
@@ -991,6 +996,14 @@ defmodule CascadeCapabilityHonestyTest do
   defp special(op, type) when op in [:lu_factor, :eigh_packed] do
     for s <- [{1, 1}, {3, 3}, {2, 5, 5}, {0, 4, 4}, {9, 9}],
         do: new_case(op, [r(s, type, :finite)])
+  end
+
+  # svd_packed of finite values (distinct singular values, whose vectors are unique up to the
+  # sign the canonical form fixes), tall, wide, square and batched, full and thin
+  defp special(:svd_packed, type) do
+    for s <- [{1, 1}, {3, 3}, {2, 5, 3}, {0, 4, 4}, {4, 9}],
+        full <- [true, false],
+        do: new_case(:svd_packed, [r(s, type, :finite)], full_matrices: full)
   end
 
   defp special(:triangular_solve, type) do

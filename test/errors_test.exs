@@ -114,7 +114,7 @@ defmodule CascadeErrorsTest do
           :triangular_solve ->
             {[m22(), m22()], fn [a, b] -> Cascade.triangular_solve(a, b) end}
 
-          n when n in [:lu_factor, :eigh_packed] ->
+          n when n in [:lu_factor, :eigh_packed, :svd_packed] ->
             {[m22()], fn [x] -> apply(Cascade, n, [x]) end}
 
           :full ->
@@ -153,6 +153,9 @@ defmodule CascadeErrorsTest do
 
       :triangular_solve ->
         &Cascade.triangular_solve(m22(), m22(), &1)
+
+      :svd_packed ->
+        &Cascade.svd_packed(m22(), &1)
 
       n when n in [:transpose, :squeeze, :reverse] ->
         &apply(Cascade, name, [m22(), &1])

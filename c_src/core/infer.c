@@ -482,6 +482,32 @@ CX_INFER(cx_infer_eigh_packed) {
     return CX_OK;
 }
 
+/* svd_packed: {..., m, n} gives {..., m + 1 + r, w}: u (m x c), the k = min(m, n) singular
+ * values, vt (r x n), with c = m and r = n for full matrices, else both k, and w = max(c, n);
+ * in the tensor's floating type. */
+CX_INFER(cx_infer_svd_packed) {
+    if (cx_check_arity(op, n_in, 1, st)) return st->code;
+    const cx_desc *a = &in[0];
+    if (a->rank < 2)
+        return cx_fail(st, CX_EINVAL, "%s: expected a matrix or a batch of matrices, got shape: %s",
+                       OPNAME, SHAPE_STR(a));
+    if (cx_dtype_is_complex(a->dtype))
+        return cx_fail(st, CX_EINVAL, "%s: expected a real tensor, got: %s", OPNAME,
+                       cx_dtype_name(a->dtype));
+    int64_t m = a->shape[a->rank - 2], n = a->shape[a->rank - 1], k = m < n ? m : n;
+    if (m > INT32_MAX || n > INT32_MAX)
+        return cx_fail(st, CX_EINVAL, "%s: matrices of %lld x %lld exceed the limit of 2^31 - 1",
+                       OPNAME, (long long)m, (long long)n);
+    bool full = ps->p[CX_P_FULL_MATRICES].i[0] != 0;
+    int64_t c = full ? m : k, r = full ? n : k;
+    *out = *a;
+    out->shape[out->rank - 2] = m + 1 + r;
+    out->shape[out->rank - 1] = c > n ? c : n;
+    if (cx_check_shape(op, out->shape, out->rank, st)) return st->code;
+    out->dtype = compute[0] = cx_dtype_to_float(a->dtype);
+    return CX_OK;
+}
+
 CX_INFER(cx_infer_reshape) {
     if (cx_check_arity(op, n_in, 1, st)) return st->code;
     if (cx_shape_param(op, ps, out, st)) return st->code;

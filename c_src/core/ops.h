@@ -21,7 +21,7 @@ typedef enum {
     CX_KIND_SCATTER, /* indexed_add and indexed_put */
     CX_KIND_SCAN,    /* cumulative_sum/product/max/min along one axis */
     CX_KIND_WINDOW,  /* window_sum/product/max/min, window_scatter_max/min */
-    CX_KIND_LINALG,  /* last two axes, batched over the others: triangular_solve, lu, eigh */
+    CX_KIND_LINALG,  /* last two axes, batched over the others: triangular_solve, lu, eigh, svd */
     CX_KIND_LAYOUT,  /* moves elements without arithmetic */
     CX_KIND_DOT,
     CX_KIND_FFT,       /* fft and ifft along the last axis */
@@ -132,6 +132,7 @@ CX_INFER(cx_infer_indexed);
 CX_INFER(cx_infer_triangular_solve);
 CX_INFER(cx_infer_lu_factor);
 CX_INFER(cx_infer_eigh_packed);
+CX_INFER(cx_infer_svd_packed);
 CX_INFER(cx_infer_window);
 CX_INFER(cx_infer_window_scatter);
 CX_INFER(cx_infer_reshape);

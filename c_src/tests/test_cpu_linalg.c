@@ -305,6 +305,165 @@ static void test_eigh_known_types_and_nan(void **state) {
     for (int i = 0; i < 9; i++) tu_drop(all[i]);
 }
 
+/* svd_packed of x with full matrices or not: checks the canonical form and the decomposition
+ * (u diag(s) vt = x within tol of x's largest magnitude, u and vt orthonormal within 1e-13, 1e-6
+ * in f32);
+ * returns the singular values of the first matrix (k of them, the caller frees them) */
+static double *svd_checked(const cx_tensor *x, bool full, double tol) {
+    const cx_desc *d = &x->desc;
+    int64_t m = d->shape[d->rank - 2], n = d->shape[d->rank - 1], k = m < n ? m : n;
+    int64_t c = full ? m : k, r = full ? n : k, w = c > n ? c : n;
+    cx_params ps = {0};
+    cx_param_put_int(&ps, CX_P_FULL_MATRICES, full);
+    cx_tensor *p = tu_run_ok(CX_OP_SVD_PACKED, (cx_tensor *[]){(cx_tensor *)x}, 1, &ps);
+    assert_int_equal(p->desc.shape[p->desc.rank - 2], m + 1 + r);
+    assert_int_equal(p->desc.shape[p->desc.rank - 1], w);
+    int64_t batches = x->numel / (m * n > 0 ? m * n : 1);
+    double *first = malloc(sizeof(double) * (size_t)(k + 1));
+    double orth = p->desc.dtype == CX_F64 ? 1e-13 : 1e-6;
+    for (int64_t b = 0; b < (m * n > 0 ? batches : 0); b++) {
+        int64_t base = b * (m + 1 + r) * w;
+#define U(i, j)  tu_load(p->desc.dtype, p->data, base + (i)*w + (j))
+#define S(j)     tu_load(p->desc.dtype, p->data, base + m * w + (j))
+#define VT(i, j) tu_load(p->desc.dtype, p->data, base + (m + 1 + (i)) * w + (j))
+        double big = 0;
+        for (int64_t i = 0; i < m * n; i++)
+            big = fmax(big, fabs(tu_load(d->dtype, x->data, b * m * n + i)));
+        for (int64_t j = 0; j < k; j++) {
+            if (b == 0) first[j] = S(j);
+            assert_true(S(j) >= 0);
+            if (j > 0) assert_true(S(j) <= S(j - 1));
+            int64_t top = 0;
+            for (int64_t i = 1; i < n; i++)
+                if (fabs(VT(j, i)) > fabs(VT(j, top))) top = i;
+            assert_true(VT(j, top) > 0);
+        }
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t l = 0; l < n; l++) {
+                double sum = 0;
+                for (int64_t j = 0; j < k; j++) sum += U(i, j) * S(j) * VT(j, l);
+                double want = tu_load(d->dtype, x->data, b * m * n + i * n + l);
+                if (fabs(sum - want) > tol * big)
+                    fail_msg("%lld x %lld (full %d), matrix %lld, (%lld, %lld): %.17g vs %.17g",
+                             (long long)m, (long long)n, full, (long long)b, (long long)i,
+                             (long long)l, sum, want);
+            }
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t q = 0; q < c; q++) {
+                double dot = 0;
+                for (int64_t i = 0; i < m; i++) dot += U(i, j) * U(i, q);
+                if (fabs(dot - (j == q)) > orth)
+                    fail_msg("%lld x %lld: u's columns %lld and %lld: %.17g", (long long)m,
+                             (long long)n, (long long)j, (long long)q, dot);
+            }
+        for (int64_t j = 0; j < r; j++)
+            for (int64_t q = 0; q < r; q++) {
+                double dot = 0;
+                for (int64_t i = 0; i < n; i++) dot += VT(j, i) * VT(q, i);
+                if (fabs(dot - (j == q)) > orth)
+                    fail_msg("%lld x %lld: vt's rows %lld and %lld: %.17g", (long long)m,
+                             (long long)n, (long long)j, (long long)q, dot);
+            }
+#undef U
+#undef S
+#undef VT
+    }
+    tu_drop(p);
+    return first;
+}
+
+/* Tall, wide, square and batched matrices of random values, full and thin */
+static void test_svd_decomposes(void **state) {
+    (void)state;
+    const int64_t shapes[][2] = {{1, 1}, {3, 3}, {5, 3}, {3, 5}, {12, 7}, {7, 12}, {1, 6}, {9, 1}};
+    for (int s = 0; s < 8; s++)
+        for (int full = 0; full < 2; full++) {
+            int64_t m = shapes[s][0], n = shapes[s][1], batch = 2;
+            double *v = malloc(sizeof(double) * (size_t)(batch * m * n));
+            for (int64_t i = 0; i < batch * m * n; i++) v[i] = 5 * next_unit();
+            cx_tensor *a = tu_tensor(CX_F64, 3, TU_SHAPE(batch, m, n), v);
+            free(svd_checked(a, full, 1e-14));
+            free(v);
+            tu_drop(a);
+        }
+}
+
+/* A matrix of rank r gives its other singular values at the rounding of double, not of its
+ * type (f32 here): the 3 x 4 of the issue (its second row twice its first: Nx's svd gave
+ * 8e-8-2e-7, and its pinv entries of 1e6), a 12 x 7 of rank 2 and one of zeros; the vectors of
+ * the zero singular values are completed into orthonormal ones */
+static void test_svd_rank_deficient(void **state) {
+    (void)state;
+    cx_tensor *a =
+        tu_tensor(CX_F32, 2, TU_SHAPE(3, 4), TU_VALUES(1, 2, 3, 4, 2, 4, 6, 8, 1, 0, 1, 0));
+    for (int full = 0; full < 2; full++) {
+        double *s = svd_checked(a, full, 1e-6);
+        assert_true(fabs(s[0] - 12.269416474076383) < 1e-5);
+        assert_true(fabs(s[1] - 1.2088918006435088) < 1e-6);
+        assert_true(s[2] < 1e-14);
+        free(s);
+    }
+    double l[12 * 2], rr[2 * 7], v[12 * 7];
+    for (int i = 0; i < 24; i++) l[i] = next_unit();
+    for (int i = 0; i < 14; i++) rr[i] = next_unit();
+    for (int i = 0; i < 12; i++)
+        for (int j = 0; j < 7; j++) v[i * 7 + j] = l[i * 2] * rr[j] + l[i * 2 + 1] * rr[7 + j];
+    cx_tensor *low = tu_tensor(CX_F64, 2, TU_SHAPE(12, 7), v);
+    for (int full = 0; full < 2; full++) {
+        double *s = svd_checked(low, full, 1e-14);
+        for (int j = 2; j < 7; j++) assert_true(s[j] < 1e-14 * s[0]);
+        free(s);
+    }
+    cx_tensor *z =
+        tu_tensor(CX_F64, 2, TU_SHAPE(4, 3), TU_VALUES(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+    for (int full = 0; full < 2; full++) {
+        double *s = svd_checked(z, full, 0);
+        for (int j = 0; j < 3; j++) assert_true(s[j] == 0);
+        free(s);
+    }
+    tu_drop(a);
+    tu_drop(low);
+    tu_drop(z);
+}
+
+static void test_svd_known_types_nan_and_errors(void **state) {
+    (void)state;
+    cx_params thin = {0}, full = {0};
+    cx_param_put_int(&full, CX_P_FULL_MATRICES, 1);
+    /* diag(3, 4): 4 and 3, both vectors swapped; integers give f32 */
+    cx_tensor *d = tu_tensor(CX_S32, 2, TU_SHAPE(2, 2), TU_VALUES(3, 0, 0, 4));
+    cx_tensor *pd = tu_run_ok(CX_OP_SVD_PACKED, (cx_tensor *[]){d}, 1, &full);
+    tu_expect(pd, CX_F32, 2, TU_SHAPE(5, 2), TU_VALUES(0, 1, 1, 0, 4, 3, 0, 1, 1, 0), 0);
+    /* f16 keeps its type; NaN or infinity gives NaN throughout */
+    cx_tensor *h = tu_tensor(CX_F16, 2, TU_SHAPE(2, 3), TU_VALUES(1, 2, INFINITY, 4, 5, 6));
+    cx_tensor *ph = tu_run_ok(CX_OP_SVD_PACKED, (cx_tensor *[]){h}, 1, &thin);
+    assert_int_equal(ph->desc.dtype, CX_F16);
+    assert_int_equal(ph->desc.shape[0], 2 + 1 + 2);
+    assert_int_equal(ph->desc.shape[1], 3);
+    for (int64_t i = 0; i < ph->numel; i++) assert_true(isnan(tu_load(CX_F16, ph->data, i)));
+    /* empty matrices: {4, 0} gives u = I (4 x 4) with full matrices, nothing else */
+    cx_tensor *e = tu_tensor(CX_F64, 2, TU_SHAPE(4, 0), NULL);
+    cx_tensor *pe = tu_run_ok(CX_OP_SVD_PACKED, (cx_tensor *[]){e}, 1, &full);
+    tu_expect(pe, CX_F64, 2, TU_SHAPE(5, 4),
+              TU_VALUES(1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0), 0);
+    cx_tensor *eb = tu_tensor(CX_F32, 3, TU_SHAPE(0, 3, 2), NULL);
+    cx_tensor *peb = tu_run_ok(CX_OP_SVD_PACKED, (cx_tensor *[]){eb}, 1, &thin);
+    assert_int_equal(peb->numel, 0);
+    assert_int_equal(peb->desc.shape[1], 3 + 1 + 2);
+    cx_code rc;
+    cx_status st = {0};
+    cx_tensor *vec = tu_tensor(CX_F32, 1, TU_SHAPE(3), TU_VALUES(1, 2, 3));
+    assert_null(tu_run(CX_OP_SVD_PACKED, (cx_tensor *[]){vec}, 1, &thin, &rc, &st));
+    assert_int_equal(rc, CX_EINVAL);
+    assert_non_null(strstr(st.message, "expected a matrix or a batch of matrices"));
+    cx_tensor *cplx = tu_tensor(CX_C64, 2, TU_SHAPE(1, 1), TU_VALUES(1));
+    assert_null(tu_run(CX_OP_SVD_PACKED, (cx_tensor *[]){cplx}, 1, &thin, &rc, &st));
+    assert_int_equal(rc, CX_EINVAL);
+    assert_non_null(strstr(st.message, "expected a real tensor"));
+    cx_tensor *all[] = {d, pd, h, ph, e, pe, eb, peb, vec, cplx};
+    for (int i = 0; i < 10; i++) tu_drop(all[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_solutions_multiply_back),
@@ -314,6 +473,9 @@ int main(void) {
         cmocka_unit_test(test_lu_known_singular_and_types),
         cmocka_unit_test(test_eigh_pairs),
         cmocka_unit_test(test_eigh_known_types_and_nan),
+        cmocka_unit_test(test_svd_decomposes),
+        cmocka_unit_test(test_svd_rank_deficient),
+        cmocka_unit_test(test_svd_known_types_nan_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

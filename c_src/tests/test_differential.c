@@ -902,7 +902,10 @@ static void gen_indexed(gen *g) {
     }
 }
 
-/* lu_factor and eigh_packed of finite values: no ties between candidate pivots (small integers
+/* svd_packed of finite values, full matrices and thin: distinct singular values, whose vectors
+ * are unique up to the sign the canonical form fixes (a rank-deficient matrix's null vectors
+ * are the library's: test_cpu_linalg.c checks them). lu_factor and eigh_packed of finite
+ * values: no ties between candidate pivots (small integers
  * have them, and which of two equal magnitudes wins then depends on the rounding of the
  * elimination: FMA or not, AVX-512 or AVX2 kernels) and distinct eigenvalues (the eigenvectors
  * are then unique up to the sign, which the canonical form fixes); the cpu kernel's ties and
@@ -911,6 +914,13 @@ static void gen_indexed(gen *g) {
  * [-10, 10): well conditioned, so that drivers that sum in another order stay close. Integer
  * types run in f32. */
 static void gen_linalg(gen *g) {
+    if (g->op == CX_OP_SVD_PACKED) { /* tall, wide, square and batched; full and thin */
+        shape grid[] = {SH(1, 1), SH(3, 3), SH(2, 5, 3), SH(0, 4, 4), SH(4, 9), SH(2, 1, 3, 2)};
+        for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++)
+            for (int full = 0; full < 2; full++)
+                cx_param_put_int(&unary_case(g, grid[k], D_FINITE)->ps, CX_P_FULL_MATRICES, full);
+        return;
+    }
     if (g->op == CX_OP_LU_FACTOR || g->op == CX_OP_EIGH_PACKED) {
         shape grid[] = {SH(1, 1), SH(3, 3), SH(2, 5, 5), SH(0, 4, 4), SH(9, 9), SH(2, 1, 3, 3)};
         for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) unary_case(g, grid[k], D_FINITE);

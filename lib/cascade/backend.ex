@@ -898,6 +898,22 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    # svd is Cascade.svd/2, in double (one-sided Jacobi on :cpu, LAPACK's dgesdd on :blas).
+    # Nx's default, QDWH iterations and eigh in the tensor's type, leaves the zero singular
+    # values of a rank-deficient f32 matrix at its rounding (1e-7 of the largest), which Nx's
+    # pinv (it zeroes only those below 1e-10) then inverted into entries of 1e6-1e8.
+    @impl true
+    def svd({u_out, s_out, vt_out}, tensor, opts) do
+      if native?([u_out, s_out, vt_out, tensor]) do
+        full = Keyword.get(opts, :full_matrices?, true)
+        {u, s, vt} = Cascade.svd(cx(tensor), full_matrices?: full)
+        {out(u_out, u), out(s_out, s), out(vt_out, vt)}
+      else
+        # what Nx runs for a backend without svd, on this backend
+        Nx.LinAlg.SVD.svd(tensor, opts)
+      end
+    end
+
     ## Helpers
 
     # A tensor argument as a Cascade tensor (tensors of other backends are copied in).

@@ -371,6 +371,47 @@ defmodule Cascade.BackendTest do
       assert_no_fallback()
     end
 
+    # In double (Jacobi on :cpu, LAPACK on :blas): a rank-deficient f32 matrix's zero singular
+    # value stays below pinv's 1e-10 (Nx's default SVD left it at 8e-8-2e-7, and pinv's entries
+    # at 1e6-1e8 where Nx.BinaryBackend's are 0.59)
+    test "svd runs natively; pinv of a rank-deficient matrix stays finite" do
+      Cascade.put_fallback_policy(:error)
+      a = [[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0], [1.0, 0.0, 1.0, 0.0]]
+
+      for device <- [:cpu, :blas], type <- [:f32, :f64] do
+        t = Nx.tensor(a, type: type, backend: {Cascade.Backend, device: device})
+        {u, s, vt} = Nx.LinAlg.svd(t)
+        assert {u.shape, s.shape, vt.shape} == {{3, 3}, {3}, {4, 4}}
+        [s0, s1, s2] = Nx.to_flat_list(s)
+        # LAPACK's (NumPy's) 12.2694165, 1.2088918
+        assert_in_delta s0, 12.2694165, 1.0e-5
+        assert_in_delta s1, 1.2088918, 1.0e-6
+        assert s2 < 1.0e-12
+
+        {u, s, vt} = Nx.LinAlg.svd(t, full_matrices?: false)
+        back = Nx.dot(Nx.multiply(u, s), vt)
+        assert Nx.all_close(back, t, atol: 1.0e-5) |> Nx.to_number() == 1
+
+        # the exact pseudo-inverse (NumPy's to 1e-15)
+        exact =
+          [[-1, -2, 65], [2, 4, -20], [1, 2, 45], [4, 8, -40]]
+          |> Nx.tensor(type: :f64, backend: Nx.BinaryBackend)
+          |> Nx.divide(110)
+
+        p = Nx.LinAlg.pinv(t)
+        tol = if type == :f32, do: 1.0e-5, else: 1.0e-12
+
+        assert Nx.all_close(Nx.backend_copy(p, Nx.BinaryBackend), exact, atol: tol, rtol: 0)
+               |> Nx.to_number() == 1
+
+        # the Moore-Penrose conditions hold: a p a = a
+        apa = Nx.dot(Nx.dot(t, p), t)
+        assert Nx.all_close(apa, t, atol: 1.0e-4) |> Nx.to_number() == 1
+      end
+
+      assert_no_fallback()
+    end
+
     test "indexed_add, indexed_put and take_along_axis run natively as on Nx.BinaryBackend" do
       Cascade.put_fallback_policy(:error)
 

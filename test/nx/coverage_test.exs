@@ -130,6 +130,7 @@ defmodule Cascade.NxCoverageTest do
       end,
       fn -> m |> Nx.LinAlg.lu() |> elem(2) end,
       fn -> m |> Nx.add(Nx.transpose(m)) |> Nx.LinAlg.eigh() |> elem(1) end,
+      fn -> m |> Nx.LinAlg.svd() |> elem(1) end,
       fn -> m |> Nx.LinAlg.qr() |> elem(1) end,
       fn ->
         Nx.LinAlg.cholesky(Nx.add(Nx.dot(m, Nx.transpose(m)), Nx.multiply(Nx.eye(3), 10)))

@@ -1,5 +1,6 @@
 /* The LINALG kind on OpenBLAS: dtrsm (CBLAS) for triangular_solve, LAPACK's dgetrf for
- * lu_factor and dsyevd (divide and conquer) for eigh_packed. OpenBLAS exports LAPACK's Fortran
+ * lu_factor, dsyevd (divide and conquer) for eigh_packed and dgesdd (divide and conquer) for
+ * svd_packed. OpenBLAS exports LAPACK's Fortran
  * symbols itself (no LAPACKE needed): column-major, arguments by reference, and a hidden length
  * after the arguments for each character argument. The cpu driver's LINALG code does the rest
  * around these steps (cpu_linalg_with): the conversions to and from double, the batches, the
@@ -18,6 +19,10 @@ extern void dgetrf_(const int *m, const int *n, double *a, const int *lda, int *
 extern void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda,
                     double *w, double *work, const int *lwork, int *iwork, const int *liwork,
                     int *info, size_t jobz_len, size_t uplo_len);
+
+extern void dgesdd_(const char *jobz, const int *m, const int *n, double *a, const int *lda,
+                    double *s, double *u, const int *ldu, double *vt, const int *ldvt, double *work,
+                    const int *lwork, int *iwork, int *info, size_t jobz_len);
 
 static void blas_trsm(bool lower, int64_t m, int64_t k, const double *mat, double *x) {
     cblas_dtrsm(CblasRowMajor, CblasLeft, lower ? CblasLower : CblasUpper, CblasNoTrans,
@@ -87,11 +92,44 @@ static void blas_syev(int64_t n, double *a, double *vals, double *vecs) {
     free(copy);
 }
 
-static const cpu_linalg_impl lapack = {blas_trsm, blas_getrf, blas_syev};
+/* Row-major a (m x n) is column-major a^T (n x m), whose SVD a^T = U S VT gives a's as
+ * a = VT^T S U^T: dgesdd's U (n x k, column-major) is vt (k x n, row-major) as it stands, and
+ * its VT (k x m, column-major) transposed is ut (k x m, row-major). */
+static bool blas_gesvd(int64_t m, int64_t n, double *a, double *s, double *ut, double *vt) {
+    int mm = (int)n, nn = (int)m, k = (int)(m < n ? m : n), info = 0, lwork = -1;
+    double work_size = 0;
+    int *iwork = malloc(sizeof(int) * 8 * (size_t)k);
+    double *vtc = malloc(sizeof(double) * (size_t)k * (size_t)m);
+    if (iwork && vtc)
+        dgesdd_("S", &mm, &nn, a, &mm, s, vt, &mm, vtc, &k, &work_size, &lwork, iwork, &info, 1);
+    lwork = (int)work_size;
+    double *work = iwork && vtc && info == 0 ? malloc(sizeof(double) * (size_t)lwork) : NULL;
+    double *copy = work ? malloc(sizeof(double) * (size_t)(m * n)) : NULL;
+    if (copy) {
+        memcpy(copy, a, sizeof(double) * (size_t)(m * n));
+        dgesdd_("S", &mm, &nn, a, &mm, s, vt, &mm, vtc, &k, work, &lwork, iwork, &info, 1);
+    }
+    bool ok = true;
+    if (copy && info == 0) {
+        for (int64_t j = 0; j < k; j++)
+            for (int64_t i = 0; i < m; i++) ut[j * m + i] = vtc[j + i * k];
+    } else {
+        /* no memory, or no convergence: the portable Jacobi method */
+        ok = cpu_linalg_portable.gesvd(m, n, copy ? copy : a, s, ut, vt);
+    }
+    free(iwork);
+    free(vtc);
+    free(work);
+    free(copy);
+    return ok;
+}
+
+static const cpu_linalg_impl lapack = {blas_trsm, blas_getrf, blas_syev, blas_gesvd};
 
 bool blas_linalg_fits(cx_op_id op, const cx_desc *in, int n_in) {
-    /* dsyevd's workspace holds 1 + 6n + 2n^2 doubles, counted in an int */
-    int64_t limit = op == CX_OP_EIGH_PACKED ? 30000 : INT_MAX;
+    /* dsyevd's workspace holds 1 + 6n + 2n^2 doubles, dgesdd's about 4k^2 + 7k + max(m, n),
+     * counted in an int */
+    int64_t limit = op == CX_OP_EIGH_PACKED ? 30000 : op == CX_OP_SVD_PACKED ? 20000 : INT_MAX;
     for (int k = 0; k < n_in; k++)
         for (int j = in[k].rank - 2; j < in[k].rank; j++)
             if (j >= 0 && in[k].shape[j] > limit) return false;

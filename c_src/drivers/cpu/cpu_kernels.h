@@ -46,7 +46,7 @@ cx_code cpu_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx_te
                         cx_status *st);
 /* elementwise.c: the inverse error function in double (the cuda emulator's erfinvf too) */
 double cx_erf_inv(double y);
-/* linalg.c: LINALG kind (triangular_solve, lu_factor, eigh_packed), in double.
+/* linalg.c: LINALG kind (triangular_solve, lu_factor, eigh_packed, svd_packed), in double.
  * cpu_eigh_order: n eigenpairs (vecs n x n row-major, one per column) in canonical form:
  * ascending eigenvalues (NaN last), each vector's largest component positive; scratch holds
  * n * n + n doubles, idx n. */
@@ -60,11 +60,16 @@ void cpu_eigh_order(int64_t n, double *vals, double *vecs, double *scratch, int6
  * getrf: factors w in place (L below the diagonal, U on and above) with partial pivoting;
  *   perm[i] is the input row at row i.
  * syev: the eigenvalues and eigenvectors (one per column of vecs) of the symmetric a, which
- *   it may overwrite; any order and signs. */
+ *   it may overwrite; any order and signs.
+ * gesvd: the thin singular value decomposition of a (m x n, finite, which it may overwrite):
+ *   the k = min(m, n) singular values s, the left singular vectors as the rows of ut (k x m)
+ *   and the right ones as the rows of vt (k x n); any order and signs, and any vectors (zeros
+ *   too) for a zero singular value. false: no memory. */
 typedef struct {
     void (*trsm)(bool lower, int64_t m, int64_t k, const double *mat, double *x);
     void (*getrf)(int64_t n, double *w, int64_t *perm);
     void (*syev)(int64_t n, double *a, double *vals, double *vecs);
+    bool (*gesvd)(int64_t m, int64_t n, double *a, double *s, double *ut, double *vt);
 } cpu_linalg_impl;
 extern const cpu_linalg_impl cpu_linalg_portable;
 cx_code cpu_linalg_with(const cpu_linalg_impl *impl, cx_op_id op, const cx_tensor *const *in,

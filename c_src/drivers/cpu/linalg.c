@@ -19,7 +19,18 @@
  * The eigenpairs are then put in a canonical form, cpu_eigh_order, which the blas driver's
  * LAPACK path shares: ascending eigenvalues, and each eigenvector with its largest component
  * positive, so that two algorithms give the same result wherever the eigenvalues are
- * distinct. */
+ * distinct.
+ *
+ * svd_packed is the one-sided Jacobi method (Hestenes; Demmel & Veselic): plane rotations of
+ * pairs of columns of the matrix (of its transpose when it is wide) until every pair is
+ * orthogonal to 2^-52 of their norms; the columns' norms are then the singular values. It gives
+ * each singular value to high relative accuracy: a matrix of exact rank r gives its other
+ * singular values at about 2^-52 of the largest, where an SVD through an eigendecomposition of
+ * the f32 product a^T a (Nx's default) leaves them at 2^-23 of it, which Nx's pinv then divides
+ * by. The result is put in a canonical form the blas driver's LAPACK path (dgesdd) shares:
+ * descending singular values, each right singular vector with its largest component positive,
+ * and the vectors of zero singular values, and those that full matrices add, completed by
+ * Gram-Schmidt on the standard basis vectors. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,13 +271,211 @@ static cx_code eigh_packed(const cpu_linalg_impl *impl, const cx_tensor *in, cx_
     return CX_OK;
 }
 
-const cpu_linalg_impl cpu_linalg_portable = {substitute, eliminate, jacobi};
+/* One-sided Jacobi on the q columns of t (each p long, column j at t + j * p): column pairs
+ * rotated until orthogonal to 2^-52 of their norms (at most 64 sweeps); v (q x q, column j at
+ * v + j * q) accumulates the rotations. */
+static void hestenes(int64_t p, int64_t q, double *t, double *v) {
+    for (int64_t i = 0; i < q * q; i++) v[i] = i % (q + 1) == 0;
+    for (int sweep = 0; sweep < 64; sweep++) {
+        bool rotated = false;
+        for (int64_t j = 0; j + 1 < q; j++)
+            for (int64_t l = j + 1; l < q; l++) {
+                double *x = t + j * p, *y = t + l * p;
+                double alpha = 0, beta = 0, gamma = 0;
+                for (int64_t i = 0; i < p; i++) {
+                    alpha += x[i] * x[i];
+                    beta += y[i] * y[i];
+                    gamma += x[i] * y[i];
+                }
+                if (!(fabs(gamma) > 0x1p-52 * sqrt(alpha * beta))) continue;
+                rotated = true;
+                double zeta = (beta - alpha) / (2 * gamma);
+                double tn = isinf(zeta * zeta)
+                                ? 0.5 / zeta
+                                : (zeta >= 0 ? 1.0 : -1.0) / (fabs(zeta) + sqrt(1 + zeta * zeta));
+                double c = 1 / sqrt(1 + tn * tn), s = c * tn;
+                for (int64_t i = 0; i < p; i++) {
+                    double xi = x[i], yi = y[i];
+                    x[i] = c * xi - s * yi;
+                    y[i] = s * xi + c * yi;
+                }
+                double *vx = v + j * q, *vy = v + l * q;
+                for (int64_t i = 0; i < q; i++) {
+                    double xi = vx[i], yi = vy[i];
+                    vx[i] = c * xi - s * yi;
+                    vy[i] = s * xi + c * yi;
+                }
+            }
+        if (!rotated) break;
+    }
+}
+
+/* gesvd (cpu_linalg_impl) by hestenes on a's columns, or on its rows when it is wide (a^T's
+ * columns: the same memory) */
+static bool jacobi_svd(int64_t m, int64_t n, double *a, double *s, double *ut, double *vt) {
+    bool tall = m >= n;
+    int64_t p = tall ? m : n, q = tall ? n : m;
+    double *t = tall ? malloc(sizeof(double) * (size_t)(p * q)) : a;
+    double *v = malloc(sizeof(double) * (size_t)(q * q));
+    if (!t || !v) {
+        if (tall) free(t);
+        free(v);
+        return false;
+    }
+    if (tall)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) t[j * p + i] = a[i * n + j];
+    hestenes(p, q, t, v);
+    /* the columns' vectors (left ones of a when tall, right ones when wide) and v's */
+    double *cols = tall ? ut : vt, *rows = tall ? vt : ut;
+    for (int64_t j = 0; j < q; j++) {
+        double norm = 0;
+        for (int64_t i = 0; i < p; i++) norm += t[j * p + i] * t[j * p + i];
+        s[j] = sqrt(norm);
+        for (int64_t i = 0; i < p; i++) cols[j * p + i] = s[j] > 0 ? t[j * p + i] / s[j] : 0;
+        memcpy(rows + j * q, v + j * q, sizeof(double) * (size_t)q);
+    }
+    if (tall) free(t);
+    free(v);
+    return true;
+}
+
+const cpu_linalg_impl cpu_linalg_portable = {substitute, eliminate, jacobi, jacobi_svd};
+
+/* Vectors `from` .. `to` - 1 of `basis` (rows of `len`) made orthonormal to the rows before them
+ * and to each other where `missing` (or from `have` on): each is the standard basis vector least
+ * covered by the rows so far, with their parts taken out twice (Gram-Schmidt), normalised.
+ * resid (len) is scratch. */
+static void complete_rows(int64_t len, int64_t rows, int64_t have, const bool *missing,
+                          double *basis, double *resid) {
+    for (int64_t i = 0; i < len; i++) resid[i] = 1;
+    for (int64_t r = 0; r < rows; r++)
+        if (r < have && !missing[r])
+            for (int64_t i = 0; i < len; i++) resid[i] -= basis[r * len + i] * basis[r * len + i];
+    for (int64_t r = 0; r < rows; r++) {
+        if (r < have && !missing[r]) continue;
+        int64_t best = 0;
+        for (int64_t i = 1; i < len; i++)
+            if (resid[i] > resid[best]) best = i;
+        double *x = basis + r * len;
+        for (int64_t i = 0; i < len; i++) x[i] = i == best;
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t o = 0; o < rows; o++) {
+                if (o == r || (o > r && (o >= have || missing[o]))) continue; /* not made yet */
+                const double *y = basis + o * len;
+                double dot = 0;
+                for (int64_t i = 0; i < len; i++) dot += x[i] * y[i];
+                for (int64_t i = 0; i < len; i++) x[i] -= dot * y[i];
+            }
+        double norm = 0;
+        for (int64_t i = 0; i < len; i++) norm += x[i] * x[i];
+        norm = sqrt(norm);
+        for (int64_t i = 0; i < len; i++) {
+            x[i] /= norm;
+            resid[i] -= x[i] * x[i];
+        }
+    }
+}
+
+/* The length of a row of len values */
+static double row_norm(const double *x, int64_t len) {
+    double sum = 0;
+    for (int64_t i = 0; i < len; i++) sum += x[i] * x[i];
+    return sqrt(sum);
+}
+
+/* The batch's matrices through impl->gesvd, scaled to a largest magnitude of 1 (no overflow in
+ * the squares of the rotations), in canonical form (the top of the file) and packed. */
+static cx_code svd_packed(const cpu_linalg_impl *impl, const cx_tensor *in, const cx_params *ps,
+                          cx_tensor *out, cx_status *st) {
+    const cx_desc *d = &in->desc;
+    int64_t m = d->shape[d->rank - 2], n = d->shape[d->rank - 1], k = m < n ? m : n;
+    int64_t batches = batch_count(d), w = out->desc.shape[out->desc.rank - 1];
+    bool full = ps->p[CX_P_FULL_MATRICES].i[0] != 0;
+    int64_t c = full ? m : k, r = full ? n : k, rows = m + 1 + r;
+    if (batches == 0 || rows * w == 0) return CX_OK;
+    /* a; s; ut (c x m) and vt (r x n), and gesvd's (in its order); complete_rows' scratch; s in
+     * order */
+    size_t doubles = (size_t)(m * n + k + 2 * (c * m + r * n) + (m > n ? m : n) + k);
+    double *a = malloc(sizeof(double) * doubles);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(k + 1));
+    bool *missing = malloc((size_t)(m > n ? m : n) + 1);
+    if (!a || !idx || !missing) {
+        free(a);
+        free(idx);
+        free(missing);
+        return cx_fail(st, CX_ENOMEM, "cpu: no memory for svd_packed of %lld x %lld", (long long)m,
+                       (long long)n);
+    }
+    double *s = a + m * n, *ut = s + k, *vt = ut + c * m, *ut0 = vt + r * n, *vt0 = ut0 + c * m;
+    double *resid = vt0 + r * n, *sorted = resid + (m > n ? m : n);
+    cx_dtype it = d->dtype, ot = out->desc.dtype;
+    cx_code rc = CX_OK;
+    for (int64_t b = 0; b < batches && rc == CX_OK; b++) {
+        double scale = 0;
+        for (int64_t i = 0; i < m * n; i++) {
+            a[i] = cpu_load_f64(it, in->data, b * m * n + i);
+            scale = isnan(a[i]) || isnan(scale) ? NAN : fmax(scale, fabs(a[i]));
+        }
+        int64_t base = b * rows * w;
+        for (int64_t i = 0; i < rows * w; i++) cpu_store_f64(ot, out->data, base + i, 0);
+        if (!isfinite(scale)) { /* NaN or infinity: no decomposition */
+            for (int64_t i = 0; i < rows * w; i++) cpu_store_f64(ot, out->data, base + i, NAN);
+            continue;
+        }
+        if (scale > 0)
+            for (int64_t i = 0; i < m * n; i++) a[i] /= scale;
+        else
+            scale = 1;
+        if (k > 0 && !impl->gesvd(m, n, a, s, ut0, vt0)) {
+            rc = cx_fail(st, CX_ENOMEM, "cpu: no memory for svd_packed of %lld x %lld",
+                         (long long)m, (long long)n);
+            break;
+        }
+        /* descending, stable */
+        for (int64_t i = 0; i < k; i++) {
+            int64_t v = idx[i] = i, j = i;
+            for (; j > 0 && s[v] > s[idx[j - 1]]; j--) idx[j] = idx[j - 1];
+            idx[j] = v;
+        }
+        for (int64_t j = 0; j < k; j++) {
+            const double *u_row = ut0 + idx[j] * m, *v_row = vt0 + idx[j] * n;
+            int64_t big = 0;
+            for (int64_t i = 1; i < n; i++)
+                if (fabs(v_row[i]) > fabs(v_row[big])) big = i;
+            double sign = v_row[big] < 0 ? -1.0 : 1.0;
+            for (int64_t i = 0; i < m; i++) ut[j * m + i] = sign * u_row[i];
+            for (int64_t i = 0; i < n; i++) vt[j * n + i] = sign * v_row[i];
+        }
+        for (int64_t j = 0; j < k; j++) sorted[j] = s[idx[j]] * scale;
+        /* vectors that are not unit vectors (a zero singular value's) and the ones full
+         * matrices add: completed */
+        for (int64_t j = 0; j < c; j++)
+            missing[j] = j >= k || fabs(row_norm(ut + j * m, m) - 1) > 0.5;
+        complete_rows(m, c, k, missing, ut, resid);
+        for (int64_t j = 0; j < r; j++)
+            missing[j] = j >= k || fabs(row_norm(vt + j * n, n) - 1) > 0.5;
+        complete_rows(n, r, k, missing, vt, resid);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < c; j++)
+                cpu_store_f64(ot, out->data, base + i * w + j, ut[j * m + i]);
+        for (int64_t j = 0; j < k; j++) cpu_store_f64(ot, out->data, base + m * w + j, sorted[j]);
+        for (int64_t i = 0; i < r; i++)
+            for (int64_t j = 0; j < n; j++)
+                cpu_store_f64(ot, out->data, base + (m + 1 + i) * w + j, vt[i * n + j]);
+    }
+    free(a);
+    free(idx);
+    free(missing);
+    return rc;
+}
 
 cx_code cpu_linalg_with(const cpu_linalg_impl *impl, cx_op_id op, const cx_tensor *const *in,
                         const cx_params *ps, cx_tensor *out, cx_status *st) {
     if (op == CX_OP_TRIANGULAR_SOLVE) return triangular_solve(impl, in[0], in[1], ps, out, st);
     if (op == CX_OP_LU_FACTOR) return lu_factor(impl, in[0], out, st);
     if (op == CX_OP_EIGH_PACKED) return eigh_packed(impl, in[0], out, st);
+    if (op == CX_OP_SVD_PACKED) return svd_packed(impl, in[0], ps, out, st);
     return cx_fail(st, CX_EUNSUPPORTED, "cpu: no kernel for %s", cx_op_table[op].name);
 }
 
