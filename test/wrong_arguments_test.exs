@@ -68,13 +68,29 @@ defmodule CascadeWrongArgumentsTest do
   end
 
   test "no public function raises anything but ArgumentError (or a device's error) on wrong arguments" do
-    :rand.seed(:exsss, {49, 3, 2026})
-
     functions =
       for module <- @modules, {fun, arity} <- documented(module), do: {module, fun, arity}
 
     # the API as it stands, not a list that lost its modules' docs
     assert length(functions) > 190
+    assert_only_allowed(functions)
+  end
+
+  @tag :nx
+  test "Cascade.Compiler's public functions too" do
+    functions =
+      for {fun, arity} <- documented(Cascade.Compiler), do: {Cascade.Compiler, fun, arity}
+
+    assert {Cascade.Compiler, :explain, 2} in functions
+    assert_only_allowed(functions)
+
+    assert_raise ArgumentError, ~r/expected a function, a list of its arguments.*got: :x/, fn ->
+      Cascade.Compiler.explain(:x, [])
+    end
+  end
+
+  defp assert_only_allowed(functions) do
+    :rand.seed(:exsss, {49, 3, 2026})
 
     failures =
       for {module, fun, arity} <- functions, reduce: [] do

@@ -158,10 +158,47 @@ if Code.ensure_loaded?(Nx) do
         iex> for {stage, stage_info} <- info.stages, do: {stage, Enum.map(stage_info.steps, & &1.op)}
         [init: [], cond: [:reduce_max, :greater], body: [:divide], rest: []]
     """
-    def explain(fun, args, opts \\ []) when is_function(fun) and is_list(args) do
-      opts = Keyword.merge(opts, compiler: __MODULE__, cascade_explain: true)
+    def explain(fun, args, opts \\ [])
+
+    def explain(fun, args, opts) when is_function(fun) and is_list(args) and is_list(opts) do
+      unless Keyword.keyword?(opts) do
+        raise ArgumentError,
+              "Cascade.Compiler.explain/3: expected options as a keyword list, got: " <>
+                inspect(opts, limit: 5)
+      end
+
+      unless is_function(fun, length(args)) do
+        {:arity, arity} = Function.info(fun, :arity)
+
+        raise ArgumentError,
+              "Cascade.Compiler.explain/3: the function takes #{arity} argument(s), " <>
+                "got #{length(args)}: #{inspect(args, limit: 3)}"
+      end
+
+      explained(fun, args, Keyword.merge(opts, compiler: __MODULE__, cascade_explain: true))
+    end
+
+    def explain(fun, args, opts) do
+      raise ArgumentError,
+            "Cascade.Compiler.explain/3: expected a function, a list of its arguments and a " <>
+              "keyword list of options, got: #{inspect(fun, limit: 3)}, " <>
+              "#{inspect(args, limit: 3)} and #{inspect(opts, limit: 3)}"
+    end
+
+    defp explained(fun, args, opts) do
       Nx.Defn.jit_apply(fun, args, opts)
       raise "unreachable: Cascade.Compiler.explain/3 did not compile"
+    rescue
+      # an argument that is no tensor, number or container (Nx's own error names its type)
+      e in Protocol.UndefinedError ->
+        reraise ArgumentError,
+                [
+                  message:
+                    "Cascade.Compiler.explain/3: expected arguments that are tensors, numbers " <>
+                      "or containers of them, got: #{inspect(args, limit: 3)} (" <>
+                      Exception.message(e) <> ")"
+                ],
+                __STACKTRACE__
     catch
       :throw, {:cascade_explain, info} -> info
     end
