@@ -1922,6 +1922,74 @@ defmodule Cascade.PropertyTest.LinAlgTest do
       end
     end
   end
+
+  # the defining properties again, in f64 arithmetic on the returned values: u diag(s) vt = a to
+  # the result type's precision relative to the matrix's scale, u and vt orthonormal (square
+  # with full matrices), the singular values descending and not negative, each right vector's
+  # largest component positive (its left vector's sign goes with it); rank-deficient matrices
+  # among the small integers
+  property [:svd_packed], "svd_packed: u diag(s) vt, orthonormal vectors, canonical order" do
+    for type <- all_types(), _ <- 1..6, device <- host_devices(), full <- [true, false] do
+      {m, n} = {int_between(0, 5), int_between(0, 5)}
+      k = min(m, n)
+      {c, r} = if full, do: {m, n}, else: {k, k}
+      w = max(c, n)
+      s = shape(max_rank: 1, max_dim: 3) |> Tuple.append(m) |> Tuple.append(n)
+
+      gen =
+        if R.float?(type),
+          do: fn -> int_between(-16, 16) * 0.25 end,
+          else: fn -> int_between(0, 4) end
+
+      {_, _, values} = x = gen_tensor(type, s, gen)
+      out = R.to_float(type)
+
+      result =
+        Cascade.with_device(device, fn ->
+          Cascade.svd_packed(tensor!(x), full_matrices: full)
+        end)
+
+      rank = tuple_size(s)
+      assert Cascade.shape(result) == s |> put_elem(rank - 2, m + 1 + r) |> put_elem(rank - 1, w)
+      assert Cascade.Type.normalize!(Cascade.type(result)) == out
+      got = Cascade.Type.decode(Cascade.to_binary(result), out)
+      batches = div(length(values), max(m * n, 1))
+
+      for b <- 0..(batches - 1)//1, m * n > 0 do
+        a = values |> Enum.drop(b * m * n) |> Enum.take(m * n) |> List.to_tuple()
+        scale = Enum.reduce(Tuple.to_list(a), 1.0, &max(abs(&1), &2)) * max(m, n)
+        packed = got |> Enum.drop(b * (m + 1 + r) * w) |> Enum.take((m + 1 + r) * w)
+        packed = List.to_tuple(packed)
+        u = fn i, j -> elem(packed, i * w + j) end
+        sv = fn j -> elem(packed, m * w + j) end
+        vt = fn i, j -> elem(packed, (m + 1 + i) * w + j) end
+        tol = 16 * max(m, n) * eps(out)
+
+        for j <- 0..(k - 1)//1 do
+          assert sv.(j) >= 0 and (j == 0 or sv.(j) <= sv.(j - 1)), "order: #{inspect(got)}"
+          top = Enum.max(for i <- 0..(n - 1), do: abs(vt.(j, i)))
+          assert Enum.any?(0..(n - 1), &(vt.(j, &1) == top)), "sign: #{inspect(got)}"
+        end
+
+        for i <- 0..(m - 1), l <- 0..(n - 1) do
+          back = Enum.reduce(0..(k - 1)//1, 0.0, &(&2 + u.(i, &1) * sv.(&1) * vt.(&1, l)))
+
+          assert abs(back - elem(a, i * n + l)) <= tol * scale,
+                 "u s vt != a for #{inspect(x)}: #{inspect(got)}"
+        end
+
+        for i <- 0..(c - 1)//1, j <- 0..(c - 1)//1 do
+          dot = Enum.reduce(0..(m - 1), 0.0, &(&2 + u.(&1, i) * u.(&1, j)))
+          assert abs(dot - if(i == j, do: 1, else: 0)) <= tol, "U^T U != I: #{inspect(got)}"
+        end
+
+        for i <- 0..(r - 1)//1, j <- 0..(r - 1)//1 do
+          dot = Enum.reduce(0..(n - 1), 0.0, &(&2 + vt.(i, &1) * vt.(j, &1)))
+          assert abs(dot - if(i == j, do: 1, else: 0)) <= tol, "V^T V != I: #{inspect(got)}"
+        end
+      end
+    end
+  end
 end
 
 defmodule Cascade.PropertyTest.LargeTest do
