@@ -17,7 +17,8 @@
  *     callback names what runs each call.
  * - Threads: one pool (blas_pool.c), as many threads as OpenBLAS would use (the cores, or
  *   OPENBLAS_NUM_THREADS up to the cores) or CASCADE_BLAS_THREADS, shared by GEMM (OpenBLAS
- *   single-threaded in each) and the vector kernels; a caller takes only the idle ones. oneDNN
+ *   single-threaded in each) and the vector kernels; a caller takes only the idle ones, and
+ *   runs the parts no worker took itself (the split never depends on who is free). oneDNN
  *   runs on OpenMP with as many threads, passive between calls.
  * - Linked against libopenblas and libsleef: without them dlopen fails and the device is listed
  *   as unavailable with dlerror's reason. libdnnl is opened at the first convolution. */
