@@ -87,8 +87,9 @@ TEST_RUNS := $(addsuffix .run,$(TEST_BIN) $(DRIVER_TESTS))
 
 test: $(TEST_RUNS) $(DRIVER_TEST_TARGETS)
 
+# Each prints the seconds it took: CI's budget is spent here.
 $(TEST_RUNS): %.run: %
-	@echo "== $<"; $<
+	@echo "== $<"; t0=$$(date +%s); $< && echo "-- $(notdir $<): $$(($$(date +%s) - t0)) s"
 
 ASAN_BUILD ?= build/asan
 VALGRIND_BUILD ?= build/valgrind
@@ -126,8 +127,9 @@ test-valgrind:
 valgrind-runs: $(VALGRIND_RUNS)
 
 $(VALGRIND_RUNS): %.vg: %
-	@echo "== valgrind $<"; CX_DIFF_SKIP=$${CX_DIFF_SKIP-opencl} valgrind -q --error-exitcode=1 \
-	  --leak-check=full --errors-for-leak-kinds=definite $<
+	@echo "== valgrind $<"; t0=$$(date +%s); CX_DIFF_SKIP=$${CX_DIFF_SKIP-opencl} valgrind -q \
+	  --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $< && \
+	  echo "-- valgrind $(notdir $<): $$(($$(date +%s) - t0)) s"
 
 # Every C suite: plain, under ASan+UBSan and under valgrind, in three build folders. With -j,
 # in two rounds: the plain suites run (the first PoCL kernel build among them, one core for
