@@ -98,11 +98,17 @@ $(eval $(call blas_class,portable,avx,CASCADE_SIMD=none DNNL_MAX_CPU_ISA=AVX OPE
 endif
 # The processor as it is, with OPENBLAS_CORETYPE the other way from the environment's: unset
 # where the environment sets it (CI's AMD machines set Haswell), Haswell where it does not.
+# test_blas only: the differential suite runs OpenBLAS's kernels of each class above already.
+.PHONY: test-blas-coretype
+DRIVER_TEST_TARGETS += test-blas-coretype
 ifneq ($(OPENBLAS_CORETYPE),)
-$(eval $(call blas_class,coretype,avx2 fma,-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE))
+BLAS_OTHER_CORETYPE := -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 else
-$(eval $(call blas_class,coretype,avx2 fma,OPENBLAS_CORETYPE=Haswell))
+BLAS_OTHER_CORETYPE := OPENBLAS_CORETYPE=Haswell
 endif
+test-blas-coretype: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
+	@echo "== test_blas with $(BLAS_OTHER_CORETYPE)"
+	@env $(BLAS_OTHER_CORETYPE) $(BUILD)/tests/test_blas
 
 # Cascade.put_reproducible's checks (the same bits every call) at every other thread count of
 # the pool than test_blas's 4, three times each.
