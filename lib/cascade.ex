@@ -164,7 +164,7 @@ defmodule Cascade do
   def lu(tensor, opts \\ [])
 
   def lu(%Tensor{shape: shape, type: type, device: device} = tensor, opts) do
-    p_type = lu_p_type!(opts)
+    p_type = only_option!("lu/2", opts, :p_type, :s64)
     packed = lu_factor(tensor)
     rank = tuple_size(shape)
     n = elem(shape, rank - 1)
@@ -187,18 +187,20 @@ defmodule Cascade do
 
   def lu(other, _opts), do: not_a_tensor!("lu/2", other)
 
-  defp lu_p_type!(opts) do
-    case Keyword.keyword?(opts) && Keyword.validate(opts, p_type: :s64) do
-      {:ok, valid} ->
-        valid[:p_type]
+  # The value of `key`, the only option of function `fun` (its default when not given)
+  defp only_option!(fun, opts, key, default) do
+    case Keyword.keyword?(opts) && Keyword.validate(opts, [{key, default}]) do
+      {:ok, [{^key, value}]} ->
+        value
 
       {:error, unknown} ->
         raise ArgumentError,
-              "Cascade.lu/2: unknown option(s) #{inspect(unknown)}, expected one of [:p_type]"
+              "Cascade.#{fun}: unknown option(s) #{inspect(unknown)}, expected one of " <>
+                inspect([key])
 
       false ->
         raise ArgumentError,
-              "Cascade.lu/2: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
+              "Cascade.#{fun}: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
     end
   end
 
@@ -285,22 +287,13 @@ defmodule Cascade do
   def svd(other, _opts), do: not_a_tensor!("svd/2", other)
 
   defp svd_full_matrices!(opts) do
-    case Keyword.keyword?(opts) && Keyword.validate(opts, full_matrices?: true) do
-      {:ok, [full_matrices?: full]} when is_boolean(full) ->
+    case only_option!("svd/2", opts, :full_matrices?, true) do
+      full when is_boolean(full) ->
         full
 
-      {:ok, [full_matrices?: other]} ->
+      other ->
         raise ArgumentError,
               "Cascade.svd/2: expected full_matrices? to be a boolean, got: #{inspect(other)}"
-
-      {:error, unknown} ->
-        raise ArgumentError,
-              "Cascade.svd/2: unknown option(s) #{inspect(unknown)}, expected one of " <>
-                "[:full_matrices?]"
-
-      false ->
-        raise ArgumentError,
-              "Cascade.svd/2: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
     end
   end
 

@@ -305,6 +305,21 @@ static void test_eigh_known_types_and_nan(void **state) {
     for (int i = 0; i < 9; i++) tu_drop(all[i]);
 }
 
+/* `count` vectors of `len` elements in p, vector j's element i at at + j * step + i * el_step,
+ * orthonormal within tol */
+static void orthonormal(const cx_tensor *p, int64_t at, int64_t step, int64_t el_step,
+                        int64_t count, int64_t len, double tol, const char *what) {
+    for (int64_t j = 0; j < count; j++)
+        for (int64_t q = 0; q < count; q++) {
+            double dot = 0;
+            for (int64_t i = 0; i < len; i++)
+                dot += tu_load(p->desc.dtype, p->data, at + j * step + i * el_step) *
+                       tu_load(p->desc.dtype, p->data, at + q * step + i * el_step);
+            if (fabs(dot - (j == q)) > tol)
+                fail_msg("%s %lld and %lld: %.17g", what, (long long)j, (long long)q, dot);
+        }
+}
+
 /* svd_packed of x with full matrices or not: checks the canonical form and the decomposition
  * (u diag(s) vt = x within tol of x's largest magnitude, u and vt orthonormal within 1e-13, 1e-6
  * in f32);
@@ -348,22 +363,9 @@ static double *svd_checked(const cx_tensor *x, bool full, double tol) {
                              (long long)m, (long long)n, full, (long long)b, (long long)i,
                              (long long)l, sum, want);
             }
-        for (int64_t j = 0; j < c; j++)
-            for (int64_t q = 0; q < c; q++) {
-                double dot = 0;
-                for (int64_t i = 0; i < m; i++) dot += U(i, j) * U(i, q);
-                if (fabs(dot - (j == q)) > orth)
-                    fail_msg("%lld x %lld: u's columns %lld and %lld: %.17g", (long long)m,
-                             (long long)n, (long long)j, (long long)q, dot);
-            }
-        for (int64_t j = 0; j < r; j++)
-            for (int64_t q = 0; q < r; q++) {
-                double dot = 0;
-                for (int64_t i = 0; i < n; i++) dot += VT(j, i) * VT(q, i);
-                if (fabs(dot - (j == q)) > orth)
-                    fail_msg("%lld x %lld: vt's rows %lld and %lld: %.17g", (long long)m,
-                             (long long)n, (long long)j, (long long)q, dot);
-            }
+        /* u's columns (one element a row of w apart), vt's rows (adjacent elements) */
+        orthonormal(p, base, 1, w, c, m, orth, "u's columns");
+        orthonormal(p, base + (m + 1) * w, w, 1, r, n, orth, "vt's rows");
 #undef U
 #undef S
 #undef VT

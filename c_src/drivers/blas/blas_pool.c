@@ -243,7 +243,7 @@ int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx) {
         worker *w = &workers[ids[i - 1]];
         int given = PART_GIVEN;
         if (!wait && atomic_compare_exchange_strong(&w->state, &given, PART_REVOKED)) {
-            run_share(&(share){fn, ctx, i, runners, parts});
+            run_share(&w->job);
             continue;
         }
         unsigned gen = atomic_load(&w->gen);

@@ -310,6 +310,13 @@ static void hestenes(int64_t p, int64_t q, double *t, double *v) {
     }
 }
 
+/* The length of a row of len values */
+static double row_norm(const double *x, int64_t len) {
+    double sum = 0;
+    for (int64_t i = 0; i < len; i++) sum += x[i] * x[i];
+    return sqrt(sum);
+}
+
 /* gesvd (cpu_linalg_impl) by hestenes on a's columns, or on its rows when it is wide (a^T's
  * columns: the same memory) */
 static bool jacobi_svd(int64_t m, int64_t n, double *a, double *s, double *ut, double *vt) {
@@ -329,9 +336,7 @@ static bool jacobi_svd(int64_t m, int64_t n, double *a, double *s, double *ut, d
     /* the columns' vectors (left ones of a when tall, right ones when wide) and v's */
     double *cols = tall ? ut : vt, *rows = tall ? vt : ut;
     for (int64_t j = 0; j < q; j++) {
-        double norm = 0;
-        for (int64_t i = 0; i < p; i++) norm += t[j * p + i] * t[j * p + i];
-        s[j] = sqrt(norm);
+        s[j] = row_norm(t + j * p, p);
         for (int64_t i = 0; i < p; i++) cols[j * p + i] = s[j] > 0 ? t[j * p + i] / s[j] : 0;
         memcpy(rows + j * q, v + j * q, sizeof(double) * (size_t)q);
     }
@@ -342,10 +347,10 @@ static bool jacobi_svd(int64_t m, int64_t n, double *a, double *s, double *ut, d
 
 const cpu_linalg_impl cpu_linalg_portable = {substitute, eliminate, jacobi, jacobi_svd};
 
-/* Vectors `from` .. `to` - 1 of `basis` (rows of `len`) made orthonormal to the rows before them
- * and to each other where `missing` (or from `have` on): each is the standard basis vector least
- * covered by the rows so far, with their parts taken out twice (Gram-Schmidt), normalised.
- * resid (len) is scratch. */
+/* The `rows` rows of `basis` (each `len` long) made orthonormal where they are `missing` or from
+ * `have` on, the others kept: each made one is the standard basis vector least covered by the
+ * rows so far, with their parts taken out twice (Gram-Schmidt), normalised. resid (len) is
+ * scratch. */
 static void complete_rows(int64_t len, int64_t rows, int64_t have, const bool *missing,
                           double *basis, double *resid) {
     for (int64_t i = 0; i < len; i++) resid[i] = 1;
@@ -367,21 +372,12 @@ static void complete_rows(int64_t len, int64_t rows, int64_t have, const bool *m
                 for (int64_t i = 0; i < len; i++) dot += x[i] * y[i];
                 for (int64_t i = 0; i < len; i++) x[i] -= dot * y[i];
             }
-        double norm = 0;
-        for (int64_t i = 0; i < len; i++) norm += x[i] * x[i];
-        norm = sqrt(norm);
+        double norm = row_norm(x, len);
         for (int64_t i = 0; i < len; i++) {
             x[i] /= norm;
             resid[i] -= x[i] * x[i];
         }
     }
-}
-
-/* The length of a row of len values */
-static double row_norm(const double *x, int64_t len) {
-    double sum = 0;
-    for (int64_t i = 0; i < len; i++) sum += x[i] * x[i];
-    return sqrt(sum);
 }
 
 /* The batch's matrices through impl->gesvd, scaled to a largest magnitude of 1 (no overflow in
