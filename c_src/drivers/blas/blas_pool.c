@@ -243,7 +243,9 @@ int blas_parallel(int max_parts, bool wait, blas_part_fn fn, void *ctx) {
         worker *w = &workers[ids[i - 1]];
         int given = PART_GIVEN;
         if (!wait && atomic_compare_exchange_strong(&w->state, &given, PART_REVOKED)) {
-            run_share(&w->job);
+            /* rebuilt, never read from w->job: once revoked, the worker may wake, free itself
+             * and be handed another caller's share before this line runs */
+            run_share(&(share){fn, ctx, i, runners, parts});
             continue;
         }
         unsigned gen = atomic_load(&w->gen);

@@ -209,11 +209,53 @@ static void test_sum_bits_under_noise(void **state) {
     for (int k = 0; k < 2; k++) pthread_join(noise[k], NULL);
 }
 
+/* Callers splitting at once, none waiting, each with its own record: every caller's parts run
+ * once each and only with its own context. A share taken back from a worker must be run from the
+ * caller's own arguments: the worker, once it wakes to find its share revoked, frees itself and
+ * can be handed another caller's share at once. */
+enum { CALLERS = 3, CALLS = 20000 };
+
+typedef struct {
+    pthread_t thread;
+    int failures; /* calls whose record was wrong */
+    int first_bad;
+} caller;
+
+static void *caller_main(void *arg) {
+    caller *c = arg;
+    c->first_bad = -1;
+    for (int call = 0; call < CALLS; call++) {
+        record r;
+        memset(&r, 0, sizeof r);
+        int parts = blas_parallel(THREADS, false, record_part, &r);
+        bool ok = atomic_load(&r.bad) == 0;
+        for (int i = 0; i < MAX_PARTS; i++) ok = ok && atomic_load(&r.runs[i]) == (i < parts);
+        if (!ok && c->failures++ == 0) c->first_bad = call;
+    }
+    return NULL;
+}
+
+static void test_callers_run_their_own_parts(void **state) {
+    (void)state;
+    caller callers[CALLERS];
+    for (int k = 0; k < CALLERS; k++) {
+        memset(&callers[k], 0, sizeof callers[k]);
+        assert_int_equal(pthread_create(&callers[k].thread, NULL, caller_main, &callers[k]), 0);
+    }
+    for (int k = 0; k < CALLERS; k++) pthread_join(callers[k].thread, NULL);
+    for (int k = 0; k < CALLERS; k++)
+        if (callers[k].failures)
+            fail_msg("caller %d: %d of %d calls ran parts other than its own once each, the "
+                     "first call %d",
+                     k, callers[k].failures, CALLS, callers[k].first_bad);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parts_fixed_by_request),
         cmocka_unit_test(test_waiter_gets_every_part),
         cmocka_unit_test(test_sum_bits_under_noise),
+        cmocka_unit_test(test_callers_run_their_own_parts),
     };
     if (getenv("CX_TEST_FILTER")) cmocka_set_test_filter(getenv("CX_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, NULL);
