@@ -63,9 +63,16 @@ endif
 # (CASCADE_SIMD), oneDNN's (DNNL_MAX_CPU_ISA) and OpenBLAS's (OPENBLAS_CORETYPE) held to that
 # class's instruction set, where this processor has it (a class whose flags it lacks is skipped,
 # and says so). $(call blas_class,name,cpuinfo flags it needs,environment)
+#
+# These runs, the coretype, reproducible and Winograd ones below, are about which library kernels
+# run and how they round: the plain build only. The sanitised build has no oneDNN and OpenBLAS is
+# not instrumented; the vector kernels of both tables run under ASan in test_simd_kernels, and
+# the driver's own routes without them in the portable class's differential run, the one class
+# run it keeps (BLAS_SAN_CLASS). Run there, the rest took 110 of the C tests' core-seconds.
+BLAS_CLASS_TARGETS :=
 define blas_class
 .PHONY: test-blas-$(1)
-DRIVER_TEST_TARGETS += test-blas-$(1)
+BLAS_CLASS_TARGETS += test-blas-$(1)
 test-blas-$(1): $$(BUILD)/cascade_driver_blas.so $$(BUILD)/tests/test_differential $$(BUILD)/tests/test_blas
 	@if $(foreach f,$(2),grep -qw $(f) /proc/cpuinfo &&) true; then \
 	  echo "== test_differential and test_blas as on $(1): $(3)"; \
@@ -82,7 +89,7 @@ ifeq ($(SLEEF_FOUND)$(SIMD_X86),yesx86_64)
 # matmul strips (CASCADE_BLAS_DOT=onednn: built on the calling thread, no OpenBLAS calls while a
 # shape builds), so that the tests check both against the cpu on each such shape
 .PHONY: test-blas-winograd
-DRIVER_TEST_TARGETS += test-blas-winograd
+BLAS_CLASS_TARGETS += test-blas-winograd
 test-blas-winograd: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
 	@echo "== test_blas, f32 3x3 convolutions on Winograd's algorithm and products on oneDNN wherever it has them"
 	@CASCADE_BLAS_WINOGRAD=1 CASCADE_BLAS_DOT=onednn $(BUILD)/tests/test_blas
@@ -100,7 +107,7 @@ endif
 # where the environment sets it (CI's AMD machines set Haswell), Haswell where it does not.
 # test_blas only: the differential suite runs OpenBLAS's kernels of each class above already.
 .PHONY: test-blas-coretype
-DRIVER_TEST_TARGETS += test-blas-coretype
+BLAS_CLASS_TARGETS += test-blas-coretype
 ifneq ($(OPENBLAS_CORETYPE),)
 BLAS_OTHER_CORETYPE := -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 else
@@ -113,7 +120,7 @@ test-blas-coretype: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
 # Cascade.put_reproducible's checks (the same bits every call) at every other thread count of
 # the pool than test_blas's 4, three times each.
 .PHONY: test-blas-reproducible
-DRIVER_TEST_TARGETS += test-blas-reproducible
+BLAS_CLASS_TARGETS += test-blas-reproducible
 test-blas-reproducible: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
 	@echo "== test_blas's reproducibility tests on 1, 2 and 3 threads, three times each"
 	@for t in 1 2 3 1 2 3 1 2 3; do \
@@ -121,6 +128,16 @@ test-blas-reproducible: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
 	    >$(BUILD)/tests/test_blas.reproducible.log 2>&1 || \
 	    { cat $(BUILD)/tests/test_blas.reproducible.log; echo "(on $$t threads)"; exit 1; }; \
 	done
+
+ifeq ($(SAN),)
+DRIVER_TEST_TARGETS += $(BLAS_CLASS_TARGETS)
+else
+.PHONY: test-blas-san-portable
+DRIVER_TEST_TARGETS += test-blas-san-portable
+test-blas-san-portable: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_differential
+	@echo "== test_differential's blas driver without its vector kernels (CASCADE_SIMD=none)"
+	@CASCADE_SIMD=none CX_DIFF_DRIVERS=blas CX_DIFF_REQUIRE=blas $(BUILD)/tests/test_differential
+endif
 
 # The driver's thread pool on its own (c_src/tests/blas/test_blas_pool.c): a split's parts do not
 # depend on which workers are free.
