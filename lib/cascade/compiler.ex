@@ -76,6 +76,14 @@ if Code.ensure_loaded?(Nx) do
         it. A staged function (with `while`) donates nothing. `explain/3` gives each step's
         `donated` input slot, or `nil`.
 
+    A bad value for any of these raises `ArgumentError` naming the option. Options of other
+    compilers and of Nx's clients (EXLA's `:client`, `Nx.Serving`'s `:batch_keys`, Axon's
+    `:debug`) are passed over, as `Nx.Defn.Evaluator` passes them over, so one option list can
+    serve several compilers.
+
+        iex> Nx.Defn.jit(&Nx.exp/1, compiler: Cascade.Compiler, cache: :maybe).(1.0)
+        ** (ArgumentError) Cascade.Compiler: option :cache takes true or false, got: :maybe
+
     ## Example
 
         iex> fun = Nx.Defn.jit(fn a, b -> Nx.add(Nx.multiply(Nx.exp(a), b), 1) end, compiler: Cascade.Compiler)
@@ -92,15 +100,19 @@ if Code.ensure_loaded?(Nx) do
     @cache_limit 512
 
     @impl true
-    def __partitions_options__(opts),
-      do: List.duplicate(opts, Keyword.get(opts, :max_concurrency, 1))
+    def __partitions_options__(opts) do
+      check_options!(opts)
+      List.duplicate(opts, Keyword.get(opts, :max_concurrency, 1))
+    end
 
     @impl true
     def __to_backend__(opts), do: {Cascade.Backend, device: device(opts)}
 
     @impl true
-    def __stream__(key, input, acc, vars, fun, args_list, opts),
-      do: Nx.Defn.Evaluator.__stream__(key, input, acc, vars, fun, args_list, opts)
+    def __stream__(key, input, acc, vars, fun, args_list, opts) do
+      check_options!(opts)
+      Nx.Defn.Evaluator.__stream__(key, input, acc, vars, fun, args_list, opts)
+    end
 
     @impl true
     def __jit__(key, vars, fun, args_list, opts),
@@ -108,6 +120,7 @@ if Code.ensure_loaded?(Nx) do
 
     @impl true
     def __compile__(key, vars, fun, opts) do
+      check_options!(opts)
       device = device(opts)
       compiled = compiled(key, vars, fun, device, opts)
 
@@ -209,13 +222,62 @@ if Code.ensure_loaded?(Nx) do
       device
     end
 
+    # The values of this compiler's own options. Other keys pass: Nx and its clients hand every
+    # compiler the options of all of them (Nx.Serving adds :batch_keys, Axon.Loop forwards its
+    # :debug, a global default list may hold EXLA's :client), as Nx.Defn.Evaluator and EXLA let
+    # them pass. :donate's positions are checked against the arguments in donated/2.
+    defp check_options!(opts) do
+      unless is_list(opts) and Keyword.keyword?(opts) do
+        raise ArgumentError,
+              "Cascade.Compiler: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
+      end
+
+      for {key, value} <- opts do
+        case {key, value} do
+          {:device, device} when device != nil and not is_atom(device) and not is_tuple(device) ->
+            bad_option!(key, value, "a device such as :cpu, :blas or {:opencl, 0}")
+
+          {:max_concurrency, n} when not (is_integer(n) and n >= 1) ->
+            bad_option!(key, value, "a positive integer")
+
+          {:cache, flag} when not is_boolean(flag) ->
+            bad_option!(key, value, "true or false")
+
+          {:hooks, hooks} when not is_map(hooks) ->
+            bad_option!(key, value, "a map of hook names to functions")
+
+          {:donate, donate} when not is_list(donate) ->
+            bad_option!(key, value, "a list of argument positions")
+
+          {:donate, donate} ->
+            unless Enum.all?(donate, &(is_integer(&1) and &1 >= 0)),
+              do: bad_option!(key, value, "a list of argument positions (integers from 0)")
+
+          _ ->
+            :ok
+        end
+      end
+
+      :ok
+    end
+
+    defp bad_option!(key, value, expected) do
+      raise ArgumentError,
+            "Cascade.Compiler: option #{inspect(key)} takes #{expected}, got: " <>
+              inspect(value, limit: 5)
+    end
+
     ## Compiling
 
     defp compiled(key, vars, fun, device, opts) do
+      # The arguments as they are, each tensor replaced by what a program depends on: two calls
+      # whose flat tensors agree but whose containers differ (`%{a: x}` and `%{b: x}`, a tuple
+      # and a map, a struct's other fields) build different results and must not share one.
       signature =
-        vars
-        |> Composite.flatten_list()
-        |> Enum.map(&{&1.type, &1.shape, &1.names, &1.vectorized_axes})
+        Enum.map(
+          vars,
+          &Composite.traverse(&1, fn t -> {t.type, t.shape, t.names, t.vectorized_axes} end)
+        )
 
       hooks = Keyword.get(opts, :hooks, %{})
       donated = donated(vars, Keyword.get(opts, :donate, []))
@@ -243,6 +305,17 @@ if Code.ensure_loaded?(Nx) do
     defp donated(_vars, []), do: []
 
     defp donated(vars, donate) when is_list(donate) do
+      case Enum.reject(donate, &(&1 < length(vars))) do
+        [] ->
+          :ok
+
+        beyond ->
+          raise ArgumentError,
+                "Cascade.Compiler: option :donate names argument position(s) " <>
+                  "#{inspect(beyond)}, but the function takes #{length(vars)} argument(s) " <>
+                  "(positions from 0)"
+      end
+
       {positions, _} =
         vars
         |> Enum.with_index()
@@ -252,11 +325,6 @@ if Code.ensure_loaded?(Nx) do
         end)
 
       positions
-    end
-
-    defp donated(_vars, donate) do
-      raise ArgumentError,
-            "Cascade.Compiler: :donate takes a list of argument positions, got: #{inspect(donate)}"
     end
 
     defp compile(key, vars, fun, device, opts) do

@@ -422,6 +422,84 @@ if Code.ensure_loaded?(Nx) do
       assert fun.(a, a).shape == {5}
     end
 
+    test "the cache tells apart calls whose flat tensors agree but whose arguments differ" do
+      double =
+        Nx.Defn.jit(fn c -> Map.new(c, fn {k, v} -> {k, Nx.multiply(v, 2)} end) end,
+          compiler: Cascade.Compiler
+        )
+
+      x = Nx.tensor([1.0, 2.0])
+      assert %{a: a} = double.(%{a: x})
+      assert %{b: b} = double.(%{b: x})
+      assert Nx.to_flat_list(a) == [2.0, 4.0] and Nx.to_flat_list(b) == [2.0, 4.0]
+
+      # a tuple, then a map, of the same tensors
+      swap =
+        Nx.Defn.jit(
+          fn
+            {p, q} -> {q, p}
+            %{p: p, q: q} -> %{p: q, q: p}
+          end,
+          compiler: Cascade.Compiler
+        )
+
+      y = Nx.tensor([3.0])
+      assert {_, _} = swap.({x, y})
+      assert %{p: p} = swap.(%{p: x, q: y})
+      assert Nx.to_flat_list(p) == [3.0]
+
+      # names are part of the result
+      named = Nx.Defn.jit(&Nx.exp/1, compiler: Cascade.Compiler)
+      assert named.(Nx.tensor([0.0], names: [:i])).names == [:i]
+      assert named.(Nx.tensor([0.0], names: [:j])).names == [:j]
+
+      # a struct's other fields are constants of the trace
+      scale =
+        Nx.Defn.jit(fn %{x: x, scale: s} -> Nx.multiply(x, s) end,
+          compiler: Cascade.Compiler
+        )
+
+      alias Cascade.CompilerTest.Scaled
+      assert Nx.to_flat_list(scale.(%Scaled{x: x, scale: 2})) == [2.0, 4.0]
+      assert Nx.to_flat_list(scale.(%Scaled{x: x, scale: 3})) == [3.0, 6.0]
+    end
+
+    test "a bad option raises ArgumentError naming it; other compilers' options pass" do
+      x = Nx.tensor([1.0, 2.0])
+
+      for {opts, message} <- [
+            {[donate: [5]],
+             ~r/:donate names argument position\(s\) \[5\], but the function takes 2/},
+            {[donate: [-1]], ~r/option :donate takes a list of argument positions \(integers/},
+            {[donate: 0], ~r/option :donate takes a list of argument positions, got: 0/},
+            {[max_concurrency: -1],
+             ~r/option :max_concurrency takes a positive integer, got: -1/},
+            {[cache: :maybe], ~r/option :cache takes true or false, got: :maybe/},
+            {[device: "blas"], ~r/option :device takes a device such as :cpu/}
+          ] do
+        assert_raise ArgumentError, message, fn ->
+          Nx.Defn.jit(&Nx.add/2, [compiler: Cascade.Compiler] ++ opts).(x, x)
+        end
+      end
+
+      assert_raise ArgumentError, ~r/option :max_concurrency takes a positive integer/, fn ->
+        Cascade.Compiler.__partitions_options__(max_concurrency: 0)
+      end
+
+      assert Cascade.Compiler.__partitions_options__(max_concurrency: 2) |> length() == 2
+
+      # EXLA's, Nx.Serving's and Axon's options are theirs
+      sum =
+        Nx.Defn.jit(&Nx.add/2,
+          compiler: Cascade.Compiler,
+          client: :host,
+          batch_keys: [:a],
+          debug: true
+        )
+
+      assert Nx.to_flat_list(sum.(x, x)) == [2.0, 4.0]
+    end
+
     test "inputs on another backend or device are copied to the program's device" do
       a = Nx.tensor([1.0, 2.0], backend: Nx.BinaryBackend)
       b = Nx.tensor([3.0, 4.0], backend: {Cascade.Backend, device: :cpu})
