@@ -596,7 +596,15 @@ if Code.ensure_loaded?(Nx) do
             else: {[{id, args, params} | steps], n + 1, Map.put(known, out, {:s, n})}
         end)
 
-      leaves = Composite.flatten_list([result])
+      # A result the function returns as it captured it (a tensor made outside the function on
+      # another backend, e.g. a random key) never passed through a Cascade op: it becomes a
+      # constant of the program, on its device.
+      leaves =
+        Enum.map(Composite.flatten_list([result]), fn
+          %Nx.Tensor{data: %Cascade.Backend{}} = t -> t
+          t -> Nx.backend_copy(t, {Cascade.Backend, device: base.device})
+        end)
+
       template = Composite.traverse(result, &%{&1 | data: nil})
 
       # results that are constants get a copy each call, as the evaluator would make anew

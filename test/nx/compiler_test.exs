@@ -464,6 +464,21 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_flat_list(scale.(%Scaled{x: x, scale: 3})) == [3.0, 6.0]
     end
 
+    test "a tensor captured from another backend, returned or read, is a constant on the device" do
+      key = Nx.tensor([13, 15, 26, 6], type: :u8, backend: Nx.BinaryBackend)
+      both = Nx.Defn.jit(fn x -> {Nx.add(x, 1), key} end, compiler: Cascade.Compiler)
+
+      for _ <- 1..2 do
+        {sum, got} = both.(Nx.tensor([1.0]))
+        assert Nx.to_flat_list(sum) == [2.0]
+        assert Nx.to_flat_list(got) == [13, 15, 26, 6] and got.type == {:u, 8}
+        assert %Cascade.Backend{} = got.data
+      end
+
+      read = Nx.Defn.jit(fn x -> Nx.add(x, key) end, compiler: Cascade.Compiler)
+      assert Nx.to_flat_list(read.(Nx.tensor([1.0]))) == [14.0, 16.0, 27.0, 7.0]
+    end
+
     test "a bad option raises ArgumentError naming it; other compilers' options pass" do
       x = Nx.tensor([1.0, 2.0])
 
