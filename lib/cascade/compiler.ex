@@ -72,8 +72,8 @@ if Code.ensure_loaded?(Nx) do
         buffer instead of a new one: `w - lr * g` updates `w` in place, and the device holds
         one copy of the parameters instead of two. A donated tensor is freed by the call (using
         it again raises, as after `Cascade.free/1`), except when the function returns it as it
-        is, when it is also another argument of the call, or while another process's op reads
-        it. A staged function (with `while`) donates nothing. `explain/3` gives each step's
+        is, when it is also another argument of the call, when the function never reads it, or
+        while another process's op reads it. A staged function (with `while`) donates nothing. `explain/3` gives each step's
         `donated` input slot, or `nil`.
 
     A bad value for any of these raises `ArgumentError` naming the option. Options of other
@@ -153,7 +153,9 @@ if Code.ensure_loaded?(Nx) do
     a fused step the ops it runs (`fused`), and the donated input whose buffer it writes
     (`donated`, see the `:donate` option). A staged function's info has `stages`, the
     info of its `:init`, `:cond`, `:body` and `:rest` stages, and their steps together as
-    `steps`. Takes the options of `Nx.Defn.jit/2`.
+    `steps`. A program's `inputs` are the tensors it reads or returns, `input_positions` their
+    positions among the function's flat arguments: a call does not evaluate the others (an
+    `Nx.template/2`, a lazy container's tensor). Takes the options of `Nx.Defn.jit/2`.
 
         iex> info = Cascade.Compiler.explain(fn x -> Nx.sum(Nx.exp(x)) end, [Nx.iota({4}, type: :f32)])
         iex> info.mode
@@ -340,7 +342,8 @@ if Code.ensure_loaded?(Nx) do
           Map.put(base, :mode, {:evaluator, "hooks run Elixir code on intermediate values"})
 
         true ->
-          compile_expr(key, vars, expr, device, opts)
+          # the whole function: its program takes only the inputs it reads (below)
+          compile_expr(key, vars, expr, device, Keyword.put(opts, :cascade_prune, true))
       end
     end
 
@@ -354,7 +357,9 @@ if Code.ensure_loaded?(Nx) do
 
       case control(expr) do
         nil ->
-          record(base, vars, evaluator(key, vars, fn _ -> expr end, opts), device, donated)
+          prune = Keyword.get(opts, :cascade_prune, false)
+          evaluator = evaluator(key, vars, fn _ -> expr end, opts)
+          record(base, vars, evaluator, device, donated, prune)
 
         {:while, while} ->
           stage(key, vars, expr, while, device, opts)
@@ -516,8 +521,9 @@ if Code.ensure_loaded?(Nx) do
         |> Enum.map(fn {t, pos} -> Nx.Defn.Expr.parameter(t, :root, pos) end)
 
       {rest, _} = Composite.traverse(expr, %{}, &replace(&1, &2, id, params))
-      # the stages pass values to each other: nothing is donated
-      opts = Keyword.delete(opts, :cascade_donated)
+      # the stages pass values to each other: nothing is donated, and each stage's program takes
+      # every input (the loop in C hands the condition and the body the whole state)
+      opts = Keyword.drop(opts, [:cascade_donated, :cascade_prune])
 
       parts = [
         init: compile_expr(key, vars, initial, device, opts),
@@ -552,7 +558,7 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
-    defp record(base, vars, evaluator, device, donated) do
+    defp record(base, vars, evaluator, device, donated, prune) do
       placeholders =
         vars
         |> Composite.flatten_list()
@@ -575,7 +581,7 @@ if Code.ensure_loaded?(Nx) do
 
         {:ok, result, calls} ->
           inputs = Enum.map(placeholders, & &1.data.tensor)
-          build(base, inputs, result, Enum.reverse(calls), donated)
+          build(base, inputs, result, Enum.reverse(calls), donated, prune)
       end
     rescue
       e in [Cascade.Error, ArgumentError] ->
@@ -584,7 +590,7 @@ if Code.ensure_loaded?(Nx) do
 
     # What each recorded ref is: {:in, i}, {:c, ref} (a constant: made outside the recording,
     # or computed from constants only) or {:s, k} (step k).
-    defp build(base, inputs, result, calls, donated) do
+    defp build(base, inputs, result, calls, donated, prune) do
       known = inputs |> Enum.with_index() |> Map.new(fn {t, i} -> {t.ref, {:in, i}} end)
 
       {steps, n, known} =
@@ -620,16 +626,19 @@ if Code.ensure_loaded?(Nx) do
       steps = Enum.reverse(steps)
 
       descs = Enum.map(inputs, &{Cascade.Type.normalize!(&1.type), &1.shape})
-      program(base, descs, steps, leaves, template, donated)
+      program(base, descs, steps, leaves, template, donated, prune)
     end
 
     defp reshape_id do
       Enum.find_value(Cascade.__ops__(), fn op -> op.name == :reshape && op.id end)
     end
 
-    # Keeps the steps the results need, numbers the slots and builds the program.
-    defp program(base, descs, steps, leaves, template, donated) do
-      n_inputs = length(descs)
+    # Keeps the steps the results need, numbers the slots and builds the program. With `prune`,
+    # the program's inputs are only those its steps read or its results are (`used`: their
+    # positions among the function's): a call materialises no other argument, so an argument
+    # the function never reads may be an Nx.template/2 or a lazy container left unevaluated, as
+    # under Nx.Defn.Evaluator.
+    defp program(base, descs, steps, leaves, template, donated, prune) do
       steps = List.to_tuple(steps)
 
       live =
@@ -642,6 +651,19 @@ if Code.ensure_loaded?(Nx) do
 
       kept = Enum.filter(0..(tuple_size(steps) - 1)//1, &MapSet.member?(live, &1))
 
+      used =
+        if prune do
+          reads = for k <- kept, {:in, i} <- elem(elem(steps, k), 1), do: i
+          Enum.uniq(Enum.sort(reads ++ for({:in, i} <- leaves, do: i)))
+        else
+          Enum.to_list(0..(length(descs) - 1)//1)
+        end
+
+      input_slot = used |> Enum.with_index() |> Map.new()
+      descs = Enum.map(used, &Enum.at(descs, &1))
+      donated = for i <- donated, Map.has_key?(input_slot, i), do: Map.fetch!(input_slot, i)
+      n_inputs = length(descs)
+
       consts =
         kept
         |> Enum.flat_map(fn k -> for {:c, ref} <- elem(elem(steps, k), 1), do: ref end)
@@ -652,7 +674,7 @@ if Code.ensure_loaded?(Nx) do
       step_slot = kept |> Enum.with_index(first) |> Map.new()
 
       slot = fn
-        {:in, i} -> i
+        {:in, i} -> Map.fetch!(input_slot, i)
         {:c, ref} -> Map.fetch!(const_slot, ref)
         {:s, k} -> Map.fetch!(step_slot, k)
       end
@@ -668,7 +690,7 @@ if Code.ensure_loaded?(Nx) do
 
       outputs =
         Enum.map(leaves, fn
-          {:in, i} -> {:input, i}
+          {:in, i} -> {:input, Map.fetch!(input_slot, i)}
           {:s, _} = leaf -> {:result, Map.fetch!(out_index, slot.(leaf))}
         end)
 
@@ -680,6 +702,7 @@ if Code.ensure_loaded?(Nx) do
         mode: :program,
         donated: donated,
         n_inputs: n_inputs,
+        used: used,
         n_consts: length(consts),
         outputs: outputs,
         template: template
@@ -718,8 +741,9 @@ if Code.ensure_loaded?(Nx) do
     ## Running
 
     defp run(%{mode: :program} = compiled, params, device) do
-      %{program: prog, outputs: outputs, template: template} = compiled
-      inputs = Enum.map(params, &input(&1.(), device))
+      %{program: prog, outputs: outputs, template: template, used: used} = compiled
+      params = List.to_tuple(params)
+      inputs = Enum.map(used, &input(elem(params, &1).(), device))
       call = fn -> Native.program_run(prog, Enum.map(inputs, & &1.ref)) end
 
       results =
@@ -760,10 +784,20 @@ if Code.ensure_loaded?(Nx) do
       run(compiled.rest, lazy(inputs ++ state), device)
     end
 
+    # The evaluator's inputs and results on the device too, as a program's: an input left on
+    # Nx.BinaryBackend would take its ops there (a broadcast to 4 TiB then aborts the VM in
+    # binary_alloc where Cascade raises :out_of_memory). Still lazy: an argument the function
+    # never reads is never evaluated.
     defp run(%{evaluator: evaluator}, params, device) do
+      params = Enum.map(params, fn param -> fn -> on_device(param.(), device) end end)
+
       Nx.with_default_backend({Cascade.Backend, device: device}, fn ->
         [result] = evaluator.([params])
-        result
+
+        Composite.traverse(result, fn
+          %Nx.Tensor{data: %Cascade.Backend{}} = t -> t
+          %Nx.Tensor{} = t -> on_device(t, device)
+        end)
       end)
     end
 
@@ -859,6 +893,7 @@ if Code.ensure_loaded?(Nx) do
         mode: :program,
         device: compiled.device,
         inputs: compiled.n_inputs,
+        input_positions: compiled.used,
         constants: compiled.n_consts,
         steps: steps
       }

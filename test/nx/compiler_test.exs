@@ -479,6 +479,44 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_flat_list(read.(Nx.tensor([1.0]))) == [14.0, 16.0, 27.0, 7.0]
     end
 
+    test "a call evaluates only the arguments the function reads or returns" do
+      x = Nx.tensor([1.0, 2.0])
+      first = Nx.Defn.jit(fn a, _b -> Nx.multiply(a, 3) end, compiler: Cascade.Compiler)
+      assert Nx.to_flat_list(first.(x, Nx.template({2}, :f32))) == [3.0, 6.0]
+
+      info = Cascade.Compiler.explain(fn a, _b -> Nx.multiply(a, 3) end, [x, x])
+      assert {info.inputs, info.input_positions} == {1, [0]}
+
+      lazy = %Cascade.CompilerTest.LazyPair{a: x, b: Nx.tensor([5.0])}
+      only_a = Nx.Defn.jit(fn pair -> Nx.add(pair.a, 1) end, compiler: Cascade.Compiler)
+      assert Nx.to_flat_list(only_a.(lazy)) == [2.0, 3.0]
+
+      # returned as it is, or read: evaluated
+      {a, _} = Nx.Defn.jit(fn a, b -> {a, Nx.exp(b)} end, compiler: Cascade.Compiler).(x, x)
+
+      assert Nx.to_flat_list(a) == [1.0, 2.0]
+
+      assert_raise RuntimeError, "don't call b", fn ->
+        Nx.Defn.jit(fn pair -> Nx.add(pair.b, 1) end, compiler: Cascade.Compiler).(lazy)
+      end
+    end
+
+    test "a request too large for any device is a Cascade.Error, never a VM abort" do
+      # recording runs out of memory, so the function runs through the evaluator: on the
+      # device, not on Nx.BinaryBackend (whose binary_alloc aborts the VM at 4 TiB)
+      huge =
+        Nx.Defn.jit(fn x -> Nx.sum(Nx.broadcast(x, {1_048_576, 1_048_576})) end,
+          compiler: Cascade.Compiler
+        )
+
+      for _ <- 1..2 do
+        error =
+          assert_raise Cascade.Error, fn -> huge.(Nx.tensor(1.0, backend: Nx.BinaryBackend)) end
+
+        assert error.code == :out_of_memory
+      end
+    end
+
     test "a bad option raises ArgumentError naming it; other compilers' options pass" do
       x = Nx.tensor([1.0, 2.0])
 
@@ -762,6 +800,20 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_flat_list(fun.(a)) == [3.0, 5.0]
       assert_received {:hook, t}
       assert Nx.to_flat_list(t) == [2.0, 4.0]
+
+      # the evaluator's inputs and results on the device asked for, its ops counted there
+      on_blas =
+        Nx.Defn.jit(&Fns.hooked/1,
+          compiler: Cascade.Compiler,
+          device: :blas,
+          hooks: %{doubled: &send(me, {:hook, &1})}
+        )
+
+      Cascade.reset_stats()
+      result = on_blas.(a)
+      assert %Cascade.Backend{device: :blas} = result.data
+      assert_received {:hook, %Nx.Tensor{data: %Cascade.Backend{device: :blas}}}
+      assert Enum.any?(Cascade.stats(), fn {{dev, _op, _route}, _} -> dev == :blas end)
 
       assert {:evaluator, reason} =
                Cascade.Compiler.explain(&Fns.hooked/1, [a], hooks: %{doubled: &IO.inspect/1}).mode
