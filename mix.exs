@@ -96,18 +96,36 @@ defmodule Cascade.MixProject do
   #     application depending on Cascade and on Nx compiles Nx first;
   #   * otherwise no dependency at all: `mix compile` and `mix test` need no hex package
   #     (the Nx tests are then skipped).
+  #
+  # With CASCADE_NX_PATH, CASCADE_AXON_PATH and CASCADE_POLARIS_PATH (local checkouts of Axon
+  # 0.6 and Polaris 0.1, whose own mix.exs point at the same Nx) add them in the test
+  # environment: test/axon checks Cascade with a real client, and skips without them.
   defp deps do
     cond do
-      path = System.get_env("CASCADE_NX_PATH") -> [{:nx, path: path, optional: true}]
+      path = System.get_env("CASCADE_NX_PATH") -> [{:nx, path: path, optional: true}] ++ axon()
       Code.ensure_loaded?(Hex) -> [{:nx, "~> 0.7", optional: true}]
       true -> []
+    end
+  end
+
+  defp axon do
+    case {System.get_env("CASCADE_AXON_PATH"), System.get_env("CASCADE_POLARIS_PATH")} do
+      {axon, polaris} when is_binary(axon) and is_binary(polaris) ->
+        [{:axon, path: axon, only: :test}, {:polaris, path: polaris, only: :test, override: true}]
+
+      _ ->
+        []
     end
   end
 
   # A build with Nx has its own build folder: Cascade.Backend exists only there, so going
   # back to a build without Nx never finds a stale Cascade.Backend compiled against it.
   defp build_path do
-    if System.get_env("CASCADE_NX_PATH"), do: "_build/nx", else: "_build"
+    cond do
+      System.get_env("CASCADE_AXON_PATH") -> "_build/axon"
+      System.get_env("CASCADE_NX_PATH") -> "_build/nx"
+      true -> "_build"
+    end
   end
 
   defp elixirc_paths(:test), do: ["lib", "test/support"]
