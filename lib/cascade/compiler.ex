@@ -73,8 +73,8 @@ if Code.ensure_loaded?(Nx) do
         one copy of the parameters instead of two. A donated tensor is freed by the call (using
         it again raises, as after `Cascade.free/1`), except when the function returns it as it
         is, when it is also another argument of the call, when the function never reads it, or
-        while another process's op reads it. A staged function (with `while`) donates nothing. `explain/3` gives each step's
-        `donated` input slot, or `nil`.
+        while another process's op reads it. A staged function (with `while`) donates nothing.
+        `explain/3` gives each step's `donated` input slot, or `nil`.
 
     A bad value for any of these raises `ArgumentError` naming the option. Options of other
     compilers and of Nx's clients (EXLA's `:client`, `Nx.Serving`'s `:batch_keys`, Axon's
@@ -605,11 +605,7 @@ if Code.ensure_loaded?(Nx) do
       # A result the function returns as it captured it (a tensor made outside the function on
       # another backend, e.g. a random key) never passed through a Cascade op: it becomes a
       # constant of the program, on its device.
-      leaves =
-        Enum.map(Composite.flatten_list([result]), fn
-          %Nx.Tensor{data: %Cascade.Backend{}} = t -> t
-          t -> Nx.backend_copy(t, {Cascade.Backend, device: base.device})
-        end)
+      leaves = Enum.map(Composite.flatten_list([result]), &to_cascade(&1, base.device))
 
       template = Composite.traverse(result, &%{&1 | data: nil})
 
@@ -660,8 +656,9 @@ if Code.ensure_loaded?(Nx) do
         end
 
       input_slot = used |> Enum.with_index() |> Map.new()
-      descs = Enum.map(used, &Enum.at(descs, &1))
-      donated = for i <- donated, Map.has_key?(input_slot, i), do: Map.fetch!(input_slot, i)
+      all_descs = List.to_tuple(descs)
+      descs = Enum.map(used, &elem(all_descs, &1))
+      donated = for i <- donated, slot = input_slot[i], do: slot
       n_inputs = length(descs)
 
       consts =
@@ -793,11 +790,7 @@ if Code.ensure_loaded?(Nx) do
 
       Nx.with_default_backend({Cascade.Backend, device: device}, fn ->
         [result] = evaluator.([params])
-
-        Composite.traverse(result, fn
-          %Nx.Tensor{data: %Cascade.Backend{}} = t -> t
-          %Nx.Tensor{} = t -> on_device(t, device)
-        end)
+        Composite.traverse(result, &to_cascade(&1, device))
       end)
     end
 
@@ -853,6 +846,10 @@ if Code.ensure_loaded?(Nx) do
       t = input(tensor, device)
       %{tensor | data: %Cascade.Backend{tensor: t, device: t.device}}
     end
+
+    # A tensor of another backend, copied onto the device; a Cascade.Backend one as it is.
+    defp to_cascade(%Nx.Tensor{data: %Cascade.Backend{}} = tensor, _device), do: tensor
+    defp to_cascade(%Nx.Tensor{} = tensor, device), do: on_device(tensor, device)
 
     # The Cascade tensor of an input, on the program's device.
     defp input(%Nx.Tensor{data: %Cascade.Backend{tensor: %Cascade.Tensor{} = t}} = tensor, device) do

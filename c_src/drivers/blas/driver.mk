@@ -67,8 +67,8 @@ endif
 # These runs, the coretype, reproducible and Winograd ones below, are about which library kernels
 # run and how they round: the plain build only. The sanitised build has no oneDNN and OpenBLAS is
 # not instrumented; the vector kernels of both tables run under ASan in test_simd_kernels, and
-# the driver's own routes without them in the portable class's differential run, the one class
-# run it keeps (BLAS_SAN_CLASS). Run there, the rest took 110 of the C tests' core-seconds.
+# the driver's own routes without them in test-blas-san-portable (the differential suite with
+# CASCADE_SIMD=none), the one such run it keeps. Run there, the rest took 122 s of one core.
 BLAS_CLASS_TARGETS :=
 define blas_class
 .PHONY: test-blas-$(1)
