@@ -130,12 +130,35 @@ static bool value_parse(const ErlNifBinary *bin, value_view *v) {
 _Static_assert(CX_MAX_DEVICES <= 256 && CX_DTYPE_COUNT <= 256,
                "a value's header holds the device id and the type code in a byte each");
 
+/* Whether a tensor of `d` on `dev` can be a value. */
+static bool value_fits_desc(const cx_device *dev, const cx_desc *d) {
+    int64_t numel = cx_desc_numel(d);
+    return dev->props.host_memory && numel >= 1 &&
+           (size_t)numel * cx_dtype_size(d->dtype) <= VALUE_MAX_BYTES;
+}
+
 /* Whether a plan's result is returned as a value. */
 static bool value_fits(const cx_plan *plan) {
-    const cx_desc *d = &plan->out;
-    int64_t numel = cx_desc_numel(d);
-    return plan->route == CX_ROUTE_NATIVE && plan->device->props.host_memory && numel >= 1 &&
-           (size_t)numel * cx_dtype_size(d->dtype) <= VALUE_MAX_BYTES;
+    return plan->route == CX_ROUTE_NATIVE && value_fits_desc(plan->device, &plan->out);
+}
+
+/* The binary of a value of `d` on `dev` holding `data` (value_fits_desc), or 0 when the
+ * binary could not be made. */
+static ERL_NIF_TERM value_binary(ErlNifEnv *env, const cx_device *dev, const cx_desc *d,
+                                 const void *data) {
+    size_t nbytes = (size_t)cx_desc_numel(d) * cx_dtype_size(d->dtype);
+    ERL_NIF_TERM bin;
+    unsigned char *p = enif_make_new_binary(env, VALUE_HEADER + nbytes, &bin);
+    if (!p) return 0;
+    memset(p, 0, VALUE_HEADER);
+    p[0] = 'C';
+    p[1] = 'x';
+    p[2] = (unsigned char)d->dtype;
+    p[3] = (unsigned char)dev->id;
+    p[4] = (unsigned char)d->rank;
+    for (int k = 0; k < d->rank; k++) p[8 + k] = (unsigned char)d->shape[k];
+    memcpy(p + VALUE_HEADER, data, nbytes);
+    return bin;
 }
 
 /* A tensor argument: a resource, or a value read into `room`. */
@@ -414,17 +437,8 @@ static ERL_NIF_TERM run_value(ErlNifEnv *env, op_call *c) {
     CX_STATUS_RESET(st);
     if (cx_run_plan_into(&c->plan, c->in, c->n_in, &c->ps, &out, &st) != CX_OK)
         return raise_status(env, &st, dev->driver_name);
-    ERL_NIF_TERM bin;
-    unsigned char *p = enif_make_new_binary(env, VALUE_HEADER + out.nbytes, &bin);
-    if (!p) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
-    memset(p, 0, VALUE_HEADER);
-    p[0] = 'C';
-    p[1] = 'x';
-    p[2] = (unsigned char)d->dtype;
-    p[3] = (unsigned char)dev->id;
-    p[4] = (unsigned char)d->rank;
-    for (int k = 0; k < d->rank; k++) p[8 + k] = (unsigned char)d->shape[k];
-    memcpy(p + VALUE_HEADER, buf, out.nbytes);
+    ERL_NIF_TERM bin = value_binary(env, dev, d, buf);
+    if (!bin) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
     return with_warnings(env, enif_make_tuple4(env, bin, make_shape(env, d),
                                                make_type(env, d->dtype), make_device(env, dev)));
 }
@@ -1235,6 +1249,20 @@ static ERL_NIF_TERM program_run_call(ErlNifEnv *env, program_res *r, const ERL_N
     res = enif_make_list(env, 0);
     bool oom = false;
     for (int k = p->n_out - 1; k >= 0; k--) {
+        /* a small result on a host device comes back as a value, as an op's does */
+        if (!oom && value_fits_desc(out[k].device, &out[k].desc)) {
+            ERL_NIF_TERM bin = value_binary(env, out[k].device, &out[k].desc, out[k].data);
+            cx_tensor_free(&out[k]);
+            if (!bin) {
+                oom = true;
+                continue;
+            }
+            ERL_NIF_TERM term = enif_make_tuple4(env, bin, make_shape(env, &out[k].desc),
+                                                 make_type(env, out[k].desc.dtype),
+                                                 make_device(env, out[k].device));
+            res = enif_make_list_cell(env, term, res);
+            continue;
+        }
         cx_tensor *t = oom ? NULL : enif_alloc_resource(tensor_type, sizeof(cx_tensor));
         if (!t) {
             oom = true;
@@ -1361,6 +1389,14 @@ static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
         while (first < k && !(owned[first] && state[first] == state[k])) first++;
         if (first < k) {
             terms[k] = terms[first];
+            continue;
+        }
+        if (rc == CX_OK && !oom && value_fits_desc(state[k]->device, &state[k]->desc)) {
+            /* a small result on a host device comes back as a value, as an op's does */
+            terms[k] = value_binary(env, state[k]->device, &state[k]->desc, state[k]->data);
+            oom = !terms[k];
+            cx_tensor_free(state[k]);
+            free(state[k]);
             continue;
         }
         cx_tensor *t =
