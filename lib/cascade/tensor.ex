@@ -23,8 +23,9 @@ defmodule Cascade.Tensor do
       binaries are.
 
   Tensors made from data (`tensor/2`, `from_binary/4`, `load/2`) are always resources, and so
-  are the results of ops on other devices, of compiled functions (`Cascade.Compiler`) and of
-  the ops it records.
+  are the results of ops on other devices and of the ops `Cascade.Compiler` records while it
+  builds a program. A compiled function's small results on a host device are values, as an
+  op's are.
 
       iex> small = Cascade.add(Cascade.tensor([1.0, 2.0]), 1.0)
       iex> is_binary(small.ref)
