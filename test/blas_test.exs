@@ -147,7 +147,7 @@ defmodule CascadeBlasTest do
   test "reproducible: conv2d on oneDNN from the first call, the same bits every call" do
     onednn? = @blas.detail =~ "oneDNN" and System.get_env("CASCADE_BLAS_CONV") in [nil, "onednn"]
     refute Cascade.reproducible?()
-    # a shape no other test runs: timed, its calls 4 and 5 would run im2col
+    # a shape no other test runs: timed, its first call would run im2col too
     img =
       Cascade.tensor(Enum.chunk_every(List.flatten(matrix(3 * 5, 11 * 7, 6)), 7), device: :blas)
 

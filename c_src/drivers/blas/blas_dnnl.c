@@ -10,12 +10,16 @@
  *   meet at barriers inside it, and a bf16 256 x 256 matmul took 146 us sleeping at each of them
  *   against 88 spinning first (the default spin, 300000, gave 85).
  * - Which path runs is decided per shape class (sizes, strides, dilations, padding, layout) by
- *   measuring: the second and third calls of a class run oneDNN, the fourth and fifth im2col +
- *   OpenBLAS, and the faster (each by its faster call) runs from then on (the first call is
- *   oneDNN's warm-up: its JIT kernels, its scratch), but for two calls on the other path after
- *   every 32 on the choice, which may change it (record). CASCADE_BLAS_CONV=onednn or im2col
- *   forces one. Reproducible (blas_dnnl_set_fixed, from Cascade.put_reproducible/1): oneDNN's
- *   direct algorithm wherever it builds the class, nothing timed; products on OpenBLAS.
+ *   measuring, once, in the class's first call (choose_path): oneDNN once untimed (its JIT
+ *   kernels, its scratch), then oneDNN and im2col + OpenBLAS in turn, twice, timed, on the
+ *   call's own inputs; the faster (each by its faster run) computes that call's result and every
+ *   later call's, for as long as the process runs, even after the class is evicted and built
+ *   again (`decided`). The two paths round differently (their last bits differ), so a choice that
+ *   changed, or calls that alternated paths while timing them, would give one input two results
+ *   (Axon's suite compares a convolution with its transposed twin bit for bit).
+ *   CASCADE_BLAS_CONV=onednn or im2col forces one. Reproducible (blas_dnnl_set_fixed, from
+ *   Cascade.put_reproducible/1): oneDNN's direct algorithm wherever it builds the class,
+ *   nothing timed, the same on every run; products on OpenBLAS.
  * Both give the same values within f32 rounding; the differential suite checks both against the cpu
  * driver.
  * - The plain layouts (nchw / oihw, nhwc / hwio) are reordered into the blocked ones oneDNN's
@@ -237,16 +241,39 @@ typedef struct {
      * (oneDNN's own reorder of it took longer than the convolution) */
     bool c_transpose;
     int64_t n, hw, ch;
-    int calls;
-    double dnnl_s, im2col_s; /* the fastest timed call of each */
-    int choice;              /* conv2d: 0 undecided, 1 oneDNN, 2 im2col; gradients: always 1 */
-    probe_state ps;          /* conv2d */
-    int busy;                /* calls running it: not evicted while > 0 */
+    int choice; /* conv2d: 0 undecided, 1 oneDNN, 2 im2col (choose_path); gradients: always 1 */
+    int busy;   /* calls running it: not evicted while > 0 */
     unsigned long long last;
 } conv_class;
 
 static conv_class classes[CLASSES];
 static unsigned long long clock_tick;
+
+/* What this process chose for each shape class: its path (1 oneDNN, 2 im2col; 0 not yet) and
+ * its algorithm (1 direct, 2 Winograd's; 0 not yet). Kept when the class is evicted, so that a
+ * class built again computes as it did: the same bits for the same inputs. Once full, a new
+ * class's choices are not kept (it is measured again if it is evicted). dn_lock held. */
+#define DECIDED 1024
+static struct {
+    int64_t key[22];
+    signed char path, wino;
+} decided[DECIDED];
+static int n_decided;
+
+static int decided_find(const int64_t *key) {
+    for (int k = 0; k < n_decided; k++)
+        if (memcmp(decided[k].key, key, sizeof decided[k].key) == 0) return k;
+    return -1;
+}
+
+/* the entry of `key`, added if new; -1 when the table is full */
+static int decided_entry(const int64_t *key) {
+    int k = decided_find(key);
+    if (k >= 0 || n_decided == DECIDED) return k;
+    memcpy(decided[n_decided].key, key, sizeof decided[n_decided].key);
+    decided[n_decided].path = decided[n_decided].wino = 0;
+    return n_decided++;
+}
 
 /* Which path an environment variable forces: 1 when it says `one`, 2 when `two`, else 0. */
 static int env_path(const char *name, const char *one, const char *two) {
@@ -267,13 +294,13 @@ static int forced(void) {
     return f;
 }
 
-/* The probes of a shape class's choice, convolutions and products alike: after `interval`
- * calls on the chosen path, the next two run on the other, if its fastest call so far is within
- * PROBE_RATIO of the choice's (2; CASCADE_BLAS_PROBE_RATIO sets it, for the tests), and the class
- * chooses again on the fastest call each path ever made. The interval starts at 32 and doubles
- * after each probe that leaves the choice as it was, up to 1024: a probe costs up to two calls
- * at twice the time, and a benchmark run's convolution, probed every 32 calls on an im2col path
- * 3-6 times slower, took 6.8 ms a call against 3.8-4.3 (one in 17 calls on the slow path). */
+/* The probes of a product's shape class's choice (a convolution's is made once: choose_path): after
+ * `interval` calls on the chosen path, the next two run on the other, if its fastest call so far is
+ * within PROBE_RATIO of the choice's (2; CASCADE_BLAS_PROBE_RATIO sets it, for the tests), and the
+ * class chooses again on the fastest call each path ever made. The interval starts at 32 and
+ * doubles after each probe that leaves the choice as it was, up to 1024: a probe costs up to two
+ * calls at twice the time, and a benchmark run's convolution, probed every 32 calls on an im2col
+ * path 3-6 times slower, took 6.8 ms a call against 3.8-4.3 (one in 17 calls on the slow path). */
 enum { PROBE_FIRST = 32, PROBE_LAST = 1024 };
 
 /* the positive number in environment variable `name`, else `otherwise` (the tests' settings) */
@@ -453,13 +480,15 @@ typedef struct {
     const cx_conv_dims *v;
     bool bf16, fixed;
     conv_class *c;
+    const int64_t *key;
 } build_args;
 
-static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, bool fixed, conv_class *c);
+static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, bool fixed,
+                       const int64_t *key, conv_class *c);
 
 static bool build_job(void *arg) {
     build_args *b = arg;
-    return build_best(b->kind, b->v, b->bf16, b->fixed, b->c);
+    return build_best(b->kind, b->v, b->bf16, b->fixed, b->key, b->c);
 }
 
 static bool destroy_job(void *arg) {
@@ -489,10 +518,12 @@ static conv_class *class_for(conv_kind kind, const cx_conv_dims *v, bool bf16) {
                 victim = &classes[k];
         if (victim) {
             if (victim->used) on_master(destroy_job, victim);
-            build_args b = {kind, v, bf16, key[21] != 0, victim};
+            build_args b = {kind, v, bf16, key[21] != 0, victim, key};
             if (on_master(build_job, &b)) {
                 victim->used = true;
                 memcpy(victim->key, key, sizeof key);
+                int e = decided_find(key);
+                if (e >= 0 && decided[e].path) victim->choice = decided[e].path;
                 hit = victim;
             }
         }
@@ -511,36 +542,12 @@ static void release_class(conv_class *c) {
     pthread_mutex_unlock(&dn_lock);
 }
 
-/* the faster path by each one's fastest call, oneDNN on a tie; dn_lock held */
-static void conv_decide(conv_class *c) {
-    c->choice = c->dnnl_s <= c->im2col_s ? 1 : 2;
-}
-
-/* Which path the next conv2d of class c takes: 1 oneDNN, 2 im2col (see the top of the file). */
+/* Which path the next conv2d of class c takes: 1 oneDNN, 2 im2col (see the top of the file); a
+ * class not measured yet is measured on both by its first call (choose_path), oneDNN first. */
 static int next_path(const conv_class *c) {
     if (forced()) return forced();
     if (atomic_load(&fixed_paths)) return 1;
-    if (c->choice) return c->ps.probe ? 3 - c->choice : c->choice;
-    return c->calls < 3 ? 1 : 2;
-}
-
-/* Calls 2 and 3 time oneDNN, 4 and 5 im2col; the faster of each pair decides. One timing each
- * was not enough: a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col at 26 ms
- * a call against oneDNN's 9.5. After that, the probes (probe_step). */
-static void record(conv_class *c, int path, double seconds) {
-    if (atomic_load(&fixed_paths)) return;
-    pthread_mutex_lock(&dn_lock);
-    int call = c->choice ? 0 : ++c->calls;
-    if (path == 1 && (call == 2 || (call == 3 && seconds < c->dnnl_s))) c->dnnl_s = seconds;
-    if (path == 2 && (call == 4 || (call == 5 && seconds < c->im2col_s))) c->im2col_s = seconds;
-    if (call == 5) conv_decide(c);
-    if (!call && !forced() &&
-        probe_step(&c->ps, c->choice, path, seconds, &c->dnnl_s, &c->im2col_s)) {
-        int was = c->choice;
-        conv_decide(c);
-        probe_settled(&c->ps, was, c->choice);
-    }
-    pthread_mutex_unlock(&dn_lock);
+    return c->choice ? c->choice : 1;
 }
 
 /* Image by image, y[n][ch][hw] = t[n][hw][ch], in tiles that stay in L1. With `half` set, each
@@ -695,14 +702,20 @@ static bool winograd_faster(conv_class *c, conv_class *w, const cx_conv_dims *v)
  * no rule by shape alone picks the faster well (the demo's CNN, 1 -> 32 channels on 28 x 28 and
  * 32 -> 64 on 14 x 14 at batch 64, trained in 9.7 s direct against 11.2-11.7 on Winograd). */
 static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, bool fixed,
-                       conv_class *c) {
+                       const int64_t *key, conv_class *c) {
     if (!build_class(kind, v, bf16, false, c)) return false;
     bool maybe = kind == K_FWD && !bf16 && winograd_mode() && (winograd_mode() == 1 || !fixed) &&
                  v->kh == 3 && v->kw == 3 && v->s0 == 1 && v->s1 == 1 && v->d0 == 1 && v->d1 == 1;
+    /* a class built before in this process keeps the algorithm it had (`decided`) */
+    int e = decided_find(key);
+    if (maybe && winograd_mode() != 1 && e >= 0 && decided[e].wino == 1) return true;
     conv_class w;
     memset(&w, 0, sizeof w);
     if (!maybe || !build_class(kind, v, bf16, true, &w)) return true;
-    if (winograd_mode() == 1 || winograd_faster(c, &w, v)) {
+    bool wino =
+        winograd_mode() == 1 || (e >= 0 && decided[e].wino == 2) || winograd_faster(c, &w, v);
+    if (winograd_mode() != 1 && (e = decided_entry(key)) >= 0) decided[e].wino = wino ? 2 : 1;
+    if (wino) {
         destroy_class(c);
         *c = w;
     } else {
@@ -772,6 +785,36 @@ static bool reads_bf16(const cx_desc *x, const cx_desc *kern) {
     return x->dtype == CX_BF16 && kern->dtype == CX_BF16 && blas_simd_bf16_hw();
 }
 
+/* The first conv2d of class c outside reproducible mode, nothing forced: chooses its path (see
+ * the top of the file) and leaves the choice's result in `out`. Two timed runs of each: one was
+ * not enough, a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col at 26 ms a call
+ * against oneDNN's 9.5. The runs alternate, so that a slow spell of the machine weighs on both.
+ * Two callers measuring the same new class at once keep the first one's choice. */
+static cx_code choose_path(conv_class *c, const cx_tensor *x, const cx_tensor *kern,
+                           const cx_params *ps, cx_tensor *out, cx_status *st) {
+    double s, dnnl_s = 1e30, im2col_s = 1e30;
+    cx_code rc = run_class(c, x, kern, out, &s, st); /* warm-up */
+    for (int r = 0; r < 2 && rc == CX_OK; r++) {
+        if ((rc = run_class(c, x, kern, out, &s, st)) != CX_OK) break;
+        if (s < dnnl_s) dnnl_s = s;
+        double t0 = blas_seconds();
+        if ((rc = blas_conv2d_im2col(x, kern, ps, out, st)) != CX_OK) break;
+        if ((s = blas_seconds() - t0) < im2col_s) im2col_s = s;
+    }
+    if (rc != CX_OK) return rc;
+    pthread_mutex_lock(&dn_lock);
+    if (!c->choice) {
+        /* the faster by each one's faster run, oneDNN on a tie */
+        c->choice = dnnl_s <= im2col_s ? 1 : 2;
+        int e = decided_entry(c->key);
+        if (e >= 0) decided[e].path = (signed char)c->choice;
+    }
+    int path = c->choice;
+    pthread_mutex_unlock(&dn_lock);
+    /* the last run was im2col's */
+    return path == 2 ? CX_OK : run_class(c, x, kern, out, &s, st);
+}
+
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
     cx_conv_dims v;
     cx_conv_dims_of(x, kern, ps, &v);
@@ -796,19 +839,15 @@ cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *
     conv_class *c = NULL;
     if (eligible(&v) && float32ish(out->desc.dtype) && forced() != 2 && dn_load())
         c = class_for(K_FWD, &v, reads_bf16(&x->desc, &kern->desc));
-    if (c && next_path(c) == 1) {
-        double s;
-        cx_code rc = run_class(c, x, kern, out, &s, st);
-        if (rc == CX_OK) record(c, 1, s);
+    if (c && !c->choice && !forced() && !atomic_load(&fixed_paths)) {
+        cx_code rc = choose_path(c, x, kern, ps, out, st);
         release_class(c);
         return rc;
     }
-    double t0 = blas_seconds();
-    cx_code rc = blas_conv2d_im2col(x, kern, ps, out, st);
-    if (c) {
-        if (rc == CX_OK) record(c, 2, blas_seconds() - t0);
-        release_class(c);
-    }
+    double s;
+    cx_code rc = c && next_path(c) == 1 ? run_class(c, x, kern, out, &s, st)
+                                        : blas_conv2d_im2col(x, kern, ps, out, st);
+    if (c) release_class(c);
     return rc;
 }
 
