@@ -108,8 +108,8 @@ defmodule Cascade.Op do
     do: %Tensor{ref: ref, shape: shape, type: type, device: device}
 
   def tensors(list) when is_list(list), do: Enum.map(list, &tensors/1)
-  # a bare reference (program_loop/5 answers with the state's references) stays one
-  def tensors(ref) when is_reference(ref), do: ref
+  # a bare reference or value (program_loop/5 answers with the state's refs) stays one
+  def tensors(ref) when is_reference(ref) or is_binary(ref), do: ref
 
   # whether a NIF answer is the tensors themselves, with nothing asked of the caller
   defp tensors?(answer), do: is_list(answer) or match?({_, _, _, _}, answer)

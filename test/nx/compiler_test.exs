@@ -585,6 +585,23 @@ if Code.ensure_loaded?(Nx) do
       assert_close(on_cpu, on_blas, 1.0e-6)
     end
 
+    test "a loop's small state comes back as values, also when the device asks for a collection" do
+      # every allocation asks for a collection: the loop's answer comes wrapped in the request
+      Cascade.Native.set_gc_interval(1)
+
+      try do
+        fun = Nx.Defn.jit(&Fns.count_up/1, compiler: Cascade.Compiler)
+        # the counter is a value; a result of 64 f32 is a resource, which grows the live set
+        for a <- [Nx.tensor([1.0, -5.0]), Nx.iota({64}, type: :f32)], _ <- 1..3 do
+          c = fun.(Nx.backend_transfer(a, Cascade.Backend))
+          assert is_binary(cx(c).ref) == (Nx.size(a) == 2)
+          assert Nx.to_flat_list(c) == Nx.to_flat_list(Nx.add(a, 3))
+        end
+      after
+        Cascade.Native.set_gc_interval(Application.fetch_env!(:cascade, :gc_interval))
+      end
+    end
+
     test "a while runs in stages: each stage a program, the loop on the BEAM" do
       a = Nx.tensor([1.0, -5.0])
       {c, e} = both(&Fns.count_up/1, [a])
