@@ -1536,6 +1536,64 @@ static void test_softplus_and_mean(void **state) {
     }
 }
 
+/* The same ops channels last (Axon's max_pool: windows {1, 2, 2, 1} at strides {1, 2, 2, 1}):
+ * blas's runs over the channels (blas_pool2d.c, window_2x2_nhwc) bit for bit against the cpu,
+ * with ties of -0 and +0, NaNs first in a window and later, infinities; odd heights and widths
+ * (a last row and column in no window), one channel and more than a vector's; rank 3 and 5. */
+static void test_window_2x2_channels_last(void **state) {
+    (void)state;
+    const int64_t shapes[][5] = {{2, 7, 9, 3, 0},  {1, 8, 6, 2, 0},  {3, 26, 26, 5, 0},
+                                 {1, 4, 41, 1, 0}, {2, 6, 6, 40, 0}, {5, 9, 20, 0, 0},
+                                 {2, 2, 5, 4, 3}};
+    const int ranks[] = {4, 4, 4, 4, 4, 3, 5};
+    for (int s = 0; s < 7; s++)
+        for (int q = 0; q < 4; q++) {
+            int r = ranks[s];
+            cx_op_id op = q % 2 ? CX_OP_WINDOW_SCATTER_MIN : CX_OP_WINDOW_SCATTER_MAX;
+            double value = q / 2 ? 0.5 : 0.0;
+            cx_desc d = tu_desc(CX_F32, r, shapes[s]);
+            int64_t n = cx_desc_numel(&d);
+            double *v = malloc(sizeof(double) * (size_t)n);
+            for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 7) % 5) - 2.0;
+            for (int64_t i = 0; i < n; i += 11) v[i] = (i / 11) % 2 ? -0.0 : 0.0;
+            v[0] = NAN;
+            v[n / 2 + 1] = NAN;
+            v[n / 3] = INFINITY;
+            v[n / 5] = -INFINITY;
+            cx_tensor *x = tu_tensor(CX_F32, r, shapes[s], v);
+            free(v);
+            int64_t gs[5], win[5], str[5], pads[10] = {0};
+            for (int a = 0; a < r; a++) {
+                bool pooled = a == r - 3 || a == r - 2;
+                gs[a] = pooled ? d.shape[a] / 2 : d.shape[a];
+                win[a] = str[a] = pooled ? 2 : 1;
+            }
+            cx_desc gd = tu_desc(CX_F32, r, gs);
+            int64_t gn = cx_desc_numel(&gd);
+            double *gv = malloc(sizeof(double) * (size_t)gn);
+            for (int64_t i = 0; i < gn; i++) gv[i] = (double)((i * 3) % 17 - 8) / 8;
+            cx_tensor *g = tu_tensor(CX_F32, r, gs, gv);
+            free(gv);
+            cx_params ps = {0};
+            cx_param_put_ints(&ps, CX_P_WINDOW, win, r);
+            cx_param_put_ints(&ps, CX_P_STRIDES, str, r);
+            cx_param_put_ints(&ps, CX_P_PADDING, pads, 2 * r);
+            cx_param_put_float(&ps, CX_P_VALUE, value);
+            char what[96];
+            snprintf(what, sizeof what, "channels last, shape %d, value %g", s, value);
+            check_layout(op, (cx_tensor *[]){x, g}, 2, &ps, what);
+            if (q < 2) {
+                cx_params wp = {0};
+                cx_param_put_ints(&wp, CX_P_WINDOW, win, r);
+                cx_param_put_ints(&wp, CX_P_STRIDES, str, r);
+                cx_param_put_ints(&wp, CX_P_PADDING, pads, 2 * r);
+                check_layout(q ? CX_OP_WINDOW_MIN : CX_OP_WINDOW_MAX, &x, 1, &wp, what);
+            }
+            tu_drop(x);
+            tu_drop(g);
+        }
+}
+
 /* window_scatter_max/min (Nx's gradient of window_max) and window_max/min with 2 x 2 windows: at
  * stride 2 the vector kernels (blas_pool2d.c) and the cpu's branch-free loops, at stride 1 and
  * with padding the cpu's loops; window_max/min also with two NaNs of other payloads in a window.
@@ -2093,6 +2151,7 @@ int main(void) {
         cmocka_unit_test(test_param_ops),
         cmocka_unit_test(test_softplus_and_mean),
         cmocka_unit_test(test_window_scatter_2x2),
+        cmocka_unit_test(test_window_2x2_channels_last),
         cmocka_unit_test(test_window_sum_2x2),
         cmocka_unit_test(test_select_types),
         cmocka_unit_test(test_program_fuses_chains),

@@ -802,13 +802,122 @@ static bool window_2x2(cx_op_id op, const cx_tensor *const *in, const cx_params 
     return true;
 }
 
+/* The same 2 x 2 windows at stride 2 on the two axes before the last, the last (channels) left
+ * alone: channels-last max_pool 2 (Axon's default layout: Nx.window_max with {1, 2, 2, 1}) and
+ * its gradient, which the planes' kernels above do not take (they pool the last two axes). A
+ * window is four runs of channels, folded element by element with the rules of fold2x2_f32 and
+ * scatter2x2_f32 (the cpu's): max takes a greater or NaN element, in window order from -inf;
+ * the scatter gives the source to the last element that is >= the best so far (the first one
+ * to begin with). Parts are runs of output rows. */
+typedef struct {
+    bool is_min;
+    const float *x, *g; /* g: the scatter's source */
+    float *y;
+    int64_t planes, h, w, c, oh, ow;
+    float value;
+} nhwc2x2_job;
+
+static inline bool fold_takes(float v, float m, bool is_min) {
+    return (is_min ? v < m : v > m) || v != v;
+}
+
+static inline bool scatter_takes(float e, float best, bool is_min) {
+    return is_min ? best >= e : e >= best;
+}
+
+static void nhwc2x2_part(void *ctx, int index, int parts) {
+    const nhwc2x2_job *j = ctx;
+    int64_t h = j->h, w = j->w, c = j->c, oh = j->oh, ow = j->ow, rows = j->planes * oh;
+    bool is_min = j->is_min;
+    for (int64_t q = rows * index / parts; q < rows * (index + 1) / parts; q++) {
+        int64_t p = q / oh, r = q % oh;
+        const float *xa = j->x + (p * h + 2 * r) * w * c, *xb = xa + w * c;
+        if (!j->g) {
+            float *y = j->y + q * ow * c;
+            for (int64_t o = 0; o < ow; o++) {
+                const float *e0 = xa + 2 * o * c, *e1 = e0 + c, *e2 = xb + 2 * o * c, *e3 = e2 + c;
+                float *yo = y + o * c;
+                for (int64_t k = 0; k < c; k++) {
+                    float m = is_min ? INFINITY : -INFINITY;
+                    if (fold_takes(e0[k], m, is_min)) m = e0[k];
+                    if (fold_takes(e1[k], m, is_min)) m = e1[k];
+                    if (fold_takes(e2[k], m, is_min)) m = e2[k];
+                    if (fold_takes(e3[k], m, is_min)) m = e3[k];
+                    yo[k] = m;
+                }
+            }
+            continue;
+        }
+        const float *g = j->g + q * ow * c;
+        float *ya = j->y + (p * h + 2 * r) * w * c, *yb = ya + w * c, value = j->value;
+        for (int64_t o = 0; o < ow; o++) {
+            const float *e0 = xa + 2 * o * c, *e1 = e0 + c, *e2 = xb + 2 * o * c, *e3 = e2 + c;
+            float *y0 = ya + 2 * o * c, *y1 = y0 + c, *y2 = yb + 2 * o * c, *y3 = y2 + c;
+            for (int64_t k = 0; k < c; k++) {
+                float best = e0[k];
+                int at = 0;
+                if (scatter_takes(e1[k], best, is_min)) best = e1[k], at = 1;
+                if (scatter_takes(e2[k], best, is_min)) best = e2[k], at = 2;
+                if (scatter_takes(e3[k], best, is_min)) at = 3;
+                float v = value + g[o * c + k];
+                y0[k] = at == 0 ? v : value;
+                y1[k] = at == 1 ? v : value;
+                y2[k] = at == 2 ? v : value;
+                y3[k] = at == 3 ? v : value;
+            }
+        }
+        /* an odd last column, and below the plane's last window row, belong to no window */
+        for (int64_t i = 2 * ow * c; i < w * c; i++) ya[i] = yb[i] = value;
+        if (r == oh - 1)
+            for (int64_t i = 2 * oh * w * c; i < h * w * c; i++) j->y[p * h * w * c + i] = value;
+    }
+}
+
+static bool window_2x2_nhwc(cx_op_id op, const cx_tensor *const *in, const cx_params *ps,
+                            cx_tensor *out, bool scatter) {
+    const cx_desc *d = &in[0]->desc, *o = scatter ? &in[1]->desc : &out->desc;
+    int r = d->rank;
+    if (r < 3 || d->dtype != CX_F32 || o->dtype != CX_F32 || out->desc.dtype != CX_F32 ||
+        (!scatter && op != CX_OP_WINDOW_MAX && op != CX_OP_WINDOW_MIN))
+        return false;
+    const int64_t *win = ps->p[CX_P_WINDOW].i, *str = ps->p[CX_P_STRIDES].i;
+    const int64_t *pad = ps->p[CX_P_PADDING].i, *dil = ps->p[CX_P_WINDOW_DILATIONS].i;
+    for (int a = 0; a < r; a++) {
+        bool pooled = a == r - 3 || a == r - 2;
+        if (win[a] != (pooled ? 2 : 1) || str[a] != (pooled ? 2 : 1) || pad[2 * a] != 0 ||
+            pad[2 * a + 1] != 0 || (!scatter && dil[a] != 1))
+            return false;
+    }
+    int64_t h = d->shape[r - 3], w = d->shape[r - 2], c = d->shape[r - 1];
+    int64_t oh = o->shape[r - 3], ow = o->shape[r - 2];
+    if (oh < 1 || ow < 1 || c < 1 || 2 * oh > h || 2 * ow > w || o->shape[r - 1] != c) return false;
+    int64_t planes = 1;
+    for (int a = 0; a + 3 < r; a++) planes *= d->shape[a];
+    nhwc2x2_job j = {.is_min = op == CX_OP_WINDOW_MIN || op == CX_OP_WINDOW_SCATTER_MIN,
+                     .x = in[0]->data,
+                     .g = scatter ? in[1]->data : NULL,
+                     .y = out->data,
+                     .planes = planes,
+                     .h = h,
+                     .w = w,
+                     .c = c,
+                     .oh = oh,
+                     .ow = ow,
+                     .value = scatter ? (float)cx_param_f64(&ps->p[CX_P_VALUE]) : 0.0f};
+    int64_t rows = planes * oh;
+    int parts = (int)(rows < blas_pool_threads() ? rows : blas_pool_threads());
+    if (planes * h * w * c < WIN2X2_ONE_PART) parts = 1;
+    blas_parallel(parts, false, nhwc2x2_part, &j);
+    return true;
+}
+
 bool blas_window(cx_op_id op, const cx_tensor *const *in, int n_in, const cx_params *ps,
                  cx_tensor *out) {
     const cx_desc *d = &in[0]->desc;
     bool scatter = op == CX_OP_WINDOW_SCATTER_MAX || op == CX_OP_WINDOW_SCATTER_MIN;
-    if (n_in != (scatter ? 2 : 1) || d->rank < 3 || out->desc.rank != d->rank ||
-        !cpu_window_inner_2d(d, ps, !scatter))
-        return false;
+    if (n_in != (scatter ? 2 : 1) || d->rank < 3 || out->desc.rank != d->rank) return false;
+    if (window_2x2_nhwc(op, in, ps, out, scatter)) return true;
+    if (!cpu_window_inner_2d(d, ps, !scatter)) return false;
     int r = d->rank;
     int64_t planes = 1;
     for (int a = 0; a + 2 < r; a++) planes *= d->shape[a];
