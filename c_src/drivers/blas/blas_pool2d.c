@@ -837,13 +837,13 @@ static void nhwc2x2_part(void *ctx, int index, int parts) {
             for (int64_t o = 0; o < ow; o++) {
                 const float *e0 = xa + 2 * o * c, *e1 = e0 + c, *e2 = xb + 2 * o * c, *e3 = e2 + c;
                 float *yo = y + o * c;
+                /* selects, not branches: the loop vectorizes */
                 for (int64_t k = 0; k < c; k++) {
                     float m = is_min ? INFINITY : -INFINITY;
-                    if (fold_takes(e0[k], m, is_min)) m = e0[k];
-                    if (fold_takes(e1[k], m, is_min)) m = e1[k];
-                    if (fold_takes(e2[k], m, is_min)) m = e2[k];
-                    if (fold_takes(e3[k], m, is_min)) m = e3[k];
-                    yo[k] = m;
+                    m = fold_takes(e0[k], m, is_min) ? e0[k] : m;
+                    m = fold_takes(e1[k], m, is_min) ? e1[k] : m;
+                    m = fold_takes(e2[k], m, is_min) ? e2[k] : m;
+                    yo[k] = fold_takes(e3[k], m, is_min) ? e3[k] : m;
                 }
             }
             continue;
@@ -855,15 +855,16 @@ static void nhwc2x2_part(void *ctx, int index, int parts) {
             float *y0 = ya + 2 * o * c, *y1 = y0 + c, *y2 = yb + 2 * o * c, *y3 = y2 + c;
             for (int64_t k = 0; k < c; k++) {
                 float best = e0[k];
-                int at = 0;
-                if (scatter_takes(e1[k], best, is_min)) best = e1[k], at = 1;
-                if (scatter_takes(e2[k], best, is_min)) best = e2[k], at = 2;
-                if (scatter_takes(e3[k], best, is_min)) at = 3;
+                bool t1 = scatter_takes(e1[k], best, is_min);
+                best = t1 ? e1[k] : best;
+                bool t2 = scatter_takes(e2[k], best, is_min);
+                best = t2 ? e2[k] : best;
+                bool t3 = scatter_takes(e3[k], best, is_min);
                 float v = value + g[o * c + k];
-                y0[k] = at == 0 ? v : value;
-                y1[k] = at == 1 ? v : value;
-                y2[k] = at == 2 ? v : value;
-                y3[k] = at == 3 ? v : value;
+                y0[k] = !t1 && !t2 && !t3 ? v : value;
+                y1[k] = t1 && !t2 && !t3 ? v : value;
+                y2[k] = t2 && !t3 ? v : value;
+                y3[k] = t3 ? v : value;
             }
         }
         /* an odd last column, and below the plane's last window row, belong to no window */
