@@ -439,11 +439,12 @@ defmodule Cascade do
 
         shape = Tuple.insert_at(inner, 0, length(list))
 
-        if tuple_size(shape) > 8,
+        if tuple_size(shape) > Cascade.Op.max_rank(),
           do:
             raise(
               ArgumentError,
-              "Cascade.tensor/2: expected at most 8 nesting levels, got: #{tuple_size(shape)}"
+              "Cascade.tensor/2: expected at most #{Cascade.Op.max_rank()} nesting levels, " <>
+                "got: #{tuple_size(shape)}"
             )
 
         shape

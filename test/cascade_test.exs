@@ -198,8 +198,9 @@ defmodule CascadeTest do
       assert Cascade.to_list(t) == [[], []]
     end
 
-    test "8 nesting levels" do
-      assert Cascade.tensor([[[[[[[[1]]]]]]]]).shape == Tuple.duplicate(1, 8)
+    test "16 nesting levels" do
+      deep = Enum.reduce(1..16, 1, fn _, acc -> [acc] end)
+      assert Cascade.tensor(deep).shape == Tuple.duplicate(1, 16)
     end
 
     test "device:" do

@@ -177,12 +177,13 @@ static _Atomic uint64_t memo[MEMO_SLOTS];
 static uint64_t memo_key(const cx_device *dev, cx_op_id op, const cx_dtype *types,
                          const cx_desc *in, int n_in) {
     if (n_in > 4) return 0;
-    _Static_assert(CX_DTYPE_COUNT <= 16 && CX_MAX_RANK < 16 && CX_OP_COUNT <= 256 &&
-                       CX_MAX_DEVICES <= (1 << 18),
-                   "memo keys hold a type and a rank in 4 bits each, an op in 8, a device in 18");
+    _Static_assert(CX_DTYPE_COUNT <= 16 && CX_OP_COUNT <= 256 && CX_MAX_DEVICES <= (1 << 18),
+                   "memo keys hold a type in 4 bits, an op in 8, a device in 18");
     uint64_t key = (uint64_t)dev->id << 43 | (uint64_t)op << 35 | (uint64_t)n_in << 32;
-    for (int k = 0; k < n_in; k++)
+    for (int k = 0; k < n_in; k++) {
+        if (in[k].rank > 15) return 0; /* a rank in 4 bits: rank 16 is asked each time */
         key |= ((uint64_t)types[k] << 4 | (uint64_t)in[k].rank) << (8 * k);
+    }
     if (n_in == 0) key |= (uint64_t)types[0]; /* creation: the result's type */
     return key | UINT64_C(1) << 61;
 }

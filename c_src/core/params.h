@@ -8,7 +8,7 @@
 
 #include "dtype.h"
 
-#define CX_MAX_RANK       8
+#define CX_MAX_RANK       16
 #define CX_MAX_PARAM_INTS (3 * CX_MAX_RANK) /* pads: {lo, hi, interior} per axis */
 
 typedef enum { CX_PK_INTS, CX_PK_INT, CX_PK_BOOL, CX_PK_NUMBER, CX_PK_TYPE } cx_param_kind;

@@ -97,6 +97,7 @@ static ERL_NIF_TERM raise_status(ErlNifEnv *env, const cx_status *st, const char
  * not match) is not a tensor. */
 #define VALUE_HEADER    16
 #define VALUE_MAX_BYTES 48
+#define VALUE_MAX_RANK  8 /* header bytes 8-15 */
 /* room past the data for kernels that read or write whole vectors at a tail */
 #define VALUE_SLACK 64
 
@@ -108,13 +109,13 @@ typedef struct {
 static bool value_parse(const ErlNifBinary *bin, value_view *v) {
     const unsigned char *h = bin->data;
     if (bin->size < VALUE_HEADER || bin->size > VALUE_HEADER + VALUE_MAX_BYTES || h[0] != 'C' ||
-        h[1] != 'x' || h[2] >= CX_DTYPE_COUNT || h[4] > CX_MAX_RANK || h[5] || h[6] || h[7])
+        h[1] != 'x' || h[2] >= CX_DTYPE_COUNT || h[4] > VALUE_MAX_RANK || h[5] || h[6] || h[7])
         return false;
     cx_device *dev = cx_device_get(h[3]);
     if (!dev || !dev->available || !dev->props.host_memory) return false;
     cx_desc d = {(cx_dtype)h[2], h[4], {0}};
     int64_t numel = 1;
-    for (int k = 0; k < CX_MAX_RANK; k++) {
+    for (int k = 0; k < VALUE_MAX_RANK; k++) {
         if ((k < d.rank) != (h[8 + k] != 0)) return false;
         /* bounded as it goes: eight dimensions of 255 would overflow the product, and a
          * product that wrapped could match the data's size */
@@ -133,7 +134,7 @@ _Static_assert(CX_MAX_DEVICES <= 256 && CX_DTYPE_COUNT <= 256,
 /* Whether a tensor of `d` on `dev` can be a value. */
 static bool value_fits_desc(const cx_device *dev, const cx_desc *d) {
     int64_t numel = cx_desc_numel(d);
-    return dev->props.host_memory && numel >= 1 &&
+    return dev->props.host_memory && numel >= 1 && d->rank <= VALUE_MAX_RANK &&
            (size_t)numel * cx_dtype_size(d->dtype) <= VALUE_MAX_BYTES;
 }
 

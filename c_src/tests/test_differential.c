@@ -487,8 +487,11 @@ static dcase *unary_case(gen *g, shape s, domain d) {
 
 /* ---- the grids ---- */
 
+/* R12: a rank-12 shape (any rank up to CX_MAX_RANK runs on every driver), 72 elements */
+#define R12 SH(2, 1, 3, 1, 1, 2, 1, 1, 3, 1, 2, 1)
+
 static const shape *shapes_grid(int *n) {
-    static shape grid[9];
+    static shape grid[10];
     grid[0] = SCALAR;
     grid[1] = SH(1);
     grid[2] = SH(7);
@@ -498,7 +501,8 @@ static const shape *shapes_grid(int *n) {
     grid[6] = SH(3, 7);
     grid[7] = SH(2, 3, 5);
     grid[8] = SH(1, 17, 1);
-    *n = 9;
+    grid[9] = R12;
+    *n = 10;
     return grid;
 }
 
@@ -515,10 +519,17 @@ static void gen_elementwise(gen *g) {
     }
     domain dl = logical ? D_SMALL : D_ANY, dr = dl;
     if (g->op == CX_OP_POW && !cx_dtype_is_float(g->t)) dl = D_SMALL, dr = D_EXPONENT;
-    shape pairs[][2] = {{SH(3, 1), SH(1, 7)}, {SH(7), SH(3, 7)},       {SCALAR, SH(17)},
-                        {SH(2, 3, 5), SH(5)}, {SH(2, 1, 5), SH(3, 1)}, {SH(0, 1), SH(1, 7)},
-                        {SH(1), SH(0)},       {SH(17, 1), SCALAR},     {SH(7), SCALAR},
-                        {SCALAR, SH(3, 7)}};
+    shape pairs[][2] = {{SH(3, 1), SH(1, 7)},
+                        {SH(7), SH(3, 7)},
+                        {SCALAR, SH(17)},
+                        {SH(2, 3, 5), SH(5)},
+                        {SH(2, 1, 5), SH(3, 1)},
+                        {SH(0, 1), SH(1, 7)},
+                        {SH(1), SH(0)},
+                        {SH(17, 1), SCALAR},
+                        {SH(7), SCALAR},
+                        {SCALAR, SH(3, 7)},
+                        {R12, SH(1, 1, 3, 1, 1, 1, 1, 1, 3, 1, 1, 1)}};
     for (int k = 0; k < n; k++) {
         dcase *c = new_case(g);
         arg(c, tensor_of(g, g->t, grid[k], dl));
@@ -581,13 +592,22 @@ typedef struct {
 } reduce_spec;
 
 static const reduce_spec reduce_grid[] = {
-    {SCALAR, -1, {0}},           {SCALAR, 0, {0}},
-    {{1, {7}}, -1, {0}},         {{1, {17}}, 1, {0}},
-    {{1, {0}}, 1, {0}},          {{2, {3, 0}}, 1, {1}},
-    {{2, {3, 0}}, 1, {0}},       {{2, {3, 7}}, 1, {1}},
-    {{2, {3, 7}}, 1, {0}},       {{2, {3, 7}}, 2, {0, 1}},
-    {{3, {2, 3, 5}}, 2, {0, 2}}, {{3, {2, 3, 5}}, 1, {1}},
-    {{3, {1, 17, 1}}, 1, {-2}},  {{2, {4, 65}}, 1, {1}},
+    {SCALAR, -1, {0}},
+    {SCALAR, 0, {0}},
+    {{1, {7}}, -1, {0}},
+    {{1, {17}}, 1, {0}},
+    {{1, {0}}, 1, {0}},
+    {{2, {3, 0}}, 1, {1}},
+    {{2, {3, 0}}, 1, {0}},
+    {{2, {3, 7}}, 1, {1}},
+    {{2, {3, 7}}, 1, {0}},
+    {{2, {3, 7}}, 2, {0, 1}},
+    {{3, {2, 3, 5}}, 2, {0, 2}},
+    {{3, {2, 3, 5}}, 1, {1}},
+    {{3, {1, 17, 1}}, 1, {-2}},
+    {{2, {4, 65}}, 1, {1}},
+    {{12, {2, 1, 3, 1, 1, 2, 1, 1, 3, 1, 2, 1}}, 3, {0, 5, 10}},
+    {{12, {2, 1, 3, 1, 1, 2, 1, 1, 3, 1, 2, 1}}, -1, {0}},
 };
 
 static void gen_reduce_grid(gen *g, domain d, bool ddof) {
@@ -655,7 +675,7 @@ static void gen_argreduce(gen *g) {
 static void gen_reshape(gen *g) {
     shape grid[][2] = {{SH(2, 3, 5), SH(5, 6)}, {SH(7), SH(1, 7, 1)}, {SCALAR, SH(1, 1)},
                        {SH(1), SCALAR},         {SH(0, 3), SH(3, 0)}, {SH(17), SH(17)},
-                       {SH(3, 7), SH(21)}};
+                       {SH(3, 7), SH(21)},      {R12, SH(6, 12)},     {SH(6, 12), R12}};
     for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++)
         put_shape(&unary_case(g, grid[k][0], D_ANY)->ps, CX_P_SHAPE, grid[k][1]);
 }
@@ -684,7 +704,9 @@ static void gen_transpose(gen *g) {
                          {SH(0, 3), NO_AXES},
                          {SH(1, 17, 1), SH(2, 1, 0)},
                          {SH(2, 1, 3, 5), SH(3, 1, 0, 2)},
-                         {SH(9, 13), NO_AXES}};
+                         {SH(9, 13), NO_AXES},
+                         {R12, SH(11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)},
+                         {R12, SH(2, 0, 8, 1, 3, 4, 5, 6, 7, 9, 10, 11)}};
     gen_shape_axes(g, grid, sizeof grid / sizeof grid[0], CX_P_AXES);
 }
 
@@ -696,24 +718,20 @@ static void gen_squeeze(gen *g) {
 }
 
 static void gen_reverse(gen *g) {
-    shape_axes grid[] = {{SH(7), NO_AXES},        {SH(3, 7), SH(0)}, {SH(3, 7), SH(1)},
-                         {SH(2, 3, 5), SH(0, 2)}, {SCALAR, NO_AXES}, {SH(0, 3), NO_AXES},
-                         {SH(17), SH(0)}};
+    shape_axes grid[] = {{SH(7), NO_AXES},        {SH(3, 7), SH(0)},     {SH(3, 7), SH(1)},
+                         {SH(2, 3, 5), SH(0, 2)}, {SCALAR, NO_AXES},     {SH(0, 3), NO_AXES},
+                         {SH(17), SH(0)},         {R12, SH(0, 2, 8, 10)}};
     gen_shape_axes(g, grid, sizeof grid / sizeof grid[0], CX_P_AXES);
 }
 
 static void gen_broadcast(gen *g) {
     struct {
         shape s, to, axes;
-    } grid[] = {{SH(7), SH(3, 7), NO_AXES},
-                {SCALAR, SH(2, 3), NO_AXES},
-                {SH(3, 1), SH(3, 7), NO_AXES},
-                {SH(3), SH(3, 4), SH(0)},
-                {SH(1, 7), SH(0, 7), NO_AXES},
-                {SH(3, 7), SH(2, 3, 7), NO_AXES},
-                {SH(2, 1, 5), SH(2, 7, 5), NO_AXES},
-                {SH(5), SH(5, 1, 17), SH(0)},
-                {SH(17), SH(17), NO_AXES}};
+    } grid[] = {{SH(7), SH(3, 7), NO_AXES},          {SCALAR, SH(2, 3), NO_AXES},
+                {SH(3, 1), SH(3, 7), NO_AXES},       {SH(3), SH(3, 4), SH(0)},
+                {SH(1, 7), SH(0, 7), NO_AXES},       {SH(3, 7), SH(2, 3, 7), NO_AXES},
+                {SH(2, 1, 5), SH(2, 7, 5), NO_AXES}, {SH(5), SH(5, 1, 17), SH(0)},
+                {SH(17), SH(17), NO_AXES},           {SH(3, 1, 2), R12, SH(2, 5, 10)}};
     for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
         dcase *c = unary_case(g, grid[k].s, D_ANY);
         put_shape(&c->ps, CX_P_SHAPE, grid[k].to);
@@ -734,6 +752,8 @@ static void gen_slice(gen *g) {
         {SH(0, 3), SH(0, 0), SH(0, 2), NO_AXES},
         {SCALAR, SCALAR, SCALAR, NO_AXES},
         {SH(1, 17, 1), SH(0, 3, 0), SH(1, 7, 1), SH(1, 7, 1)},
+        {R12, SH(1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0), SH(1, 1, 2, 1, 1, 2, 1, 1, 3, 1, 1, 1),
+         SH(1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1)},
     };
     for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
         dcase *c = unary_case(g, grid[k].s, D_ANY);
@@ -799,7 +819,8 @@ static void gen_concatenate(gen *g) {
                 {2, {SH(2, 3, 5), SH(2, 3, 5)}, 2},
                 {1, {SH(7)}, 0},
                 {2, {SH(1), SH(0)}, 0},
-                {3, {SH(2, 3, 5), SH(2, 1, 5), SH(2, 4, 5)}, -2}};
+                {3, {SH(2, 3, 5), SH(2, 1, 5), SH(2, 4, 5)}, -2},
+                {2, {R12, R12}, 8}};
     for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++) {
         dcase *c = new_case(g);
         for (int j = 0; j < grid[k].n; j++) arg(c, tensor_of(g, g->t, grid[k].s[j], D_ANY));
@@ -1008,7 +1029,7 @@ static void gen_dot(gen *g) {
     shape pairs[][2] = {{SH(3, 7), SH(7, 5)},    {SH(7), SH(7)},         {SH(3, 7), SH(7)},
                         {SH(7), SH(7, 5)},       {SH(1, 17), SH(17, 1)}, {SH(0, 7), SH(7, 3)},
                         {SH(3, 0), SH(0, 4)},    {SH(2, 64), SH(64, 3)}, {SH(2, 65), SH(65, 3)},
-                        {SH(2, 3, 8), SH(8, 5)}, {SCALAR, SH(3, 7)}};
+                        {SH(2, 3, 8), SH(8, 5)}, {SCALAR, SH(3, 7)},     {R12, SH(1, 4)}};
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
         dcase *c = new_case(g);
         arg(c, tensor_of(g, g->t, pairs[k][0], d));

@@ -10,6 +10,11 @@ defmodule Cascade.Op do
   # Native.op/5's flags: a small result may be a value; the call may ask for a collection
   # before it runs (:cascade_gc_first); the caller has just collected (the call made again after
   # a collection: its result comes without a request for another)
+  # the most dimensions a tensor has (CX_MAX_RANK, c_src/core/params.h)
+  @max_rank 16
+  @doc false
+  def max_rank, do: @max_rank
+
   @op_values 1
   @op_gc_first 2
   @op_collected 4
@@ -412,13 +417,13 @@ defmodule Cascade.Op do
       n when kind == :square and is_integer(n) ->
         {n, n}
 
-      t when is_tuple(t) and tuple_size(t) <= 8 ->
+      t when is_tuple(t) and tuple_size(t) <= @max_rank ->
         if ints?(Tuple.to_list(t)),
           do: t,
           else: bad!(fun, name, "a shape tuple of integers in -2^63..2^63-1", t)
 
       t when is_tuple(t) ->
-        bad!(fun, name, "a shape tuple of at most 8 dimensions", t)
+        bad!(fun, name, "a shape tuple of at most #{@max_rank} dimensions", t)
 
       other ->
         bad!(fun, name, "a shape tuple of integers", other)
@@ -474,12 +479,18 @@ defmodule Cascade.Op do
   def convert!(_fun, _name, :type, value), do: Type.normalize!(value)
 
   def convert!(fun, name, :pads, value) do
-    with true <- proper_list?(value) and length(value) <= 8,
+    with true <- proper_list?(value) and length(value) <= @max_rank,
          flat when is_list(flat) <- flatten_pads(value),
          true <- ints?(flat) do
       flat
     else
-      _ -> bad!(fun, name, "a list of at most 8 {low, high, interior} integer tuples", value)
+      _ ->
+        bad!(
+          fun,
+          name,
+          "a list of at most #{@max_rank} {low, high, interior} integer tuples",
+          value
+        )
     end
   end
 
@@ -513,7 +524,7 @@ defmodule Cascade.Op do
       :same ->
         [1]
 
-      [_ | _] = pairs when length(pairs) <= 8 ->
+      [_ | _] = pairs when length(pairs) <= @max_rank ->
         Enum.flat_map(pairs, fn
           {lo, hi} when is_integer(lo) and is_integer(hi) -> [lo, hi]
           _ -> bad!(fun, name, expected, value)

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define CK_MAX_RANK 8
+#define CK_MAX_RANK CX_MAX_RANK
 
 /* How an elementwise input is read: one value for every output element, the output's own
  * (contiguous) order, or through strides over the merged output shape. */

@@ -19,6 +19,11 @@
 
 #include "../../core/fused.h"
 
+/* the structs below mirror opencl_driver.h's, whose arrays hold CX_MAX_RANK dimensions */
+#define CX_TEXT_(x)  #x
+#define CX_TEXT(x)   CX_TEXT_(x)
+#define CX_RANK_TEXT CX_TEXT(CX_MAX_RANK)
+
 typedef struct {
     char *s;
     size_t len, cap;
@@ -367,19 +372,24 @@ static const char prelude[] =
     "#define ST_s32(p, i, v) ((p)[i] = (int)(v))\n"
     "#define LD_s64(p, i) ((p)[i])\n"
     "#define ST_s64(p, i, v) ((p)[i] = (long)(v))\n"
-    "typedef struct { long n; int rank; int pad; long shape[8]; long st[3][8]; } cx_bc;\n"
-    "typedef struct { long nout, nred; int krank, rrank; long kshape[8], kst[8], rshape[8], "
-    "rst[8]; } cx_rd;\n"
+    "typedef struct { long n; int rank; int pad; long shape[" CX_RANK_TEXT
+    "]; long st[3][" CX_RANK_TEXT "]; } cx_bc;\n"
+    "typedef struct { long nout, nred; int krank, rrank; long kshape[" CX_RANK_TEXT
+    "], kst[" CX_RANK_TEXT "], rshape[" CX_RANK_TEXT "], "
+    "rst[" CX_RANK_TEXT "]; } cx_rd;\n"
     "typedef struct { long outer, n, inner; } cx_rows;\n"
-    "typedef struct { long rows, n; int rank; int pad; long shape[8], gst[8], bst[8]; } "
+    "typedef struct { long rows, n; int rank; int pad; long shape[" CX_RANK_TEXT
+    "], gst[" CX_RANK_TEXT "], bst[" CX_RANK_TEXT "]; } "
     "cx_norm;\n"
-    "typedef struct { long n; int rank; int pad; long ishape[8], lo[8], step[8], oshape[8], "
-    "ost[8]; } cx_pad;\n"
+    "typedef struct { long n; int rank; int pad; long ishape[" CX_RANK_TEXT "], lo[" CX_RANK_TEXT
+    "], step[" CX_RANK_TEXT "], oshape[" CX_RANK_TEXT "], "
+    "ost[" CX_RANK_TEXT "]; } cx_pad;\n"
     "typedef struct { long n, c, h, w, cg, og, kh, kw, oh, ow, s0, s1, d0, d1, lo0, lo1, p, k, "
     "groups, nhwc; } cx_conv;\n"
-    "typedef struct { long n; int k; int pad; long dims[8]; } cx_ixc;\n"
+    "typedef struct { long n; int k; int pad; long dims[" CX_RANK_TEXT "]; } cx_ixc;\n"
     "typedef struct { long n, dim, count, inner; } cx_take;\n"
-    "typedef struct { long n, block; int k, rank; long ist[8], shape[8], st[8]; } cx_gather;\n"
+    "typedef struct { long n, block; int k, rank; long ist[" CX_RANK_TEXT "], shape[" CX_RANK_TEXT
+    "], st[" CX_RANK_TEXT "]; } cx_gather;\n"
     "void bc_offsets(const cx_bc *b, long i, long *off) {\n"
     "  off[0] = off[1] = off[2] = 0;\n"
     "  if (b->rank == 1) { off[0] = i * b->st[0][0]; off[1] = i * b->st[1][0]; "
