@@ -38,6 +38,8 @@ if Code.ensure_loaded?(Nx) do
     alias Nx.Tensor, as: T
     alias Cascade.Backend, as: B
 
+    @max_rank Cascade.Op.max_rank()
+
     @native_types [
       {:f, 16},
       {:bf, 16},
@@ -129,13 +131,15 @@ if Code.ensure_loaded?(Nx) do
 
     @impl true
     def constant(%T{type: type, shape: shape} = out, number, opts)
-        when type in @native_types and (is_number(number) or is_atom(number)) do
+        when type in @native_types and tuple_size(shape) <= @max_rank and
+               (is_number(number) or is_atom(number)) do
       value = if is_atom(number), do: number, else: cast_number(number, type)
       out(out, Cascade.full(value, shape, type: type, device: device(opts)))
     end
 
     # a complex constant: one element encoded, broadcast to the shape
-    def constant(%T{type: {:c, _} = type, shape: shape} = out, number, opts) do
+    def constant(%T{type: {:c, _} = type, shape: shape} = out, number, opts)
+        when tuple_size(shape) <= @max_rank do
       value = if is_struct(number), do: {number.re, number.im}, else: number
 
       bin = Cascade.Type.encode([value], Cascade.Type.normalize!(type))
@@ -155,7 +159,7 @@ if Code.ensure_loaded?(Nx) do
     def from_binary(%T{type: type, shape: shape} = out, binary, opts) do
       device = device(opts)
 
-      if type in @native_types do
+      if type in @native_types and tuple_size(shape) <= @max_rank do
         out(out, Cascade.from_binary(binary, type, shape, device: device))
       else
         %{out | data: %B{binary: binary, device: device}}
@@ -163,7 +167,8 @@ if Code.ensure_loaded?(Nx) do
     end
 
     @impl true
-    def eye(%T{type: type, shape: shape} = out, opts) when type in @native_types do
+    def eye(%T{type: type, shape: shape} = out, opts)
+        when type in @native_types and tuple_size(shape) <= @max_rank do
       rank = tuple_size(shape)
       rows = Cascade.iota(shape, axis: rank - 2, type: :s64, device: device(opts))
       cols = Cascade.iota(shape, axis: rank - 1, type: :s64, device: device(opts))
@@ -173,7 +178,8 @@ if Code.ensure_loaded?(Nx) do
     def eye(out, opts), do: fallback_create(:eye, out, [[]], device(opts))
 
     @impl true
-    def iota(%T{type: type, shape: shape} = out, axis, opts) when type in @native_types do
+    def iota(%T{type: type, shape: shape} = out, axis, opts)
+        when type in @native_types and tuple_size(shape) <= @max_rank do
       out(out, Cascade.iota(shape, axis: axis, type: type, device: device(opts)))
     end
 
@@ -986,6 +992,9 @@ if Code.ensure_loaded?(Nx) do
     # one is complex, else :real
     defp kind([], acc), do: acc
 
+    # more dimensions than Cascade holds (Cascade.Op.max_rank/0): Nx.BinaryBackend's
+    defp kind([%T{shape: shape} | _], _acc) when tuple_size(shape) > @max_rank, do: :foreign
+
     defp kind([%T{type: {:c, _} = type} | rest], _acc) when type in @native_types,
       do: kind(rest, :complex)
 
@@ -1011,7 +1020,7 @@ if Code.ensure_loaded?(Nx) do
 
     defp native?(terms) do
       Enum.all?(terms, fn
-        %T{type: type} -> type in @native_types
+        %T{type: type, shape: shape} -> type in @native_types and tuple_size(shape) <= @max_rank
         list when is_list(list) -> Enum.all?(list, &(not match?(%T{}, &1) or native?([&1])))
         _ -> true
       end)

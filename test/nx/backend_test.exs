@@ -38,6 +38,29 @@ defmodule Cascade.BackendTest do
       assert Nx.to_binary(t, limit: 0) == ""
     end
 
+    test "rank 12 runs natively; above 16 dimensions, Nx.BinaryBackend's, counted as fallbacks" do
+      Cascade.put_fallback_policy(:error)
+      shape12 = {2, 1, 3, 1, 1, 2, 1, 1, 3, 1, 2, 1}
+      {c, b} = on_both(fn -> Nx.iota(shape12, type: :f32) |> Nx.exp() |> Nx.sum(axes: [2, 8]) end)
+      assert %Cascade.Tensor{} = cx(c)
+      assert Nx.to_flat_list(c) == Nx.to_flat_list(b)
+      assert_no_fallback()
+
+      Cascade.put_fallback_policy(:allow)
+      shape17 = Tuple.duplicate(1, 16) |> Tuple.append(6)
+
+      {c, b} =
+        on_both(fn ->
+          Nx.iota({2, 3}, type: :f32) |> Nx.reshape(shape17) |> Nx.add(1) |> Nx.reshape({3, 2})
+        end)
+
+      assert Nx.to_flat_list(c) == Nx.to_flat_list(b)
+      assert Nx.to_flat_list(c) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+      assert %Cascade.Tensor{shape: {3, 2}} = cx(c)
+      fallbacks = for {{_, op, :binary_fallback}, _} <- Cascade.stats(), do: op
+      assert :add in fallbacks
+    end
+
     test "floats into integers: Cascade's when they truncate into the range, else Nx's wrap" do
       Cascade.put_fallback_policy(:allow)
       floats = [:f32, :f64, :f16, :bf16]
