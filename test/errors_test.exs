@@ -505,9 +505,11 @@ defmodule CascadeErrorsTest do
 
         assert_raise ArgumentError, ~r/non-negative.*\{2, ?-1\}/, fn -> make.({2, -1}) end
 
-        assert_raise ArgumentError, ~r/(rank between 0 and 16, got: 17|at most 16 dimensions)/, fn ->
-          make.(Tuple.duplicate(1, 17))
-        end
+        assert_raise ArgumentError,
+                     ~r/(rank between 0 and 16, got: 17|at most 16 dimensions)/,
+                     fn ->
+                       make.(Tuple.duplicate(1, 17))
+                     end
 
         assert_raise ArgumentError, ~r/\{1073741824, ?1073741824\}.*2\^48/, fn ->
           make.({2 ** 30, 2 ** 30})
@@ -517,9 +519,11 @@ defmodule CascadeErrorsTest do
       assert_raise ArgumentError, ~r/rank 2 or more, got: \{3\}/, fn -> Cascade.eye({3}) end
       assert_raise ArgumentError, ~r/non-negative.*\{-2, -2\}/, fn -> Cascade.eye(-2) end
 
-      assert_raise ArgumentError, ~r/(rank between 0 and 16, got: 17|at most 16 dimensions)/, fn ->
-        Cascade.random_normal(Tuple.duplicate(1, 17), key: 1)
-      end
+      assert_raise ArgumentError,
+                   ~r/(rank between 0 and 16, got: 17|at most 16 dimensions)/,
+                   fn ->
+                     Cascade.random_normal(Tuple.duplicate(1, 17), key: 1)
+                   end
     end
 
     test "reshape and broadcast" do
@@ -533,9 +537,11 @@ defmodule CascadeErrorsTest do
         Cascade.reshape(m22(), {-1, -4})
       end
 
-      assert_raise ArgumentError, ~r/(rank between 0 and 16, got: 17|at most 16 dimensions)/, fn ->
-        Cascade.reshape(Cascade.tensor([1]), Tuple.duplicate(1, 17))
-      end
+      assert_raise ArgumentError,
+                   ~r/(rank between 0 and 16, got: 17|at most 16 dimensions)/,
+                   fn ->
+                     Cascade.reshape(Cascade.tensor([1]), Tuple.duplicate(1, 17))
+                   end
 
       assert_raise ArgumentError,
                    ~r/expected shape to be a shape tuple of integers.*got: \[4\]/,
