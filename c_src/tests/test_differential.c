@@ -487,11 +487,14 @@ static dcase *unary_case(gen *g, shape s, domain d) {
 
 /* ---- the grids ---- */
 
-/* R12: a rank-12 shape (any rank up to CX_MAX_RANK runs on every driver), 72 elements */
+/* R12: a rank-12 shape (any rank up to CX_MAX_RANK runs on every driver), 72 elements: in the
+ * binary ops' broadcasting pairs (strided at rank 12), reductions and the layout ops, not in the
+ * grid every elementwise op runs (contiguous, it is the rank-1 loop), which would lengthen the
+ * suite's sanitised and valgrind runs by a tenth */
 #define R12 SH(2, 1, 3, 1, 1, 2, 1, 1, 3, 1, 2, 1)
 
 static const shape *shapes_grid(int *n) {
-    static shape grid[10];
+    static shape grid[9];
     grid[0] = SCALAR;
     grid[1] = SH(1);
     grid[2] = SH(7);
@@ -501,8 +504,7 @@ static const shape *shapes_grid(int *n) {
     grid[6] = SH(3, 7);
     grid[7] = SH(2, 3, 5);
     grid[8] = SH(1, 17, 1);
-    grid[9] = R12;
-    *n = 10;
+    *n = 9;
     return grid;
 }
 
