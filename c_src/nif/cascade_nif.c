@@ -355,6 +355,16 @@ static ERL_NIF_TERM with_gc(ErlNifEnv *env, cx_device *dev, ERL_NIF_TERM res) {
     }
 }
 
+/* A value's tensor term, as tensor_term's {ref, shape, type, device} with the binary for the
+ * ref, or 0 when the binary could not be made. */
+static ERL_NIF_TERM value_term(ErlNifEnv *env, const cx_device *dev, const cx_desc *d,
+                               const void *data) {
+    ERL_NIF_TERM bin = value_binary(env, dev, d, data);
+    return bin ? enif_make_tuple4(env, bin, make_shape(env, d), make_type(env, d->dtype),
+                                  make_device(env, dev))
+               : 0;
+}
+
 /* A new tensor's term, with the device's request for a collection. */
 static ERL_NIF_TERM make_tensor(ErlNifEnv *env, cx_tensor *t) {
     cx_device *dev = t->device;
@@ -438,10 +448,9 @@ static ERL_NIF_TERM run_value(ErlNifEnv *env, op_call *c) {
     CX_STATUS_RESET(st);
     if (cx_run_plan_into(&c->plan, c->in, c->n_in, &c->ps, &out, &st) != CX_OK)
         return raise_status(env, &st, dev->driver_name);
-    ERL_NIF_TERM bin = value_binary(env, dev, d, buf);
-    if (!bin) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
-    return with_warnings(env, enif_make_tuple4(env, bin, make_shape(env, d),
-                                               make_type(env, d->dtype), make_device(env, dev)));
+    ERL_NIF_TERM term = value_term(env, dev, d, buf);
+    if (!term) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
+    return with_warnings(env, term);
 }
 
 /* op/5's last argument, a set of bits. OP_VALUES: a small result may be a value (not while the
@@ -1252,16 +1261,12 @@ static ERL_NIF_TERM program_run_call(ErlNifEnv *env, program_res *r, const ERL_N
     for (int k = p->n_out - 1; k >= 0; k--) {
         /* a small result on a host device comes back as a value, as an op's does */
         if (!oom && value_fits_desc(out[k].device, &out[k].desc)) {
-            ERL_NIF_TERM bin = value_binary(env, out[k].device, &out[k].desc, out[k].data);
+            ERL_NIF_TERM term = value_term(env, out[k].device, &out[k].desc, out[k].data);
             cx_tensor_free(&out[k]);
-            if (!bin) {
+            if (term)
+                res = enif_make_list_cell(env, term, res);
+            else
                 oom = true;
-                continue;
-            }
-            ERL_NIF_TERM term = enif_make_tuple4(env, bin, make_shape(env, &out[k].desc),
-                                                 make_type(env, out[k].desc.dtype),
-                                                 make_device(env, out[k].device));
-            res = enif_make_list_cell(env, term, res);
             continue;
         }
         cx_tensor *t = oom ? NULL : enif_alloc_resource(tensor_type, sizeof(cx_tensor));

@@ -57,6 +57,10 @@ if Code.ensure_loaded?(Nx) do
       {:c, 128}
     ]
 
+    # a type Cascade stores, in no more dimensions than it holds (Cascade.Op.max_rank/0)
+    defguardp storable(type, shape)
+              when type in @native_types and tuple_size(shape) <= @max_rank
+
     # The callbacks Cascade runs on complex tensors; any other falls back when a tensor of the
     # call is complex (Cascade's ops refuse complex types they do not define).
     @complex_callbacks [
@@ -131,8 +135,7 @@ if Code.ensure_loaded?(Nx) do
 
     @impl true
     def constant(%T{type: type, shape: shape} = out, number, opts)
-        when type in @native_types and tuple_size(shape) <= @max_rank and
-               (is_number(number) or is_atom(number)) do
+        when storable(type, shape) and (is_number(number) or is_atom(number)) do
       value = if is_atom(number), do: number, else: cast_number(number, type)
       out(out, Cascade.full(value, shape, type: type, device: device(opts)))
     end
@@ -159,7 +162,7 @@ if Code.ensure_loaded?(Nx) do
     def from_binary(%T{type: type, shape: shape} = out, binary, opts) do
       device = device(opts)
 
-      if type in @native_types and tuple_size(shape) <= @max_rank do
+      if storable(type, shape) do
         out(out, Cascade.from_binary(binary, type, shape, device: device))
       else
         %{out | data: %B{binary: binary, device: device}}
@@ -167,8 +170,7 @@ if Code.ensure_loaded?(Nx) do
     end
 
     @impl true
-    def eye(%T{type: type, shape: shape} = out, opts)
-        when type in @native_types and tuple_size(shape) <= @max_rank do
+    def eye(%T{type: type, shape: shape} = out, opts) when storable(type, shape) do
       rank = tuple_size(shape)
       rows = Cascade.iota(shape, axis: rank - 2, type: :s64, device: device(opts))
       cols = Cascade.iota(shape, axis: rank - 1, type: :s64, device: device(opts))
@@ -178,8 +180,7 @@ if Code.ensure_loaded?(Nx) do
     def eye(out, opts), do: fallback_create(:eye, out, [[]], device(opts))
 
     @impl true
-    def iota(%T{type: type, shape: shape} = out, axis, opts)
-        when type in @native_types and tuple_size(shape) <= @max_rank do
+    def iota(%T{type: type, shape: shape} = out, axis, opts) when storable(type, shape) do
       out(out, Cascade.iota(shape, axis: axis, type: type, device: device(opts)))
     end
 
@@ -1020,7 +1021,7 @@ if Code.ensure_loaded?(Nx) do
 
     defp native?(terms) do
       Enum.all?(terms, fn
-        %T{type: type, shape: shape} -> type in @native_types and tuple_size(shape) <= @max_rank
+        %T{type: type, shape: shape} -> storable(type, shape)
         list when is_list(list) -> Enum.all?(list, &(not match?(%T{}, &1) or native?([&1])))
         _ -> true
       end)

@@ -7,14 +7,14 @@ defmodule Cascade.Op do
   alias Cascade.{Device, Native, Tensor, Type}
   require Logger
 
-  # Native.op/5's flags: a small result may be a value; the call may ask for a collection
-  # before it runs (:cascade_gc_first); the caller has just collected (the call made again after
-  # a collection: its result comes without a request for another)
   # the most dimensions a tensor has (CX_MAX_RANK, c_src/core/params.h)
   @max_rank 16
   @doc false
   def max_rank, do: @max_rank
 
+  # Native.op/5's flags: a small result may be a value; the call may ask for a collection
+  # before it runs (:cascade_gc_first); the caller has just collected (the call made again after
+  # a collection: its result comes without a request for another)
   @op_values 1
   @op_gc_first 2
   @op_collected 4
