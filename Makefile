@@ -92,23 +92,20 @@ $(TEST_RUNS): %.run: %
 	@echo "== $<"; t0=$$(date +%s); $< && echo "-- $(notdir $<): $$(($$(date +%s) - t0)) s"
 
 ASAN_BUILD ?= build/asan
-VALGRIND_BUILD ?= build/valgrind
 
 # The programs every suite runs, built but not run (drivers add theirs to DRIVER_TEST_PROGRAMS)
 test-programs: $(TEST_BIN) $(DRIVER_TESTS) $(DRIVER_TEST_PROGRAMS)
 
-# ASAN_MAKE and VALGRIND_MAKE name $(MAKE) through a variable, which make does not take for a
+# ASAN_MAKE names $(MAKE) through a variable, which make does not take for a
 # recursive call: the `+` before each use hands them the jobserver, so that they share -j with the
 # rest (without it each ran with -j1, "jobserver unavailable").
-# The sanitised builds leave out the cuda driver's GPU build (CUDA_DEVICE_CODE, cuda/driver.mk);
-# valgrind does not run the emulator (its fibers), so its build leaves that out too.
+# The sanitised build leaves out the cuda driver's GPU build (CUDA_DEVICE_CODE, cuda/driver.mk).
 # CX_PARAMS_POISON fills parameter records with a pattern where the other builds leave them
 # unset (core/params.h): a read of a parameter nobody gave then shows in the sanitised tests, as
-# valgrind shows it in its build (uninitialised values).
+# valgrind shows it in the plain build (uninitialised values).
 ASAN_MAKE = $(MAKE) BUILD=$(ASAN_BUILD) OPT=-O1 CC=clang CXX=clang++ CUDA_DEVICE_CODE=no \
   SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
   -DCX_PARAMS_POISON"
-VALGRIND_MAKE = $(MAKE) BUILD=$(VALGRIND_BUILD) OPT=-O1 CUDA_DEVICE_CODE=no DRIVER_TEST_PROGRAMS=
 
 test-asan:
 	+$(ASAN_MAKE) test
@@ -119,32 +116,31 @@ test-asan:
 # valgrind); the differential suite skips the opencl driver for the same reason, and the test
 # driver, whose code is the core and cpu kernels that the suite's reference runs already under
 # valgrind (its decompositions run there in test_dispatch; ASan runs it whole).
+# It runs the plain build's programs, as they are: valgrind needs no build of its own, and a
+# second -O1 build of everything was a fifth of what `make check` cost (valgrind reports the same
+# on both).
 VALGRIND_SKIP := %/test_blas %/test_opencl
 VALGRIND_RUNS := $(addsuffix .vg,$(filter-out $(VALGRIND_SKIP),$(TEST_BIN) $(DRIVER_TESTS)))
-.PHONY: $(VALGRIND_RUNS) valgrind-runs test-programs
+.PHONY: $(VALGRIND_RUNS) test-programs
 
-test-valgrind:
-	+$(VALGRIND_MAKE) valgrind-runs
-
-valgrind-runs: $(VALGRIND_RUNS)
+test-valgrind: $(VALGRIND_RUNS)
 
 $(VALGRIND_RUNS): %.vg: %
 	@echo "== valgrind $<"; t0=$$(date +%s); CX_DIFF_SKIP=$${CX_DIFF_SKIP-opencl,test} valgrind -q \
 	  --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $< && \
 	  echo "-- valgrind $(notdir $<): $$(($$(date +%s) - t0)) s"
 
-# Every C suite: plain, under ASan+UBSan and under valgrind, in three build folders. With -j,
-# in two rounds: the plain suites run (the first PoCL kernel build among them, one core for
-# ~80 s) while the other two build, then the sanitised suites run side by side, finding PoCL's
-# kernels in its cache (script/test: make -j$(nproc) -O check).
+# Every C suite: plain, under valgrind, and under ASan+UBSan in a build folder of its own. With
+# -j, in two rounds: the plain suites and valgrind's run (the first PoCL kernel build among them,
+# one core for ~80 s) while the ASan build builds, then the ASan suites run side by side, finding
+# PoCL's kernels in its cache (script/test: make -j$(nproc) -O check).
 check:
-	$(MAKE) test sanitised-programs
-	$(MAKE) test-asan test-valgrind
+	$(MAKE) test test-valgrind asan-programs
+	$(MAKE) test-asan
 
-.PHONY: sanitised-programs
-sanitised-programs:
+.PHONY: asan-programs
+asan-programs:
 	+$(ASAN_MAKE) test-programs
-	+$(VALGRIND_MAKE) test-programs
 
 format:
 	clang-format -i c_src/*/*.[ch] c_src/drivers/*/*.[ch] c_src/drivers/*/*.cu c_src/drivers/cuda/emu/* c_src/drivers/blas/simd/*.c bench/floor/floor.c
