@@ -538,7 +538,7 @@ defmodule Cascade do
   @doc """
   The tensor's elements as a native-endian, row-major binary.
 
-  From a device whose driver downloads asynchronously (cuda, the test driver) the calling
+  From a device whose driver downloads asynchronously (cuda, opencl, the test driver) the calling
   process waits in a `receive` while the device copies, so no BEAM scheduler waits for the
   device; elsewhere the copy runs in the call (on a dirty scheduler above 1 MiB).
 
@@ -787,7 +787,7 @@ defmodule Cascade do
   @doc """
   Copies `tensor` to `device` and returns the copy (the tensor itself when it is already
   there). Counted in `stats/0` as a `:transfer` onto the target device. From a device that
-  downloads asynchronously (cuda) to the cpu, the calling process waits in a `receive`, as
+  downloads asynchronously (cuda, opencl) to the cpu, the calling process waits in a `receive`, as
   `to_binary/2` does, within `config :cascade, download_timeout:`.
 
       iex> t = Cascade.tensor([1.0, 2.0])

@@ -441,6 +441,70 @@ defmodule CascadeRuntimeTest do
     end
   end
 
+  describe "opencl under pressure" do
+    @opencl Enum.find(Cascade.devices(), &(&1.device == :opencl))
+    if @opencl == nil or not @opencl.available,
+      do: @describetag(skip: "the opencl device is unavailable")
+
+    # An in-order device queue takes work as fast as it comes, and PoCL keeps a released
+    # buffer until the commands that use it have run: 2,000 dropped 1000 x 1000 products once
+    # took the RSS to 16 GB, and a read of a small result behind them held a normal scheduler
+    # for the whole queue (1.4 s). The driver keeps at most 64 ops, or 64 MB of results, in
+    # flight; a call that would wait goes to a dirty scheduler, and reads come back as messages.
+    @tag timeout: 300_000
+    test "1,000 dropped 4 MB results: bounded RSS, and no normal scheduler held" do
+      x = Cascade.transfer(Cascade.iota({1_048_576}, type: :f32), :opencl)
+      # the device started and its kernels built before the window
+      Cascade.to_binary(Cascade.add(x, x))
+      gc_all()
+      rss_before = proc_status_kb("VmRSS")
+      peak_reset = reset_peak_rss()
+
+      watched =
+        watch_normal_schedulers(fn ->
+          sampled =
+            Enum.reduce(1..1_000, 0, fn i, peak ->
+              # dropped at once, left to the garbage collector
+              _ = Cascade.add(x, x)
+              if rem(i, 50) == 0, do: max(peak, proc_status_kb("VmRSS")), else: peak
+            end)
+
+          # small reads and writes, each behind a queue of large work
+          for k <- 1..20 do
+            _ = Cascade.multiply(x, x)
+            four = Cascade.slice(x, [k], [4])
+            assert Cascade.to_list(four) == Enum.map(k..(k + 3), &(&1 * 1.0))
+            small = Cascade.transfer(Cascade.tensor([1.0, 2.0]), :opencl)
+
+            assert Cascade.to_list(Cascade.add(small, four |> Cascade.slice([0], [2]))) ==
+                     [k + 1.0, k + 3.0]
+          end
+
+          sampled
+        end)
+
+      gc_all()
+      Cascade.to_binary(Cascade.add(x, x))
+      rss_after = proc_status_kb("VmRSS")
+      peak_rss = if peak_reset, do: proc_status_kb("VmHWM"), else: watched.result
+      growth_mb = div(peak_rss - rss_before, 1024)
+
+      IO.puts(
+        "\n[runtime] opencl, 1,000 dropped 4 MB results: RSS #{div(rss_before, 1024)} MB " <>
+          "before, peak +#{growth_mb} MB (#{if peak_reset, do: "VmHWM", else: "sampled"}), " <>
+          "#{div(rss_after, 1024)} MB after; #{length(watched.preempted)} calls preempted, " <>
+          "#{length(watched.reports)} long_schedule reports"
+      )
+
+      assert watched.holds == [],
+             "#{length(watched.holds)} calls held a normal scheduler for #{@hold_ms} ms " <>
+               "or more:\n" <> describe_calls(watched.holds)
+
+      # 64 MB in flight, the garbage collector's interval of live results, the allocator's slack
+      assert growth_mb < 256, "RSS grew by #{growth_mb} MB during the burst"
+    end
+  end
+
   describe "code reloading" do
     # Reloading Cascade.Native (recompile in iex, a release upgrade) runs the NIF's upgrade
     # callback in the same library. It used to open the resource type with ERL_NIF_RT_CREATE,

@@ -794,6 +794,24 @@ done:
     return rc;
 }
 
+bool cx_device_queues(const cx_device *dev) {
+    return dev && dev->driver && dev->driver->may_block;
+}
+
+bool cx_device_may_block(const cx_device *dev) {
+    return cx_device_queues(dev) && dev->driver->may_block(dev->ctx, CX_OP_COUNT, NULL, 0, NULL);
+}
+
+bool cx_plan_may_block(const cx_plan *plan, const cx_tensor *const *in, int n_in,
+                       const cx_params *ps) {
+    const cx_device *dev = plan->device;
+    if (!cx_device_queues(dev)) return false;
+    if (plan->route != CX_ROUTE_NATIVE) return true;
+    cx_desc descs[CX_MAX_INPUTS];
+    for (int k = 0; k < n_in && k < CX_MAX_INPUTS; k++) descs[k] = in[k]->desc;
+    return dev->driver->may_block(dev->ctx, plan->op, descs, n_in, ps);
+}
+
 cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
                     cx_tensor *out, cx_status *st) {
     return run_plan(plan, in, n_in, ps, out, false, st);

@@ -47,6 +47,17 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
 cx_code cx_plan_descs(cx_op_id op, cx_device *device, const cx_desc *in, int n_in, cx_params *ps,
                       cx_plan *plan, cx_status *st);
 
+/* Whether the device's driver queues work that a call may wait for (driver.h: may_block). */
+bool cx_device_queues(const cx_device *dev);
+/* Whether an upload to the device, or a synchronous download from it, may wait now for work it
+ * has queued. False for NULL. */
+bool cx_device_may_block(const cx_device *dev);
+/* Whether running `plan` on these inputs may wait for its device: a native route asks the
+ * driver; any other route on a device that queues work may read results back synchronously,
+ * so it may. False on devices whose drivers never wait. */
+bool cx_plan_may_block(const cx_plan *plan, const cx_tensor *const *in, int n_in,
+                       const cx_params *ps);
+
 /* Runs a plan: pins the inputs and runs the route. On failure `out` holds no buffer. */
 cx_code cx_run_plan(const cx_plan *plan, cx_tensor *const *in, int n_in, const cx_params *ps,
                     cx_tensor *out, cx_status *st);

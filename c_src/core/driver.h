@@ -12,7 +12,7 @@
  * open_device); every call after that gets the device's context.
  *
  * ABI 3 added download_async (optional); ABI 4 library (optional); ABI 5 set_reproducible
- * (optional). */
+ * (optional); ABI 6 may_block (optional). */
 #ifndef CX_DRIVER_H
 #define CX_DRIVER_H
 
@@ -21,7 +21,7 @@
 
 #include "ops.h"
 
-#define CX_DRIVER_ABI 5
+#define CX_DRIVER_ABI 6
 
 struct cx_tensor;
 
@@ -92,6 +92,15 @@ typedef struct cx_driver {
      * whole driver, whichever device it is called on; may be called at any time, from any
      * thread. */
     void (*set_reproducible)(void *dev, bool on);
+    /* Optional; NULL for a driver whose execute never waits for its device. A driver that queues
+     * work answers whether execute of `op` on inputs of these descriptions (their own types,
+     * before any cast) and normalised parameters may now wait: the work it has in flight is at
+     * its bound, or a kernel the op needs is not built yet. The NIF then runs the call on a
+     * dirty scheduler, where a wait holds no normal one; a driver with may_block also gets
+     * every program run there. op CX_OP_COUNT (in NULL) asks about a transfer: whether an
+     * upload, or a download by `download`, would wait now for queued work. A hint that may be
+     * stale by the time execute runs; quick, from any thread. */
+    bool (*may_block)(void *dev, cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
 } cx_driver;
 
 typedef const cx_driver *(*cx_driver_entry_fn)(void);

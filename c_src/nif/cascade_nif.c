@@ -519,6 +519,13 @@ static void consume_slice(ErlNifEnv *env, double cost) {
     if (percent >= 1) enif_consume_timeslice(env, percent > 100 ? 100 : percent);
 }
 
+/* The dirty scheduler for work on `dev`: a device that queues work (opencl) computes on threads of
+ * its own while the caller waits, so its calls go to the dirty I/O schedulers, and the dirty CPU
+ * ones stay for the host's computing. */
+static ErlNifDirtyTaskFlags dirty_kind(const cx_device *dev) {
+    return cx_device_queues(dev) ? ERL_NIF_DIRTY_JOB_IO_BOUND : ERL_NIF_DIRTY_JOB_CPU_BOUND;
+}
+
 static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     op_call c;
     ERL_NIF_TERM res; /* the exception when decoding fails */
@@ -526,9 +533,11 @@ static ERL_NIF_TERM op_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
         int flags = op_flags(env, argc, argv);
         if (gc_first(&c, flags, &res)) {
             /* res is the request: the caller collects and calls again */
-        } else if (c.plan.cost > nw_dirty_cost()) {
-            res = enif_schedule_nif(env, "op_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, op_dirty, argc,
-                                    argv);
+        } else if (c.plan.cost > nw_dirty_cost() ||
+                   cx_plan_may_block(&c.plan, (const cx_tensor *const *)c.in, c.n_in, &c.ps)) {
+            /* a wait for the device (its queue full, a kernel to build) holds no normal one */
+            res =
+                enif_schedule_nif(env, "op_dirty", dirty_kind(c.plan.device), op_dirty, argc, argv);
         } else {
             res = run_call(env, &c, flags);
             consume_slice(env, c.plan.cost);
@@ -604,9 +613,13 @@ static ERL_NIF_TERM from_binary_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TE
 
 static ERL_NIF_TERM from_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     ErlNifBinary bin;
-    if (enif_inspect_binary(env, argv[0], &bin) && bin.size > nw_dirty_bytes())
-        return enif_schedule_nif(env, "from_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
-                                 from_binary_dirty, argc, argv);
+    int id;
+    /* an upload waits for the work queued before it on a device that queues work */
+    const cx_device *dev = enif_get_int(env, argv[3], &id) ? cx_device_get(id) : NULL;
+    if (enif_inspect_binary(env, argv[0], &bin) &&
+        (bin.size > nw_dirty_bytes() || cx_device_may_block(dev)))
+        return enif_schedule_nif(env, "from_binary_dirty", dirty_kind(dev), from_binary_dirty, argc,
+                                 argv);
     return from_binary_run(env, argv);
 }
 
@@ -766,9 +779,9 @@ static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     if (bytes > 0 && cx_tensor_downloads_async(t) &&
         start_download(env, t, bytes, NULL, argv[2], &res))
         return res;
-    if (bytes > nw_dirty_bytes())
-        return enif_schedule_nif(env, "to_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
-                                 to_binary_dirty, argc, argv);
+    if (bytes > nw_dirty_bytes() || cx_device_may_block(t->device))
+        return enif_schedule_nif(env, "to_binary_dirty", dirty_kind(t->device), to_binary_dirty,
+                                 argc, argv);
     return to_binary_run(env, argv);
 }
 
@@ -1044,9 +1057,10 @@ static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         ERL_NIF_TERM res;
         if (start_download(env, t, t->nbytes, out, argv[2], &res)) return res;
     }
-    if (t->nbytes > nw_dirty_bytes())
-        return enif_schedule_nif(env, "transfer_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, transfer_dirty,
-                                 argc, argv);
+    if (t->nbytes > nw_dirty_bytes() || cx_device_may_block(t->device) || cx_device_may_block(to))
+        return enif_schedule_nif(env, "transfer_dirty",
+                                 dirty_kind(cx_device_queues(t->device) ? t->device : to),
+                                 transfer_dirty, argc, argv);
     return transfer_run(env, argv);
 }
 
@@ -1299,8 +1313,9 @@ static ERL_NIF_TERM program_run_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     program_res *r;
     if (!enif_get_resource(env, argv[0], program_type, (void **)&r))
         return raise_arg(env, "Cascade.Native.program_run/2: not a program");
-    if (r->prog.cost > nw_dirty_cost())
-        return enif_schedule_nif(env, "program_run_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+    /* on a device that queues work a program's steps may wait for room */
+    if (r->prog.cost > nw_dirty_cost() || cx_device_queues(r->prog.dev))
+        return enif_schedule_nif(env, "program_run_dirty", dirty_kind(r->prog.dev),
                                  program_run_dirty, argc, argv);
     ERL_NIF_TERM res = program_run_call(env, r, argv);
     consume_slice(env, r->prog.cost);
@@ -1346,8 +1361,8 @@ static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
         return raise_arg(env, "Cascade.Native.program_loop/5: expected a program, a pick, a "
                               "program, a list of picks and a list of as many tensors");
     double turn_cost = c->prog.cost + b->prog.cost;
-    if (!dirty && turn_cost > nw_dirty_cost())
-        return enif_schedule_nif(env, "program_loop_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+    if (!dirty && (turn_cost > nw_dirty_cost() || cx_device_queues(b->prog.dev)))
+        return enif_schedule_nif(env, "program_loop_dirty", dirty_kind(b->prog.dev),
                                  program_loop_dirty, 5, argv);
     size_t m = n > 0 ? n : 1;
     int *picks = enif_alloc(sizeof(int) * m);
@@ -1436,7 +1451,7 @@ static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
         /* yield, and go on from the state reached */
         ERL_NIF_TERM next[5] = {argv[0], argv[1], argv[2], argv[3], out};
         enif_consume_timeslice(env, 100);
-        res = dirty ? enif_schedule_nif(env, "program_loop_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+        res = dirty ? enif_schedule_nif(env, "program_loop_dirty", dirty_kind(b->prog.dev),
                                         program_loop_dirty, 5, next)
                     : enif_schedule_nif(env, "program_loop", 0, program_loop_nif_watched, 5, next);
     }

@@ -8,6 +8,7 @@
  * caller set it, so that only the first run pays for the kernel builds. */
 #include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -679,6 +680,101 @@ typedef struct {
     char message[600];
 } worker;
 
+/* Work in flight (opencl_driver.c): results read back asynchronously, in order, each by the
+ * driver's waiter thread; a loop of 300 ops that outruns the device ends with every result
+ * right; may_block says an op would wait while 64 ops are in flight and stops saying it once
+ * they drain; a fused chain not built yet may block, and once built it does not. */
+static cx_tensor *onto_device(cx_tensor *host) {
+    cx_tensor *d = moved(host, ocl);
+    tu_drop(host);
+    return d;
+}
+
+static void test_in_flight(void **state) {
+    NEED_DEVICE;
+    (void)state;
+    const cx_driver *drv = ocl->driver;
+    assert_non_null(drv->download_async);
+    assert_non_null(drv->may_block);
+    cx_status st = {0};
+    enum { N = 1 << 18, LOOP = 300 };
+    double *v = malloc(sizeof(double) * N);
+    for (int i = 0; i < N; i++) v[i] = i % 1000;
+    cx_tensor *x = onto_device(tu_tensor(CX_F32, 1, (const int64_t[]){N}, v));
+    free(v);
+
+    /* a loop that outruns the device: x + x, then the result + x, ... (each ends k + 1 times x) */
+    cx_tensor *acc = x;
+    for (int k = 0; k < LOOP; k++) {
+        cx_tensor *in[2] = {acc, x};
+        cx_tensor *next = tu_run_ok(CX_OP_ADD, in, 2, NULL);
+        if (acc != x) tu_drop(acc);
+        acc = next;
+    }
+    float *got = malloc(sizeof(float) * N);
+    tu_download w;
+    tu_download_init(&w);
+    assert_int_equal(
+        cx_tensor_download_async(acc, got, sizeof(float) * N, tu_download_done, &w, &st), CX_OK);
+    assert_true(tu_download_wait(&w, 60000));
+    assert_int_equal(w.rc, CX_OK);
+    assert_false(pthread_equal(w.thread, w.caller));
+    for (int i = 0; i < N; i += 997) assert_float_equal(got[i], (i % 1000) * (LOOP + 1.0), 0);
+    tu_download_destroy(&w);
+    free(got);
+    tu_drop(acc);
+
+    /* a transfer, and an op that reads indices back, wait on the queue's thread: always */
+    assert_true(drv->may_block(ocl->ctx, CX_OP_COUNT, NULL, 0, NULL));
+    /* a sum over 2^23 elements (32 MB, under OCL_FLIGHT_BYTES), then small ops until
+     * OCL_FLIGHT_OPS (64) are in flight: the next op may wait, until the sum is done */
+    enum { BIG = 1 << 23 };
+    cx_tensor *host_big = malloc(sizeof *host_big);
+    cx_desc big_desc = tu_desc(CX_F32, 1, (const int64_t[]){BIG});
+    assert_int_equal(cx_tensor_init(host_big, cpu, &big_desc, &st), CX_OK);
+    memset(host_big->data, 0, host_big->nbytes);
+    cx_tensor *big = onto_device(host_big);
+    /* (an upload waits for the queue: before the sum) */
+    cx_tensor *one = onto_device(tu_vec(CX_F32, 1, (const double[]){1}));
+    cx_tensor *sum_in[1] = {big};
+    cx_tensor *sum = tu_run_ok(CX_OP_SUM, sum_in, 1, NULL);
+    for (int k = 0; k < 63; k++) {
+        cx_tensor *in[2] = {one, one};
+        tu_drop(tu_run_ok(CX_OP_ADD, in, 2, NULL));
+    }
+    const cx_desc add_in[2] = {one->desc, one->desc};
+    assert_true(drv->may_block(ocl->ctx, CX_OP_ADD, add_in, 2, NULL));
+    bool drained = false;
+    for (int k = 0; k < 10000 && !drained; k++) {
+        drained = !drv->may_block(ocl->ctx, CX_OP_ADD, add_in, 2, NULL);
+        if (!drained) usleep(1000);
+    }
+    assert_true(drained);
+    tu_drop(one);
+    tu_drop(sum);
+    tu_drop(big);
+
+    /* a fused chain of its own, (exp(x) * 3 - x) / 3 on {N} and a number, built on first use */
+    const int64_t code[] = {CX_OP_EXP,      0, -1, CX_OP_MULTIPLY, 2, 1,
+                            CX_OP_SUBTRACT, 3, 0,  CX_OP_DIVIDE,   4, 1};
+    cx_params ps = {0};
+    cx_param_put_ints(&ps, CX_P_CODE, code, 12);
+    cx_tensor *small = onto_device(tu_vec(CX_F32, 4, (const double[]){0, 1, -1, 0.5}));
+    cx_tensor *three = onto_device(tu_tensor(CX_F32, 0, NULL, (const double[]){3}));
+    const cx_desc descs[2] = {small->desc, three->desc};
+    assert_true(drv->may_block(ocl->ctx, CX_OP_FUSED, descs, 2, &ps));
+    cx_tensor *fin[2] = {small, three};
+    cx_tensor *f = tu_run_ok(CX_OP_FUSED, fin, 2, &ps);
+    float four[4];
+    assert_int_equal(cx_tensor_download(f, four, sizeof four, &st), CX_OK);
+    assert_float_equal(four[1], (expf(1) * 3 - 1) / 3, 1e-6);
+    assert_false(drv->may_block(ocl->ctx, CX_OP_FUSED, descs, 2, &ps));
+    tu_drop(f);
+    tu_drop(three);
+    tu_drop(small);
+    tu_drop(x);
+}
+
 static void *work(void *p) {
     worker *w = p;
     int64_t shape[] = {8, 64 + w->id};
@@ -751,6 +847,7 @@ int main(void) {
         cmocka_unit_test(test_dot),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_sixteen_threads),
+        cmocka_unit_test(test_in_flight),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

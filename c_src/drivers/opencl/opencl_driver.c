@@ -4,14 +4,15 @@
  *
  * - Devices are numbered over every platform in the loader's order: {:opencl, 1} is the second.
  * - Each device has one context and one in-order command queue, owned here. Kernels are only
- *   enqueued: a later read of the result (download, blocking) waits for them, and OpenCL keeps a
- *   released buffer alive until the commands that use it have run.
+ *   enqueued; OpenCL keeps a released buffer alive until the commands that use it have run, so
+ *   the work in flight is bounded (below: work in flight), and reads are asynchronous.
  * - The program holding every kernel (opencl_source.c) is built on the device's first launch and
  *   kept; kernel objects are created once per name. Setting a kernel's arguments and enqueueing
  *   it happen under the device's lock, so concurrent callers never launch each other's
  *   arguments. */
 #define _GNU_SOURCE /* dladdr, pipe2 */
 #include <dlfcn.h>
+#include <malloc.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -184,6 +185,9 @@ static cx_code ocl_open_device(void *drv, int index, void **out, cx_device_props
         const ocl_desc *desc = &d->desc[index];
         dev->desc = desc;
         pthread_mutex_init(&dev->lock, NULL);
+        pthread_mutex_init(&dev->flight_lock, NULL);
+        pthread_cond_init(&dev->room, NULL);
+        pthread_cond_init(&dev->work, NULL);
         d->open[index] = dev;
     }
     pthread_mutex_unlock(&open_lock);
@@ -273,6 +277,149 @@ static cx_code ocl_upload(void *ctx, void *dst, const void *src, size_t bytes, c
     return err == CL_SUCCESS ? CX_OK : ocl_fail(st, err, "clEnqueueWriteBuffer");
 }
 
+/* ---- work in flight -----------------------------------------------------------------------
+ *
+ * OpenCL takes work as fast as it is enqueued, and the one queue runs it in order: unbounded, a
+ * loop of ops outruns the device, and every queued op keeps its result (a released buffer lives
+ * until its commands have run): 2,000 dropped 1000x1000 products held gigabytes. So each op ends
+ * with a marker whose event goes on the device's ring with the bytes of the op's result, and
+ * each asynchronous download's read goes there with its callback. The waiter, one thread per
+ * device, waits for the oldest event (the queue is in order: the others end after it), drops it
+ * and runs the download's callback from its own thread, never from inside the OpenCL
+ * implementation's. A producer past the bound waits for the waiter to make room; the NIF asks
+ * may_block first and sends a call that may wait to a dirty scheduler. */
+
+static void *waiter_main(void *arg) {
+    ocl_device *dev = arg;
+    pthread_mutex_lock(&dev->flight_lock);
+    for (;;) {
+        while (dev->n_flight == 0) pthread_cond_wait(&dev->work, &dev->flight_lock);
+        /* producers only append: the oldest entry stays put while the lock is released */
+        ocl_flight f = dev->flight[dev->head];
+        pthread_mutex_unlock(&dev->flight_lock);
+        cl_int status = clWaitForEvents(1, &f.event);
+        if (status == CL_SUCCESS || status == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) {
+            cl_int exec = CL_COMPLETE;
+            clGetEventInfo(f.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
+            status = exec == CL_COMPLETE ? CL_SUCCESS : exec;
+        }
+        clReleaseEvent(f.event);
+        if (f.done) {
+            char message[96];
+            snprintf(message, sizeof message, "opencl: the read failed (OpenCL error %d)",
+                     (int)status);
+            f.done(f.ctx, status == CL_SUCCESS ? CX_OK : CX_EDEVICE,
+                   status == CL_SUCCESS ? NULL : message);
+        }
+        pthread_mutex_lock(&dev->flight_lock);
+        dev->head = (dev->head + 1) % OCL_FLIGHT_RING;
+        dev->n_flight--;
+        if (!f.done) {
+            atomic_fetch_sub(&dev->ops, 1);
+            atomic_fetch_sub(&dev->bytes, f.bytes);
+            dev->drained_bytes += f.bytes;
+        }
+        pthread_cond_broadcast(&dev->room);
+        if (dev->n_flight == 0 && dev->drained_bytes >= OCL_TRIM_BYTES) {
+            /* a burst is over: the memory its results held, freed by the implementation in
+             * pieces below malloc's mmap threshold, goes back to the system (glibc trims only
+             * the top of a heap on its own) */
+            dev->drained_bytes = 0;
+            pthread_mutex_unlock(&dev->flight_lock);
+            malloc_trim(0);
+            pthread_mutex_lock(&dev->flight_lock);
+        }
+    }
+    return NULL;
+}
+
+/* Appends f to the ring, with flight_lock held, starting the waiter with the first entry; false
+ * when the ring is full or no thread could be started (f is then the caller's still). */
+static bool push_flight(ocl_device *dev, ocl_flight f) {
+    if (dev->n_flight == OCL_FLIGHT_RING) return false;
+    if (!dev->waiter) {
+        pthread_attr_t attr;
+        pthread_t th;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int err = pthread_create(&th, &attr, waiter_main, dev);
+        pthread_attr_destroy(&attr);
+        if (err) return false;
+        dev->waiter = true;
+    }
+    dev->flight[(dev->head + dev->n_flight) % OCL_FLIGHT_RING] = f;
+    dev->n_flight++;
+    if (!f.done) {
+        atomic_fetch_add(&dev->ops, 1);
+        atomic_fetch_add(&dev->bytes, f.bytes);
+    }
+    pthread_cond_signal(&dev->work);
+    return true;
+}
+
+static bool over_bound(ocl_device *dev) {
+    int ops = atomic_load(&dev->ops);
+    /* one op larger than the byte bound runs alone */
+    return ops > OCL_FLIGHT_OPS || (ops > 1 && atomic_load(&dev->bytes) > OCL_FLIGHT_BYTES);
+}
+
+cx_code ocl_track(ocl_device *dev, size_t bytes, cx_status *st) {
+    cl_event ev;
+    cl_int err = clEnqueueMarkerWithWaitList(dev->queue, 0, NULL, &ev);
+    if (err != CL_SUCCESS) return ocl_fail(st, err, "clEnqueueMarkerWithWaitList");
+    clFlush(dev->queue);
+    pthread_mutex_lock(&dev->flight_lock);
+    bool pushed = push_flight(dev, (ocl_flight){ev, bytes, NULL, NULL});
+    while (pushed && over_bound(dev)) pthread_cond_wait(&dev->room, &dev->flight_lock);
+    pthread_mutex_unlock(&dev->flight_lock);
+    if (!pushed) {
+        /* no room to track it: the op is waited for here */
+        clWaitForEvents(1, &ev);
+        clReleaseEvent(ev);
+    }
+    return CX_OK;
+}
+
+static cx_code ocl_download_async(void *ctx, void *dst, const void *src, size_t bytes,
+                                  cx_download_done done, void *done_ctx, cx_status *st) {
+    ocl_device *dev = ctx;
+    pthread_mutex_lock(&dev->flight_lock);
+    bool room = dev->n_flight < OCL_FLIGHT_RING;
+    pthread_mutex_unlock(&dev->flight_lock);
+    if (!room || !bytes) return CX_EUNSUPPORTED;
+    cl_event ev;
+    cl_int err =
+        clEnqueueReadBuffer(dev->queue, (cl_mem)src, CL_FALSE, 0, bytes, dst, 0, NULL, &ev);
+    if (err != CL_SUCCESS) return ocl_fail(st, err, "clEnqueueReadBuffer");
+    clFlush(dev->queue);
+    pthread_mutex_lock(&dev->flight_lock);
+    bool pushed = push_flight(dev, (ocl_flight){ev, 0, done, done_ctx});
+    pthread_mutex_unlock(&dev->flight_lock);
+    if (pushed) return CX_OK;
+    /* the read is under way and done must not run on this thread: it ends here, and the
+     * caller downloads again synchronously */
+    clWaitForEvents(1, &ev);
+    clReleaseEvent(ev);
+    return CX_EUNSUPPORTED;
+}
+
+static bool ocl_may_block(void *ctx, cx_op_id op, const cx_desc *in, int n_in,
+                          const cx_params *ps) {
+    ocl_device *dev = ctx;
+    /* the first use loads the platform (LLVM and clang, for PoCL) and builds the kernels */
+    if (!atomic_load_explicit(&dev->started, memory_order_acquire) ||
+        !atomic_load_explicit(&dev->built, memory_order_acquire))
+        return true;
+    /* a transfer waits on the queue's thread, which may be busy, or asleep when nothing is
+     * queued (a blocking write of 8 bytes held a scheduler for 4 ms so) */
+    if (op == CX_OP_COUNT) return true;
+    /* and so does an op that reads its indices back to check them */
+    if (op == CX_OP_TAKE || op == CX_OP_GATHER) return true;
+    int ops = atomic_load(&dev->ops);
+    if (ops >= OCL_FLIGHT_OPS || atomic_load(&dev->bytes) >= OCL_FLIGHT_BYTES) return true;
+    return ocl_needs_build(dev, op, in, n_in, ps);
+}
+
 /* Blocking: it also waits for the kernels that wrote the buffer. */
 static cx_code ocl_download(void *ctx, void *dst, const void *src, size_t bytes, cx_status *st) {
     ocl_device *dev = ctx;
@@ -313,6 +460,7 @@ static cx_code build_program(ocl_device *dev, cx_status *st) {
         return cx_fail(st, CX_EDEVICE, "%s", dev->build_error);
     }
     dev->program = p;
+    atomic_store_explicit(&dev->built, true, memory_order_release);
     return CX_OK;
 }
 
@@ -355,7 +503,13 @@ static bool driver_refine(void *ctx, cx_op_id op, const cx_desc *in, int n_in, c
 
 static cx_code driver_execute(void *ctx, cx_op_id op, const cx_tensor *const *in, int n_in,
                               const cx_params *ps, cx_tensor *out, cx_status *st) {
-    return ocl_execute(ctx, op, in, n_in, ps, out, st);
+    if (ocl_execute(ctx, op, in, n_in, ps, out, st) != CX_OK) return st->code;
+    if (!out->numel) return CX_OK;
+    /* what the op keeps alive until it has run: its result and its inputs (a dropped input
+     * lives on in the queue too) */
+    size_t bytes = out->nbytes;
+    for (int k = 0; k < n_in; k++) bytes += in[k]->nbytes;
+    return ocl_track(ctx, bytes, st);
 }
 
 static const cx_driver opencl_driver = {
@@ -372,9 +526,8 @@ static const cx_driver opencl_driver = {
     .capability = driver_capability,
     .refine = driver_refine,
     .execute = driver_execute,
-    /* synchronous for now (a dirty scheduler above 1 MiB); clEnqueueReadBuffer with an event
-     * callback would make it asynchronous */
-    .download_async = NULL,
+    .download_async = ocl_download_async,
+    .may_block = ocl_may_block,
 };
 
 __attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {

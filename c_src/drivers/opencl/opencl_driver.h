@@ -26,9 +26,27 @@
 #define OCL_MAX_KERNELS 1024
 /* Fused chains (core/fused.h) built per device, each its own program; the oldest is replaced. */
 #define OCL_MAX_FUSED 64
+/* Work in flight on a device (opencl_driver.c: ocl_track): at most OCL_FLIGHT_OPS ops, and ops
+ * whose results and inputs hold at most OCL_FLIGHT_BYTES between them (one larger op alone),
+ * queued and not yet done; a producer beyond either waits. The ring holds the ops and the
+ * asynchronous downloads, which never wait for room (OCL_FLIGHT_RING leaves them that much). */
+#define OCL_FLIGHT_OPS   64
+#define OCL_FLIGHT_BYTES ((size_t)64 << 20)
+#define OCL_FLIGHT_RING  1024
+/* A queue that drains after OCL_TRIM_BYTES of results or more gives their memory back */
+#define OCL_TRIM_BYTES ((size_t)64 << 20)
 
+/* One entry of the ring: an op's marker (done NULL) or a download's read. */
 typedef struct {
-    char key[160]; /* the chain's code and which inputs are numbers */
+    cl_event event;
+    size_t bytes;          /* an op's result and input bytes */
+    cx_download_done done; /* a download's, with its ctx */
+    void *ctx;
+} ocl_flight;
+
+#define OCL_FUSED_KEY 160
+typedef struct {
+    char key[OCL_FUSED_KEY]; /* the chain's code and which inputs are numbers */
     cl_program program;
     cl_kernel kernel;
 } ocl_fused_slot;
@@ -45,6 +63,7 @@ typedef struct {
     /* platform, device, context and queue are set when the device starts, at its first
      * allocation (ocl_start), after which `started` is true; a failure to start is kept */
     _Atomic bool started;
+    _Atomic bool built; /* the program is built */
     char start_error[256];
     cl_platform_id platform;
     cl_device_id device;
@@ -60,6 +79,18 @@ typedef struct {
     ocl_kernel_slot kernels[OCL_MAX_KERNELS];
     int n_fused; /* fused programs built so far (slot n_fused % OCL_MAX_FUSED is next) */
     ocl_fused_slot fused[OCL_MAX_FUSED];
+    /* Work in flight, oldest first from `head`, under flight_lock: the waiter thread (started
+     * with the first entry) waits for the oldest event and drops it, signalling `room`; `work`
+     * wakes the waiter. ops and bytes count the ops among the entries and their bytes (read
+     * without the lock by may_block). */
+    pthread_mutex_t flight_lock;
+    pthread_cond_t room, work;
+    bool waiter;
+    int head, n_flight;
+    ocl_flight flight[OCL_FLIGHT_RING];
+    _Atomic int ops;
+    _Atomic size_t bytes;
+    size_t drained_bytes; /* ops' bytes done since the queue last drained to nothing */
 } ocl_device;
 
 /* ---- kernel argument structs: the same layout as the typedefs in the OpenCL source ---- */
@@ -141,6 +172,13 @@ cl_kernel ocl_kernel(ocl_device *dev, const char *name, cx_status *st);
 /* The options every program is built with (correctly rounded division and sqrt where the
  * device has them, as the cpu driver computes). */
 const char *ocl_build_options(ocl_device *dev);
+/* Records the op just enqueued (a marker after its commands) with the bytes it keeps alive,
+ * then waits while the device has more in flight than OCL_FLIGHT_OPS or OCL_FLIGHT_BYTES. Call
+ * without dev->lock. */
+cx_code ocl_track(ocl_device *dev, size_t bytes, cx_status *st);
+/* Whether running `op` on inputs `in` needs a fused chain not built yet (opencl_ops.c). */
+bool ocl_needs_build(ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
+                     const cx_params *ps);
 /* Reports an OpenCL error code as a CX_EDEVICE status. */
 cx_code ocl_fail(cx_status *st, cl_int err, const char *what);
 

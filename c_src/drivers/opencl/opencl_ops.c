@@ -904,24 +904,54 @@ done:
 
 /* ---- fused chains ------------------------------------------------------------------------- */
 
+/* The name a chain's kernel is kept under (its code, which inputs are numbers, whether it sums);
+ * false when it does not fit. */
+static bool fused_key(const cx_fused_code *c, int n_in, const bool *wide, bool reduce,
+                      char key[OCL_FUSED_KEY]) {
+    int len = snprintf(key, OCL_FUSED_KEY, "%s%d:", reduce ? "sum:" : "", n_in);
+    for (int k = 0; k < n_in && len < OCL_FUSED_KEY; k++)
+        len += snprintf(key + len, OCL_FUSED_KEY - (size_t)len, "%c", wide[k] ? 'w' : 'n');
+    for (int k = 0; k < c->n && len < OCL_FUSED_KEY; k++)
+        len += snprintf(key + len, OCL_FUSED_KEY - (size_t)len, ";%d,%d,%d", (int)c->op[k], c->a[k],
+                        c->b[k]);
+    return len < OCL_FUSED_KEY;
+}
+
+static cl_kernel built_fused(ocl_device *dev, const char *key) {
+    for (int k = 0; k < OCL_MAX_FUSED; k++)
+        if (dev->fused[k].kernel && strcmp(dev->fused[k].key, key) == 0)
+            return dev->fused[k].kernel;
+    return NULL;
+}
+
+bool ocl_needs_build(ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
+                     const cx_params *ps) {
+    if (op != CX_OP_FUSED) return false;
+    cx_fused_code c;
+    cx_status st = {CX_OK, ""};
+    bool wide[CX_FUSED_MAX_INPUTS];
+    char key[OCL_FUSED_KEY];
+    if (n_in > CX_FUSED_MAX_INPUTS || cx_fused_decode(ps, n_in, &c, &st) != CX_OK) return false;
+    for (int k = 0; k < n_in; k++) wide[k] = in[k].rank > 0;
+    if (!fused_key(&c, n_in, wide, ps->p[CX_P_REDUCE].i[0] != 0, key)) return false;
+    /* held: a build (or a launch) is under way, which execute would wait for too */
+    if (pthread_mutex_trylock(&dev->lock) != 0) return true;
+    bool missing = built_fused(dev, key) == NULL;
+    pthread_mutex_unlock(&dev->lock);
+    return missing;
+}
+
 /* The chain's kernel, built on first use from its own source (ocl_fused_source) and kept;
  * called with the device's lock held. */
 static cl_kernel fused_kernel(ocl_device *dev, const cx_fused_code *c, int n_in, const bool *wide,
                               bool reduce, cx_status *st) {
-    char key[160];
-    int len = snprintf(key, sizeof key, "%s%d:", reduce ? "sum:" : "", n_in);
-    for (int k = 0; k < n_in && len < (int)sizeof key; k++)
-        len += snprintf(key + len, sizeof key - (size_t)len, "%c", wide[k] ? 'w' : 'n');
-    for (int k = 0; k < c->n && len < (int)sizeof key; k++)
-        len += snprintf(key + len, sizeof key - (size_t)len, ";%d,%d,%d", (int)c->op[k], c->a[k],
-                        c->b[k]);
-    if (len >= (int)sizeof key) {
+    char key[OCL_FUSED_KEY];
+    if (!fused_key(c, n_in, wide, reduce, key)) {
         cx_fail(st, CX_EINVAL, "opencl: fused chain too long to name");
         return NULL;
     }
-    for (int k = 0; k < OCL_MAX_FUSED; k++)
-        if (dev->fused[k].kernel && strcmp(dev->fused[k].key, key) == 0)
-            return dev->fused[k].kernel;
+    cl_kernel built = built_fused(dev, key);
+    if (built) return built;
     char *src = ocl_fused_source(c, n_in, wide, reduce);
     if (!src) {
         cx_fail(st, CX_ENOMEM, "opencl: no source for the fused chain");
