@@ -243,6 +243,20 @@ defmodule Cascade.ONNXTest do
     assert {:error, "the file is not an ONNX model: the model has no graph"} = ONNX.load(<<>>)
     assert {:error, "cannot read /nonexistent.onnx: " <> _} = ONNX.load("/nonexistent.onnx")
   end
+
+  test "a bad option raises ArgumentError naming it" do
+    assert_raise ArgumentError, ~r/unknown option :devcie, expected :device/, fn ->
+      ONNX.load(<<>>, devcie: :cpu)
+    end
+
+    assert_raise ArgumentError, ~r/unknown device :nowhere/, fn ->
+      ONNX.load(<<>>, device: :nowhere)
+    end
+
+    assert_raise ArgumentError, ~r/expected options as a keyword list, got: \[:cpu\]/, fn ->
+      ONNX.load(<<>>, [:cpu])
+    end
+  end
 end
 
 defmodule Cascade.ONNXExplainTest do

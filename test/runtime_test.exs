@@ -503,6 +503,65 @@ defmodule CascadeRuntimeTest do
       # 64 MB in flight, the garbage collector's interval of live results, the allocator's slack
       assert growth_mb < 256, "RSS grew by #{growth_mb} MB during the burst"
     end
+
+    # Cascade.Compiler's programs and loops on opencl (the natives it calls), each turn of the
+    # loop reading its condition back from the device: on a dirty scheduler, never a normal one
+    test "compiled programs and a 2,000-turn loop on opencl hold no normal scheduler" do
+      op = fn name -> Enum.find_value(Cascade.__ops__(), &(&1.name == name && &1.id)) end
+      dev = Cascade.Device.id!(:opencl)
+      state = [{:f32, {1024}}, {:s32, {}}]
+      on = &Cascade.transfer(&1, :opencl)
+      limit = on.(Cascade.tensor(2_000, type: :s32))
+      one = on.(Cascade.tensor(1, type: :s32))
+      half = on.(Cascade.tensor(0.5, type: :f32))
+      native = Cascade.Native
+      cond = native.program_new(dev, state, [limit.ref], [{op.(:less), [1, 2], %{}}], [3], [])
+
+      body =
+        native.program_new(
+          dev,
+          state,
+          [one.ref, half.ref],
+          [{op.(:multiply), [0, 3], %{}}, {op.(:add), [1, 2], %{}}],
+          [4, 5],
+          []
+        )
+
+      x = on.(Cascade.ones({1024}))
+      i = on.(Cascade.tensor(0, type: :s32))
+      big = on.(Cascade.iota({1_048_576}, type: :f32))
+
+      watched =
+        watch_normal_schedulers(fn ->
+          # large work queued ahead of the loop
+          for _ <- 1..20, do: Cascade.exp(big)
+          # as Cascade.Compiler calls them: a collection asked for between slices of turns
+          loop = fn loop, refs ->
+            case native.program_loop(cond, 0, body, [0, 1], refs) do
+              list when is_list(list) -> list
+              {:cascade_gc, list} -> list
+              {:cascade_loop, refs} -> :erlang.garbage_collect() && loop.(loop, refs)
+            end
+          end
+
+          [x2, i2] = loop.(loop, [x.ref, i.ref])
+          run = fn -> native.program_run(body, [x2, i2]) end
+
+          [y, _] =
+            case run.() do
+              list when is_list(list) -> Cascade.Op.tensors(list)
+              other -> Cascade.Op.after_run(other, run)
+            end
+
+          {Cascade.to_list(%{i | ref: i2}), y |> Cascade.to_list() |> Enum.take(2)}
+        end)
+
+      assert watched.result == {2_000, [0.0, 0.0]}
+
+      assert watched.holds == [],
+             "#{length(watched.holds)} calls held a normal scheduler for #{@hold_ms} ms " <>
+               "or more:\n" <> describe_calls(watched.holds)
+    end
   end
 
   describe "code reloading" do

@@ -767,9 +767,10 @@ failed:
     return answered;
 }
 
-/* to_binary(ref, limit_bytes | nil, tag): asynchronous where the driver can, else synchronous,
- * on a dirty scheduler above nw_dirty_bytes(). */
-static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+/* to_binary on a device whose calls may wait (driver.h: may_block), from a dirty I/O scheduler:
+ * asynchronous where the driver can, else synchronous. */
+static ERL_NIF_TERM to_binary_io(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
     cx_tensor *t;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
@@ -779,9 +780,28 @@ static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     if (bytes > 0 && cx_tensor_downloads_async(t) &&
         start_download(env, t, bytes, NULL, argv[2], &res))
         return res;
-    if (bytes > nw_dirty_bytes() || cx_device_may_block(t->device))
-        return enif_schedule_nif(env, "to_binary_dirty", dirty_kind(t->device), to_binary_dirty,
+    return to_binary_run(env, argv);
+}
+
+/* to_binary(ref, limit_bytes | nil, tag): asynchronous where the driver can, else synchronous,
+ * on a dirty scheduler above nw_dirty_bytes(); on a device whose calls may wait, all of it on a
+ * dirty I/O scheduler. */
+static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    cx_tensor *t;
+    value_view room;
+    if (!get_tensor(env, argv[0], &t, &room))
+        return raise_arg(env, "expected a Cascade tensor reference");
+    if (cx_device_may_block(t->device))
+        return enif_schedule_nif(env, "to_binary_io", ERL_NIF_DIRTY_JOB_IO_BOUND, to_binary_io,
                                  argc, argv);
+    size_t bytes = download_bytes(env, t, argv[1]);
+    ERL_NIF_TERM res;
+    if (bytes > 0 && cx_tensor_downloads_async(t) &&
+        start_download(env, t, bytes, NULL, argv[2], &res))
+        return res;
+    if (bytes > nw_dirty_bytes())
+        return enif_schedule_nif(env, "to_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                 to_binary_dirty, argc, argv);
     return to_binary_run(env, argv);
 }
 
@@ -1033,10 +1053,9 @@ static ERL_NIF_TERM transfer_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return transfer_run(env, argv);
 }
 
-/* transfer(ref, device_id, tag): from a device that downloads asynchronously to one with host
- * memory, the bytes land in the new tensor's buffer as a download's would (:cascade_async, then
- * the reply); otherwise synchronously, on a dirty scheduler above nw_dirty_bytes(). */
-static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+/* transfer's work: asynchronous where it can, else synchronous, on a dirty scheduler above
+ * nw_dirty_bytes() unless it runs on one already (`dirty`). */
+static ERL_NIF_TERM transfer_call(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[], bool dirty) {
     cx_tensor *t;
     int id;
     cx_device *to;
@@ -1057,11 +1076,29 @@ static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         ERL_NIF_TERM res;
         if (start_download(env, t, t->nbytes, out, argv[2], &res)) return res;
     }
-    if (t->nbytes > nw_dirty_bytes() || cx_device_may_block(t->device) || cx_device_may_block(to))
-        return enif_schedule_nif(env, "transfer_dirty",
-                                 dirty_kind(cx_device_queues(t->device) ? t->device : to),
-                                 transfer_dirty, argc, argv);
+    if (!dirty && t->nbytes > nw_dirty_bytes())
+        return enif_schedule_nif(env, "transfer_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, transfer_dirty,
+                                 argc, argv);
     return transfer_run(env, argv);
+}
+
+static ERL_NIF_TERM transfer_io(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    return transfer_call(env, argc, argv, true);
+}
+
+/* transfer(ref, device_id, tag): from a device that downloads asynchronously to one with host
+ * memory, the bytes land in the new tensor's buffer as a download's would (:cascade_async, then
+ * the reply); otherwise synchronously. From or to a device whose calls may wait, on a dirty I/O
+ * scheduler. */
+static ERL_NIF_TERM transfer_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    cx_tensor *t;
+    int id;
+    value_view room;
+    if (get_tensor(env, argv[0], &t, &room) && enif_get_int(env, argv[1], &id) &&
+        (cx_device_may_block(t->device) || cx_device_may_block(cx_device_get(id))))
+        return enif_schedule_nif(env, "transfer_io", ERL_NIF_DIRTY_JOB_IO_BOUND, transfer_io, argc,
+                                 argv);
+    return transfer_call(env, argc, argv, false);
 }
 
 /* The op names in id order: lets Elixir check that its compiled table matches the library. */

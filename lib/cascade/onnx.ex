@@ -53,6 +53,14 @@ defmodule Cascade.ONNX do
             "Cascade.ONNX.load/2: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
     end
 
+    for {key, _} <- opts, key != :device do
+      raise ArgumentError,
+            "Cascade.ONNX.load/2: unknown option #{inspect(key)}, expected :device"
+    end
+
+    # a device that does not exist is refused by name before the file is read
+    if device = opts[:device], do: Cascade.Device.id!(device)
+
     with {:ok, bin} <- read(path_or_binary),
          {:ok, m} <- decode(bin),
          :ok <- check_opset(m.opset),

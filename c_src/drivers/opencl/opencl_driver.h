@@ -33,7 +33,8 @@
 #define OCL_FLIGHT_OPS   64
 #define OCL_FLIGHT_BYTES ((size_t)64 << 20)
 #define OCL_FLIGHT_RING  1024
-/* A queue that drains after OCL_TRIM_BYTES of results or more gives their memory back */
+/* The waiter gives memory back to the system (malloc_trim) when the queue is idle and buffers of
+ * OCL_TRIM_BYTES or more were released since it last did */
 #define OCL_TRIM_BYTES ((size_t)64 << 20)
 
 /* One entry of the ring: an op's marker (done NULL) or a download's read. */
@@ -63,7 +64,6 @@ typedef struct {
     /* platform, device, context and queue are set when the device starts, at its first
      * allocation (ocl_start), after which `started` is true; a failure to start is kept */
     _Atomic bool started;
-    _Atomic bool built; /* the program is built */
     char start_error[256];
     cl_platform_id platform;
     cl_device_id device;
@@ -80,9 +80,9 @@ typedef struct {
     int n_fused; /* fused programs built so far (slot n_fused % OCL_MAX_FUSED is next) */
     ocl_fused_slot fused[OCL_MAX_FUSED];
     /* Work in flight, oldest first from `head`, under flight_lock: the waiter thread (started
-     * with the first entry) waits for the oldest event and drops it, signalling `room`; `work`
-     * wakes the waiter. ops and bytes count the ops among the entries and their bytes (read
-     * without the lock by may_block). */
+     * with the first entry or release) waits for the oldest event and drops it, signalling
+     * `room`; `work` wakes the waiter. ops and bytes count the ops among the entries and the
+     * bytes they keep alive. */
     pthread_mutex_t flight_lock;
     pthread_cond_t room, work;
     bool waiter;
@@ -90,7 +90,10 @@ typedef struct {
     ocl_flight flight[OCL_FLIGHT_RING];
     _Atomic int ops;
     _Atomic size_t bytes;
-    size_t drained_bytes; /* ops' bytes done since the queue last drained to nothing */
+    /* buffers released, for the waiter to release to OpenCL (under flight_lock) */
+    cl_mem *releases;
+    int n_releases, cap_releases;
+    size_t released_bytes; /* since the last malloc_trim */
 } ocl_device;
 
 /* ---- kernel argument structs: the same layout as the typedefs in the OpenCL source ---- */
@@ -176,9 +179,6 @@ const char *ocl_build_options(ocl_device *dev);
  * then waits while the device has more in flight than OCL_FLIGHT_OPS or OCL_FLIGHT_BYTES. Call
  * without dev->lock. */
 cx_code ocl_track(ocl_device *dev, size_t bytes, cx_status *st);
-/* Whether running `op` on inputs `in` needs a fused chain not built yet (opencl_ops.c). */
-bool ocl_needs_build(ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
-                     const cx_params *ps);
 /* Reports an OpenCL error code as a CX_EDEVICE status. */
 cx_code ocl_fail(cx_status *st, cl_int err, const char *what);
 

@@ -924,23 +924,6 @@ static cl_kernel built_fused(ocl_device *dev, const char *key) {
     return NULL;
 }
 
-bool ocl_needs_build(ocl_device *dev, cx_op_id op, const cx_desc *in, int n_in,
-                     const cx_params *ps) {
-    if (op != CX_OP_FUSED) return false;
-    cx_fused_code c;
-    cx_status st = {CX_OK, ""};
-    bool wide[CX_FUSED_MAX_INPUTS];
-    char key[OCL_FUSED_KEY];
-    if (n_in > CX_FUSED_MAX_INPUTS || cx_fused_decode(ps, n_in, &c, &st) != CX_OK) return false;
-    for (int k = 0; k < n_in; k++) wide[k] = in[k].rank > 0;
-    if (!fused_key(&c, n_in, wide, ps->p[CX_P_REDUCE].i[0] != 0, key)) return false;
-    /* held: a build (or a launch) is under way, which execute would wait for too */
-    if (pthread_mutex_trylock(&dev->lock) != 0) return true;
-    bool missing = built_fused(dev, key) == NULL;
-    pthread_mutex_unlock(&dev->lock);
-    return missing;
-}
-
 /* The chain's kernel, built on first use from its own source (ocl_fused_source) and kept;
  * called with the device's lock held. */
 static cl_kernel fused_kernel(ocl_device *dev, const cx_fused_code *c, int n_in, const bool *wide,
