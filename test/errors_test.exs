@@ -1621,4 +1621,29 @@ defmodule CascadeErrorsTest do
       assert failures == [], "unexpected outcomes:\n" <> report(failures)
     end
   end
+
+  describe "config :cascade" do
+    test "each key Cascade reads is checked, a bad value named with what it takes" do
+      check = &Cascade.Application.check_config!/1
+      assert check.(Application.get_all_env(:cascade)) == :ok
+      assert check.(some_other_library_key: :anything) == :ok
+
+      for {key, value, expected} <- [
+            {:fallback, :maybe, ":allow, :warn or :error"},
+            {:reproducible, "yes", "true or false"},
+            {:malloc_tuning, 1, "true or false"},
+            {:gc_interval, 0, "a positive number of bytes"},
+            {:download_timeout, -5, "a number of milliseconds"},
+            {:drivers, [:opencl, "blas"], "a list of driver names"},
+            {:drivers, :cpu, "a list of driver names"},
+            {:default_device, "cpu", "a device such as :host"}
+          ] do
+        message = Regex.escape("config :cascade, #{key}: expected #{expected}")
+
+        assert_raise ArgumentError, ~r/^#{message}.*got: #{Regex.escape(inspect(value))}$/, fn ->
+          check.([{key, value}])
+        end
+      end
+    end
+  end
 end
