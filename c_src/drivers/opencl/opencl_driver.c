@@ -293,6 +293,17 @@ static cx_code ocl_upload(void *ctx, void *dst, const void *src, size_t bytes, c
 /* Starts the waiter, with flight_lock held; false when no thread could be started. */
 static bool ensure_waiter(ocl_device *dev);
 
+/* With flight_lock held: once the device is idle after OCL_TRIM_BYTES of released buffers, their
+ * memory, which the implementation frees in pieces below malloc's mmap threshold, goes back to
+ * the system (glibc gives back only the top of a heap by itself). */
+static void trim_when_idle(ocl_device *dev) {
+    if (dev->n_flight || dev->n_releases || dev->released_bytes < OCL_TRIM_BYTES) return;
+    dev->released_bytes = 0;
+    pthread_mutex_unlock(&dev->flight_lock);
+    malloc_trim(0);
+    pthread_mutex_lock(&dev->flight_lock);
+}
+
 static void *waiter_main(void *arg) {
     ocl_device *dev = arg;
     pthread_mutex_lock(&dev->flight_lock);
@@ -315,17 +326,7 @@ static void *waiter_main(void *arg) {
             free(take);
             pthread_mutex_lock(&dev->flight_lock);
             dev->released_bytes += bytes;
-            if (dev->n_flight == 0 && dev->n_releases == 0 &&
-                dev->released_bytes >= OCL_TRIM_BYTES) {
-                /* a burst is over: the memory of the buffers released since the last time,
-                 * which the implementation frees in pieces below malloc's mmap threshold, goes
-                 * back to the system (glibc gives back only the top of a heap on its own: 1,000
-                 * dropped 4 MB results kept 61 MB) */
-                dev->released_bytes = 0;
-                pthread_mutex_unlock(&dev->flight_lock);
-                malloc_trim(0);
-                pthread_mutex_lock(&dev->flight_lock);
-            }
+            trim_when_idle(dev);
             continue;
         }
         /* producers only append: the oldest entry stays put while the lock is released */
@@ -353,6 +354,7 @@ static void *waiter_main(void *arg) {
             atomic_fetch_sub(&dev->bytes, f.bytes);
         }
         pthread_cond_broadcast(&dev->room);
+        trim_when_idle(dev);
     }
     return NULL;
 }
