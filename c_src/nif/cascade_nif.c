@@ -767,10 +767,10 @@ failed:
     return answered;
 }
 
-/* to_binary on a device whose calls may wait (driver.h: may_block), from a dirty I/O scheduler:
- * asynchronous where the driver can, else synchronous. */
-static ERL_NIF_TERM to_binary_io(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-    (void)argc;
+/* to_binary's work: asynchronous where the driver can, else synchronous, on a dirty scheduler
+ * above nw_dirty_bytes() unless it runs on one already (`dirty`). */
+static ERL_NIF_TERM to_binary_call(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[],
+                                   bool dirty) {
     cx_tensor *t;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
@@ -780,29 +780,25 @@ static ERL_NIF_TERM to_binary_io(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     if (bytes > 0 && cx_tensor_downloads_async(t) &&
         start_download(env, t, bytes, NULL, argv[2], &res))
         return res;
-    return to_binary_run(env, argv);
-}
-
-/* to_binary(ref, limit_bytes | nil, tag): asynchronous where the driver can, else synchronous,
- * on a dirty scheduler above nw_dirty_bytes(); on a device whose calls may wait, all of it on a
- * dirty I/O scheduler. */
-static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-    cx_tensor *t;
-    value_view room;
-    if (!get_tensor(env, argv[0], &t, &room))
-        return raise_arg(env, "expected a Cascade tensor reference");
-    if (cx_device_may_block(t->device))
-        return enif_schedule_nif(env, "to_binary_io", ERL_NIF_DIRTY_JOB_IO_BOUND, to_binary_io,
-                                 argc, argv);
-    size_t bytes = download_bytes(env, t, argv[1]);
-    ERL_NIF_TERM res;
-    if (bytes > 0 && cx_tensor_downloads_async(t) &&
-        start_download(env, t, bytes, NULL, argv[2], &res))
-        return res;
-    if (bytes > nw_dirty_bytes())
+    if (!dirty && bytes > nw_dirty_bytes())
         return enif_schedule_nif(env, "to_binary_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND,
                                  to_binary_dirty, argc, argv);
     return to_binary_run(env, argv);
+}
+
+static ERL_NIF_TERM to_binary_io(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    return to_binary_call(env, argc, argv, true);
+}
+
+/* to_binary(ref, limit_bytes | nil, tag): asynchronous where the driver can, else synchronous;
+ * on a device whose calls may wait (driver.h: may_block), all of it on a dirty I/O scheduler. */
+static ERL_NIF_TERM to_binary_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    cx_tensor *t;
+    value_view room;
+    if (get_tensor(env, argv[0], &t, &room) && cx_device_may_block(t->device))
+        return enif_schedule_nif(env, "to_binary_io", ERL_NIF_DIRTY_JOB_IO_BOUND, to_binary_io,
+                                 argc, argv);
+    return to_binary_call(env, argc, argv, false);
 }
 
 /* {started, completed, undelivered} asynchronous downloads since the library loaded */
