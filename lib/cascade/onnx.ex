@@ -23,7 +23,7 @@ defmodule Cascade.ONNX do
   complex) is an error naming it.
   """
 
-  alias Cascade.ONNX.{Control, Ops, Proto}
+  alias Cascade.ONNX.{Check, Control, Ops, Proto}
 
   defstruct [:graph, :opset, :device, :initializers, :ir_version, :producer, :inputs, :outputs]
 
@@ -35,8 +35,13 @@ defmodule Cascade.ONNX do
   end
 
   @doc """
-  Loads a model from a path or from the bytes of an `.onnx` file: `{:ok, model}` or
-  `{:error, message}`.
+  Loads a model from a path (a string or a charlist) or from the bytes of an `.onnx` file:
+  `{:ok, model}` or `{:error, message}`. A string is a path when it ends in `.onnx` or names a
+  file.
+
+  The graph is checked before anything runs: its operators, the kinds of their attributes, and
+  its wiring (each node input is computed before it, each value assigned once). Decoding takes
+  at most 1.5 times the file's size plus 24 MB: a file of many tiny fields is an error.
 
   Options: `device:` (default: the default device) where the initializers are uploaded and
   every node runs.
@@ -47,7 +52,25 @@ defmodule Cascade.ONNX do
   @spec load(Path.t() | binary, keyword) :: {:ok, t} | {:error, String.t()}
   def load(path_or_binary, opts \\ [])
 
-  def load(path_or_binary, opts) when is_binary(path_or_binary) and is_list(opts) do
+  def load(path_or_binary, opts) when is_binary(path_or_binary) and is_list(opts),
+    do: load_source(path_or_binary, opts)
+
+  # a path as a charlist
+  def load([_ | _] = path, opts) when is_list(opts) do
+    if :io_lib.printable_unicode_list(path),
+      do: load_source({:path, List.to_string(path)}, opts),
+      else: bad_load!(path, opts)
+  end
+
+  def load(path_or_binary, opts), do: bad_load!(path_or_binary, opts)
+
+  defp bad_load!(path_or_binary, opts) do
+    raise ArgumentError,
+          "Cascade.ONNX.load/2: expected a path or the bytes of an .onnx file and a keyword " <>
+            "list, got: #{inspect(path_or_binary, limit: 5)} and #{inspect(opts, limit: 5)}"
+  end
+
+  defp load_source(source, opts) do
     unless Keyword.keyword?(opts) do
       raise ArgumentError,
             "Cascade.ONNX.load/2: expected options as a keyword list, got: #{inspect(opts, limit: 5)}"
@@ -61,10 +84,15 @@ defmodule Cascade.ONNX do
     # a device that does not exist is refused by name before the file is read
     if device = opts[:device], do: Cascade.Device.id!(device)
 
-    with {:ok, bin} <- read(path_or_binary),
+    # an attribute's string is the file's bytes as they are: a message naming it stays UTF-8
+    with {:error, message} <- load_checked(source, opts),
+         do: {:error, Proto.utf8(message)}
+  end
+
+  defp load_checked(source, opts) do
+    with {:ok, bin} <- read(source),
          {:ok, m} <- decode(bin),
-         :ok <- check_opset(m.opset),
-         :ok <- check_operators(m.graph),
+         :ok <- Check.check(m),
          {:ok, inits} <- initializers(m.graph.initializers, opts[:device]) do
       init_names = MapSet.new(Map.keys(inits))
 
@@ -82,21 +110,19 @@ defmodule Cascade.ONNX do
     end
   end
 
-  def load(path_or_binary, opts) do
-    raise ArgumentError,
-          "Cascade.ONNX.load/2: expected a path or the bytes of an .onnx file and a keyword " <>
-            "list, got: #{inspect(path_or_binary, limit: 5)} and #{inspect(opts, limit: 5)}"
+  # A path: a charlist, or a printable binary that ends in .onnx or names a file; else the bytes
+  defp read({:path, path}) do
+    case File.read(path) do
+      {:ok, data} -> {:ok, data}
+      {:error, reason} -> {:error, "cannot read #{path}: #{:file.format_error(reason)}"}
+    end
   end
 
-  defp read(bin) when is_binary(bin) do
-    if String.ends_with?(bin, ".onnx") and String.printable?(bin) do
-      case File.read(bin) do
-        {:ok, data} -> {:ok, data}
-        {:error, reason} -> {:error, "cannot read #{bin}: #{:file.format_error(reason)}"}
-      end
-    else
-      {:ok, bin}
-    end
+  defp read(bin) do
+    if String.printable?(bin) and
+         (String.ends_with?(bin, ".onnx") or (byte_size(bin) < 4096 and File.regular?(bin))),
+       do: read({:path, bin}),
+       else: {:ok, bin}
   end
 
   defp decode(bin) do
@@ -106,70 +132,7 @@ defmodule Cascade.ONNX do
     end
   end
 
-  defp check_opset(opset) do
-    case Map.get(opset, "", Map.get(opset, "ai.onnx")) do
-      v when is_integer(v) and v > 17 ->
-        {:error, "the model needs opset #{v} of the default domain; Cascade runs opsets up to 17"}
-
-      _ ->
-        :ok
-    end
-  end
-
-  defp check_operators(graph) do
-    check_nodes(graph)
-  rescue
-    # an attribute of an unexpected kind (an int where a list belongs...) in a malformed file
-    e -> {:error, "the model is malformed: " <> Exception.message(e)}
-  end
-
-  # A body graph (If, Loop, Scan) is checked with the ranks its enclosing graphs know.
-  defp check_nodes(graph, outer \\ %{}) do
-    # the ranks known before running: the graph's declared inputs and its initializers
-    ranks =
-      outer
-      |> Map.merge(
-        for(
-          %{name: n, type: %{shape: s}} when is_list(s) <- graph.inputs,
-          into: %{},
-          do: {n, length(s)}
-        )
-      )
-      |> Map.merge(for(t <- graph.initializers, into: %{}, do: {t.name, length(t.dims)}))
-
-    graph.nodes
-    |> Enum.with_index()
-    |> Enum.find_value(:ok, fn {node, i} ->
-      cond do
-        node.domain not in ["", "ai.onnx"] and
-            not (node.domain == "ai.onnx.preview.training" and
-                     node.op_type in ["Adagrad", "Adam", "Momentum"]) ->
-          {:error,
-           "#{describe(node, i)}: operator #{node.op_type} of domain #{node.domain} " <>
-             "is not supported"}
-
-        node.op_type in Control.names() ->
-          Enum.find_value(Control.bodies(node), fn {name, body} ->
-            case check_nodes(body, ranks) do
-              :ok -> nil
-              {:error, why} -> {:error, "#{describe(node, i)} (#{node.op_type}) #{name}, #{why}"}
-            end
-          end)
-
-        not Ops.supported?(node.op_type) ->
-          {:error, "#{describe(node, i)}: operator #{node.op_type} is not supported"}
-
-        why = Ops.unsupported(node, ranks) ->
-          {:error, "#{describe(node, i)}: #{node.op_type} with #{why} is not supported"}
-
-        true ->
-          nil
-      end
-    end)
-  end
-
-  defp describe(node, i),
-    do: "node #{i}" <> if(node.name != "", do: " (#{inspect(node.name)})", else: "")
+  defp describe(node, i), do: Check.describe(node, i)
 
   defp initializers(list, device) do
     Enum.reduce_while(list, {:ok, %{}}, fn t, {:ok, acc} ->
@@ -207,6 +170,9 @@ defmodule Cascade.ONNX do
 
   @doc false
   # A decoded TensorProto as a Cascade tensor.
+  def to_tensor(%{data: :external}, _device),
+    do: {:error, "the data is in an external file, which Cascade does not read"}
+
   def to_tensor(%{data_type: dt, dims: dims, data: data, count: count}, device) do
     case Map.fetch(@types, dt) do
       {:ok, type} ->
@@ -219,7 +185,7 @@ defmodule Cascade.ONNX do
             e in [ArgumentError, Cascade.Error] -> {:error, Exception.message(e)}
           end
         else
-          {:error, "expected #{count} elements of #{type}, got #{data_size(data)} bytes"}
+          {:error, "expected #{count} elements of #{type}, got #{data_size(data)}"}
         end
 
       :error ->
@@ -227,8 +193,9 @@ defmodule Cascade.ONNX do
     end
   end
 
-  defp data_size(data) when is_binary(data), do: byte_size(data)
-  defp data_size(_), do: 0
+  defp data_size(data) when is_binary(data), do: "#{byte_size(data)} bytes"
+  defp data_size({:values, n}), do: "#{n} values"
+  defp data_size(_), do: "no data"
 
   defp device_opt(nil), do: []
   defp device_opt(device), do: [device: device]
@@ -475,9 +442,9 @@ defmodule Cascade.ONNX do
       else: Ops.run(node.op_type, args, node.attributes, ctx)
   rescue
     e in [ArgumentError, Cascade.Error, Error] ->
-      reraise Error,
-              [message: "#{describe(node, i)} (#{node.op_type}): #{Exception.message(e)}"],
-              __STACKTRACE__
+      # an attribute's string is the file's bytes as they are: the message stays UTF-8
+      message = Proto.utf8("#{describe(node, i)} (#{node.op_type}): #{Exception.message(e)}")
+      reraise Error, [message: message], __STACKTRACE__
   end
 
   # The type and the fixed dimensions the graph declares for an input, if any.

@@ -1,69 +1,155 @@
 defmodule Cascade.ONNX.Proto do
   @moduledoc false
-  # A decoder of the protobuf wire format and of the subset of ONNX's schema (onnx.proto3) that
+  # A decoder of the protobuf wire format and of the subset of ONNX's schema (onnx.proto) that
   # running a model needs: ModelProto, GraphProto, NodeProto, AttributeProto, TensorProto,
   # ValueInfoProto and OperatorSetIdProto.
   #
   # Why pure Elixir rather than protobuf-c (Debian) in the NIF: the input is untrusted, and a
   # decoder in Elixir cannot crash the VM whatever the bytes — a malformed, truncated or hostile
   # file is an {:error, reason}; the files are read once per model, so the decoder's speed
-  # (tens of MB/s here) matters little beside the weights' upload; and it needs no generated
-  # code. Every length is checked against what is left, varints are at most ten bytes, nested
-  # messages at most @max_depth deep, and unknown fields are skipped as the format allows.
+  # matters little beside the weights' upload; and it needs no generated code.
+  #
+  # Memory is bounded. Each message is decoded in one pass over its bytes, each field folded into
+  # the message's accumulator as it comes: no list of every field, and unknown fields are skipped
+  # without a term. Weights stay sub-binaries of the file (raw_data, packed floats). What a file
+  # of many tiny fields can still ask for (a node, a list cell per field) is held by running the
+  # decoder in a process whose heap is capped at a multiple of the file's size: past it the
+  # process is killed and the caller gets an error saying so, so a 16 MB file of 8M empty nodes
+  # costs tens of MB, not gigabytes. Every length is checked against what is left, varints are at
+  # most ten bytes, messages nest at most @max_depth deep, strings must be UTF-8.
 
   import Bitwise
 
   @max_depth 64
+  # a tensor's rank; Cascade holds at most 16 dimensions, the rest is refused with a message
+  @max_dims 64
+  # protobuf's own limit on a message
+  @max_file 2_147_483_648
+  # the decoder's heap: @heap_per_byte bytes per byte of the file, plus @heap_base
+  @heap_per_byte 3 / 2
+  @heap_base 24 * 1024 * 1024
 
   defmodule Error do
     @moduledoc false
     defexception [:message]
   end
 
+  @doc "A ModelProto: `{:ok, model}` or `{:error, message}`."
+  def decode_model(bin) when is_binary(bin), do: bounded(bin, &model/1)
+
+  @doc "A TensorProto on its own (the test data's .pb files): `{:ok, tensor}` or `{:error, message}`."
+  def decode_tensor(bin) when is_binary(bin), do: bounded(bin, &msg(&1, :tensor, 0))
+
+  @doc "The heap, in bytes, the decoder may use for a file of `size` bytes."
+  def heap_limit(size), do: round(size * @heap_per_byte) + @heap_base
+
+  # Runs `fun.(bin)` in a process whose heap is capped at heap_limit/1; its result or its
+  # Error's message.
+  defp bounded(bin, _fun) when byte_size(bin) >= @max_file,
+    do: {:error, "the file has #{byte_size(bin)} bytes; protobuf messages hold less than 2 GiB"}
+
+  defp bounded(bin, fun) do
+    limit = heap_limit(byte_size(bin))
+    words = div(limit, :erlang.system_info(:wordsize))
+
+    {pid, ref} =
+      spawn_monitor(fn ->
+        Process.flag(:max_heap_size, %{size: words, kill: true, error_logger: false})
+
+        result =
+          try do
+            {:ok, fun.(bin)}
+          rescue
+            e in Error -> {:error, e.message}
+            # a case the decoder does not foresee is still this file's error, not a crash
+            e -> {:error, "the decoder failed: " <> Exception.message(e)}
+          end
+
+        exit({:shutdown, {__MODULE__, result}})
+      end)
+
+    receive do
+      {:DOWN, ^ref, :process, ^pid, {:shutdown, {__MODULE__, result}}} ->
+        result
+
+      {:DOWN, ^ref, :process, ^pid, :killed} ->
+        {:error,
+         "decoding it needs more than #{div(limit, 1_048_576)} MB for a file of " <>
+           "#{byte_size(bin)} bytes (the limit: 1.5 times the file's size plus 24 MB); " <>
+           "a model has far fewer fields than its size allows"}
+
+      {:DOWN, ^ref, :process, ^pid, reason} ->
+        {:error, "the decoder failed: #{inspect(reason, limit: 5)}"}
+    end
+  end
+
+  @doc "`text` with each byte that is not part of a UTF-8 character written as `\\xHH`."
+  def utf8(text) do
+    if String.valid?(text), do: text, else: utf8(text, "")
+  end
+
+  defp utf8(<<>>, acc), do: acc
+
+  defp utf8(text, acc) do
+    {c, rest} = String.next_codepoint(text)
+
+    if String.valid?(c),
+      do: utf8(rest, acc <> c),
+      else: utf8(rest, acc <> "\\x" <> Base.encode16(c))
+  end
+
   ## The wire format
 
-  @doc """
-  The fields of one message: `[{field_number, value}]` in the order they come, where value is
-  `{:varint, integer}`, `{:fixed64, <<_::64>>}`, `{:bytes, binary}` or `{:fixed32, <<_::32>>}`.
-  Raises `Cascade.ONNX.Proto.Error` on malformed input.
-  """
-  def fields(bin), do: fields(bin, [])
+  # Folds the fields of one message of `kind` into its accumulator.
+  defp msg(_bin, _kind, depth) when depth >= @max_depth,
+    do: fail("messages nested more than #{@max_depth} deep")
 
-  defp fields(<<>>, acc), do: Enum.reverse(acc)
+  defp msg(bin, kind, depth), do: finish(kind, fold(bin, kind, depth + 1, init(kind)))
 
-  defp fields(bin, acc) do
+  defp fold(<<>>, _kind, _depth, acc), do: acc
+
+  defp fold(bin, kind, depth, acc) do
     {key, rest} = varint(bin)
-    field = key >>> 3
+    n = key >>> 3
 
-    if field == 0 or field > 536_870_911, do: fail("field number #{field} is out of range")
+    if n == 0 or n > 536_870_911, do: fail("field number #{n} is out of range")
 
     case key &&& 7 do
       0 ->
         {v, rest} = varint(rest)
-        fields(rest, [{field, {:varint, v}} | acc])
+        fold(rest, kind, depth, field(kind, n, :varint, v, depth, acc))
 
       1 ->
         case rest do
-          <<v::binary-size(8), rest::binary>> -> fields(rest, [{field, {:fixed64, v}} | acc])
-          _ -> fail("a 64-bit field runs past the end")
+          <<v::binary-size(8), rest::binary>> ->
+            fold(rest, kind, depth, field(kind, n, :fixed64, v, depth, acc))
+
+          _ ->
+            fail("a 64-bit field runs past the end")
         end
 
       2 ->
         {len, rest} = varint(rest)
 
         case rest do
-          <<v::binary-size(len), rest::binary>> -> fields(rest, [{field, {:bytes, v}} | acc])
-          _ -> fail("a field of #{len} bytes runs past the end (#{byte_size(rest)} left)")
+          <<v::binary-size(len), rest::binary>> ->
+            fold(rest, kind, depth, field(kind, n, :bytes, v, depth, acc))
+
+          _ ->
+            fail("a field of #{len} bytes runs past the end (#{byte_size(rest)} left)")
         end
 
       5 ->
         case rest do
-          <<v::binary-size(4), rest::binary>> -> fields(rest, [{field, {:fixed32, v}} | acc])
-          _ -> fail("a 32-bit field runs past the end")
+          <<v::binary-size(4), rest::binary>> ->
+            fold(rest, kind, depth, field(kind, n, :fixed32, v, depth, acc))
+
+          _ ->
+            fail("a 32-bit field runs past the end")
         end
 
       wire ->
-        fail("wire type #{wire} (groups or invalid) in field #{field}")
+        fail("wire type #{wire} (groups or invalid) in field #{n}")
     end
   end
 
@@ -84,143 +170,193 @@ defmodule Cascade.ONNX.Proto do
 
   defp fail(message), do: raise(Error, message: message)
 
-  # The values of a field, in order.
-  defp all(fields, n), do: for({^n, v} <- fields, do: v)
-
-  defp last(fields, n, default) do
-    case all(fields, n) do
-      [] -> default
-      values -> List.last(values)
-    end
-  end
-
-  defp string(fields, n, default \\ "") do
-    case last(fields, n, nil) do
-      nil -> default
-      {:bytes, s} -> s
-      other -> fail("field #{n}: expected a string, got #{elem(other, 0)}")
-    end
-  end
-
-  defp strings(fields, n) do
-    for v <- all(fields, n) do
-      case v do
-        {:bytes, s} -> s
-        other -> fail("field #{n}: expected a string, got #{elem(other, 0)}")
-      end
-    end
-  end
-
-  defp int(fields, n, default) do
-    case last(fields, n, nil) do
-      nil -> default
-      {:varint, v} -> signed(v)
-      other -> fail("field #{n}: expected an integer, got #{elem(other, 0)}")
-    end
-  end
-
   # int64 as two's complement
   defp signed(v) when v >= 0x8000000000000000, do: v - 0x10000000000000000
   defp signed(v), do: v
 
-  # A repeated integer field: packed (bytes of varints) or one varint per entry.
-  defp ints(fields, n) do
-    Enum.flat_map(all(fields, n), fn
-      {:varint, v} -> [signed(v)]
-      {:bytes, b} -> packed_varints(b, [])
-      other -> fail("field #{n}: expected integers, got #{elem(other, 0)}")
-    end)
+  defp wrong(n, what, wire), do: fail("field #{n}: expected #{what}, got #{wire}")
+
+  defp string(_n, :bytes, s) do
+    if String.valid?(s), do: s, else: fail("a name or string that is not UTF-8")
   end
 
-  defp packed_varints(<<>>, acc), do: Enum.reverse(acc)
+  defp string(n, wire, _), do: wrong(n, "a string", wire)
+
+  defp int(_n, :varint, v), do: signed(v)
+  defp int(n, wire, _), do: wrong(n, "an integer", wire)
+
+  # A repeated integer field's values prepended to `acc` (reversed): packed or one per field.
+  defp ints(_n, :varint, v, acc), do: [signed(v) | acc]
+  defp ints(_n, :bytes, b, acc), do: packed_varints(b, acc)
+  defp ints(n, wire, _, _), do: wrong(n, "integers", wire)
+
+  defp packed_varints(<<>>, acc), do: acc
 
   defp packed_varints(b, acc) do
     {v, rest} = varint(b)
     packed_varints(rest, [signed(v) | acc])
   end
 
-  # A repeated float or double field: packed or one fixed value per entry, as little-endian bytes.
-  defp fixed_bytes(fields, n, size) do
-    all(fields, n)
-    |> Enum.map(fn
-      {:bytes, b} when rem(byte_size(b), size) == 0 -> b
-      {:fixed32, b} when size == 4 -> b
-      {:fixed64, b} when size == 8 -> b
-      _ -> fail("field #{n}: expected packed #{size * 8}-bit values")
-    end)
-    |> IO.iodata_to_binary()
+  # A repeated float or double field's little-endian bytes, prepended as iodata (reversed).
+  defp fixed(_n, :bytes, b, size, acc) when rem(byte_size(b), size) == 0, do: [b | acc]
+  defp fixed(_n, :fixed32, b, 4, acc), do: [b | acc]
+  defp fixed(_n, :fixed64, b, 8, acc), do: [b | acc]
+  defp fixed(n, _wire, _, size, _), do: fail("field #{n}: expected packed #{size * 8}-bit values")
+
+  defp sub(_n, :bytes, b, kind, depth), do: msg(b, kind, depth)
+  defp sub(n, wire, _, _kind, _depth), do: wrong(n, "a message", wire)
+
+  ## The schema: per message, its accumulator, each field folded into it, and its final form
+
+  defp model(bin) do
+    m = msg(bin, :model, 0)
+    m.graph || fail("the model has no graph")
+    m
   end
 
-  defp message(fields, n, depth, fun) do
-    case last(fields, n, nil) do
-      nil -> nil
-      {:bytes, b} -> sub(b, depth, fun)
-      other -> fail("field #{n}: expected a message, got #{elem(other, 0)}")
-    end
+  defp init(:model), do: %{ir_version: 0, producer: "", opset: %{}, graph: nil}
+
+  defp init(:graph),
+    do: %{name: "", nodes: [], initializers: [], inputs: [], outputs: []}
+
+  defp init(:node),
+    do: %{inputs: [], outputs: [], name: "", op_type: "", domain: "", attributes: %{}}
+
+  defp init(:attribute), do: %{name: "", type: 0, values: %{}}
+  defp init(:opset), do: {"", 1}
+  defp init(:value_info), do: %{name: "", type: :other}
+  defp init(:type), do: :other
+  defp init(:tensor_type), do: %{elem_type: 0, shape: nil}
+  defp init(:shape), do: []
+  defp init(:dim), do: nil
+
+  defp init(:tensor),
+    do: %{dims: [], rank: 0, data_type: 0, name: "", raw: nil, typed: %{}, external: false}
+
+  # ModelProto
+  defp field(:model, 1, w, v, _d, m), do: %{m | ir_version: int(1, w, v)}
+  defp field(:model, 2, w, v, _d, m), do: %{m | producer: string(2, w, v)}
+  defp field(:model, 7, w, v, d, m), do: %{m | graph: sub(7, w, v, :graph, d)}
+
+  defp field(:model, 8, w, v, d, m) do
+    {domain, version} = sub(8, w, v, :opset, d)
+    %{m | opset: Map.put(m.opset, domain, version)}
   end
 
-  defp messages(fields, n, depth, fun) do
-    for v <- all(fields, n) do
-      case v do
-        {:bytes, b} -> sub(b, depth, fun)
-        other -> fail("field #{n}: expected a message, got #{elem(other, 0)}")
+  # OperatorSetIdProto
+  defp field(:opset, 1, w, v, _d, {_, version}), do: {string(1, w, v), version}
+  defp field(:opset, 2, w, v, _d, {domain, _}), do: {domain, int(2, w, v)}
+
+  # GraphProto
+  defp field(:graph, 1, w, v, d, g), do: %{g | nodes: [sub(1, w, v, :node, d) | g.nodes]}
+  defp field(:graph, 2, w, v, _d, g), do: %{g | name: string(2, w, v)}
+
+  defp field(:graph, 5, w, v, d, g),
+    do: %{g | initializers: [sub(5, w, v, :tensor, d) | g.initializers]}
+
+  defp field(:graph, 11, w, v, d, g),
+    do: %{g | inputs: [sub(11, w, v, :value_info, d) | g.inputs]}
+
+  defp field(:graph, 12, w, v, d, g),
+    do: %{g | outputs: [sub(12, w, v, :value_info, d) | g.outputs]}
+
+  # NodeProto
+  defp field(:node, 1, w, v, _d, n), do: %{n | inputs: [string(1, w, v) | n.inputs]}
+  defp field(:node, 2, w, v, _d, n), do: %{n | outputs: [string(2, w, v) | n.outputs]}
+  defp field(:node, 3, w, v, _d, n), do: %{n | name: string(3, w, v)}
+  defp field(:node, 4, w, v, _d, n), do: %{n | op_type: string(4, w, v)}
+  defp field(:node, 7, w, v, _d, n), do: %{n | domain: string(7, w, v)}
+
+  defp field(:node, 5, w, v, d, n) do
+    {name, value} = sub(5, w, v, :attribute, d)
+    %{n | attributes: Map.put(n.attributes, name, value)}
+  end
+
+  # AttributeProto: the values kept by field until the type (field 20, which may come last)
+  # says which one is the attribute's
+  defp field(:attribute, 1, w, v, _d, a), do: %{a | name: string(1, w, v)}
+  defp field(:attribute, 20, w, v, _d, a), do: %{a | type: int(20, w, v)}
+
+  defp field(:attribute, n, w, v, d, a) when n in 2..11 do
+    value =
+      case n do
+        2 -> fixed(2, w, v, 4, []) |> IO.iodata_to_binary() |> floats32() |> List.last()
+        3 -> int(3, w, v)
+        # AttributeProto.s is bytes: kept as they are
+        4 -> if w == :bytes, do: v, else: wrong(4, "bytes", w)
+        5 -> sub(5, w, v, :tensor, d)
+        6 -> sub(6, w, v, :graph, d)
+        7 -> fixed(7, w, v, 4, Map.get(a.values, 7, []))
+        8 -> ints(8, w, v, Map.get(a.values, 8, []))
+        9 -> [if(w == :bytes, do: v, else: wrong(9, "bytes", w)) | Map.get(a.values, 9, [])]
+        10 -> [sub(10, w, v, :tensor, d) | Map.get(a.values, 10, [])]
+        11 -> [sub(11, w, v, :graph, d) | Map.get(a.values, 11, [])]
       end
-    end
+
+    %{a | values: Map.put(a.values, n, value)}
   end
 
-  defp sub(_bin, depth, _fun) when depth >= @max_depth,
-    do: fail("messages nested more than #{@max_depth} deep")
+  # ValueInfoProto, TypeProto, TypeProto.Tensor, TensorShapeProto and its Dimension
+  defp field(:value_info, 1, w, v, _d, i), do: %{i | name: string(1, w, v)}
+  defp field(:value_info, 2, w, v, d, i), do: %{i | type: sub(2, w, v, :type, d)}
+  defp field(:type, 1, w, v, d, _), do: sub(1, w, v, :tensor_type, d)
+  defp field(:tensor_type, 1, w, v, _d, t), do: %{t | elem_type: int(1, w, v)}
+  defp field(:tensor_type, 2, w, v, d, t), do: %{t | shape: sub(2, w, v, :shape, d)}
+  defp field(:shape, 1, w, v, d, dims), do: [sub(1, w, v, :dim, d) | dims]
+  defp field(:dim, 1, w, v, _d, _), do: int(1, w, v)
+  defp field(:dim, 2, w, v, _d, _), do: string(2, w, v)
 
-  defp sub(bin, depth, fun), do: fun.(fields(bin), depth + 1)
-
-  ## The schema
-
-  @doc "A ModelProto: `{:ok, model}` or `{:error, message}`."
-  def decode_model(bin) when is_binary(bin) do
-    f = fields(bin)
-    graph = message(f, 7, 0, &graph/2) || fail("the model has no graph")
-
-    opsets =
-      for o <- messages(f, 8, 0, fn f, _ -> {string(f, 1), int(f, 2, 1)} end), into: %{}, do: o
-
-    {:ok,
-     %{
-       ir_version: int(f, 1, 0),
-       producer: string(f, 2),
-       opset: opsets,
-       graph: graph
-     }}
-  rescue
-    e in Error -> {:error, e.message}
+  # TensorProto: the data as little-endian bytes of its element type, from raw_data or the
+  # typed repeated fields (kept as they come until the element type is known)
+  defp field(:tensor, 1, w, v, _d, t) do
+    rank = t.rank + if(w == :bytes, do: varint_count(v), else: 1)
+    if rank > @max_dims, do: fail("a tensor of more than #{@max_dims} dimensions")
+    %{t | dims: ints(1, w, v, t.dims), rank: rank}
   end
 
-  @doc "A TensorProto on its own (the test data's .pb files): `{:ok, tensor}` or `{:error, message}`."
-  def decode_tensor(bin) when is_binary(bin) do
-    {:ok, tensor(fields(bin), 0)}
-  rescue
-    e in Error -> {:error, e.message}
+  defp field(:tensor, 2, w, v, _d, t), do: %{t | data_type: int(2, w, v)}
+  defp field(:tensor, 8, w, v, _d, t), do: %{t | name: string(8, w, v)}
+
+  defp field(:tensor, 9, w, v, _d, t),
+    do: %{t | raw: if(w == :bytes, do: v, else: fail("raw_data: expected bytes"))}
+
+  defp field(:tensor, 14, w, v, _d, t), do: %{t | external: int(14, w, v) == 1}
+
+  defp field(:tensor, n, w, v, _d, t) when n in [4, 5, 6, 7, 10, 11] do
+    chunks =
+      case n do
+        4 -> fixed(4, w, v, 4, Map.get(t.typed, 4, []))
+        10 -> fixed(10, w, v, 8, Map.get(t.typed, 10, []))
+        6 -> [if(w == :bytes, do: v, else: wrong(6, "bytes", w)) | Map.get(t.typed, 6, [])]
+        # varints: packed chunks stay sub-binaries, converted once the type is known
+        _ when w == :bytes -> [v | Map.get(t.typed, n, [])]
+        _ when w == :varint -> [v | Map.get(t.typed, n, [])]
+        _ -> wrong(n, "integers", w)
+      end
+
+    %{t | typed: Map.put(t.typed, n, chunks)}
   end
 
-  defp graph(f, depth) do
+  # anything else (a field of a newer schema, metadata, doc strings...) is skipped
+  defp field(_kind, _n, _w, _v, _d, acc), do: acc
+
+  defp finish(:graph, g) do
     %{
-      name: string(f, 2),
-      nodes: messages(f, 1, depth, &node/2),
-      initializers: messages(f, 5, depth, &tensor/2),
-      inputs: messages(f, 11, depth, &value_info/2),
-      outputs: messages(f, 12, depth, &value_info/2)
+      g
+      | nodes: Enum.reverse(g.nodes),
+        initializers: Enum.reverse(g.initializers),
+        inputs: Enum.reverse(g.inputs),
+        outputs: Enum.reverse(g.outputs)
     }
   end
 
-  defp node(f, depth) do
-    %{
-      inputs: strings(f, 1),
-      outputs: strings(f, 2),
-      name: string(f, 3),
-      op_type: string(f, 4),
-      domain: string(f, 7),
-      attributes: for(a <- messages(f, 5, depth, &attribute/2), into: %{}, do: a)
-    }
-  end
+  defp finish(:node, n),
+    do: %{n | inputs: Enum.reverse(n.inputs), outputs: Enum.reverse(n.outputs)}
+
+  defp finish(:shape, dims), do: Enum.reverse(dims)
+  defp finish(:attribute, a), do: {a.name, attribute_value(a)}
+  defp finish(:tensor, t), do: tensor(t)
+  defp finish(_kind, acc), do: acc
 
   # AttributeProto.AttributeType
   @attr_types %{
@@ -233,114 +369,133 @@ defmodule Cascade.ONNX.Proto do
     7 => :ints,
     8 => :strings,
     9 => :tensors,
-    10 => :graphs
+    10 => :graphs,
+    # sparse tensors and types: decoded as such, refused by the load's checks
+    11 => :unsupported,
+    12 => :unsupported,
+    13 => :unsupported,
+    14 => :unsupported
+  }
+  @attr_fields %{
+    float: 2,
+    int: 3,
+    string: 4,
+    tensor: 5,
+    graph: 6,
+    floats: 7,
+    ints: 8,
+    strings: 9,
+    tensors: 10,
+    graphs: 11,
+    unsupported: nil
   }
 
-  defp attribute(f, depth) do
-    name = string(f, 1)
-
+  defp attribute_value(%{name: name, type: code, values: values}) do
     type =
-      case int(f, 20, 0) do
-        0 -> guess_attr_type(f)
-        t -> Map.get(@attr_types, t, :unsupported)
+      case code do
+        # an old file without the type: the kind of the value present
+        0 ->
+          guess_attr_type(values)
+
+        code ->
+          Map.get(@attr_types, code) ||
+            fail("attribute #{inspect(name)}: #{code} is not an attribute type")
       end
+
+    value = Map.get(values, @attr_fields[type])
 
     value =
       case type do
-        :float -> f |> fixed_bytes(2, 4) |> floats32() |> List.last()
-        :int -> int(f, 3, 0)
-        :string -> string(f, 4)
-        :tensor -> message(f, 5, depth, &tensor/2)
-        :graph -> message(f, 6, depth, &graph/2)
-        :floats -> f |> fixed_bytes(7, 4) |> floats32()
-        :ints -> ints(f, 8)
-        :strings -> strings(f, 9)
-        :tensors -> messages(f, 10, depth, &tensor/2)
-        :graphs -> messages(f, 11, depth, &graph/2)
-        :unsupported -> :unsupported
+        :float -> value || 0.0
+        :int -> value || 0
+        :string -> value || ""
+        :floats -> (value || []) |> Enum.reverse() |> IO.iodata_to_binary() |> floats32()
+        t when t in [:ints, :strings, :tensors, :graphs] -> Enum.reverse(value || [])
+        _ -> value
       end
 
-    {name, {type, value}}
+    {type, value}
   end
 
-  defp guess_attr_type(f) do
-    present = for {n, _} <- f, into: MapSet.new(), do: n
-
-    Enum.find_value([{2, :float}, {3, :int}, {4, :string}, {5, :tensor}, {6, :graph}], fn
-      {n, t} -> if MapSet.member?(present, n), do: t
+  defp guess_attr_type(values) do
+    Enum.find_value([float: 2, int: 3, string: 4, tensor: 5, graph: 6], fn {t, n} ->
+      if Map.has_key?(values, n), do: t
     end) ||
-      Enum.find_value([{7, :floats}, {8, :ints}, {9, :strings}, {10, :tensors}], :ints, fn
-        {n, t} -> if MapSet.member?(present, n), do: t
+      Enum.find_value([floats: 7, ints: 8, strings: 9, tensors: 10, graphs: 11], :ints, fn
+        {t, n} -> if Map.has_key?(values, n), do: t
       end)
   end
 
   defp floats32(bin), do: for(<<x::little-float-32 <- bin>>, do: x)
 
-  defp value_info(f, depth) do
-    type = message(f, 2, depth, &type_proto/2)
-    %{name: string(f, 1), type: type}
-  end
-
-  defp type_proto(f, depth) do
-    case message(f, 1, depth, &tensor_type/2) do
-      nil -> :other
-      t -> t
-    end
-  end
-
-  defp tensor_type(f, depth) do
-    dims =
-      case message(f, 2, depth, fn f, d -> messages(f, 1, d, &dim/2) end) do
-        nil -> nil
-        dims -> dims
-      end
-
-    %{elem_type: int(f, 1, 0), shape: dims}
-  end
-
-  defp dim(f, _depth) do
-    case last(f, 1, nil) do
-      {:varint, v} -> signed(v)
-      _ -> string(f, 2, nil)
-    end
-  end
-
-  # TensorProto: the data as little-endian bytes of its element type, from raw_data or the
-  # typed repeated fields.
-  defp tensor(f, _depth) do
-    dims = ints(f, 1)
-    type = int(f, 2, 0)
+  defp tensor(t) do
+    dims = Enum.reverse(t.dims)
+    if Enum.any?(dims, &(&1 < 0)), do: fail("a tensor has a negative dimension: #{inspect(dims)}")
     count = Enum.reduce(dims, 1, &(&1 * &2))
 
-    if Enum.any?(dims, &(&1 < 0)), do: fail("a tensor has a negative dimension: #{inspect(dims)}")
-
     data =
-      case last(f, 9, nil) do
-        {:bytes, raw} -> raw
-        nil -> typed_data(f, type)
-        _ -> fail("raw_data: expected bytes")
+      cond do
+        t.raw != nil -> t.raw
+        t.external -> :external
+        true -> typed_data(t.typed, t.data_type, count)
       end
 
-    %{name: string(f, 8), dims: dims, data_type: type, data: data, count: count}
+    %{name: t.name, dims: dims, data_type: t.data_type, data: data, count: count}
   end
 
   # ONNX's element types: FLOAT 1, UINT8 2, INT8 3, UINT16 4, INT16 5, INT32 6, INT64 7,
   # STRING 8, BOOL 9, FLOAT16 10, DOUBLE 11, UINT32 12, UINT64 13, COMPLEX64 14,
-  # COMPLEX128 15, BFLOAT16 16.
-  defp typed_data(f, type) do
-    case type do
-      1 -> fixed_bytes(f, 4, 4)
-      11 -> fixed_bytes(f, 10, 8)
-      7 -> for v <- ints(f, 7), into: <<>>, do: <<v::little-signed-64>>
-      t when t in [2, 9] -> for v <- ints(f, 5), into: <<>>, do: <<v::8>>
-      t when t in [3] -> for v <- ints(f, 5), into: <<>>, do: <<v::signed-8>>
-      t when t in [4, 10, 16] -> for v <- ints(f, 5), into: <<>>, do: <<v::little-16>>
-      5 -> for v <- ints(f, 5), into: <<>>, do: <<v::little-signed-16>>
-      6 -> for v <- ints(f, 5), into: <<>>, do: <<v::little-signed-32>>
-      12 -> for v <- ints(f, 11), into: <<>>, do: <<v::little-32>>
-      13 -> for v <- ints(f, 11), into: <<>>, do: <<v::little-64>>
-      8 -> {:strings, strings(f, 6)}
-      _ -> <<>>
+  # COMPLEX128 15, BFLOAT16 16. The typed field each type's values are in, and their layout.
+  @typed %{
+    1 => {4, :fixed},
+    11 => {10, :fixed},
+    2 => {5, {8, :unsigned}},
+    9 => {5, {8, :unsigned}},
+    3 => {5, {8, :signed}},
+    4 => {5, {16, :unsigned}},
+    10 => {5, {16, :unsigned}},
+    16 => {5, {16, :unsigned}},
+    5 => {5, {16, :signed}},
+    6 => {5, {32, :signed}},
+    7 => {7, {64, :signed}},
+    12 => {11, {32, :unsigned}},
+    13 => {11, {64, :unsigned}}
+  }
+
+  defp typed_data(typed, 8, _count),
+    do: {:strings, typed |> Map.get(6, []) |> Enum.reverse()}
+
+  defp typed_data(typed, type, count) do
+    case Map.fetch(@typed, type) do
+      {:ok, {n, :fixed}} ->
+        typed |> Map.get(n, []) |> Enum.reverse() |> IO.iodata_to_binary()
+
+      {:ok, {n, {bits, sign}}} ->
+        chunks = typed |> Map.get(n, []) |> Enum.reverse()
+        # counted before anything is built: a file cannot make a tensor larger than it says
+        have = Enum.reduce(chunks, 0, &(varint_count(&1) + &2))
+
+        if have == count,
+          do: Enum.reduce(chunks, <<>>, &pack(&1, bits, sign, &2)),
+          else: {:values, have}
+
+      :error ->
+        <<>>
     end
   end
+
+  defp varint_count(v) when is_integer(v), do: 1
+  defp varint_count(b), do: for(<<0::1, _::7 <- b>>, reduce: 0, do: (n -> n + 1))
+
+  defp pack(v, bits, sign, acc) when is_integer(v), do: put(acc, signed(v), bits, sign)
+
+  defp pack(<<>>, _bits, _sign, acc), do: acc
+
+  defp pack(b, bits, sign, acc) do
+    {v, rest} = varint(b)
+    pack(rest, bits, sign, put(acc, signed(v), bits, sign))
+  end
+
+  defp put(acc, v, bits, :signed), do: <<acc::binary, v::little-signed-size(bits)>>
+  defp put(acc, v, bits, :unsigned), do: <<acc::binary, v::little-unsigned-size(bits)>>
 end
