@@ -7,6 +7,15 @@ defmodule Cascade.ONNX do
   to the cpu only as a last resort. The model's initializers (its weights) are uploaded to the
   device once, at load.
 
+  At load the graph is also planned: what depends only on constants (Constant nodes, shapes
+  computed from weights) is computed then, and products by constant weights become Cascade's
+  `dense` op (Gemm, or MatMul with a bias Add, with a following Relu, Sigmoid or Tanh: one
+  GEMM). At the first run of each input signature (types, shapes, device) the run is recorded
+  into one program in C (`Cascade.Compiler`'s programs: one call into C per run, elementwise
+  chains fused); the later runs of that signature are that call. A graph that reads an input's
+  values back into Elixir (a branch on an input, a shape computed from one) runs node by node
+  instead, and `explain/2` always does.
+
       {:ok, model} = Cascade.ONNX.load("model.onnx", device: :host)
       %{"y" => y} = Cascade.ONNX.run(model, %{"x" => {:f32, {1, 3}, <<...>>}})
 
@@ -23,9 +32,20 @@ defmodule Cascade.ONNX do
   complex) is an error naming it.
   """
 
-  alias Cascade.ONNX.{Check, Control, Ops, Proto}
+  alias Cascade.Program
+  alias Cascade.ONNX.{Check, Control, Ops, Plan, Proto}
 
-  defstruct [:graph, :opset, :device, :initializers, :ir_version, :producer, :inputs, :outputs]
+  defstruct [
+    :graph,
+    :opset,
+    :device,
+    :initializers,
+    :ir_version,
+    :producer,
+    :inputs,
+    :outputs,
+    :id
+  ]
 
   @type t :: %__MODULE__{}
 
@@ -93,15 +113,18 @@ defmodule Cascade.ONNX do
     with {:ok, bin} <- read(source),
          {:ok, m} <- decode(bin),
          :ok <- Check.check(m),
-         {:ok, inits} <- initializers(m.graph.initializers, opts[:device]) do
+         {:ok, inits} <- upload(m.graph.initializers, opts[:device]) do
       init_names = MapSet.new(Map.keys(inits))
+      opset = Map.get(m.opset, "", Map.get(m.opset, "ai.onnx", 1))
+      graph = Plan.plan(m.graph, inits, %{opset: opset, device: opts[:device]})
 
       {:ok,
        %__MODULE__{
-         graph: m.graph,
-         opset: Map.get(m.opset, "", Map.get(m.opset, "ai.onnx", 1)),
+         id: make_ref(),
+         graph: graph,
+         opset: opset,
          device: opts[:device],
-         initializers: inits,
+         initializers: graph.values,
          ir_version: m.ir_version,
          producer: m.producer,
          inputs: for(i <- m.graph.inputs, not MapSet.member?(init_names, i.name), do: i.name),
@@ -134,7 +157,9 @@ defmodule Cascade.ONNX do
 
   defp describe(node, i), do: Check.describe(node, i)
 
-  defp initializers(list, device) do
+  @doc false
+  # A graph's initializers as tensors on `device`, by name.
+  def upload(list, device) do
     Enum.reduce_while(list, {:ok, %{}}, fn t, {:ok, acc} ->
       case to_tensor(t, device) do
         {:ok, tensor} -> {:cont, {:ok, Map.put(acc, t.name, tensor)}}
@@ -218,10 +243,7 @@ defmodule Cascade.ONNX do
   @spec run(t, %{String.t() => Cascade.Tensor.t() | {atom, tuple, binary}}) :: %{
           String.t() => Cascade.Tensor.t()
         }
-  def run(%__MODULE__{} = model, inputs) when is_map(inputs) do
-    {outputs, _} = evaluate(model, inputs, fn _node, _i, fun -> {fun.(), nil} end)
-    outputs
-  end
+  def run(%__MODULE__{} = model, inputs) when is_map(inputs), do: run_planned(model, inputs)
 
   def run(model, inputs), do: not_model_and_inputs!("run/2", model, inputs)
 
@@ -232,12 +254,16 @@ defmodule Cascade.ONNX do
   end
 
   @doc """
-  Runs the model on `inputs` as `run/2` does and says how each node ran: a list with, per node,
-  its index, name, operator, the Cascade calls it made by route (`:native`, `:decomposed`,
-  `:cpu_fallback`) and devices, and its route — the worst of its calls' (a node with one call
-  moved to the cpu is `:cpu_fallback`; `:nothing_ran` for a node that ran no Cascade op, such as
-  Constant, an upload, or Shape, read from the tensor's description). `Cascade.ONNX.explain_summary/1` counts the nodes per
-  route, like the per-provider node counts of other runtimes.
+  Runs the model on `inputs` as `run/2` does and says how each node ran: a list with, per node
+  of the plan, its index, name, operator, the file's nodes it stands for (`:fused`, for a node
+  the load rewrote: `"Dense"` for `["MatMul", "Add", "Relu"]`), the Cascade calls it made by
+  route (`:native`, `:decomposed`, `:cpu_fallback`) and devices, its route — the worst of its
+  calls' (a node with one call moved to the cpu is `:cpu_fallback`; `:nothing_ran` for a node
+  that ran no Cascade op, such as Shape, read from the tensor's description) — and `:time_us`,
+  the microseconds it took (on a device with a queue, to enqueue its work).
+  `Cascade.ONNX.explain_summary/1` counts the nodes per route, like the per-provider node
+  counts of other runtimes. Nodes folded at load (constants, and what only depends on them) ran
+  then and are not listed.
 
   The calls are read from `Cascade.stats/0` around each node, so calls made meanwhile by other
   processes are counted too: explain a model where nothing else runs.
@@ -247,11 +273,21 @@ defmodule Cascade.ONNX do
     {_, steps} =
       evaluate(model, inputs, fn node, i, fun ->
         before = Cascade.stats()
+        t0 = System.monotonic_time()
         results = fun.()
+        time = System.monotonic_time() - t0
         calls = stats_delta(before, Cascade.stats())
 
         {results,
-         %{node: i, name: node.name, op_type: node.op_type, calls: calls, route: route(calls)}}
+         %{
+           node: i,
+           name: node.name,
+           op_type: node.op_type,
+           fused: for(f <- Map.get(node, :fused, []), do: f.op_type),
+           calls: calls,
+           route: route(calls),
+           time_us: System.convert_time_unit(time, :native, :microsecond)
+         }}
       end)
 
     steps
@@ -344,20 +380,27 @@ defmodule Cascade.ONNX do
 
   # Runs every node in order; `around.(node, index, fun)` runs the node (fun.() gives its
   # results) and returns {results, step}. Returns {outputs, steps}.
-  defp evaluate(model, inputs, around) do
-    values =
-      Enum.reduce(model.inputs, model.initializers, fn name, acc ->
-        case Map.fetch(inputs, name) do
-          {:ok, v} ->
-            t = input(v, model.device, name)
-            check_input(t, name, Enum.find(model.graph.inputs, &(&1.name == name)))
-            Map.put(acc, name, t)
+  defp evaluate(model, inputs, around), do: evaluate_fed(model, feed(model, inputs), around)
 
-          :error ->
-            raise Error, message: "the input #{inspect(name)} is missing"
-        end
-      end)
+  # The inputs as tensors on the model's device, in the order of model.inputs, checked against
+  # the types and shapes the graph declares
+  defp feed(model, inputs) do
+    for name <- model.inputs do
+      case Map.fetch(inputs, name) do
+        {:ok, v} ->
+          t = input(v, model.device, name)
+          check_input(t, name, Enum.find(model.graph.inputs, &(&1.name == name)))
+          t
 
+        :error ->
+          raise Error, message: "the input #{inspect(name)} is missing"
+      end
+    end
+  end
+
+  # Runs every node in order on the fed inputs; returns {outputs by name, steps}
+  defp evaluate_fed(model, tensors, around) do
+    values = model.inputs |> Enum.zip(tensors) |> Enum.into(model.initializers)
     ctx = %{opset: model.opset, device: model.device}
     {values, steps} = run_nodes(model.graph.nodes, values, ctx, around)
 
@@ -368,6 +411,58 @@ defmodule Cascade.ONNX do
       end
 
     {outputs, steps}
+  end
+
+  # the compiler's table: it starts with the application
+  @programs :cascade_compiled
+  @cache_limit 512
+
+  # A run as one program per input signature (types, shapes, device), recorded at the
+  # signature's first run, when the graph can be one: node by node where it cannot (a branch
+  # or a shape that depends on the inputs' values), that decision cached too.
+  defp run_planned(model, inputs) do
+    tensors = feed(model, inputs)
+    device = model.device || Cascade.Device.default()
+    signature = Enum.map(tensors, &{Cascade.Type.normalize!(&1.type), &1.shape})
+    key = {__MODULE__, model.id, device, signature}
+
+    case :ets.lookup(@programs, key) do
+      [{_, %Program{} = program}] ->
+        model.outputs |> Enum.zip(Program.run(program, tensors)) |> Map.new()
+
+      [{_, {:nodes, _why}}] ->
+        by_nodes(model, tensors)
+
+      [] ->
+        record = fn ins ->
+          {outputs, _} = by_nodes_with_steps(model, ins)
+          Enum.map(model.outputs, &Map.fetch!(outputs, &1))
+        end
+
+        case Program.record(record, tensors, device) do
+          {:ok, results, %Program{} = program} ->
+            cache(key, program)
+            model.outputs |> Enum.zip(results) |> Map.new()
+
+          {:ok, results, {:error, why}} ->
+            cache(key, {:nodes, why})
+            model.outputs |> Enum.zip(results) |> Map.new()
+
+          {:tainted, why} ->
+            cache(key, {:nodes, why})
+            by_nodes(model, tensors)
+        end
+    end
+  end
+
+  defp by_nodes(model, tensors), do: elem(by_nodes_with_steps(model, tensors), 0)
+
+  defp by_nodes_with_steps(model, tensors),
+    do: evaluate_fed(model, tensors, fn _node, _i, fun -> {fun.(), nil} end)
+
+  defp cache(key, value) do
+    if :ets.info(@programs, :size) >= @cache_limit, do: :ets.delete_all_objects(@programs)
+    :ets.insert(@programs, {key, value})
   end
 
   defp run_nodes(nodes, values, ctx, around) do
@@ -416,10 +511,17 @@ defmodule Cascade.ONNX do
             "a body graph takes #{length(graph.inputs)} inputs, #{length(bound)} were given"
         )
 
+    # planned at load: the initializers uploaded then, constants folded
     inits =
-      case initializers(graph.initializers, ctx.device) do
-        {:ok, inits} -> inits
-        {:error, message} -> raise Error, message: message
+      case graph do
+        %{values: values} ->
+          values
+
+        _ ->
+          case upload(graph.initializers, ctx.device) do
+            {:ok, inits} -> inits
+            {:error, message} -> raise Error, message: message
+          end
       end
 
     values =
@@ -437,9 +539,11 @@ defmodule Cascade.ONNX do
   end
 
   defp run_node(node, i, args, ctx) do
-    if node.op_type in Control.names(),
-      do: Control.run(node.op_type, args, node.attributes, ctx),
-      else: Ops.run(node.op_type, args, node.attributes, ctx)
+    cond do
+      Map.has_key?(node, :fused) -> Plan.run(node, args)
+      node.op_type in Control.names() -> Control.run(node.op_type, args, node.attributes, ctx)
+      true -> Ops.run(node.op_type, args, node.attributes, ctx)
+    end
   rescue
     e in [ArgumentError, Cascade.Error, Error] ->
       # an attribute's string is the file's bytes as they are: the message stays UTF-8

@@ -907,18 +907,28 @@ defmodule Cascade.ONNX.Ops do
     [y, mean, Cascade.rsqrt(Cascade.add(var, eps))]
   end
 
+  # One pass where both bounds are given (ReLU6): the bounds stay on the device, as tensors of
+  # x's type (opset 11 on) or numbers (before)
   defp other("Clip", [x | bounds], attrs, ctx) do
     {lo, hi} =
       if ctx.opset >= 11 do
         [lo, hi] = Enum.take(bounds ++ [nil, nil], 2)
-        {lo && hd(values(lo)), hi && hd(values(hi))}
+        {lo, hi}
       else
         {attr(attrs, "min", nil), attr(attrs, "max", nil)}
       end
 
-    x = if lo != nil, do: Cascade.max(x, lo) |> Cascade.as_type(Cascade.type(x)), else: x
-    x = if hi != nil, do: Cascade.min(x, hi) |> Cascade.as_type(Cascade.type(x)), else: x
-    [x]
+    type = Cascade.type(x)
+
+    y =
+      cond do
+        lo != nil and hi != nil -> Cascade.clip(x, lo, hi)
+        lo != nil -> Cascade.max(x, lo)
+        hi != nil -> Cascade.min(x, hi)
+        true -> x
+      end
+
+    [if(Cascade.type(y) == type, do: y, else: Cascade.as_type(y, type))]
   end
 
   defp other("Tile", [x, repeats], _attrs, _ctx) do

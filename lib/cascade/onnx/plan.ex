@@ -1,0 +1,250 @@
+defmodule Cascade.ONNX.Plan do
+  @moduledoc false
+  # What `Cascade.ONNX.load/2` does to a checked graph once, so that each run does less:
+  #
+  #   * constants folded: a node whose inputs are all known at load (initializers, Constant
+  #     nodes, results folded before it) runs once, at load, and its outputs join the
+  #     initializers; random operators are not folded. Results over @fold_limit bytes are left
+  #     to the runs (a folded value stays on the device for the model's life).
+  #   * products on constant weights rewritten into Cascade's dense op (one GEMM, the bias and
+  #     an activation applied as the product's blocks are computed): Gemm with B (and C)
+  #     constant, B transposed once here when transB says so; MatMul by a constant 2-D B,
+  #     with a following Add of a constant bias; then a Relu, Sigmoid or Tanh that is the
+  #     product's only reader. MatMul's A may have any leading axes: {64, 1, 128} x
+  #     {128, 384} is one 64-row product.
+  #   * body graphs (If, Loop, Scan) planned the same way, their initializers uploaded here
+  #     instead of at each run of the body.
+  #
+  # A planned node is a node like the file's (inputs, outputs, name, op_type, attributes),
+  # with op_type "Dense" (domain "cascade") for a rewrite and :fused, the file's nodes it
+  # replaces, for explain.
+
+  alias Cascade.ONNX.{Control, Ops}
+
+  @fold_limit 64 * 1024 * 1024
+  @random ~w(RandomNormal RandomUniform RandomNormalLike RandomUniformLike Bernoulli Multinomial)
+  @activations %{"Relu" => :relu, "Sigmoid" => :sigmoid, "Tanh" => :tanh}
+
+  @doc """
+  The planned graph: `graph` with `:nodes` rewritten, `:values` (the initializers and folded
+  constants as tensors, by name) and `:folded` (how many of the file's nodes were folded).
+  `values` holds the graph's initializers already uploaded; `outer` the names an enclosing
+  graph computes (not constants here).
+  """
+  def plan(graph, values, ctx) do
+    keep = MapSet.new(graph.outputs, & &1.name)
+    {nodes, values, folded} = fold(graph.nodes, values, ctx)
+    nodes = nodes |> fuse(values, keep) |> Enum.map(&plan_bodies(&1, ctx))
+    %{graph | nodes: nodes} |> Map.merge(%{values: values, folded: folded})
+  end
+
+  ## Folding
+
+  defp fold(nodes, values, ctx) do
+    {kept, values, folded} =
+      Enum.reduce(nodes, {[], values, 0}, fn node, {kept, values, folded} ->
+        case fold_node(node, values, ctx) do
+          {:ok, results} ->
+            values =
+              node.outputs
+              |> Enum.zip(results)
+              |> Enum.reduce(values, fn
+                {"", _}, acc -> acc
+                {name, t}, acc -> Map.put(acc, name, t)
+              end)
+
+            {kept, values, folded + 1}
+
+          :keep ->
+            {[node | kept], values, folded}
+        end
+      end)
+
+    {Enum.reverse(kept), values, folded}
+  end
+
+  defp fold_node(node, values, ctx) do
+    inputs = Enum.reject(node.inputs, &(&1 == ""))
+
+    if node.op_type in @random or node.op_type in Control.names() or
+         not Enum.all?(inputs, &Map.has_key?(values, &1)) do
+      :keep
+    else
+      args = Enum.map(node.inputs, &if(&1 == "", do: nil, else: Map.fetch!(values, &1)))
+      node_ctx = Map.put(ctx, :outputs, length(node.outputs))
+
+      try do
+        results = Ops.run(node.op_type, args, node.attributes, node_ctx)
+
+        if length(results) >= Enum.count(node.outputs, &(&1 != "")) and
+             Enum.all?(results, &small?/1),
+           do: {:ok, results},
+           else: :keep
+      rescue
+        # the runs raise it again, naming the node, as they would without folding
+        _ -> :keep
+      end
+    end
+  end
+
+  defp small?(%Cascade.Tensor{} = t),
+    do: Tuple.product(Cascade.shape(t)) * Cascade.Type.byte_size(Cascade.type(t)) <= @fold_limit
+
+  defp small?(_), do: false
+
+  ## Rewrites on constant weights
+
+  defp fuse(nodes, values, keep) do
+    readers =
+      Enum.reduce(nodes, %{}, fn node, acc ->
+        Enum.reduce(node.inputs, acc, &Map.update(&2, &1, 1, fn n -> n + 1 end))
+      end)
+
+    # only read by the next node and not a graph output
+    private? = fn name -> Map.get(readers, name, 0) == 1 and not MapSet.member?(keep, name) end
+    rewrite(nodes, values, private?, [])
+  end
+
+  defp rewrite([], _values, _private?, acc), do: Enum.reverse(acc)
+
+  defp rewrite([node | rest], values, private?, acc) do
+    case dense(node, values) do
+      nil ->
+        rewrite(rest, values, private?, [node | acc])
+
+      dense ->
+        {dense, rest} = absorb(dense, rest, values, private?)
+        rewrite(rest, values, private?, [dense | acc])
+    end
+  end
+
+  # Gemm (A not transposed, alpha and beta 1) or MatMul by constant 2-D weights as Dense
+  defp dense(%{op_type: "Gemm", inputs: [a, b | c]} = node, values) do
+    attrs = node.attributes
+
+    with true <- Ops.attr(attrs, "transA", 0) == 0,
+         true <- Ops.attr(attrs, "alpha", 1.0) == 1.0 and Ops.attr(attrs, "beta", 1.0) == 1.0,
+         %Cascade.Tensor{} = w <- Map.get(values, b),
+         2 <- tuple_size(Cascade.shape(w)) do
+      kernel = if Ops.attr(attrs, "transB", 0) == 1, do: Cascade.transpose(w), else: w
+
+      case c do
+        c when c in [[], [""]] -> dense_node(node, a, kernel, nil)
+        [c] -> if bias = bias(Map.get(values, c), kernel), do: dense_node(node, a, kernel, bias)
+      end
+    else
+      _ -> nil
+    end
+  end
+
+  defp dense(%{op_type: "MatMul", inputs: [a, b]} = node, values) do
+    with %Cascade.Tensor{} = w <- Map.get(values, b),
+         2 <- tuple_size(Cascade.shape(w)) do
+      dense_node(node, a, w, nil)
+    else
+      _ -> nil
+    end
+  end
+
+  defp dense(_node, _values), do: nil
+
+  defp dense_node(node, a, kernel, bias) do
+    %{
+      inputs: [a],
+      outputs: node.outputs,
+      name: node.name,
+      op_type: "Dense",
+      domain: "cascade",
+      attributes: %{},
+      kernel: kernel,
+      bias: bias,
+      activation: :none,
+      fused: [node]
+    }
+  end
+
+  # The nodes after a Dense that read only its result: a constant bias Add (when it has none),
+  # then one activation
+  defp absorb(%{outputs: [y]} = d, [next | rest] = nodes, values, private?) do
+    bias = if next.op_type == "Add" and d.bias == nil, do: bias_of(next, y, values, d)
+
+    cond do
+      not private?.(y) or d.activation != :none ->
+        {d, nodes}
+
+      bias != nil ->
+        d = %{d | bias: bias, outputs: next.outputs, fused: d.fused ++ [next]}
+        absorb(d, rest, values, private?)
+
+      Map.has_key?(@activations, next.op_type) and next.inputs == [y] ->
+        activation = @activations[next.op_type]
+        {%{d | activation: activation, outputs: next.outputs, fused: d.fused ++ [next]}, rest}
+
+      true ->
+        {d, nodes}
+    end
+  end
+
+  defp absorb(d, nodes, _values, _private?), do: {d, nodes}
+
+  # The other operand of Add(y, bias) when it is a constant bias for the kernel; after a
+  # MatMul, whose A may be 1-D, of shape {out} only
+  defp bias_of(%{inputs: [p, q]}, y, values, d) do
+    b =
+      cond do
+        p == y and q != y -> bias(Map.get(values, q), d.kernel)
+        q == y and p != y -> bias(Map.get(values, p), d.kernel)
+        true -> nil
+      end
+
+    if b && hd(d.fused).op_type == "MatMul" and
+         tuple_size(Cascade.shape(Map.fetch!(values, if(p == y, do: q, else: p)))) != 1,
+       do: nil,
+       else: b
+  end
+
+  defp bias_of(_node, _y, _values, _d), do: nil
+
+  # A constant of shape {out} (or {1, out}, which a 2-D product broadcasts the same way) as the
+  # {out} bias of dense; nil for anything else
+  defp bias(%Cascade.Tensor{} = b, kernel) do
+    {_in, out} = Cascade.shape(kernel)
+
+    case Cascade.shape(b) do
+      {^out} -> b
+      {1, ^out} -> Cascade.reshape(b, {out})
+      _ -> nil
+    end
+  end
+
+  defp bias(_other, _kernel), do: nil
+
+  @doc "Runs a planned node on its inputs' tensors."
+  def run(%{op_type: "Dense"} = node, [x]) do
+    [Cascade.dense(x, node.kernel, node.bias || 0.0, activation: node.activation)]
+  end
+
+  ## Body graphs
+
+  defp plan_bodies(node, ctx) do
+    if node.op_type in Control.names() do
+      attributes =
+        Map.new(node.attributes, fn
+          {name, {:graph, g}} when is_map(g) -> {name, {:graph, plan_body(g, ctx)}}
+          other -> other
+        end)
+
+      %{node | attributes: attributes}
+    else
+      node
+    end
+  end
+
+  defp plan_body(graph, ctx) do
+    case Cascade.ONNX.upload(graph.initializers, ctx.device) do
+      {:ok, values} -> plan(graph, values, ctx)
+      # the runs raise the initializer's error, naming it
+      {:error, _} -> graph
+    end
+  end
+end

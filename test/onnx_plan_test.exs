@@ -1,0 +1,118 @@
+defmodule Cascade.ONNXPlanTest do
+  # What Cascade.ONNX.load/2 plans (constants folded, products on constant weights as dense)
+  # and how runs go (one recorded program per input signature, or node by node), on models
+  # written by hand: each planned answer against the same graph's ops run one by one.
+  use ExUnit.Case, async: true
+
+  import Cascade.ONNXBuilder
+  alias Cascade.ONNX
+
+  defp f32(values), do: for(v <- values, into: <<>>, do: <<v::float-32-little>>)
+
+  defp rand(n, seed) do
+    :rand.seed(:exsss, {seed, seed, seed})
+    for _ <- 1..n, do: :rand.uniform() - 0.5
+  end
+
+  defp close(a, b) do
+    a = a |> Cascade.to_binary() |> floats()
+    b = b |> Cascade.to_binary() |> floats()
+    assert length(a) == length(b)
+    assert Enum.zip(a, b) |> Enum.map(fn {x, y} -> abs(x - y) end) |> Enum.max() < 1.0e-5
+  end
+
+  defp floats(bin), do: for(<<x::float-32-native <- bin>>, do: x)
+
+  test "Gemm (B transposed) + Relu is one dense node, with the reference's answer" do
+    w = tensor("w", 1, [3, 4], f32(rand(12, 1)))
+    b = tensor("b", 1, [3], f32([0.5, -0.5, 0.0]))
+
+    nodes = [
+      node("Gemm", ["x", "w", "b"], ["h"], [attribute("transB", {:int, 1})]),
+      node("Relu", ["h"], ["y"])
+    ]
+
+    bin = model(graph(nodes, [{"x", 1, [2, 4]}], [{"y", 1, [2, 3]}], [w, b]))
+    {:ok, m} = ONNX.load(bin)
+    assert [%{op_type: "Dense", activation: :relu}] = m.graph.nodes
+
+    x = Cascade.from_binary(f32(rand(8, 2)), :f32, {2, 4})
+    kernel = Cascade.from_binary(f32(rand(12, 1)), :f32, {3, 4}) |> Cascade.transpose()
+    bias = Cascade.from_binary(f32([0.5, -0.5, 0.0]), :f32, {3})
+    want = x |> Cascade.dot(kernel) |> Cascade.add(bias) |> Cascade.relu()
+
+    # the first run records the program, the second runs it
+    for _ <- 1..2, do: close(ONNX.run(m, %{"x" => x})["y"], want)
+
+    assert [%{op_type: "Dense", fused: ["Gemm", "Relu"]}] = ONNX.explain(m, %{"x" => x})
+  end
+
+  test "MatMul with a broadcast 2-D right operand and a bias Add is one dense node" do
+    w = tensor("w", 1, [8, 6], f32(rand(48, 3)))
+    b = tensor("b", 1, [6], f32(rand(6, 4)))
+    nodes = [node("MatMul", ["x", "w"], ["h"]), node("Add", ["b", "h"], ["y"])]
+    bin = model(graph(nodes, [{"x", 1, [5, 1, 8]}], [{"y", 1, [5, 1, 6]}], [w, b]))
+    {:ok, m} = ONNX.load(bin)
+    assert [%{op_type: "Dense", fused: [_, _]}] = m.graph.nodes
+
+    x = Cascade.from_binary(f32(rand(40, 5)), :f32, {5, 1, 8})
+    kernel = Cascade.from_binary(f32(rand(48, 3)), :f32, {8, 6})
+    bias = Cascade.from_binary(f32(rand(6, 4)), :f32, {6})
+    want = x |> Cascade.reshape({5, 8}) |> Cascade.dot(kernel) |> Cascade.add(bias)
+    for _ <- 1..2, do: close(ONNX.run(m, %{"x" => x})["y"], Cascade.reshape(want, {5, 1, 6}))
+  end
+
+  test "a product whose result is also read elsewhere is not fused with what follows" do
+    w = tensor("w", 1, [4, 4], f32(rand(16, 6)))
+    nodes = [node("MatMul", ["x", "w"], ["h"]), node("Relu", ["h"], ["y"])]
+    outs = [{"y", 1, [2, 4]}, {"h", 1, [2, 4]}]
+    {:ok, m} = ONNX.load(model(graph(nodes, [{"x", 1, [2, 4]}], outs, [w])))
+    assert [%{op_type: "Dense", activation: :none}, %{op_type: "Relu"}] = m.graph.nodes
+  end
+
+  test "nodes of constants only are folded at load" do
+    shape = tensor("shape", 7, [2], <<3::little-64, 2::little-64>>)
+
+    nodes = [
+      node("Constant", [], ["c"], [
+        [bytes(1, "value"), bytes(5, tensor("", 1, [6], f32([1, 2, 3, 4, 5, 6]))), int(20, 4)]
+      ]),
+      node("Reshape", ["c", "shape"], ["r"]),
+      node("Add", ["x", "r"], ["y"])
+    ]
+
+    {:ok, m} = ONNX.load(model(graph(nodes, [{"x", 1, [3, 2]}], [{"y", 1, [3, 2]}], [shape])))
+    assert [%{op_type: "Add"}] = m.graph.nodes
+    assert m.graph.folded == 2
+
+    x = Cascade.from_binary(f32([0, 0, 0, 0, 0, 0]), :f32, {3, 2})
+    assert ONNX.run(m, %{"x" => x})["y"] |> Cascade.to_list() == [[1, 2], [3, 4], [5, 6]]
+  end
+
+  test "a graph that reads an input's values runs node by node, each signature its own way" do
+    # Reshape to a shape given as an input: its values go into Elixir
+    nodes = [node("Reshape", ["x", "s"], ["y"])]
+
+    {:ok, m} =
+      ONNX.load(model(graph(nodes, [{"x", 1, [6]}, {"s", 7, [2]}], [{"y", 1, [-1, -1]}])))
+
+    x = Cascade.from_binary(f32([1, 2, 3, 4, 5, 6]), :f32, {6})
+
+    for {shape, want} <- [{[2, 3], {2, 3}}, {[3, 2], {3, 2}}, {[2, 3], {2, 3}}] do
+      s = Cascade.from_binary(for(d <- shape, into: <<>>, do: <<d::native-64>>), :s64, {2})
+      assert Cascade.shape(ONNX.run(m, %{"x" => x, "s" => s})["y"]) == want
+    end
+  end
+
+  test "one program per input signature: another batch size records another" do
+    w = tensor("w", 1, [4, 2], f32(rand(8, 7)))
+    nodes = [node("MatMul", ["x", "w"], ["h"]), node("Sigmoid", ["h"], ["y"])]
+    {:ok, m} = ONNX.load(model(graph(nodes, [{"x", 1, [-1, 4]}], [{"y", 1, [-1, 2]}], [w])))
+    kernel = Cascade.from_binary(f32(rand(8, 7)), :f32, {4, 2})
+
+    for n <- [1, 3, 1, 3] do
+      x = Cascade.from_binary(f32(rand(4 * n, n)), :f32, {n, 4})
+      close(ONNX.run(m, %{"x" => x})["y"], x |> Cascade.dot(kernel) |> Cascade.sigmoid())
+    end
+  end
+end
