@@ -423,39 +423,44 @@ defmodule Cascade.ONNX do
   defp run_planned(model, inputs) do
     tensors = feed(model, inputs)
     device = model.device || Cascade.Device.default()
+
+    results =
+      programmed({model.id, device}, tensors, device, fn ins ->
+        {outputs, _} = by_nodes_with_steps(model, ins)
+        Enum.map(model.outputs, &Map.fetch!(outputs, &1))
+      end)
+
+    model.outputs |> Enum.zip(results) |> Map.new()
+  end
+
+  # fun.(tensors) as the program cached under `key` and the tensors' signature
+  defp programmed(key, tensors, device, fun) do
     signature = Enum.map(tensors, &{Cascade.Type.normalize!(&1.type), &1.shape})
-    key = {__MODULE__, model.id, device, signature}
+    key = {__MODULE__, key, signature}
 
     case :ets.lookup(@programs, key) do
       [{_, %Program{} = program}] ->
-        model.outputs |> Enum.zip(Program.run(program, tensors)) |> Map.new()
+        Program.run(program, tensors)
 
       [{_, {:nodes, _why}}] ->
-        by_nodes(model, tensors)
+        fun.(tensors)
 
       [] ->
-        record = fn ins ->
-          {outputs, _} = by_nodes_with_steps(model, ins)
-          Enum.map(model.outputs, &Map.fetch!(outputs, &1))
-        end
-
-        case Program.record(record, tensors, device) do
+        case Program.record(fun, tensors, device) do
           {:ok, results, %Program{} = program} ->
             cache(key, program)
-            model.outputs |> Enum.zip(results) |> Map.new()
+            results
 
           {:ok, results, {:error, why}} ->
             cache(key, {:nodes, why})
-            model.outputs |> Enum.zip(results) |> Map.new()
+            results
 
           {:tainted, why} ->
             cache(key, {:nodes, why})
-            by_nodes(model, tensors)
+            fun.(tensors)
         end
     end
   end
-
-  defp by_nodes(model, tensors), do: elem(by_nodes_with_steps(model, tensors), 0)
 
   defp by_nodes_with_steps(model, tensors),
     do: evaluate_fed(model, tensors, fn _node, _i, fun -> {fun.(), nil} end)
@@ -524,12 +529,30 @@ defmodule Cascade.ONNX do
           end
       end
 
+    # a planned body runs as a program of its inputs and the enclosing values it reads, unless
+    # an enclosing recording is under way (which records the body's ops as its own)
+    free = Enum.map(Map.get(graph, :free, []), &Map.get(scope, &1))
+    tensors = bound ++ free
+
+    if Map.has_key?(graph, :id) and Process.get(:cascade_record) == nil and
+         Enum.all?(tensors, &match?(%Cascade.Tensor{}, &1)) do
+      device = ctx.device || Cascade.Device.default()
+
+      programmed({graph.id, device}, tensors, device, fn ins ->
+        {bound, free} = Enum.split(ins, length(bound))
+        values = graph.free |> Enum.zip(free) |> Enum.into(inits)
+        body_nodes(graph, bound, values, ctx)
+      end)
+    else
+      body_nodes(graph, bound, Map.merge(scope, inits), ctx)
+    end
+  end
+
+  defp body_nodes(graph, bound, values, ctx) do
     values =
       graph.inputs
       |> Enum.zip(bound)
-      |> Enum.reduce(Map.merge(scope, inits), fn {%{name: name}, t}, acc ->
-        Map.put(acc, name, t)
-      end)
+      |> Enum.reduce(values, fn {%{name: name}, t}, acc -> Map.put(acc, name, t) end)
 
     {values, _} = run_nodes(graph.nodes, values, ctx, fn _node, _i, fun -> {fun.(), nil} end)
 

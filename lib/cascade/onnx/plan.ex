@@ -226,6 +226,28 @@ defmodule Cascade.ONNX.Plan do
 
   ## Body graphs
 
+  # The names a body reads from the graphs around it: read by its nodes (or their bodies) or
+  # given as its outputs, and neither its inputs, its constants nor its nodes' outputs
+  defp free(graph) do
+    own = MapSet.new(Enum.map(graph.inputs, & &1.name) ++ Map.keys(graph.values))
+
+    {read, own} =
+      Enum.reduce(graph.nodes, {[], own}, fn node, {read, own} ->
+        inner =
+          for {_, {:graph, g}} <- Map.get(node, :attributes, %{}),
+              is_map(g),
+              do: Map.get(g, :free) || []
+
+        names =
+          Enum.reject(node.inputs ++ List.flatten(inner), &(&1 == "" or MapSet.member?(own, &1)))
+
+        {names ++ read, Enum.reduce(node.outputs, own, &MapSet.put(&2, &1))}
+      end)
+
+    outputs = for %{name: n} <- graph.outputs, not MapSet.member?(own, n), do: n
+    Enum.uniq(Enum.reverse(read) ++ outputs)
+  end
+
   defp plan_bodies(node, ctx) do
     if node.op_type in Control.names() do
       attributes =
@@ -242,9 +264,13 @@ defmodule Cascade.ONNX.Plan do
 
   defp plan_body(graph, ctx) do
     case Cascade.ONNX.upload(graph.initializers, ctx.device) do
-      {:ok, values} -> plan(graph, values, ctx)
+      {:ok, values} ->
+        planned = plan(graph, values, ctx)
+        Map.merge(planned, %{id: make_ref(), free: free(planned)})
+
       # the runs raise the initializer's error, naming it
-      {:error, _} -> graph
+      {:error, _} ->
+        graph
     end
   end
 end
