@@ -45,6 +45,11 @@ defmodule Cascade.ONNXPlanTest do
     for _ <- 1..2, do: close(ONNX.run(m, %{"x" => x})["y"], want)
 
     assert [%{op_type: "Dense", fused: ["Gemm", "Relu"]}] = ONNX.explain(m, %{"x" => x})
+
+    assert %{nodes: 1, folded: 0, rewrites: %{"Gemm+Relu -> Dense" => 1}, runs: [run]} =
+             ONNX.describe(m)
+
+    assert %{graph: "main", signature: [{:f32, {2, 4}}], mode: {:program, 1}} = run
   end
 
   test "MatMul with a broadcast 2-D right operand and a bias Add is one dense node" do
@@ -68,6 +73,39 @@ defmodule Cascade.ONNXPlanTest do
     outs = [{"y", 1, [2, 4]}, {"h", 1, [2, 4]}]
     {:ok, m} = ONNX.load(model(graph(nodes, [{"x", 1, [2, 4]}], outs, [w])))
     assert [%{op_type: "Dense", activation: :none}, %{op_type: "Relu"}] = m.graph.nodes
+  end
+
+  test "Conv + BatchNormalization on constants is one Conv; BatchNormalization alone an affine map" do
+    w = tensor("w", 1, [2, 1, 1, 1], f32([2.0, -1.0]))
+    params = [{"g", [1.5, 0.5]}, {"b", [0.1, 0.2]}, {"m", [0.3, -0.4]}, {"v", [4.0, 0.25]}]
+    stats = for {name, values} <- params, do: tensor(name, 1, [2], f32(values))
+
+    bn = fn input, output -> node("BatchNormalization", [input, "g", "b", "m", "v"], [output]) end
+    nodes = [node("Conv", ["x", "w"], ["c"]), bn.("c", "y"), bn.("y", "z")]
+    shape = {"x", 1, [1, 1, 2, 2]}
+    out = {"z", 1, [1, 2, 2, 2]}
+    {:ok, m} = ONNX.load(model(graph(nodes, [shape], [out], [w | stats])))
+
+    assert %{
+             rewrites: %{
+               "Conv+BatchNormalization -> Conv" => 1,
+               "BatchNormalization -> Affine" => 1
+             }
+           } = ONNX.describe(m)
+
+    x = Cascade.from_binary(f32([1, 2, 3, 4]), :f32, {1, 1, 2, 2})
+    c = fn v -> Cascade.from_binary(f32(v), :f32, {1, 2, 1, 1}) end
+
+    norm = fn t ->
+      t
+      |> Cascade.subtract(c.([0.3, -0.4]))
+      |> Cascade.divide(c.([:math.sqrt(4.0 + 1.0e-5), :math.sqrt(0.25 + 1.0e-5)]))
+      |> Cascade.multiply(c.([1.5, 0.5]))
+      |> Cascade.add(c.([0.1, 0.2]))
+    end
+
+    want = x |> Cascade.multiply(c.([2.0, -1.0])) |> norm.() |> norm.()
+    for _ <- 1..2, do: close(ONNX.run(m, %{"x" => x})["z"], want)
   end
 
   test "nodes of constants only are folded at load" do
@@ -102,6 +140,8 @@ defmodule Cascade.ONNXPlanTest do
       s = Cascade.from_binary(for(d <- shape, into: <<>>, do: <<d::native-64>>), :s64, {2})
       assert Cascade.shape(ONNX.run(m, %{"x" => x, "s" => s})["y"]) == want
     end
+
+    assert %{runs: [%{mode: {:nodes, "reads a tensor's data into Elixir"}}]} = ONNX.describe(m)
   end
 
   test "one program per input signature: another batch size records another" do

@@ -112,16 +112,13 @@ rows =
         ms = s * 1000
         ratio = ms / ort[name].ms
 
+        plan = Cascade.ONNX.describe(model)
+
         how =
-          case for(
-                 {{Cascade.ONNX, id, _, _}, v} <- :ets.tab2list(:cascade_compiled),
-                 id == model.id,
-                 do: v
-               ) do
-            [%Cascade.Program{steps: n}] -> "one program of #{n} steps"
-            [{:nodes, why}] -> "node by node (#{why})"
-            _ -> "?"
-          end
+          Enum.map_join(plan.runs, "; ", fn
+            %{graph: g, mode: {:program, n}} -> "#{g}: one program of #{n} steps"
+            %{graph: g, mode: {:nodes, why}} -> "#{g}: node by node (#{why})"
+          end)
 
         worst = Enum.max_by(diffs, &if(is_float(&1.diff), do: &1.diff, else: 1.0e30))
 
@@ -129,8 +126,8 @@ rows =
           "#{String.pad_trailing(name, 20)} Cascade #{Float.round(ms, 3)} ms, ORT #{Float.round(ort[name].ms, 3)} ms: " <>
             "#{Float.round(ratio, 2)}x; largest difference #{inspect(worst.diff)} " <>
             "(|y| up to #{Float.round(worst.scale, 3)}, ORT's spread #{worst.spread}); " <>
-            "load #{div(load_us, 1000)} ms; #{length(model.graph.nodes)} nodes after the plan " <>
-            "(#{model.graph.folded} folded), run as #{how}"
+            "load #{div(load_us, 1000)} ms; #{plan.nodes} nodes after the plan " <>
+            "(#{plan.folded} folded, #{Enum.sum(Map.values(plan.rewrites))} rewritten); #{how}"
         )
 
         {name, ms, ort[name].ms, ratio, worst}

@@ -49,6 +49,10 @@ defmodule Cascade.ONNX do
 
   @type t :: %__MODULE__{}
 
+  # programs are cached in the compiler's table: it starts with the application
+  @programs :cascade_compiled
+  @cache_limit 512
+
   defmodule Error do
     @moduledoc "Raised by `Cascade.ONNX.run/2` when a model cannot run on the inputs given."
     defexception [:message]
@@ -155,7 +159,7 @@ defmodule Cascade.ONNX do
     end
   end
 
-  defp describe(node, i), do: Check.describe(node, i)
+  defp node_label(node, i), do: Check.describe(node, i)
 
   @doc false
   # A graph's initializers as tensors on `device`, by name.
@@ -330,6 +334,67 @@ defmodule Cascade.ONNX do
   end
 
   @doc """
+  How `load/2` planned the model and how its runs have gone so far: the plan's nodes, the file's
+  nodes folded at load (`:folded`), the rewrites by kind (`:rewrites`, such as
+  `"Gemm+Relu -> Dense"`), and per graph (`"main"`, or the control-flow node and attribute of a
+  body) and input signature met, whether its runs are one program (`{:program, steps}`) or go
+  node by node, with the reason (`{:nodes, why}`).
+
+      {:ok, model} = Cascade.ONNX.load("model.onnx")
+      Cascade.ONNX.run(model, %{"x" => x})
+      Cascade.ONNX.describe(model)
+      #=> %{nodes: 3, folded: 2, rewrites: %{"Gemm+Relu -> Dense" => 1},
+      #     runs: [%{graph: "main", device: :host, signature: [{:f32, {1, 784}}],
+      #              mode: {:program, 3}}]}
+  """
+  @spec describe(t) :: map
+  def describe(%__MODULE__{} = model) do
+    labels = Map.new([{model.id, "main"} | bodies(model.graph.nodes)])
+
+    runs =
+      for {{__MODULE__, {id, device}, signature}, value} <- :ets.tab2list(@programs),
+          Map.has_key?(labels, id) do
+        mode =
+          case value do
+            %Program{steps: n} -> {:program, n}
+            {:nodes, why} -> {:nodes, why}
+          end
+
+        %{graph: labels[id], device: device, signature: signature, mode: mode}
+      end
+
+    rewrites =
+      for %{fused: fused} = node <- model.graph.nodes do
+        Enum.map_join(fused, "+", & &1.op_type) <> " -> " <> node.op_type
+      end
+
+    %{
+      nodes: length(model.graph.nodes),
+      folded: model.graph.folded,
+      rewrites: Enum.frequencies(rewrites),
+      runs: Enum.sort_by(runs, &(&1.graph != "main"))
+    }
+  end
+
+  def describe(other) do
+    raise ArgumentError,
+          "Cascade.ONNX.describe/1: expected a model from Cascade.ONNX.load/2, got: " <>
+            inspect(other, limit: 3)
+  end
+
+  # the planned body graphs' ids, labelled by their node and attribute
+  defp bodies(nodes) do
+    nodes
+    |> Enum.with_index()
+    |> Enum.flat_map(fn {node, i} ->
+      for {attr, {:graph, %{id: id} = g}} <- Map.get(node, :attributes, %{}) do
+        [{id, "#{node_label(node, i)} (#{node.op_type}) #{attr}"} | bodies(g.nodes)]
+      end
+      |> List.flatten()
+    end)
+  end
+
+  @doc """
   The nodes of an `explain/2` answer counted per route.
 
       iex> Cascade.ONNX.explain_summary([%{route: :native}, %{route: :native}, %{route: :decomposed}])
@@ -413,10 +478,6 @@ defmodule Cascade.ONNX do
     {outputs, steps}
   end
 
-  # the compiler's table: it starts with the application
-  @programs :cascade_compiled
-  @cache_limit 512
-
   # A run as one program per input signature (types, shapes, device), recorded at the
   # signature's first run, when the graph can be one: node by node where it cannot (a branch
   # or a shape that depends on the inputs' values), that decision cached too.
@@ -482,7 +543,7 @@ defmodule Cascade.ONNX do
 
             name ->
               Map.get(values, name) ||
-                raise(Error, message: "#{describe(node, i)}: no value #{inspect(name)}")
+                raise(Error, message: "#{node_label(node, i)}: no value #{inspect(name)}")
           end)
 
         node_ctx =
@@ -563,14 +624,14 @@ defmodule Cascade.ONNX do
 
   defp run_node(node, i, args, ctx) do
     cond do
-      Map.has_key?(node, :fused) -> Plan.run(node, args)
+      Map.has_key?(node, :fused) -> Plan.run(node, args, ctx)
       node.op_type in Control.names() -> Control.run(node.op_type, args, node.attributes, ctx)
       true -> Ops.run(node.op_type, args, node.attributes, ctx)
     end
   rescue
     e in [ArgumentError, Cascade.Error, Error] ->
       # an attribute's string is the file's bytes as they are: the message stays UTF-8
-      message = Proto.utf8("#{describe(node, i)} (#{node.op_type}): #{Exception.message(e)}")
+      message = Proto.utf8("#{node_label(node, i)} (#{node.op_type}): #{Exception.message(e)}")
       reraise Error, [message: message], __STACKTRACE__
   end
 

@@ -34,7 +34,8 @@ defmodule Cascade.ONNX.Plan do
   def plan(graph, values, ctx) do
     keep = MapSet.new(graph.outputs, & &1.name)
     {nodes, values, folded} = fold(graph.nodes, values, ctx)
-    nodes = nodes |> fuse(values, keep) |> Enum.map(&plan_bodies(&1, ctx))
+    {nodes, values} = fuse(nodes, values, keep)
+    nodes = Enum.map(nodes, &plan_bodies(&1, ctx))
     %{graph | nodes: nodes} |> Map.merge(%{values: values, folded: folded})
   end
 
@@ -105,18 +106,112 @@ defmodule Cascade.ONNX.Plan do
     rewrite(nodes, values, private?, [])
   end
 
-  defp rewrite([], _values, _private?, acc), do: Enum.reverse(acc)
+  defp rewrite([], values, _private?, acc), do: {Enum.reverse(acc), values}
 
   defp rewrite([node | rest], values, private?, acc) do
     case dense(node, values) do
       nil ->
-        rewrite(rest, values, private?, [node | acc])
+        case batch_norm(node, rest, values, private?) do
+          {node, rest, values} -> rewrite(rest, values, private?, [node | acc])
+          nil -> rewrite(rest, values, private?, [node | acc])
+        end
 
       dense ->
         {dense, rest} = absorb(dense, rest, values, private?)
         rewrite(rest, values, private?, [dense | acc])
     end
   end
+
+  ## BatchNormalization at inference on constant statistics
+
+  # Into the Conv before it, when the Conv's weights (and bias) are constants and BN is the only
+  # reader of its result: W' = W * s per output channel, B' = (B - mean) * s + beta, where
+  # s = gamma / sqrt(var + epsilon), computed once here in the weights' type (as ONNX Runtime's
+  # fusion does). On its own: y = x * s + t with s and t computed here ("Affine").
+  defp batch_norm(
+         %{op_type: "Conv", inputs: [_x, w | b], outputs: [y]} = conv,
+         [bn | rest],
+         values,
+         private?
+       ) do
+    with %Cascade.Tensor{} = weights <- Map.get(values, w),
+         true <- b in [[], [""]] or match?(%Cascade.Tensor{}, Map.get(values, hd(b))),
+         "BatchNormalization" <- bn.op_type,
+         [^y | _] <- bn.inputs,
+         true <- private?.(y),
+         {s, t} <- bn_constants(bn, values) do
+      o = elem(Cascade.shape(weights), 0)
+      per_out = List.to_tuple([o | List.duplicate(1, tuple_size(Cascade.shape(weights)) - 1)])
+      w2 = Cascade.multiply(weights, Cascade.reshape(s, per_out))
+
+      bias =
+        if b in [[], [""]],
+          do: Cascade.full(0, {o}, type: Cascade.type(s)),
+          else: Map.fetch!(values, hd(b))
+
+      b2 = Cascade.add(Cascade.multiply(bias, s), t)
+      {wn, bn_name} = {"cascade.fold:#{y}:w", "cascade.fold:#{y}:b"}
+      values = values |> Map.put(wn, w2) |> Map.put(bn_name, b2)
+
+      node =
+        Map.merge(conv, %{
+          inputs: [hd(conv.inputs), wn, bn_name],
+          outputs: bn.outputs,
+          fused: [conv, bn]
+        })
+
+      {node, rest, values}
+    else
+      _ -> nil
+    end
+  end
+
+  defp batch_norm(
+         %{op_type: "BatchNormalization", inputs: [x | _], outputs: [_]} = bn,
+         rest,
+         values,
+         _private?
+       ) do
+    case bn_constants(bn, values) do
+      {s, t} ->
+        node = %{
+          inputs: [x],
+          outputs: bn.outputs,
+          name: bn.name,
+          op_type: "Affine",
+          domain: "cascade",
+          attributes: %{},
+          scale: s,
+          shift: t,
+          fused: [bn]
+        }
+
+        {node, rest, values}
+
+      nil ->
+        nil
+    end
+  end
+
+  defp batch_norm(_node, _rest, _values, _private?), do: nil
+
+  # {s, t} of an inference BatchNormalization whose four inputs are constants of one shape {C}
+  defp bn_constants(%{inputs: [_x | params], outputs: [_]} = bn, values)
+       when length(params) == 4 do
+    with false <- Ops.attr(bn.attributes, "training_mode", 0) == 1,
+         [%Cascade.Tensor{} = gamma, beta, mean, var] <- Enum.map(params, &Map.get(values, &1)),
+         true <- Enum.all?([beta, mean, var], &match?(%Cascade.Tensor{}, &1)),
+         {c} <- Cascade.shape(gamma),
+         true <- Enum.all?([beta, mean, var], &(Cascade.shape(&1) == {c})) do
+      eps = Ops.attr(bn.attributes, "epsilon", 1.0e-5)
+      s = Cascade.multiply(gamma, Cascade.rsqrt(Cascade.add(var, eps)))
+      {s, Cascade.subtract(beta, Cascade.multiply(mean, s))}
+    else
+      _ -> nil
+    end
+  end
+
+  defp bn_constants(_bn, _values), do: nil
 
   # Gemm (A not transposed, alpha and beta 1) or MatMul by constant 2-D weights as Dense
   defp dense(%{op_type: "Gemm", inputs: [a, b | c]} = node, values) do
@@ -219,8 +314,24 @@ defmodule Cascade.ONNX.Plan do
 
   defp bias(_other, _kernel), do: nil
 
-  @doc "Runs a planned node on its inputs' tensors."
-  def run(%{op_type: "Dense"} = node, [x]) do
+  @doc "Runs a planned node on its inputs' tensors (a fused Conv as the Conv it is)."
+  def run(%{op_type: "Affine"} = node, [x], _ctx) do
+    per_channel =
+      List.to_tuple([
+        1,
+        Cascade.size(node.scale) | List.duplicate(1, tuple_size(Cascade.shape(x)) - 2)
+      ])
+
+    [
+      x
+      |> Cascade.multiply(Cascade.reshape(node.scale, per_channel))
+      |> Cascade.add(Cascade.reshape(node.shift, per_channel))
+    ]
+  end
+
+  def run(%{op_type: "Conv"} = node, args, ctx), do: Ops.run("Conv", args, node.attributes, ctx)
+
+  def run(%{op_type: "Dense"} = node, [x], _ctx) do
     [Cascade.dense(x, node.kernel, node.bias || 0.0, activation: node.activation)]
   end
 
