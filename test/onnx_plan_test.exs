@@ -155,4 +155,51 @@ defmodule Cascade.ONNXPlanTest do
       close(ONNX.run(m, %{"x" => x})["y"], x |> Cascade.dot(kernel) |> Cascade.sigmoid())
     end
   end
+
+  describe "recurrent operators in both directions" do
+    # forward is checked by ONNX's node tests; reverse must be forward over the sequence read
+    # backwards, and bidirectional the two side by side
+    for op <- ["LSTM", "GRU"] do
+      test op do
+        op = unquote(op)
+        gates = if op == "LSTM", do: 4, else: 3
+        {steps, batch, input, hidden} = {5, 2, 3, 4}
+        w = for d <- 0..1, do: rand(gates * hidden * input, 10 + d)
+        r = for d <- 0..1, do: rand(gates * hidden * hidden, 20 + d)
+
+        run = fn direction, ws, rs, x ->
+          d = length(ws)
+          wt = tensor("w", 1, [d, gates * hidden, input], f32(List.flatten(ws)))
+          rt = tensor("r", 1, [d, gates * hidden, hidden], f32(List.flatten(rs)))
+
+          attrs = [
+            attribute("hidden_size", {:int, hidden}),
+            attribute("direction", {:string, direction})
+          ]
+
+          nodes = [node(op, ["x", "w", "r"], ["y"], attrs)]
+          ins = [{"x", 1, [steps, batch, input]}]
+
+          {:ok, m} =
+            ONNX.load(model(graph(nodes, ins, [{"y", 1, [steps, d, batch, hidden]}], [wt, rt])))
+
+          ONNX.run(m, %{"x" => x})["y"]
+        end
+
+        x = Cascade.from_binary(f32(rand(steps * batch * input, 30)), :f32, {steps, batch, input})
+        backwards = fn t -> Cascade.reverse(t, axes: [0]) end
+
+        forward = run.("forward", [Enum.at(w, 0)], [Enum.at(r, 0)], x)
+        reverse = run.("reverse", [Enum.at(w, 1)], [Enum.at(r, 1)], x)
+
+        close(
+          reverse,
+          backwards.(run.("forward", [Enum.at(w, 1)], [Enum.at(r, 1)], backwards.(x)))
+        )
+
+        both = run.("bidirectional", w, r, x)
+        close(Cascade.concatenate([forward, reverse], axis: 1), both)
+      end
+    end
+  end
 end

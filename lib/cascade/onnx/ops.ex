@@ -116,8 +116,9 @@ defmodule Cascade.ONNX.Ops do
       op == "ScatterND" and attr(attrs, "reduction", "none") not in ["none", "add", "mul"] ->
         "reduction #{attr(attrs, "reduction", "")}"
 
-      op in ["RNN", "GRU", "LSTM"] and attr(attrs, "direction", "forward") != "forward" ->
-        "direction #{attr(attrs, "direction", "")} (forward only)"
+      op in ["RNN", "GRU", "LSTM"] and
+          attr(attrs, "direction", "forward") not in ["forward", "reverse", "bidirectional"] ->
+        "direction #{attr(attrs, "direction", "")}"
 
       op in ["RNN", "GRU", "LSTM"] and
           (attr(attrs, "activations", nil) != nil or attr(attrs, "clip", nil) != nil or
@@ -1638,83 +1639,70 @@ defmodule Cascade.ONNX.Ops do
     [quantize(y, ys, yzp, type_atom(yzp))]
   end
 
-  # The recurrent operators, forward, with their default activations (sigmoid for the gates,
-  # tanh for the cell), one time step after the other on the device. Gates come from
-  # x_t W^T + h R^T + Wb + Rb; a batch entry past its sequence_lens keeps its state and gives
-  # zeros.
+  # The recurrent operators, forward, reverse or bidirectional, with their default activations
+  # (sigmoid for the gates, tanh for the cell), one time step after the other on the device.
+  # Gates come from x_t W^T + h R^T + Wb + Rb; a batch entry past its sequence_lens keeps its
+  # state and gives zeros (so the reverse direction starts at each entry's own last step).
   defp other(op, [x, w, r | rest], attrs, _ctx) when op in ["RNN", "GRU", "LSTM"] do
     [b, lens, h0, c0, peep] = Enum.take(rest ++ List.duplicate(nil, 5), 5)
     layout = attr(attrs, "layout", 0)
-    x = if layout == 1, do: Cascade.transpose(x, axes: [1, 0, 2]), else: x
+    batch_first = fn t -> if layout == 1, do: Cascade.transpose(t, axes: [1, 0, 2]), else: t end
+    x = batch_first.(x)
     [steps, batch, _] = dims(x)
     hidden = attr(attrs, "hidden_size", nil) || elem(Cascade.shape(r), 2)
     gates = div(elem(Cascade.shape(w), 1), hidden)
-    dev = Cascade.device(x)
     type = Cascade.type(x)
-    zero = fn shape -> Cascade.full(0, shape, type: type, device: dev) end
-    w0 = Cascade.squeeze(w, axes: [0])
-    r0 = Cascade.squeeze(r, axes: [0])
-
-    {wb, rb} =
-      case b do
-        nil -> {zero.({gates * hidden}), zero.({gates * hidden})}
-        b -> b |> Cascade.squeeze(axes: [0]) |> split_even(2) |> List.to_tuple()
-      end
-
-    state0 = fn
-      nil ->
-        zero.({batch, hidden})
-
-      t ->
-        Cascade.squeeze(if(layout == 1, do: Cascade.transpose(t, axes: [1, 0, 2]), else: t),
-          axes: [0]
-        )
-    end
-
-    h = state0.(h0)
-    c = state0.(c0)
-    p = if peep, do: peep |> Cascade.squeeze(axes: [0]) |> split_even(3), else: nil
+    zero = fn shape -> Cascade.full(0, shape, type: type, device: Cascade.device(x)) end
     lens = if lens, do: Cascade.reshape(Cascade.as_type(lens, :s64), {batch, 1}), else: nil
 
-    {ys, {h, c}} =
-      Enum.map_reduce(0..(steps - 1)//1, {h, c}, fn t, {h, c} ->
-        [_ | step_shape] = dims(x)
+    directions =
+      case attr(attrs, "direction", "forward") do
+        "forward" -> [false]
+        "reverse" -> [true]
+        "bidirectional" -> [false, true]
+      end
 
-        xt =
-          x
-          |> Cascade.slice([t, 0, 0], [1 | step_shape])
-          |> Cascade.reshape(List.to_tuple(step_shape))
+    passes =
+      for {reverse, d} <- Enum.with_index(directions) do
+        {wb, rb} =
+          case b do
+            nil -> {zero.({gates * hidden}), zero.({gates * hidden})}
+            b -> b |> index0(d) |> split_even(2) |> List.to_tuple()
+          end
 
-        xw = Cascade.add(Cascade.dot(xt, [1], [], w0, [1], []), wb)
-        {h2, c2} = cell(op, xw, h, c, r0, rb, p, hidden, attrs)
+        h = if h0, do: h0 |> batch_first.() |> index0(d), else: zero.({batch, hidden})
+        c = if c0, do: c0 |> batch_first.() |> index0(d), else: zero.({batch, hidden})
+        p = if peep, do: peep |> index0(d) |> split_even(3), else: nil
+        r0 = index0(r, d)
+        order = if reverse, do: (steps - 1)..0//-1, else: 0..(steps - 1)//1
+        cell = fn xw, h, c -> cell(op, xw, h, c, r0, rb, p, hidden, attrs) end
+        rnn_pass(x, index0(w, d), wb, {h, c}, lens, order, cell, zero.({batch, hidden}))
+      end
 
-        case lens do
-          nil ->
-            {h2, {h2, c2}}
-
-          lens ->
-            live = Cascade.less(t, lens)
-            h3 = Cascade.select(live, h2, h)
-            c3 = Cascade.select(live, c2, c)
-            {Cascade.select(live, h2, zero.({batch, hidden})), {h3, c3}}
-        end
-      end)
-
-    # Y {steps, 1, batch, hidden}, Y_h and Y_c {1, batch, hidden} (layout 1: batch first)
+    # Y {steps, directions, batch, hidden}, Y_h and Y_c {directions, batch, hidden}
     y =
-      ys |> Enum.map(&Cascade.reshape(&1, {1, 1, batch, hidden})) |> Cascade.concatenate(axis: 0)
+      passes
+      |> Enum.map(fn {ys, _, _} ->
+        ys
+        |> Enum.map(&Cascade.reshape(&1, {1, 1, batch, hidden}))
+        |> Cascade.concatenate(axis: 0)
+      end)
+      |> Cascade.concatenate(axis: 1)
 
-    yh = Cascade.reshape(h, {1, batch, hidden})
-    yc = Cascade.reshape(c, {1, batch, hidden})
+    final = fn k ->
+      passes
+      |> Enum.map(&Cascade.reshape(elem(&1, k), {1, batch, hidden}))
+      |> Cascade.concatenate(axis: 0)
+    end
 
     if layout == 1 do
       [
         Cascade.transpose(y, axes: [2, 0, 1, 3]),
-        Cascade.transpose(yh, axes: [1, 0, 2]),
-        Cascade.transpose(yc, axes: [1, 0, 2])
+        Cascade.transpose(final.(1), axes: [1, 0, 2]),
+        Cascade.transpose(final.(2), axes: [1, 0, 2])
       ]
     else
-      [y, yh, yc]
+      [y, final.(1), final.(2)]
     end
   end
 
@@ -2355,6 +2343,44 @@ defmodule Cascade.ONNX.Ops do
   defp round_half_even(x) do
     [r] = other("Round", [x], %{}, %{})
     r
+  end
+
+  # t[d] of a tensor with the directions first
+  defp index0(t, d) do
+    [_ | rest] = dims(t)
+
+    t
+    |> Cascade.slice([d | Enum.map(rest, fn _ -> 0 end)], [1 | rest])
+    |> Cascade.reshape(List.to_tuple(rest))
+  end
+
+  # One direction over the steps in `order`: {outputs in time order, last h, last c}
+  defp rnn_pass(x, w0, wb, state, lens, order, cell, zeros) do
+    [_ | step_shape] = dims(x)
+
+    {ys, {h, c}} =
+      Enum.map_reduce(order, state, fn t, {h, c} ->
+        xt =
+          x
+          |> Cascade.slice([t, 0, 0], [1 | step_shape])
+          |> Cascade.reshape(List.to_tuple(step_shape))
+
+        xw = Cascade.add(Cascade.dot(xt, [1], [], w0, [1], []), wb)
+        {h2, c2} = cell.(xw, h, c)
+
+        case lens do
+          nil ->
+            {h2, {h2, c2}}
+
+          lens ->
+            live = Cascade.less(t, lens)
+            state = {Cascade.select(live, h2, h), Cascade.select(live, c2, c)}
+            {Cascade.select(live, h2, zeros), state}
+        end
+      end)
+
+    ys = if order.step < 0, do: Enum.reverse(ys), else: ys
+    {ys, h, c}
   end
 
   # a 1-D tensor cut into n equal parts
