@@ -93,7 +93,7 @@ if Code.ensure_loaded?(Nx) do
 
     @behaviour Nx.Defn.Compiler
 
-    alias Cascade.{Device, Native, Op}
+    alias Cascade.{Device, Native, Op, Program}
     alias Nx.Defn.Composite
 
     @table :cascade_compiled
@@ -588,150 +588,34 @@ if Code.ensure_loaded?(Nx) do
         Map.put(base, :mode, {:evaluator, "recording it raised: " <> Exception.message(e)})
     end
 
-    # What each recorded ref is: {:in, i}, {:c, ref} (a constant: made outside the recording,
-    # or computed from constants only) or {:s, k} (step k).
+    # The program of the recorded calls (Cascade.Program: the planner Cascade.ONNX shares),
+    # with the template the results are put back into. A result the function returns as it
+    # captured it (a tensor made outside the function on another backend, e.g. a random key)
+    # never passed through a Cascade op: it becomes a constant of the program, on its device,
+    # copied on each call as the evaluator would make it anew. With `prune`, the program's
+    # inputs are only those its steps read or its results are (`used`): a call materialises no
+    # other argument, so an argument the function never reads may be an Nx.template/2 or a lazy
+    # container left unevaluated, as under Nx.Defn.Evaluator.
     defp build(base, inputs, result, calls, donated, prune) do
-      known = inputs |> Enum.with_index() |> Map.new(fn {t, i} -> {t.ref, {:in, i}} end)
-
-      {steps, n, known} =
-        Enum.reduce(calls, {[], 0, known}, fn {id, refs, params, out}, {steps, n, known} ->
-          args = Enum.map(refs, &Map.get(known, &1, {:c, &1}))
-
-          if Enum.all?(args, &match?({:c, _}, &1)),
-            do: {steps, n, Map.put(known, out, {:c, out})},
-            else: {[{id, args, params} | steps], n + 1, Map.put(known, out, {:s, n})}
-        end)
-
-      # A result the function returns as it captured it (a tensor made outside the function on
-      # another backend, e.g. a random key) never passed through a Cascade op: it becomes a
-      # constant of the program, on its device.
       leaves = Enum.map(Composite.flatten_list([result]), &to_cascade(&1, base.device))
-
+      tensors = Enum.map(leaves, fn %Nx.Tensor{data: %Cascade.Backend{tensor: t}} -> t end)
       template = Composite.traverse(result, &%{&1 | data: nil})
 
-      # results that are constants get a copy each call, as the evaluator would make anew
-      {leaves, {steps, _}} =
-        Enum.map_reduce(leaves, {steps, n}, fn %Nx.Tensor{data: %Cascade.Backend{tensor: t}},
-                                               {steps, n} ->
-          case Map.get(known, t.ref, {:c, t.ref}) do
-            {:c, _} = c -> {{:s, n}, {[{reshape_id(), [c], %{shape: t.shape}} | steps], n + 1}}
-            other -> {other, {steps, n}}
-          end
-        end)
+      case Program.build(base.device, inputs, calls, tensors, prune: prune, donated: donated) do
+        %Program{} = p ->
+          Map.merge(base, %{
+            mode: :program,
+            program: p.program,
+            donated: p.donated,
+            n_inputs: p.n_inputs,
+            used: p.used,
+            n_consts: p.n_consts,
+            outputs: p.outputs,
+            template: template
+          })
 
-      steps = Enum.reverse(steps)
-
-      descs = Enum.map(inputs, &{Cascade.Type.normalize!(&1.type), &1.shape})
-      program(base, descs, steps, leaves, template, donated, prune)
-    end
-
-    defp reshape_id do
-      Enum.find_value(Cascade.__ops__(), fn op -> op.name == :reshape && op.id end)
-    end
-
-    # Keeps the steps the results need, numbers the slots and builds the program. With `prune`,
-    # the program's inputs are only those its steps read or its results are (`used`: their
-    # positions among the function's): a call materialises no other argument, so an argument
-    # the function never reads may be an Nx.template/2 or a lazy container left unevaluated, as
-    # under Nx.Defn.Evaluator.
-    defp program(base, descs, steps, leaves, template, donated, prune) do
-      steps = List.to_tuple(steps)
-
-      live =
-        leaves
-        |> Enum.flat_map(fn
-          {:s, k} -> [k]
-          _ -> []
-        end)
-        |> mark(steps, MapSet.new())
-
-      kept = Enum.filter(0..(tuple_size(steps) - 1)//1, &MapSet.member?(live, &1))
-
-      used =
-        if prune do
-          reads = for k <- kept, {:in, i} <- elem(elem(steps, k), 1), do: i
-          Enum.uniq(Enum.sort(reads ++ for({:in, i} <- leaves, do: i)))
-        else
-          Enum.to_list(0..(length(descs) - 1)//1)
-        end
-
-      input_slot = used |> Enum.with_index() |> Map.new()
-      all_descs = List.to_tuple(descs)
-      descs = Enum.map(used, &elem(all_descs, &1))
-      donated = for i <- donated, slot = input_slot[i], do: slot
-      n_inputs = length(descs)
-
-      consts =
-        kept
-        |> Enum.flat_map(fn k -> for {:c, ref} <- elem(elem(steps, k), 1), do: ref end)
-        |> Enum.uniq()
-
-      const_slot = consts |> Enum.with_index(n_inputs) |> Map.new()
-      first = n_inputs + length(consts)
-      step_slot = kept |> Enum.with_index(first) |> Map.new()
-
-      slot = fn
-        {:in, i} -> Map.fetch!(input_slot, i)
-        {:c, ref} -> Map.fetch!(const_slot, ref)
-        {:s, k} -> Map.fetch!(step_slot, k)
-      end
-
-      program_steps =
-        Enum.map(kept, fn k ->
-          {id, args, params} = elem(steps, k)
-          {id, Enum.map(args, slot), params}
-        end)
-
-      out_slots = for {:s, _} = leaf <- leaves, uniq: true, do: slot.(leaf)
-      out_index = out_slots |> Enum.with_index() |> Map.new()
-
-      outputs =
-        Enum.map(leaves, fn
-          {:in, i} -> {:input, Map.fetch!(input_slot, i)}
-          {:s, _} = leaf -> {:result, Map.fetch!(out_index, slot.(leaf))}
-        end)
-
-      # a donated input the function returns as it is keeps its buffer
-      donated = donated -- for {:input, i} <- outputs, do: i
-
-      base
-      |> Map.merge(%{
-        mode: :program,
-        donated: donated,
-        n_inputs: n_inputs,
-        used: used,
-        n_consts: length(consts),
-        outputs: outputs,
-        template: template
-      })
-      |> then(fn compiled ->
-        try do
-          prog =
-            Native.program_new(
-              Device.id!(base.device),
-              descs,
-              consts,
-              program_steps,
-              out_slots,
-              donated
-            )
-
-          Map.put(compiled, :program, prog)
-        rescue
-          e in [Cascade.Error, ArgumentError] ->
-            %{base | mode: {:evaluator, "building its program raised: " <> Exception.message(e)}}
-        end
-      end)
-    end
-
-    defp mark([], _steps, live), do: live
-
-    defp mark([k | rest], steps, live) do
-      if MapSet.member?(live, k) do
-        mark(rest, steps, live)
-      else
-        {_, args, _} = elem(steps, k)
-        mark(for({:s, j} <- args, do: j) ++ rest, steps, MapSet.put(live, k))
+        {:error, why} ->
+          %{base | mode: {:evaluator, why}}
       end
     end
 

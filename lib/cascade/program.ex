@@ -9,14 +9,15 @@ defmodule Cascade.Program do
 
   alias Cascade.{Device, Native, Op}
 
-  defstruct [:program, :device, :outputs, :steps]
+  defstruct [:program, :device, :outputs, :steps, :used, :donated, :n_inputs, :n_consts]
 
   @doc """
   Runs `fun.(inputs)` (a list of tensors in, a list of tensors out) once, recording the ops it
   calls: `{:ok, results, program}` where program is a `%Cascade.Program{}` that computes the
   same from other inputs of the same types and shapes, or `{:error, reason}` when none could be
-  built from the recording (the results are fun's all the same); `{:tainted, reason}` when fun did something a program cannot
-  repeat (the recording stops there, before it happens: run fun again without recording).
+  built from the recording (the results are fun's all the same); `{:tainted, reason}` when fun
+  did something a program cannot repeat (the recording stops there, before it happens: run fun
+  again without recording).
   """
   def record(fun, inputs, device) do
     inputs = Enum.map(inputs, &Op.resource/1)
@@ -30,18 +31,27 @@ defmodule Cascade.Program do
           {:tainted, reason}
 
         {:ok, results, calls} ->
-          {:ok, results, build(device, inputs, results, Enum.reverse(calls))}
+          {:ok, results, build(device, inputs, Enum.reverse(calls), results, constants: :keep)}
       end
     end
   end
 
-  # What each recorded ref is: {:in, i}, {:c, ref} (a constant: made outside the recording,
-  # or computed from constants only) or {:s, k} (step k); then the steps the results need,
-  # numbered into the slots program_new takes: inputs, constants, steps.
-  defp build(device, inputs, results, calls) do
+  @doc """
+  The program of recorded `calls` (oldest first, as `Cascade.Op.record/2` gives them, reversed)
+  from `inputs` (the tensors the recording started from) to `results` (tensors): a
+  `%Cascade.Program{}`, or `{:error, reason}` when the device refuses it. Options:
+
+    * `:constants` - a result that is a constant (made outside the recording, or computed from
+      constants only): `:keep` gives that tensor back on every run (tensors are values), `:copy`
+      (the default) a copy made by the program, as an evaluator would make it anew.
+    * `:prune` - the program takes only the inputs its steps read or its results are
+      (`:used`: their positions among `inputs`); default `false`, all of them.
+    * `:donated` - positions of inputs whose buffers the program may take over.
+  """
+  def build(device, inputs, calls, results, opts \\ []) do
     known = inputs |> Enum.with_index() |> Map.new(fn {t, i} -> {t.ref, {:in, i}} end)
 
-    {steps, _n, known} =
+    {steps, n, known} =
       Enum.reduce(calls, {[], 0, known}, fn {id, refs, params, out}, {steps, n, known} ->
         args = Enum.map(refs, &Map.get(known, &1, {:c, &1}))
 
@@ -50,11 +60,37 @@ defmodule Cascade.Program do
           else: {[{id, args, params} | steps], n + 1, Map.put(known, out, {:s, n})}
       end)
 
+    # results that are constants: kept as they are, or copied by a reshape step
+    {leaves, {steps, _}} =
+      Enum.map_reduce(results, {steps, n}, fn t, {steps, n} ->
+        case {Map.get(known, t.ref, {:c, t.ref}), Keyword.get(opts, :constants, :copy)} do
+          {{:c, _}, :keep} ->
+            {{:const, t}, {steps, n}}
+
+          {{:c, _} = c, :copy} ->
+            {{:s, n}, {[{reshape_id(), [c], %{shape: t.shape}} | steps], n + 1}}
+
+          {other, _} ->
+            {other, {steps, n}}
+        end
+      end)
+
     steps = steps |> Enum.reverse() |> List.to_tuple()
-    leaves = Enum.map(results, &{Map.get(known, &1.ref, {:c, &1.ref}), &1})
-    live = mark(for({{:s, k}, _} <- leaves, do: k), steps, MapSet.new())
+    live = mark(for({:s, k} <- leaves, do: k), steps, MapSet.new())
     kept = Enum.filter(0..(tuple_size(steps) - 1)//1, &MapSet.member?(live, &1))
-    n_inputs = length(inputs)
+
+    used =
+      if Keyword.get(opts, :prune, false) do
+        reads = for k <- kept, {:in, i} <- elem(elem(steps, k), 1), do: i
+        Enum.uniq(Enum.sort(reads ++ for({:in, i} <- leaves, do: i)))
+      else
+        Enum.to_list(0..(length(inputs) - 1)//1)
+      end
+
+    input_slot = used |> Enum.with_index() |> Map.new()
+    all_inputs = List.to_tuple(inputs)
+    descs = Enum.map(used, &desc(elem(all_inputs, &1)))
+    n_inputs = length(descs)
 
     consts =
       kept
@@ -65,7 +101,7 @@ defmodule Cascade.Program do
     step_slot = kept |> Enum.with_index(n_inputs + length(consts)) |> Map.new()
 
     slot = fn
-      {:in, i} -> i
+      {:in, i} -> Map.fetch!(input_slot, i)
       {:c, ref} -> Map.fetch!(const_slot, ref)
       {:s, k} -> Map.fetch!(step_slot, k)
     end
@@ -76,28 +112,40 @@ defmodule Cascade.Program do
         {id, Enum.map(args, slot), params}
       end)
 
-    out_slots = for {{:s, _} = leaf, _} <- leaves, uniq: true, do: slot.(leaf)
+    out_slots = for {:s, _} = leaf <- leaves, uniq: true, do: slot.(leaf)
     out_index = out_slots |> Enum.with_index() |> Map.new()
 
-    # a result that is an input or a constant is given back as it is: tensors are values
     outputs =
       Enum.map(leaves, fn
-        {{:in, i}, _} -> {:input, i}
-        {{:c, _}, t} -> {:const, t}
-        {{:s, _} = leaf, _} -> {:result, Map.fetch!(out_index, slot.(leaf))}
+        {:in, i} -> {:input, Map.fetch!(input_slot, i)}
+        {:const, t} -> {:const, t}
+        {:s, _} = leaf -> {:result, Map.fetch!(out_index, slot.(leaf))}
       end)
 
-    descs = Enum.map(inputs, &{Cascade.Type.normalize!(&1.type), &1.shape})
+    # a donated input the function returns as it is keeps its buffer
+    donated = for i <- Keyword.get(opts, :donated, []), slot = input_slot[i], do: slot
+    donated = donated -- for {:input, i} <- outputs, do: i
+    id = Device.id!(device)
 
-    program =
-      if program_steps == [],
-        do: nil,
-        else: Native.program_new(Device.id!(device), descs, consts, program_steps, out_slots, [])
-
-    %__MODULE__{program: program, device: device, outputs: outputs, steps: length(kept)}
+    %__MODULE__{
+      program: Native.program_new(id, descs, consts, program_steps, out_slots, donated),
+      device: device,
+      outputs: outputs,
+      steps: length(kept),
+      used: used,
+      donated: donated,
+      n_inputs: n_inputs,
+      n_consts: length(consts)
+    }
   rescue
     e in [Cascade.Error, ArgumentError] ->
       {:error, "building its program raised: " <> Exception.message(e)}
+  end
+
+  defp desc(t), do: {Cascade.Type.normalize!(t.type), t.shape}
+
+  defp reshape_id do
+    Enum.find_value(Cascade.__ops__(), fn op -> op.name == :reshape && op.id end)
   end
 
   defp mark([], _steps, live), do: live
@@ -111,10 +159,13 @@ defmodule Cascade.Program do
     end
   end
 
-  @doc "The program's results on `inputs` (tensors of the recorded types and shapes), in order."
-  def run(%__MODULE__{program: nil, outputs: outputs}, inputs), do: pick(outputs, {}, inputs)
-
-  def run(%__MODULE__{program: prog, outputs: outputs}, inputs) do
+  @doc """
+  The program's results on `inputs` (tensors of the recorded types and shapes, all of them even
+  where the program was pruned), in order.
+  """
+  def run(%__MODULE__{program: prog, outputs: outputs, used: used}, inputs) do
+    all = List.to_tuple(inputs)
+    inputs = Enum.map(used, &elem(all, &1))
     call = fn -> Native.program_run(prog, Enum.map(inputs, & &1.ref)) end
 
     results =
@@ -122,11 +173,8 @@ defmodule Cascade.Program do
         list when is_list(list) -> Op.tensors(list)
         other -> Op.after_run(other, call)
       end
+      |> List.to_tuple()
 
-    pick(outputs, List.to_tuple(results), inputs)
-  end
-
-  defp pick(outputs, results, inputs) do
     Enum.map(outputs, fn
       {:result, i} -> elem(results, i)
       {:input, i} -> Enum.at(inputs, i)
