@@ -632,6 +632,46 @@ static void test_conv2d_and_gradients(void **state) {
         }
 }
 
+/* Depthwise conv2d (f32, nchw, one input channel per group) runs directly on blas ("direct"):
+ * multipliers 1 and 2, strides, dilations, padding on one side, cropping, a width of one, taps
+ * that fall wholly outside a row, and planes enough to split across the pool; against the cpu,
+ * and the same bits on a second call. */
+static void test_conv2d_depthwise(void **state) {
+    (void)state;
+    static const conv_case cases[] = {
+        {0, 2, 8, 9, 11, 8, 3, 3, 8, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+        {0, 1, 4, 10, 9, 8, 3, 3, 4, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+        {0, 2, 3, 12, 13, 6, 3, 2, 3, {1, 2}, {2, 1}, {0, 2, 3, 0}},
+        {0, 1, 5, 7, 1, 5, 3, 1, 5, {1, 1}, {1, 1}, {1, 1, 0, 0}},
+        {0, 1, 2, 6, 6, 2, 5, 5, 2, {1, 1}, {1, 1}, {4, 4, 4, 4}},
+        {0, 1, 3, 8, 8, 3, 3, 3, 3, {1, 1}, {1, 1}, {-1, 0, 0, -2}},
+        {0, 4, 32, 28, 28, 32, 3, 3, 32, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const conv_case *cc = &cases[c];
+        int64_t oh = out_size(cc->h, cc->kh, cc->s[0], cc->d[0], cc->pads[0], cc->pads[1]);
+        int64_t ow = out_size(cc->w, cc->kw, cc->s[1], cc->d[1], cc->pads[2], cc->pads[3]);
+        int64_t xs[4] = {cc->n, cc->c, cc->h, cc->w}, ks[4] = {cc->o, 1, cc->kh, cc->kw};
+        cx_params ps;
+        conv_params(cc, &ps);
+        cx_tensor *x = filled(CX_F32, 4, xs, 21), *k = filled(CX_F32, 4, ks, 22);
+        cx_tensor *on_blas[2] = {moved(x, blas), moved(k, blas)};
+        assert_string_equal(planned_library(CX_OP_CONV2D, on_blas, 2, &ps), "direct");
+        compare(CX_OP_CONV2D, (cx_tensor *[]){x, k}, 2, &ps, CX_ROUTE_NATIVE);
+        cx_tensor *a = run_on(blas, CX_OP_CONV2D, on_blas, 2, &ps);
+        cx_tensor *b = run_on(blas, CX_OP_CONV2D, on_blas, 2, &ps);
+        assert_int_equal(a->desc.shape[2], oh);
+        assert_int_equal(a->desc.shape[3], ow);
+        assert_memory_equal(a->data, b->data, a->nbytes);
+        tu_drop(a);
+        tu_drop(b);
+        tu_drop(on_blas[0]);
+        tu_drop(on_blas[1]);
+        tu_drop(x);
+        tu_drop(k);
+    }
+}
+
 /* A conv2d shape class's path outside reproducible mode: measured in its first call (oneDNN
  * and im2col both, blas_dnnl.c, choose_path), then the same for every later call, which gives
  * the first call's bits; explain names the choice from the second call on. The result against
@@ -2136,6 +2176,7 @@ int main(void) {
         cmocka_unit_test(test_dot_onednn_paths),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d_and_gradients),
+        cmocka_unit_test(test_conv2d_depthwise),
         cmocka_unit_test(test_max_pool_2x2),
         cmocka_unit_test(test_conv2d_choice),
         cmocka_unit_test(test_reproducible_paths),

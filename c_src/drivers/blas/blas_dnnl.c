@@ -816,6 +816,7 @@ static cx_code choose_path(conv_class *c, const cx_tensor *x, const cx_tensor *k
 }
 
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
+    if (blas_conv2d_depthwise_fits(x, kern, ps)) return "direct";
     cx_conv_dims v;
     cx_conv_dims_of(x, kern, ps, &v);
     if (!eligible(&v) || !float32ish(x->dtype) || forced() == 2 || dn_state == -1)
@@ -834,6 +835,8 @@ const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_
 cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
                     cx_status *st) {
     if (out->numel == 0) return CX_OK;
+    if (blas_conv2d_depthwise_fits(&x->desc, &kern->desc, ps))
+        return blas_conv2d_depthwise(x, kern, ps, out);
     cx_conv_dims v;
     cx_conv_dims_of(&x->desc, &kern->desc, ps, &v);
     conv_class *c = NULL;
@@ -1343,11 +1346,13 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
 }
 
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
-    return "openblas";
+    return blas_conv2d_depthwise_fits(x, kern, ps) ? "direct" : "openblas";
 }
 
 cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
                     cx_status *st) {
+    if (blas_conv2d_depthwise_fits(&x->desc, &kern->desc, ps))
+        return blas_conv2d_depthwise(x, kern, ps, out);
     return blas_conv2d_im2col(x, kern, ps, out, st);
 }
 #endif

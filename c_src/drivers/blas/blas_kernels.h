@@ -40,6 +40,11 @@ const char *blas_dense_library(const cx_desc *x, const cx_desc *w);
 cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
                     cx_status *st);
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
+/* A depthwise conv2d (f32, nchw, one input channel per group, any multiplier, strides,
+ * dilations, padding) computed directly, split by output planes across the pool. */
+bool blas_conv2d_depthwise_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
+cx_code blas_conv2d_depthwise(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
+                              cx_tensor *out);
 cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
                            cx_tensor *out, cx_status *st);
 /* conv2d_grad_input (grad_output, kernel) and conv2d_grad_kernel (input, grad_output) on
