@@ -879,7 +879,7 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
-  defp other("LayerNormalization", [x, scale | b], attrs, _ctx) do
+  defp other("LayerNormalization", [x, scale | b], attrs, ctx) do
     r = rank(x)
     a = axis(attr(attrs, "axis", -1), r)
     axes = Enum.to_list(a..(r - 1)//1)
@@ -901,11 +901,17 @@ defmodule Cascade.ONNX.Ops do
     norm_rank = length(axes)
     fit = fn t -> Cascade.reshape(t, fit_shape(dims(t), norm_rank)) end
     y = Cascade.layer_norm(x, fit.(scale), fit.(b), axes: axes, epsilon: eps)
-    # the optional Mean and InvStdDev outputs, over the same axes, kept as 1s (in f32)
-    x32 = Cascade.as_type(x, :f32)
-    mean = Cascade.mean(x32, axes: axes, keep_axes: true)
-    var = Cascade.variance(x32, axes: axes, keep_axes: true)
-    [y, mean, Cascade.rsqrt(Cascade.add(var, eps))]
+
+    if Map.get(ctx, :outputs, 3) > 1 do
+      # the optional Mean and InvStdDev outputs, over the same axes, kept as 1s (in f32), only
+      # for a node that names them
+      x32 = Cascade.as_type(x, :f32)
+      mean = Cascade.mean(x32, axes: axes, keep_axes: true)
+      var = Cascade.variance(x32, axes: axes, keep_axes: true)
+      [y, mean, Cascade.rsqrt(Cascade.add(var, eps))]
+    else
+      [y]
+    end
   end
 
   # One pass where both bounds are given (ReLU6): the bounds stay on the device, as tensors of
