@@ -108,6 +108,48 @@ defmodule Cascade.ONNXPlanTest do
     for _ <- 1..2, do: close(ONNX.run(m, %{"x" => x})["z"], want)
   end
 
+  test "layer normalisation written out (ReduceMean ... Add) is one layer_norm" do
+    consts = [
+      tensor("two", 1, [], f32([2.0])),
+      tensor("eps", 1, [], f32([1.0e-5])),
+      tensor("g", 1, [4], f32([1.0, 2.0, 0.5, -1.0])),
+      tensor("b", 1, [4], f32([0.0, 0.1, 0.2, 0.3]))
+    ]
+
+    mean = &node("ReduceMean", [&1], [&2], [attribute("axes", {:ints, [-1]})])
+
+    nodes = [
+      mean.("x", "m"),
+      node("Sub", ["x", "m"], ["d"]),
+      node("Pow", ["d", "two"], ["d2"]),
+      mean.("d2", "v"),
+      node("Add", ["v", "eps"], ["ve"]),
+      node("Sqrt", ["ve"], ["s"]),
+      node("Div", ["d", "s"], ["n"]),
+      node("Mul", ["n", "g"], ["ng"]),
+      node("Add", ["ng", "b"], ["y"])
+    ]
+
+    shape = [3, 2, 4]
+    {:ok, m} = ONNX.load(model(graph(nodes, [{"x", 1, shape}], [{"y", 1, shape}], consts)))
+    assert [%{op_type: "LayerNorm", fused: fused}] = m.graph.nodes
+    assert length(fused) == 9
+
+    x = Cascade.from_binary(f32(rand(24, 9)), :f32, {3, 2, 4})
+    d = Cascade.subtract(x, Cascade.mean(x, axes: [2], keep_axes: true))
+    v = Cascade.mean(Cascade.multiply(d, d), axes: [2], keep_axes: true)
+    n = Cascade.divide(d, Cascade.sqrt(Cascade.add(v, 1.0e-5)))
+    g = Cascade.from_binary(f32([1.0, 2.0, 0.5, -1.0]), :f32, {4})
+    b = Cascade.from_binary(f32([0.0, 0.1, 0.2, 0.3]), :f32, {4})
+    want = n |> Cascade.multiply(g) |> Cascade.add(b)
+    for _ <- 1..2, do: close(ONNX.run(m, %{"x" => x})["y"], want)
+
+    # the mean read elsewhere too: left as it is
+    outs = [{"y", 1, shape}, {"m", 1, [3, 2, 1]}]
+    {:ok, m} = ONNX.load(model(graph(nodes, [{"x", 1, shape}], outs, consts)))
+    assert length(m.graph.nodes) == 9
+  end
+
   test "nodes of constants only are folded at load" do
     shape = tensor("shape", 7, [2], <<3::little-64, 2::little-64>>)
 

@@ -101,24 +101,104 @@ defmodule Cascade.ONNX.Plan do
         Enum.reduce(node.inputs, acc, &Map.update(&2, &1, 1, fn n -> n + 1 end))
       end)
 
-    # only read by the next node and not a graph output
-    private? = fn name -> Map.get(readers, name, 0) == 1 and not MapSet.member?(keep, name) end
-    rewrite(nodes, values, private?, [])
+    # read by `n` nodes (the next one, by default) and not a graph output
+    private? = fn name, n -> Map.get(readers, name, 0) == n and not MapSet.member?(keep, name) end
+    rewrite(nodes, values, &private?.(&1, 1), [], private?)
   end
 
-  defp rewrite([], values, _private?, acc), do: {Enum.reverse(acc), values}
+  defp rewrite([], values, _private?, acc, _read_by), do: {Enum.reverse(acc), values}
 
-  defp rewrite([node | rest], values, private?, acc) do
-    case dense(node, values) do
-      nil ->
-        case batch_norm(node, rest, values, private?) do
-          {node, rest, values} -> rewrite(rest, values, private?, [node | acc])
-          nil -> rewrite(rest, values, private?, [node | acc])
-        end
-
-      dense ->
+  defp rewrite([node | rest] = nodes, values, private?, acc, read_by) do
+    cond do
+      dense = dense(node, values) ->
         {dense, rest} = absorb(dense, rest, values, private?)
-        rewrite(rest, values, private?, [dense | acc])
+        rewrite(rest, values, private?, [dense | acc], read_by)
+
+      found = batch_norm(node, rest, values, private?) ->
+        {node, rest, values} = found
+        rewrite(rest, values, private?, [node | acc], read_by)
+
+      found = layer_norm(nodes, values, read_by) ->
+        {node, rest} = found
+        rewrite(rest, values, private?, [node | acc], read_by)
+
+      true ->
+        rewrite(rest, values, private?, [node | acc], read_by)
+    end
+  end
+
+  ## Layer normalisation written out (PyTorch's and Paddle's exports before opset 17)
+
+  # ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul gamma, Add beta over the last
+  # axis, in a row, each intermediate read only inside the pattern: Cascade's layer_norm op, one
+  # pass (as ONNX Runtime's fusion does)
+  defp layer_norm([r1, sub, pow, r2, add, sqrt, div, mul, add2 | rest], values, read_by) do
+    const = fn name -> Map.get(values, name) end
+    scalar = fn name -> scalar_value(const.(name)) end
+
+    chain = [r1, sub, pow, r2, add, sqrt, div, mul, add2]
+
+    with true <-
+           Enum.map(chain, & &1.op_type) == ~w(ReduceMean Sub Pow ReduceMean Add Sqrt Div Mul Add),
+         true <- Enum.all?(chain, &match?([_], &1.outputs)),
+         [m, d, d2, v, ve, s, n, ng, _] = Enum.map(chain, &hd(&1.outputs)),
+         [x] <- r1.inputs,
+         true <- last_axis_mean?(r1) and last_axis_mean?(r2),
+         [^x, ^m] <- sub.inputs,
+         [^d, two] <- pow.inputs,
+         2.0 <- scalar.(two),
+         [^d2] <- r2.inputs,
+         eps when is_float(eps) <- scalar.(other_input(add, v)),
+         [^ve] <- sqrt.inputs,
+         [^d, ^s] <- div.inputs,
+         %Cascade.Tensor{} = gamma <- const.(other_input(mul, n)),
+         %Cascade.Tensor{} = beta <- const.(other_input(add2, ng)),
+         {c} <- Cascade.shape(gamma),
+         {^c} <- Cascade.shape(beta),
+         true <- read_by.(d, 2) and Enum.all?([m, d2, v, ve, s, n, ng], &read_by.(&1, 1)) do
+      node = %{
+        inputs: [x],
+        outputs: add2.outputs,
+        name: r1.name,
+        op_type: "LayerNorm",
+        domain: "cascade",
+        attributes: %{},
+        gamma: gamma,
+        beta: beta,
+        epsilon: eps,
+        fused: [r1, sub, pow, r2, add, sqrt, div, mul, add2]
+      }
+
+      {node, rest}
+    else
+      _ -> nil
+    end
+  end
+
+  defp layer_norm(_nodes, _values, _read_by), do: nil
+
+  defp last_axis_mean?(%{inputs: [_], attributes: attrs}),
+    do: Ops.attr(attrs, "axes", nil) == [-1] and Ops.attr(attrs, "keepdims", 1) == 1
+
+  defp last_axis_mean?(_node), do: false
+
+  # the input of a two-input node that is not `name` (nil when both or neither are)
+  defp other_input(%{inputs: [a, b]}, name) when a == name and b != name, do: b
+  defp other_input(%{inputs: [a, b]}, name) when b == name and a != name, do: a
+  defp other_input(_node, _name), do: nil
+
+  # a constant's one value, as a float; nil for anything else
+  defp scalar_value(%Cascade.Tensor{} = t) do
+    if Cascade.size(t) == 1, do: t |> Cascade.to_binary() |> first_float(Cascade.type(t))
+  end
+
+  defp scalar_value(_other), do: nil
+
+  defp first_float(bin, type) do
+    case Cascade.Type.normalize!(type) do
+      :f32 -> with <<v::float-32-native>> <- bin, do: v
+      :f64 -> with <<v::float-64-native>> <- bin, do: v
+      _ -> nil
     end
   end
 
@@ -330,6 +410,11 @@ defmodule Cascade.ONNX.Plan do
   end
 
   def run(%{op_type: "Conv"} = node, args, ctx), do: Ops.run("Conv", args, node.attributes, ctx)
+
+  def run(%{op_type: "LayerNorm"} = node, [x], _ctx) do
+    axis = tuple_size(Cascade.shape(x)) - 1
+    [Cascade.layer_norm(x, node.gamma, node.beta, axes: [axis], epsilon: node.epsilon)]
+  end
 
   def run(%{op_type: "Dense"} = node, [x], _ctx) do
     [Cascade.dense(x, node.kernel, node.bias || 0.0, activation: node.activation)]
