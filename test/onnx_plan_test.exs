@@ -186,6 +186,17 @@ defmodule Cascade.ONNXPlanTest do
     assert %{runs: [%{mode: {:nodes, "reads a tensor's data into Elixir"}}]} = ONNX.describe(m)
   end
 
+  test "the same file loaded again finds the programs its first load recorded" do
+    nodes = [node("Relu", ["x"], ["y"])]
+    bin = model(graph(nodes, [{"x", 1, [3]}], [{"y", 1, [3]}]))
+    {:ok, first} = ONNX.load(bin)
+    {:ok, again} = ONNX.load(bin)
+    x = Cascade.from_binary(f32([-1, 0, 1]), :f32, {3})
+    ONNX.run(first, %{"x" => x})
+    assert %{runs: [%{mode: {:program, 1}}]} = ONNX.describe(again)
+    assert ONNX.run(again, %{"x" => x})["y"] |> Cascade.to_list() == [0, 0, 1]
+  end
+
   test "one program per input signature: another batch size records another" do
     w = tensor("w", 1, [4, 2], f32(rand(8, 7)))
     nodes = [node("MatMul", ["x", "w"], ["h"]), node("Sigmoid", ["h"], ["y"])]

@@ -120,11 +120,15 @@ defmodule Cascade.ONNX do
          {:ok, inits} <- upload(m.graph.initializers, opts[:device]) do
       init_names = MapSet.new(Map.keys(inits))
       opset = Map.get(m.opset, "", Map.get(m.opset, "ai.onnx", 1))
-      graph = Plan.plan(m.graph, inits, %{opset: opset, device: opts[:device]})
+      # programs are cached under the model's contents and device: loading the same file again
+      # finds them (a new reference per load would leave the old ones, and the weights they
+      # hold, in the cache until it fills)
+      id = {__MODULE__, :erlang.md5(bin), opts[:device]}
+      graph = Plan.plan(m.graph, inits, %{opset: opset, device: opts[:device], id: id})
 
       {:ok,
        %__MODULE__{
-         id: make_ref(),
+         id: id,
          graph: graph,
          opset: opset,
          device: opts[:device],

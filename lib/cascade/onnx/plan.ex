@@ -448,8 +448,13 @@ defmodule Cascade.ONNX.Plan do
     if node.op_type in Control.names() do
       attributes =
         Map.new(node.attributes, fn
-          {name, {:graph, g}} when is_map(g) -> {name, {:graph, plan_body(g, ctx)}}
-          other -> other
+          {name, {:graph, g}} when is_map(g) ->
+            # the body's programs are cached under its place in the model
+            id = {ctx.id, hd(node.outputs ++ [""]), name}
+            {name, {:graph, plan_body(g, %{ctx | id: id})}}
+
+          other ->
+            other
         end)
 
       %{node | attributes: attributes}
@@ -462,7 +467,7 @@ defmodule Cascade.ONNX.Plan do
     case Cascade.ONNX.upload(graph.initializers, ctx.device) do
       {:ok, values} ->
         planned = plan(graph, values, ctx)
-        Map.merge(planned, %{id: make_ref(), free: free(planned)})
+        Map.merge(planned, %{id: ctx.id, free: free(planned)})
 
       # the runs raise the initializer's error, naming it
       {:error, _} ->
