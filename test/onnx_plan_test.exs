@@ -150,6 +150,35 @@ defmodule Cascade.ONNXPlanTest do
     assert length(m.graph.nodes) == 9
   end
 
+  test "a value a body graph reads is not fused away" do
+    w = tensor("w", 1, [2, 2], f32([1.0, -1.0, 2.0, 0.5]))
+    c = tensor("c", 9, [], <<1>>)
+    branch = fn out -> graph([node("Identity", ["h"], [out])], [], [{out, 1, [1, 2]}]) end
+
+    nodes = [
+      node("MatMul", ["x", "w"], ["h"]),
+      node("Relu", ["h"], ["y"]),
+      node("If", ["c"], ["z"], [
+        attribute("then_branch", {:graph, branch.("t")}),
+        attribute("else_branch", {:graph, branch.("e")})
+      ])
+    ]
+
+    outs = [{"y", 1, [1, 2]}, {"z", 1, [1, 2]}]
+    {:ok, m} = ONNX.load(model(graph(nodes, [{"x", 1, [1, 2]}], outs, [w, c])))
+
+    assert [%{op_type: "Dense", activation: :none}, %{op_type: "Relu"}, %{op_type: "If"}] =
+             m.graph.nodes
+
+    x = Cascade.from_binary(f32([1.0, 1.0]), :f32, {1, 2})
+
+    for _ <- 1..2 do
+      out = ONNX.run(m, %{"x" => x})
+      assert Cascade.to_list(out["z"]) == [[3.0, -0.5]]
+      assert Cascade.to_list(out["y"]) == [[3.0, 0.0]]
+    end
+  end
+
   test "nodes of constants only are folded at load" do
     shape = tensor("shape", 7, [2], <<3::little-64, 2::little-64>>)
 

@@ -12,12 +12,17 @@ defmodule Cascade.ONNX.Plan do
   #     with a following Add of a constant bias; then a Relu, Sigmoid or Tanh that is the
   #     product's only reader. MatMul's A may have any leading axes: {64, 1, 128} x
   #     {128, 384} is one 64-row product.
+  #   * BatchNormalization on constant statistics folded into the Conv before it, or else an
+  #     affine map with its scale and shift computed here; layer normalisation written out as
+  #     nine nodes (PyTorch's and Paddle's exports) as Cascade's layer_norm.
   #   * body graphs (If, Loop, Scan) planned the same way, their initializers uploaded here
-  #     instead of at each run of the body.
+  #     instead of at each run of the body, the names they read from the graphs around them
+  #     (`:free`) found, and an `:id` naming their place in the model for their programs.
   #
-  # A planned node is a node like the file's (inputs, outputs, name, op_type, attributes),
-  # with op_type "Dense" (domain "cascade") for a rewrite and :fused, the file's nodes it
-  # replaces, for explain.
+  # A rewrite replaces only nodes whose intermediate values nothing else reads: no other node,
+  # no body graph, no graph output. A planned node is a node like the file's (inputs, outputs,
+  # name, op_type, attributes) with op_type "Dense", "Affine", "LayerNorm" (domain "cascade")
+  # or the Conv it was, and :fused, the file's nodes it replaces, for explain and describe.
 
   alias Cascade.ONNX.{Control, Ops}
 
@@ -28,8 +33,8 @@ defmodule Cascade.ONNX.Plan do
   @doc """
   The planned graph: `graph` with `:nodes` rewritten, `:values` (the initializers and folded
   constants as tensors, by name) and `:folded` (how many of the file's nodes were folded).
-  `values` holds the graph's initializers already uploaded; `outer` the names an enclosing
-  graph computes (not constants here).
+  `values` holds the graph's initializers already uploaded; `ctx` the opset, the device and the
+  graph's `:id`.
   """
   def plan(graph, values, ctx) do
     keep = MapSet.new(graph.outputs, & &1.name)
@@ -96,9 +101,11 @@ defmodule Cascade.ONNX.Plan do
   ## Rewrites on constant weights
 
   defp fuse(nodes, values, keep) do
+    # a body graph's reads of this graph's values count as its node's
     readers =
       Enum.reduce(nodes, %{}, fn node, acc ->
-        Enum.reduce(node.inputs, acc, &Map.update(&2, &1, 1, fn n -> n + 1 end))
+        bodies = for {_, {:graph, g}} <- node.attributes, is_map(g), name <- free(g), do: name
+        Enum.reduce(node.inputs ++ bodies, acc, &Map.update(&2, &1, 1, fn n -> n + 1 end))
       end)
 
     # read by `n` nodes (the next one, by default) and not a graph output
@@ -425,14 +432,15 @@ defmodule Cascade.ONNX.Plan do
   # The names a body reads from the graphs around it: read by its nodes (or their bodies) or
   # given as its outputs, and neither its inputs, its constants nor its nodes' outputs
   defp free(graph) do
-    own = MapSet.new(Enum.map(graph.inputs, & &1.name) ++ Map.keys(graph.values))
+    constants = Enum.map(graph.initializers, & &1.name) ++ Map.keys(Map.get(graph, :values, %{}))
+    own = MapSet.new(Enum.map(graph.inputs, & &1.name) ++ constants)
 
     {read, own} =
       Enum.reduce(graph.nodes, {[], own}, fn node, {read, own} ->
         inner =
           for {_, {:graph, g}} <- Map.get(node, :attributes, %{}),
               is_map(g),
-              do: Map.get(g, :free) || []
+              do: Map.get(g, :free) || free(g)
 
         names =
           Enum.reject(node.inputs ++ List.flatten(inner), &(&1 == "" or MapSet.member?(own, &1)))
