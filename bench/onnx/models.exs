@@ -112,7 +112,11 @@ rows =
         ms = s * 1000
         ratio = ms / ort[name].ms
 
-        plan = Cascade.ONNX.describe(model)
+        # (an older build, compared in the same run, has no describe/1)
+        plan =
+          if function_exported?(Cascade.ONNX, :describe, 1),
+            do: Cascade.ONNX.describe(model),
+            else: %{nodes: length(model.graph.nodes), folded: 0, rewrites: %{}, runs: []}
 
         how =
           Enum.map_join(plan.runs, "; ", fn
