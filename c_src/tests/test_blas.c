@@ -566,6 +566,10 @@ static void test_conv2d_and_gradients(void **state) {
         {0, 2, 16, 10, 9, 16, 3, 3, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
         /* 2x2 windows side by side (the CNN's pooling; its gradient writes in place) */
         {0, 2, 3, 9, 8, 4, 2, 2, 1, {2, 2}, {1, 1}, {0, 1, 1, 0}},
+        /* 1 x 1 at stride 1 without padding: the image is its own im2col matrix (one group,
+         * and two) */
+        {0, 3, 8, 5, 7, 6, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+        {0, 2, 6, 4, 4, 4, 1, 1, 2, {1, 1}, {1, 1}, {0, 0, 0, 0}},
     };
     static const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)

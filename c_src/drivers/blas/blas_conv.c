@@ -100,10 +100,15 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
     }
     bool f64 = t == CX_F64, half = t == CX_F16 || t == CX_BF16;
     size_t es = f64 ? sizeof(double) : sizeof(float);
-    void *cols = cpu_buffer_get(es * (size_t)(p * k));
+    /* a 1 x 1 window at stride 1 without padding (nchw, the input already in the compute type):
+     * the image's plane of the group's channels is the im2col matrix {cg, H*W} itself */
+    bool direct = !v.nhwc && !half && x->desc.dtype == t && v.kh == 1 && v.kw == 1 && v.s0 == 1 &&
+                  v.s1 == 1 && v.d0 == 1 && v.d1 == 1 && v.lo0 == 0 && v.hi0 == 0 && v.lo1 == 0 &&
+                  v.hi1 == 0;
+    void *cols = direct ? NULL : cpu_buffer_get(es * (size_t)(p * k));
     float *w32 = half ? cpu_buffer_get(sizeof(float) * (size_t)kern->numel) : NULL;
     float *y32 = half ? cpu_buffer_get(sizeof(float) * (size_t)(p * o)) : NULL;
-    bool ok = cols && (!half || (w32 && y32));
+    bool ok = (direct || cols) && (!half || (w32 && y32));
     if (ok && half) {
         if (t == CX_F16)
             cx_f16_to_f32_array(kern->data, w32, kern->numel);
@@ -114,7 +119,9 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
     for (int64_t n = 0; ok && n < v.n; n++) {
         char *y = half ? (char *)y32 : (char *)out->data + es * (size_t)(n * p * o);
         for (int64_t g = 0; g < v.groups; g++) {
-            if (f64)
+            if (direct)
+                cols = (char *)x->data + es * (size_t)((n * v.c + g * v.cg) * p);
+            else if (f64)
                 im2col_f64(x, &v, n, g, cols);
             else
                 im2col_f32(x, &v, n, g, cols);
@@ -146,7 +153,7 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
         }
         if (half) blas_narrow(t, y32, (uint16_t *)out->data + n * p * o, p * o);
     }
-    cpu_buffer_put(cols);
+    if (!direct) cpu_buffer_put(cols);
     cpu_buffer_put(w32);
     cpu_buffer_put(y32);
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the im2col scratch of conv2d");

@@ -94,6 +94,14 @@ test-blas-winograd: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
 	@echo "== test_blas, f32 3x3 convolutions on Winograd's algorithm and products on oneDNN wherever it has them"
 	@CASCADE_BLAS_WINOGRAD=1 CASCADE_BLAS_DOT=onednn $(BUILD)/tests/test_blas
 
+# The convolution tests with every conv2d on im2col + GEMM (the 1 x 1 windows without their
+# im2col copy), where a measured choice may keep oneDNN and leave that path unchecked
+.PHONY: test-blas-im2col
+BLAS_CLASS_TARGETS += test-blas-im2col
+test-blas-im2col: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
+	@echo "== test_blas's convolutions, every one on im2col + GEMM"
+	@CASCADE_BLAS_CONV=im2col CX_TEST_FILTER='test_conv2d*' $(BUILD)/tests/test_blas
+
 # AVX2 and FMA without AVX-512 (AMD Zen 3): OpenBLAS's Zen kernels are its Haswell ones
 $(eval $(call blas_class,avx2,avx2 fma f16c,CASCADE_SIMD=avx2 DNNL_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Zen))
 # AVX-512 without AVX512-BF16 (Intel Cascade Lake)
