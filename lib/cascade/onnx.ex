@@ -557,18 +557,22 @@ defmodule Cascade.ONNX do
 
         {results, step} = around.(node, i, fn -> run_node(node, i, args, node_ctx) end)
 
-        values =
-          node.outputs
-          |> Enum.zip(results)
-          |> Enum.reduce(values, fn
-            {"", _}, acc -> acc
-            {name, t}, acc -> Map.put(acc, name, t)
-          end)
-
-        {values, [step | steps]}
+        {bind(values, node.outputs, results), [step | steps]}
       end)
 
     {values, Enum.reverse(steps)}
+  end
+
+  @doc false
+  # A node's results put into `values` under its output names (an empty name is an output the
+  # node does not give)
+  def bind(values, names, results) do
+    names
+    |> Enum.zip(results)
+    |> Enum.reduce(values, fn
+      {"", _}, acc -> acc
+      {name, t}, acc -> Map.put(acc, name, t)
+    end)
   end
 
   # A control-flow body: a graph that sees the enclosing graph's values (`scope`), its own

@@ -51,15 +51,7 @@ defmodule Cascade.ONNX.Plan do
       Enum.reduce(nodes, {[], values, 0}, fn node, {kept, values, folded} ->
         case fold_node(node, values, ctx) do
           {:ok, results} ->
-            values =
-              node.outputs
-              |> Enum.zip(results)
-              |> Enum.reduce(values, fn
-                {"", _}, acc -> acc
-                {name, t}, acc -> Map.put(acc, name, t)
-              end)
-
-            {kept, values, folded + 1}
+            {kept, Cascade.ONNX.bind(values, node.outputs, results), folded + 1}
 
           :keep ->
             {[node | kept], values, folded}
@@ -163,20 +155,8 @@ defmodule Cascade.ONNX.Plan do
          {c} <- Cascade.shape(gamma),
          {^c} <- Cascade.shape(beta),
          true <- read_by.(d, 2) and Enum.all?([m, d2, v, ve, s, n, ng], &read_by.(&1, 1)) do
-      node = %{
-        inputs: [x],
-        outputs: add2.outputs,
-        name: r1.name,
-        op_type: "LayerNorm",
-        domain: "cascade",
-        attributes: %{},
-        gamma: gamma,
-        beta: beta,
-        epsilon: eps,
-        fused: [r1, sub, pow, r2, add, sqrt, div, mul, add2]
-      }
-
-      {node, rest}
+      fields = %{gamma: gamma, beta: beta, epsilon: eps}
+      {planned("LayerNorm", x, chain, fields), rest}
     else
       _ -> nil
     end
@@ -261,19 +241,7 @@ defmodule Cascade.ONNX.Plan do
        ) do
     case bn_constants(bn, values) do
       {s, t} ->
-        node = %{
-          inputs: [x],
-          outputs: bn.outputs,
-          name: bn.name,
-          op_type: "Affine",
-          domain: "cascade",
-          attributes: %{},
-          scale: s,
-          shift: t,
-          fused: [bn]
-        }
-
-        {node, rest, values}
+        {planned("Affine", x, [bn], %{scale: s, shift: t}), rest, values}
 
       nil ->
         nil
@@ -330,19 +298,21 @@ defmodule Cascade.ONNX.Plan do
 
   defp dense(_node, _values), do: nil
 
-  defp dense_node(node, a, kernel, bias) do
-    %{
-      inputs: [a],
-      outputs: node.outputs,
-      name: node.name,
-      op_type: "Dense",
+  defp dense_node(node, a, kernel, bias),
+    do: planned("Dense", a, [node], %{kernel: kernel, bias: bias, activation: :none})
+
+  # A node of Cascade's own reading `input`, in place of the file's `fused` nodes: their first
+  # one's name, their last one's outputs, and the op's own fields
+  defp planned(op_type, input, fused, fields) do
+    Map.merge(fields, %{
+      inputs: [input],
+      outputs: List.last(fused).outputs,
+      name: hd(fused).name,
+      op_type: op_type,
       domain: "cascade",
       attributes: %{},
-      kernel: kernel,
-      bias: bias,
-      activation: :none,
-      fused: [node]
-    }
+      fused: fused
+    })
   end
 
   # The nodes after a Dense that read only its result: a constant bias Add (when it has none),
@@ -371,21 +341,18 @@ defmodule Cascade.ONNX.Plan do
 
   # The other operand of Add(y, bias) when it is a constant bias for the kernel; after a
   # MatMul, whose A may be 1-D, of shape {out} only
-  defp bias_of(%{inputs: [p, q]}, y, values, d) do
-    b =
-      cond do
-        p == y and q != y -> bias(Map.get(values, q), d.kernel)
-        q == y and p != y -> bias(Map.get(values, p), d.kernel)
-        true -> nil
-      end
+  defp bias_of(add, y, values, d) do
+    b = Map.get(values, other_input(add, y))
 
-    if b && hd(d.fused).op_type == "MatMul" and
-         tuple_size(Cascade.shape(Map.fetch!(values, if(p == y, do: q, else: p)))) != 1,
-       do: nil,
-       else: b
+    cond do
+      hd(d.fused).op_type == "MatMul" and match?(%Cascade.Tensor{}, b) and
+          tuple_size(Cascade.shape(b)) != 1 ->
+        nil
+
+      true ->
+        bias(b, d.kernel)
+    end
   end
-
-  defp bias_of(_node, _y, _values, _d), do: nil
 
   # A constant of shape {out} (or {1, out}, which a 2-D product broadcasts the same way) as the
   # {out} bias of dense; nil for anything else
