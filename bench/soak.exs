@@ -135,20 +135,12 @@ programs = fn device ->
   x0 = on.(Cascade.zeros({1024}))
   i0 = on.(Cascade.tensor(0, type: :s32))
 
-  loop = fn loop, refs ->
-    case native.program_loop(cond, 0, body, [0, 1], refs) do
-      list when is_list(list) -> list
-      {:cascade_gc, list} -> list
-      {:cascade_loop, refs} -> :erlang.garbage_collect() && loop.(loop, refs)
-    end
-  end
-
   Stream.iterate(0, &(&1 + 1))
   |> Enum.reduce_while({0, 0}, fn _, {calls, wrong} ->
     if System.monotonic_time(:millisecond) > deadline do
       {:halt, {calls, wrong}}
     else
-      [x, _i] = loop.(loop, [x0.ref, i0.ref])
+      [x, _i] = Cascade.Program.loop(cond, 0, body, [0, 1], [x0.ref, i0.ref])
       # x converges to 2 (x -> x / 2 + 1)
       [v | _] = Cascade.to_list(%{x0 | ref: x})
       {:cont, {calls + 1, if(abs(v - 2.0) < 1.0e-5, do: wrong, else: wrong + 1)}}

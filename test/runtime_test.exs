@@ -535,16 +535,8 @@ defmodule CascadeRuntimeTest do
         watch_normal_schedulers(fn ->
           # large work queued ahead of the loop
           for _ <- 1..20, do: Cascade.exp(big)
-          # as Cascade.Compiler calls them: a collection asked for between slices of turns
-          loop = fn loop, refs ->
-            case native.program_loop(cond, 0, body, [0, 1], refs) do
-              list when is_list(list) -> list
-              {:cascade_gc, list} -> list
-              {:cascade_loop, refs} -> :erlang.garbage_collect() && loop.(loop, refs)
-            end
-          end
-
-          [x2, i2] = loop.(loop, [x.ref, i.ref])
+          # as Cascade.Compiler runs it: a collection asked for between slices of turns
+          [x2, i2] = Cascade.Program.loop(cond, 0, body, [0, 1], [x.ref, i.ref])
           run = fn -> native.program_run(body, [x2, i2]) end
 
           [y, _] =

@@ -684,7 +684,7 @@ if Code.ensure_loaded?(Nx) do
     defp loop(%{cond: %{mode: :program} = cond, body: %{mode: :program} = body}, state, _device) do
       [cond_pick] = picks(cond.outputs)
       refs = Enum.map(state, & &1.data.tensor.ref)
-      refs = c_loop(cond.program, cond_pick, body.program, picks(body.outputs), refs)
+      refs = Program.loop(cond.program, cond_pick, body.program, picks(body.outputs), refs)
 
       # the state keeps its types, shapes and device from turn to turn
       Enum.zip_with(state, refs, fn %{data: %{tensor: t} = data} = nx, ref ->
@@ -696,23 +696,6 @@ if Code.ensure_loaded?(Nx) do
       if Nx.to_number(run(cond, lazy(state), device)) != 0,
         do: loop(compiled, body |> run(lazy(state), device) |> flat(), device),
         else: state
-    end
-
-    defp c_loop(cond, cond_pick, body, body_picks, refs) do
-      call = fn -> Native.program_loop(cond, cond_pick, body, body_picks, refs) end
-
-      case call.() do
-        list when is_list(list) ->
-          list
-
-        {:cascade_loop, refs} ->
-          :erlang.garbage_collect()
-          :erlang.yield()
-          c_loop(cond, cond_pick, body, body_picks, refs)
-
-        other ->
-          Op.after_run(other, call)
-      end
     end
 
     # A program's outputs as cx_program_loop's picks: k for its result k, -(i + 1) for input i.

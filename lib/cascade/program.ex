@@ -181,4 +181,29 @@ defmodule Cascade.Program do
       {:const, t} -> t
     end)
   end
+
+  @doc """
+  The condition and body programs as one loop in C (`cx_program_loop`): the body runs while the
+  condition's result `cond_pick` is true, its results `body_picks` (k for its result k,
+  -(i + 1) for its input i) the next turn's state; `refs` the state's first refs. Gives the last
+  state's refs. When the device asks for a collection before the loop is done (the states of
+  earlier slices are garbage holding device memory) the loop hands its state back: collected,
+  and the loop goes on from there.
+  """
+  def loop(cond, cond_pick, body, body_picks, refs) do
+    call = fn -> Native.program_loop(cond, cond_pick, body, body_picks, refs) end
+
+    case call.() do
+      list when is_list(list) ->
+        list
+
+      {:cascade_loop, refs} ->
+        :erlang.garbage_collect()
+        :erlang.yield()
+        loop(cond, cond_pick, body, body_picks, refs)
+
+      other ->
+        Op.after_run(other, call)
+    end
+  end
 end
