@@ -736,7 +736,9 @@ defmodule Cascade do
   @doc """
   Live bytes per device: `%{device => %{bytes: live, peak_bytes: peak, tensors: count}}`.
   Counts device buffers only (not the BEAM's own memory, where values live: see
-  `Cascade.Tensor`).
+  `Cascade.Tensor`), among them the block of working memory a compiled program keeps between
+  runs on a host device (`Cascade.Compiler`, `Cascade.ONNX`; at most 1 GiB for all programs
+  together), one tensor each.
 
       iex> %{cpu: %{bytes: bytes}} = Cascade.memory()
       iex> is_integer(bytes)

@@ -3,8 +3,19 @@
 
 #include "fused.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+struct cx_arena {
+    _Atomic(cx_tensor *) kept; /* the block between runs, or NULL */
+};
+
+static _Atomic size_t idle_arena_bytes;
+
+size_t cx_program_idle_arena_bytes(void) {
+    return atomic_load(&idle_arena_bytes);
+}
 
 cx_code cx_program_init(cx_program *p, cx_device *dev, const cx_desc *inputs, int n_inputs,
                         const cx_desc *consts, int n_consts, cx_status *st) {
@@ -327,6 +338,124 @@ static void alias_donated(cx_program *p) {
     }
 }
 
+/* ---- the arena (program.h) ---------------------------------------------------------------- */
+
+#define ARENA_ALIGN 64
+
+typedef struct {
+    int step;
+    int from, to; /* steps: written by `from`, last read by `to` */
+    size_t bytes;
+    int64_t at;
+} arena_value;
+
+static int larger_first(const void *a, const void *b) {
+    const arena_value *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->step - y->step;
+}
+
+static int by_offset(const void *a, const void *b) {
+    const arena_value *x = *(const arena_value *const *)a, *y = *(const arena_value *const *)b;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Whether step k's result goes to the arena: a native step (its driver writes into a buffer it
+ * is given) whose result the program neither returns nor writes into a donated input. */
+static bool in_arena(const cx_program *p, int k, const int *last) {
+    const cx_prog_step *s = &p->steps[k];
+    return !s->dead && last[k] >= 0 && s->plan.route == CX_ROUTE_NATIVE && !s->alias &&
+           cx_desc_numel(&s->plan.out) > 0;
+}
+
+/* Places the values largest first, each at the lowest offset where it meets no value placed
+ * before whose life overlaps its own (the greedy-by-size plan of TFLite's arena planner). */
+static cx_code plan_arena(cx_program *p, const int *last, cx_status *st) {
+    p->arena_bytes = 0;
+    free(p->offset); /* a finish that failed before may have left them */
+    free(p->arena);
+    p->offset = NULL;
+    p->arena = NULL;
+    if (!p->dev->props.host_memory || p->n_steps == 0) return CX_OK;
+    int n = 0;
+    for (int k = 0; k < p->n_steps; k++) n += in_arena(p, k, last);
+    if (n < 2) return CX_OK; /* nothing to share */
+    arena_value *vs = malloc(sizeof *vs * (size_t)n);
+    arena_value **live = malloc(sizeof *live * (size_t)n);
+    p->offset = malloc(sizeof(int64_t) * (size_t)p->n_steps);
+    p->arena = calloc(1, sizeof *p->arena);
+    if (!vs || !live || !p->offset || !p->arena) {
+        free(vs);
+        free(live);
+        return cx_fail(st, CX_ENOMEM, "program: out of host memory");
+    }
+    n = 0;
+    for (int k = 0; k < p->n_steps; k++) {
+        p->offset[k] = -1;
+        if (!in_arena(p, k, last)) continue;
+        size_t bytes = (size_t)cx_desc_numel(&p->steps[k].plan.out) *
+                       cx_dtype_size(p->steps[k].plan.out.dtype);
+        vs[n++] =
+            (arena_value){k, k, last[k], (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1), 0};
+    }
+    qsort(vs, (size_t)n, sizeof *vs, larger_first);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        int m = 0;
+        for (int j = 0; j < i; j++)
+            if (vs[j].from <= vs[i].to && vs[i].from <= vs[j].to) live[m++] = &vs[j];
+        qsort(live, (size_t)m, sizeof *live, by_offset);
+        int64_t at = 0;
+        for (int j = 0; j < m; j++) {
+            if (live[j]->at - at >= (int64_t)vs[i].bytes) break;
+            int64_t end = live[j]->at + (int64_t)live[j]->bytes;
+            if (end > at) at = end;
+        }
+        vs[i].at = at;
+        p->offset[vs[i].step] = at;
+        if ((size_t)at + vs[i].bytes > total) total = (size_t)at + vs[i].bytes;
+    }
+    free(vs);
+    free(live);
+    p->arena_bytes = total;
+    return CX_OK;
+}
+
+/* The block for a run: the one kept, or a new one; NULL when none can be had (the steps then
+ * take buffers of their own). */
+static cx_tensor *arena_take(const cx_program *p) {
+    if (!p->arena_bytes) return NULL;
+    cx_tensor *a = atomic_exchange(&p->arena->kept, NULL);
+    if (a) {
+        atomic_fetch_sub(&idle_arena_bytes, p->arena_bytes);
+        return a;
+    }
+    cx_status st = {0};
+    cx_desc d = {.dtype = CX_U8, .rank = 1, .shape = {(int64_t)p->arena_bytes}};
+    if (!(a = malloc(sizeof *a))) return NULL;
+    if (cx_tensor_init(a, p->dev, &d, &st) != CX_OK) {
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+static void arena_drop(cx_tensor *a) {
+    cx_tensor_free(a);
+    free(a);
+}
+
+/* Keeps the block for the next run, within the cap, or frees it. */
+static void arena_give_back(const cx_program *p, cx_tensor *a) {
+    if (!a) return;
+    size_t held = atomic_fetch_add(&idle_arena_bytes, p->arena_bytes) + p->arena_bytes;
+    cx_tensor *none = NULL;
+    if (held <= CX_ARENA_IDLE_CAP && atomic_compare_exchange_strong(&p->arena->kept, &none, a))
+        return;
+    atomic_fetch_sub(&idle_arena_bytes, p->arena_bytes);
+    arena_drop(a);
+}
+
 cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st) {
     int first = p->n_inputs + p->n_consts;
     if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished");
@@ -373,8 +502,10 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
         s->drop = drop;
         s->drop[s->n_drop++] = first + k;
     }
-    free(last);
     alias_donated(p);
+    cx_code rc = plan_arena(p, last, st);
+    free(last);
+    if (rc != CX_OK) return rc;
     p->done = true;
     return CX_OK;
 }
@@ -404,6 +535,7 @@ cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor 
     cx_tensor *vals = malloc(sizeof(cx_tensor) * (size_t)(p->n_steps > 0 ? p->n_steps : 1));
     if (!vals) return cx_fail(st, CX_ENOMEM, "program: out of host memory");
     for (int k = 0; k < p->n_steps; k++) cx_tensor_clear(&vals[k]);
+    cx_tensor *arena = arena_take(p);
     cx_code rc = CX_OK;
     for (int k = 0; k < p->n_steps && rc == CX_OK; k++) {
         const cx_prog_step *s = &p->steps[k];
@@ -429,6 +561,9 @@ cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor 
             for (int j = 0; j < s->n_in; j++)
                 if (s->in[j] == d) in[j] = &vals[k];
             rc = cx_run_plan_into(&s->plan, in, s->n_in, &s->ps, &vals[k], st);
+        } else if (arena && p->offset[k] >= 0) {
+            cx_tensor_borrow(&vals[k], p->dev, &s->plan.out, (char *)arena->data + p->offset[k]);
+            rc = cx_run_plan_into(&s->plan, in, s->n_in, &s->ps, &vals[k], st);
         } else {
             rc = cx_run_plan(&s->plan, in, s->n_in, &s->ps, &vals[k], st);
         }
@@ -443,6 +578,7 @@ cx_code cx_program_run(const cx_program *p, cx_tensor *const *inputs, cx_tensor 
     /* on failure: everything written so far, results included */
     for (int k = 0; k < p->n_steps; k++) cx_tensor_free(&vals[k]);
     free(vals);
+    arena_give_back(p, arena);
     return rc;
 }
 
@@ -559,5 +695,14 @@ void cx_program_free(cx_program *p) {
     free(p->desc);
     free(p->out);
     free(p->donated);
+    free(p->offset);
+    if (p->arena) {
+        cx_tensor *a = atomic_exchange(&p->arena->kept, NULL);
+        if (a) {
+            atomic_fetch_sub(&idle_arena_bytes, p->arena_bytes);
+            arena_drop(a);
+        }
+        free(p->arena);
+    }
     memset(p, 0, sizeof *p);
 }

@@ -6,7 +6,14 @@
  * k writes slot n_inputs + n_consts + k. Every step is planned when it is added (its route, its
  * result's type and shape), so a run only checks its inputs against the descriptions the
  * program was built for, then runs the plans. A step's result is freed right after the last
- * step that reads it, unless the program returns it. */
+ * step that reads it, unless the program returns it.
+ *
+ * Arena: on a device whose buffers are host memory, the results of the native steps that the
+ * program does not return are placed at offsets of one block (cx_program_finish plans the
+ * offsets from when each value is written to its last reader, so two values live at once never
+ * share bytes), and the block is kept for the next run. A run that finds the block taken (the
+ * same program running in another thread) makes its own. The kept blocks of all programs
+ * together hold at most CX_ARENA_IDLE_CAP bytes; a run that would keep more frees its block. */
 #ifndef CX_PROGRAM_H
 #define CX_PROGRAM_H
 
@@ -30,11 +37,21 @@ typedef struct {
     int n_steps, cap;
     cx_prog_step *steps;
     int n_out;
-    int *out;      /* step slots returned, distinct */
-    double cost;   /* the sum of the steps' estimates (dispatch.h) */
-    bool done;     /* cx_program_finish succeeded */
-    bool *donated; /* per input: the caller gives its buffer up (cx_program_donate), or NULL */
+    int *out;           /* step slots returned, distinct */
+    double cost;        /* the sum of the steps' estimates (dispatch.h) */
+    bool done;          /* cx_program_finish succeeded */
+    bool *donated;      /* per input: the caller gives its buffer up (cx_program_donate), or NULL */
+    int64_t *offset;    /* per step: its result's place in the arena, or -1 (a buffer of its own) */
+    size_t arena_bytes; /* 0: no arena */
+    struct cx_arena *arena; /* the block kept between runs */
 } cx_program;
+
+/* Why a cap: a program's block is as large as the most its intermediates hold at once (a CNN
+ * at batch 32: hundreds of MB) and a compiled function keeps its program while it is cached, so
+ * without one every signature ever run would keep its peak. */
+#define CX_ARENA_IDLE_CAP ((size_t)1 << 30)
+/* Bytes held by the blocks programs keep between runs. */
+size_t cx_program_idle_arena_bytes(void);
 
 /* An empty program on `dev` with inputs and constants of these descriptions. */
 cx_code cx_program_init(cx_program *p, cx_device *dev, const cx_desc *inputs, int n_inputs,

@@ -1,7 +1,9 @@
 /* Programs (core/program.h): planned once, run whole; results against the same ops run one by
  * one; intermediates freed at their last reader; bad programs and bad inputs refused; loops of
- * two programs (cx_program_loop); donated inputs written in place. */
+ * two programs (cx_program_loop); donated inputs written in place; intermediates placed in an
+ * arena kept between runs. */
 #include <limits.h>
+#include <pthread.h>
 
 #include "test_util.h"
 
@@ -48,8 +50,13 @@ static void test_program_matches_ops(void **state) {
     cx_tensor *inputs[2] = {a, b}, *consts[1] = {c};
     int64_t live = atomic_load(&cpu->live_bytes);
     assert_int_equal(cx_program_run(&p, inputs, consts, out, &st), CX_OK);
-    /* only the two results are left */
-    assert_int_equal(atomic_load(&cpu->live_bytes) - live, 4 + 16);
+    /* only the two results are left, and the arena kept for the next run (exp's and the add's
+     * results, whose lives do not meet, share its bytes) */
+    assert_int_equal(p.offset[0], 0);
+    assert_int_equal(p.offset[2], 0);
+    assert_int_equal(p.offset[1], -1); /* returned */
+    assert_int_equal(p.arena_bytes, 64);
+    assert_int_equal(atomic_load(&cpu->live_bytes) - live, 4 + 16 + 64);
 
     cx_tensor *ea = tu_run_ok(CX_OP_EXP, &a, 1, NULL);
     cx_tensor *mb[2] = {ea, b};
@@ -438,6 +445,149 @@ static void test_program_donated_input(void **state_) {
     cx_program_free(&p);
 }
 
+/* What the arena plan promises: two values whose lives meet never share a byte. */
+static void expect_disjoint_lives(const cx_program *p) {
+    int first = p->n_inputs + p->n_consts;
+    int *last = malloc(sizeof(int) * (size_t)p->n_steps);
+    for (int k = 0; k < p->n_steps; k++) last[k] = k;
+    for (int k = 0; k < p->n_steps; k++)
+        for (int j = 0; j < p->steps[k].n_in && !p->steps[k].dead; j++)
+            if (p->steps[k].in[j] >= first) last[p->steps[k].in[j] - first] = k;
+    for (int a = 0; a < p->n_steps; a++) {
+        if (p->offset[a] < 0) continue;
+        int64_t a_end =
+            p->offset[a] + (int64_t)(cx_desc_numel(&p->steps[a].plan.out) *
+                                     (int64_t)cx_dtype_size(p->steps[a].plan.out.dtype));
+        assert_true(a_end <= (int64_t)p->arena_bytes);
+        assert_int_equal(p->offset[a] % 64, 0);
+        for (int b = a + 1; b < p->n_steps; b++) {
+            if (p->offset[b] < 0 || b > last[a]) continue; /* b is written after a's last read */
+            int64_t b_end =
+                p->offset[b] + (int64_t)(cx_desc_numel(&p->steps[b].plan.out) *
+                                         (int64_t)cx_dtype_size(p->steps[b].plan.out.dtype));
+            assert_true(a_end <= p->offset[b] || b_end <= p->offset[a]);
+        }
+    }
+    free(last);
+}
+
+/* A random program of elementwise steps over vectors of three lengths (each step reads one or
+ * two earlier values of its length, or a constant), its results some of the values: what runs
+ * in the arena equals the same ops run one by one, run after run, and the plan keeps every pair
+ * of values alive at once apart. */
+typedef struct {
+    cx_program *p;
+    cx_tensor **inputs;
+    int n_out;
+    const double *want; /* the results' elements, one after another */
+    int64_t *lens;
+    int ok;
+} arena_run;
+
+static void *arena_worker(void *arg) {
+    arena_run *r = arg;
+    r->ok = 1;
+    for (int turn = 0; turn < 20 && r->ok; turn++) {
+        cx_tensor out[8];
+        cx_status st = {0};
+        if (cx_program_run(r->p, r->inputs, NULL, out, &st) != CX_OK) {
+            r->ok = 0;
+            break;
+        }
+        const double *w = r->want;
+        for (int k = 0; k < r->n_out; k++) {
+            for (int64_t i = 0; i < r->lens[k]; i++)
+                if (tu_load(CX_F32, out[k].data, i) != w[i]) r->ok = 0;
+            w += r->lens[k];
+            cx_tensor_free(&out[k]);
+        }
+    }
+    return NULL;
+}
+
+static void test_program_arena(void **state_) {
+    (void)state_;
+    cx_device *cpu = tu_cpu();
+    cx_status st = {0};
+    cx_params none = {0};
+    const int64_t sizes[3] = {1000, 70000, 300000}; /* small, cached, mapped buffers */
+    unsigned seed = 12345;
+    for (int trial = 0; trial < 6; trial++) {
+        cx_desc in[3];
+        for (int k = 0; k < 3; k++) in[k] = vec_desc(CX_F32, sizes[k]);
+        cx_program p;
+        assert_int_equal(cx_program_init(&p, cpu, in, 3, NULL, 0, &st), CX_OK);
+        /* slot -> which length; op-by-op values */
+        int kind[64];
+        cx_tensor *val[64];
+        double *xs[3];
+        for (int k = 0; k < 3; k++) {
+            kind[k] = k;
+            xs[k] = malloc(sizeof(double) * (size_t)sizes[k]);
+            for (int64_t i = 0; i < sizes[k]; i++)
+                xs[k][i] = (double)((i * 7 + k) % 13) / 8.0 - 0.7;
+            val[k] = tu_vec(CX_F32, sizes[k], xs[k]);
+        }
+        int n_slots = 3;
+        const cx_op_id unary[3] = {CX_OP_TANH, CX_OP_NEGATE, CX_OP_SIN};
+        const cx_op_id binary[3] = {CX_OP_ADD, CX_OP_MULTIPLY, CX_OP_SUBTRACT};
+        for (int step = 0; step < 40; step++) {
+            seed = seed * 1103515245u + 12345u;
+            int a = (int)((seed >> 8) % (unsigned)n_slots);
+            int want_kind = kind[a];
+            seed = seed * 1103515245u + 12345u;
+            int b = -1;
+            for (int tries = 0; tries < 8 && b < 0; tries++) {
+                int c = (int)((seed >> (tries + 4)) % (unsigned)n_slots);
+                if (kind[c] == want_kind) b = c;
+            }
+            int ins[2] = {a, b};
+            cx_op_id op =
+                (seed >> 20) & 1 && b >= 0 ? binary[(seed >> 21) % 3] : unary[(seed >> 21) % 3];
+            int n_in = cx_op_tensor_arity(op) == 2 ? 2 : 1;
+            int slot = cx_program_add(&p, op, ins, n_in, &none, &st);
+            assert_int_equal(slot, n_slots);
+            cx_tensor *args[2] = {val[a], n_in == 2 ? val[b] : NULL};
+            val[slot] = tu_run_ok(op, args, n_in, NULL);
+            kind[slot] = want_kind;
+            n_slots++;
+        }
+        /* results: the last value and two picked along the way */
+        int outs[3] = {n_slots - 1, 3 + (int)(seed % 20), 23 + (int)((seed >> 5) % 16)};
+        int n_out = outs[1] == outs[2] ? 2 : 3;
+        assert_int_equal(cx_program_finish(&p, outs, n_out, &st), CX_OK);
+        expect_disjoint_lives(&p);
+        assert_true(p.arena_bytes > 0);
+        int64_t lens[3], total = 0;
+        for (int k = 0; k < n_out; k++) total += lens[k] = sizes[kind[outs[k]]];
+        double *want = malloc(sizeof(double) * (size_t)total), *w = want;
+        for (int k = 0; k < n_out; k++)
+            for (int64_t i = 0; i < lens[k]; i++) *w++ = tu_load(CX_F32, val[outs[k]]->data, i);
+
+        size_t idle = cx_program_idle_arena_bytes();
+        arena_run runs[2];
+        for (int t = 0; t < 2; t++) runs[t] = (arena_run){&p, val, n_out, want, lens, 0};
+        /* one thread, then two at once (one of them makes a block of its own) */
+        arena_worker(&runs[0]);
+        assert_true(runs[0].ok);
+        assert_int_equal(cx_program_idle_arena_bytes(), idle + p.arena_bytes);
+        pthread_t th[2];
+        for (int t = 0; t < 2; t++)
+            assert_int_equal(pthread_create(&th[t], NULL, arena_worker, &runs[t]), 0);
+        for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+        assert_true(runs[0].ok && runs[1].ok);
+        assert_int_equal(cx_program_idle_arena_bytes(), idle + p.arena_bytes);
+        int64_t live = atomic_load(&cpu->live_bytes);
+        size_t bytes = p.arena_bytes;
+        cx_program_free(&p);
+        assert_int_equal(cx_program_idle_arena_bytes(), idle);
+        assert_int_equal(atomic_load(&cpu->live_bytes), live - (int64_t)bytes);
+        for (int k = 0; k < n_slots; k++) tu_drop(val[k]);
+        for (int k = 0; k < 3; k++) free(xs[k]);
+        free(want);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_program_matches_ops),
@@ -448,6 +598,7 @@ int main(void) {
         cmocka_unit_test(test_program_loop),
         cmocka_unit_test(test_program_loop_shared_and_truth),
         cmocka_unit_test(test_program_donated_input),
+        cmocka_unit_test(test_program_arena),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,7 +23,10 @@ if Code.ensure_loaded?(Nx) do
          the program. Ops whose results no output needs are dropped.
       3. The recorded ops become a program (`c_src/core/program.h`): every step is
          negotiated once (native, decomposed or moved to the cpu, as `Cascade.explain/3`
-         would say) and each intermediate is freed after its last reader.
+         would say) and each intermediate is freed after its last reader. On host devices
+         (`:cpu`, `:blas`) the native steps' intermediates get offsets in one block, planned
+         from when each is written and last read, which the program keeps for its next call
+         (at most 1 GiB kept by all programs together, counted in `Cascade.memory/0`).
       4. The program is rewritten where one op does the work of several:
          * a transpose of a product's result becomes the product with its operands swapped
            (Nx's gradient of `Nx.dot/2` ends in such a transpose);
