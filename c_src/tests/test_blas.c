@@ -637,9 +637,10 @@ static void test_conv2d_and_gradients(void **state) {
 }
 
 /* Depthwise conv2d (f32, nchw, one input channel per group) runs directly on blas ("direct"):
- * multipliers 1 and 2, strides, dilations, padding on one side, cropping, a width of one, taps
- * that fall wholly outside a row, and planes enough to split across the pool; against the cpu,
- * and the same bits on a second call. */
+ * multipliers 1 and 2, strides (2 and 3: the input split into 4 and 6 phases), dilations,
+ * padding on one side, cropping, a width of one, taps that fall wholly outside a row, planes of
+ * 7 x 7 (fewer outputs than a vector's run), a 7 x 7 window, and planes enough to split across
+ * the pool; against the cpu, and the same bits on a second call. */
 static void test_conv2d_depthwise(void **state) {
     (void)state;
     static const conv_case cases[] = {
@@ -650,6 +651,10 @@ static void test_conv2d_depthwise(void **state) {
         {0, 1, 2, 6, 6, 2, 5, 5, 2, {1, 1}, {1, 1}, {4, 4, 4, 4}},
         {0, 1, 3, 8, 8, 3, 3, 3, 3, {1, 1}, {1, 1}, {-1, 0, 0, -2}},
         {0, 4, 32, 28, 28, 32, 3, 3, 32, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+        {0, 2, 16, 14, 14, 16, 3, 3, 16, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+        {0, 3, 8, 7, 7, 8, 3, 3, 8, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+        {0, 1, 4, 15, 17, 8, 3, 3, 4, {3, 2}, {2, 2}, {2, 1, 0, 3}},
+        {0, 1, 2, 9, 9, 2, 7, 7, 2, {2, 2}, {1, 1}, {3, 3, 3, 3}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const conv_case *cc = &cases[c];

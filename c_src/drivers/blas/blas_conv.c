@@ -10,6 +10,7 @@
  * the batch) built the whole batch's im2col tensor and moved it through several ops; this keeps
  * one image's at a time in a cached scratch. f16/bf16 are computed in f32 (the kernel widened
  * once, the result rounded once), as the decomposition does. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../core/conv_geom.h"
@@ -161,52 +162,103 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
 
 /* ---- depthwise convolution: nchw, one input channel per group ------------------------------ */
 
-/* Each output plane is the sum of KH*KW shifted input rows, each times one weight: computed
- * directly, a row at a time, instead of an im2col and a one-row GEMM per channel (the GEMM's
- * call and packing cost more than the 9 multiply-adds per value of a 3 x 3 depthwise layer).
- * Taps add in (ki, kj) order, each output element within one thread: the same bits however the
- * planes are split. Compiled twice: for AVX2 (the vector table's machines, 8 lanes) and plain. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define DW_AVX2 __attribute__((target("avx2")))
-#else
-#define DW_AVX2
-#endif
-
-#define DEFINE_DW_PLANE(NAME, ATTR)                                                                \
-    ATTR static void NAME(const float *restrict xp, const float *restrict wk, float *restrict yp,  \
-                          const cx_conv_dims *v) {                                                 \
-        for (int64_t oh = 0; oh < v->oh; oh++) {                                                   \
-            float *restrict yr = yp + oh * v->ow;                                                  \
-            for (int64_t ow = 0; ow < v->ow; ow++) yr[ow] = 0;                                     \
-            for (int64_t ki = 0; ki < v->kh; ki++) {                                               \
-                int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;                                     \
-                if (ih < 0 || ih >= v->h) continue;                                                \
-                const float *restrict xr = xp + ih * v->w;                                         \
-                for (int64_t kj = 0; kj < v->kw; kj++) {                                           \
-                    float wv = wk[ki * v->kw + kj];                                                \
-                    int64_t off = kj * v->d1 - v->lo1;                                             \
-                    /* the columns whose tap lies inside the row: 0 <= ow * s1 + off < w */        \
-                    int64_t lo = off >= 0 ? 0 : (-off + v->s1 - 1) / v->s1;                        \
-                    int64_t hi = off >= v->w ? 0 : (v->w - 1 - off) / v->s1 + 1;                   \
-                    if (hi > v->ow) hi = v->ow;                                                    \
-                    if (v->s1 == 1)                                                                \
-                        for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow + off];          \
-                    else                                                                           \
-                        for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * v->s1 + off];  \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
-DEFINE_DW_PLANE(dw_plane_avx2, DW_AVX2)
-DEFINE_DW_PLANE(dw_plane_plain, )
-
+/* Each output plane is the sum of KH*KW shifted copies of its input plane, each times one weight:
+ * computed directly instead of an im2col and a one-row GEMM per channel (the GEMM's call and
+ * packing cost more than the 9 multiply-adds per value of a 3 x 3 depthwise layer).
+ *
+ * The input plane is first split into its stride's phases with the padding written out as
+ * zeros: phase (rp, cp) holds padded row r * s0 + rp, column c * s1 + cp at (r, c), in rows of
+ * `we`. Output (oh, ow) at q = oh * we + ow then reads tap (ki, kj) at q + qr * we + qc of phase
+ * ((ki * d0) % s0, (kj * d1) % s1), with qr = (ki * d0) / s0 and qc = (kj * d1) / s1: every tap
+ * is one contiguous run over the whole plane, at any stride and dilation, so the taps run as
+ * long vectors accumulated in registers (dw_taps_f32), with no test for the borders; the
+ * columns ow >= OW of that run are computed and dropped when the rows are copied out. Taps add
+ * in (ki, kj) order from +0, each output element within one thread: the same bits however the
+ * planes are split. Where the scratch cannot be had, each plane is computed a row at a time
+ * from the input itself (dw_plane_rows). */
 typedef struct {
     const cx_conv_dims *v;
     const float *x, *w;
     float *y;
-    bool avx2;
+    const simd_table *simd; /* NULL: dw_taps_plain */
+    int64_t we, hh;         /* a phase: hh rows of we */
+    int64_t n;              /* outputs computed per plane (oh * we, rounded up to 64) */
+    int64_t stride;         /* floats between phases */
+    int taps;
+    int64_t *off; /* per tap: its phase's start + qr * we + qc */
 } dw_job;
+
+static void dw_taps_plain(float *restrict y, const float *const *src, const float *w, int taps,
+                          int64_t n) {
+    for (int64_t q = 0; q < n; q += 64) {
+        float acc[64] = {0};
+        for (int t = 0; t < taps; t++)
+            for (int i = 0; i < 64; i++) acc[i] += w[t] * src[t][q + i];
+        memcpy(y + q, acc, sizeof acc);
+    }
+}
+
+/* n floats from s to d: a loop where rows are short (a 7 x 7 plane's rows cost more in calls
+ * to memcpy than in copying), memcpy for long ones */
+static inline void copy_f32(float *restrict d, const float *restrict s, int64_t n) {
+    if (n >= 32) {
+        memcpy(d, s, sizeof(float) * (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) d[i] = s[i];
+}
+
+/* The phases of the input plane xp into ph, which dw_part zeroed once: only the places that
+ * come from the input are written, so the padding (and the room past each phase) stays zero
+ * for every plane. Row by row, every phase of a row in one pass over it, the columns inside the
+ * input without a test each (stride 2: a deinterleave). */
+static void dw_phases(const dw_job *j, const float *xp, float *ph) {
+    const cx_conv_dims *v = j->v;
+    int64_t we = j->we, s1 = v->s1;
+    for (int64_t r = 0; r < j->hh; r++)
+        for (int64_t rp = 0; rp < v->s0; rp++) {
+            int64_t ih = r * v->s0 + rp - v->lo0;
+            if (ih < 0 || ih >= v->h) continue;
+            const float *xr = xp + ih * v->w;
+            for (int64_t cp = 0; cp < s1; cp++) {
+                float *d = ph + (rp * s1 + cp) * j->stride + r * we;
+                /* the columns whose input column lies inside the row: 0 <= c * s1 + off < w */
+                int64_t off = cp - v->lo1;
+                int64_t lo = off >= 0 ? 0 : (-off + s1 - 1) / s1;
+                int64_t hi = off >= v->w ? 0 : (v->w - 1 - off) / s1 + 1;
+                if (hi > we) hi = we;
+                if (s1 == 1)
+                    copy_f32(d + lo, xr + lo + off, hi - lo);
+                else if (s1 == 2)
+                    for (int64_t c = lo; c < hi; c++) d[c] = xr[2 * c + off];
+                else
+                    for (int64_t c = lo; c < hi; c++) d[c] = xr[c * s1 + off];
+            }
+        }
+}
+
+/* One output plane a row at a time from the input itself, tap by tap into the row (no scratch). */
+static void dw_plane_rows(const float *restrict xp, const float *restrict wk, float *restrict yp,
+                          const cx_conv_dims *v) {
+    for (int64_t oh = 0; oh < v->oh; oh++) {
+        float *restrict yr = yp + oh * v->ow;
+        for (int64_t ow = 0; ow < v->ow; ow++) yr[ow] = 0;
+        for (int64_t ki = 0; ki < v->kh; ki++) {
+            int64_t ih = oh * v->s0 - v->lo0 + ki * v->d0;
+            if (ih < 0 || ih >= v->h) continue;
+            const float *restrict xr = xp + ih * v->w;
+            for (int64_t kj = 0; kj < v->kw; kj++) {
+                float wv = wk[ki * v->kw + kj];
+                int64_t off = kj * v->d1 - v->lo1;
+                /* the columns whose tap lies inside the row: 0 <= ow * s1 + off < w */
+                int64_t lo = off >= 0 ? 0 : (-off + v->s1 - 1) / v->s1;
+                int64_t hi = off >= v->w ? 0 : (v->w - 1 - off) / v->s1 + 1;
+                if (hi > v->ow) hi = v->ow;
+                for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * v->s1 + off];
+            }
+        }
+    }
+}
 
 /* planes [index * planes / parts, (index + 1) * planes / parts) of the output, {n, o} each */
 static void dw_part(void *ctx, int index, int parts) {
@@ -214,16 +266,34 @@ static void dw_part(void *ctx, int index, int parts) {
     const cx_conv_dims *v = j->v;
     int64_t o = v->groups * v->og, planes = v->n * o;
     int64_t first = planes * index / parts, last = planes * (index + 1) / parts;
+    int64_t n_phase = v->s0 * v->s1;
+    float *scratch =
+        j->off ? cpu_buffer_get(sizeof(float) * (size_t)(n_phase * j->stride + j->n)) : NULL;
+    const float **src = scratch ? malloc(sizeof(float *) * (size_t)j->taps) : NULL;
+    float *ypad = scratch ? scratch + n_phase * j->stride : NULL;
+    if (scratch) memset(scratch, 0, sizeof(float) * (size_t)(n_phase * j->stride));
+    int64_t last_g = -1;
     for (int64_t p = first; p < last; p++) {
         int64_t n = p / o, oc = p % o, g = oc / v->og;
         const float *xp = j->x + (n * v->c + g) * v->h * v->w;
         const float *wk = j->w + oc * v->kh * v->kw;
         float *yp = j->y + p * v->oh * v->ow;
-        if (j->avx2)
-            dw_plane_avx2(xp, wk, yp, v);
+        if (!src) {
+            dw_plane_rows(xp, wk, yp, v);
+            continue;
+        }
+        /* with a channel multiplier the planes of one input channel come one after another */
+        if (n * v->c + g != last_g) dw_phases(j, xp, scratch);
+        last_g = n * v->c + g;
+        for (int t = 0; t < j->taps; t++) src[t] = scratch + j->off[t];
+        if (j->simd)
+            j->simd->dw_taps_f32(ypad, src, wk, j->taps, j->n);
         else
-            dw_plane_plain(xp, wk, yp, v);
+            dw_taps_plain(ypad, src, wk, j->taps, j->n);
+        for (int64_t oh = 0; oh < v->oh; oh++) copy_f32(yp + oh * v->ow, ypad + oh * j->we, v->ow);
     }
+    free(src);
+    cpu_buffer_put(scratch);
 }
 
 bool blas_conv2d_depthwise_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
@@ -238,11 +308,29 @@ cx_code blas_conv2d_depthwise(const cx_tensor *x, const cx_tensor *kern, const c
     if (out->numel == 0) return CX_OK;
     cx_conv_dims v;
     cx_conv_dims_of(&x->desc, &kern->desc, ps, &v);
-    dw_job j = {&v, x->data, kern->data, out->data, blas_simd() != NULL};
+    int64_t qr = (v.kh - 1) * v.d0 / v.s0, qc = (v.kw - 1) * v.d1 / v.s1;
+    dw_job j = {&v, x->data, kern->data, out->data, blas_simd(), 0, 0, 0, 0, 0, NULL};
+    j.we = v.ow + qc;
+    j.hh = v.oh + qr;
+    j.n = (v.oh * j.we + 63) / 64 * 64;
+    j.stride = (j.n + qr * j.we + qc + 15) / 16 * 16;
+    j.taps = (int)(v.kh * v.kw);
+    /* the scratch of a part: the phases and the computed plane, in floats; past 256 MB (a plane
+     * of tens of millions of values) the planes are computed without it */
+    double scratch = (double)v.s0 * (double)v.s1 * (double)j.stride + (double)j.n;
+    if (scratch < (double)(1 << 26) && j.hh * j.we <= j.stride &&
+        (j.off = malloc(sizeof(int64_t) * (size_t)j.taps)))
+        for (int64_t ki = 0; ki < v.kh; ki++)
+            for (int64_t kj = 0; kj < v.kw; kj++) {
+                int64_t a = ki * v.d0, b = kj * v.d1;
+                int64_t phase = (a % v.s0) * v.s1 + b % v.s1;
+                j.off[ki * v.kw + kj] = phase * j.stride + a / v.s0 * j.we + b / v.s1;
+            }
     int64_t planes = v.n * v.groups * v.og, work = out->numel * v.kh * v.kw;
     int64_t parts = work / (1 << 15), threads = blas_pool_threads();
     if (parts > threads) parts = threads;
     if (parts > planes) parts = planes;
     blas_parallel(parts < 1 ? 1 : (int)parts, false, dw_part, &j);
+    free(j.off);
     return CX_OK;
 }

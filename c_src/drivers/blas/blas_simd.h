@@ -155,6 +155,10 @@ typedef struct {
      * a, b: the cpu's double sum from +0 in row-major order, times scale, rounded once */
     void (*sum2x2_f32)(float *o, const float *a, const float *b, int64_t ow, int stride,
                        double scale);
+    /* a depthwise convolution's output plane from its taps (blas_conv.c): y[q] = the sum over
+     * t < taps, in order from +0, of w[t] * src[t][q] with one rounding each (fma), for q < n, a
+     * multiple of 64 */
+    void (*dw_taps_f32)(float *y, const float *const *src, const float *w, int taps, int64_t n);
     void (*pool2x2_grad_half)(uint16_t *oa, uint16_t *ob, const uint16_t *a, const uint16_t *b,
                               const uint16_t *g, int64_t ow, uint16_t inf);
 } simd_table;

@@ -1896,6 +1896,31 @@ BF16_HW static void f32_to_bf16_hw(const float *restrict f, uint16_t *restrict h
 }
 #endif
 
+/* ---- depthwise convolution: the taps of one output plane (blas_conv.c) -------------------- */
+
+/* y[q] = the sum over taps t = 0 .. taps-1, in that order from +0, of w[t] * src[t][q], each
+ * product added with one rounding, for q < n (a multiple of 4 * VW: the caller's buffers have
+ * room). Four vectors of outputs stay in registers across the taps: one store per output where
+ * adding a tap at a time to the output row stored it once a tap. */
+static void dw_taps_f32(float *restrict y, const float *const *src, const float *w, int taps,
+                        int64_t n) {
+    for (int64_t q = 0; q < n; q += 4 * VW) {
+        vf a0 = vf_set(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        for (int t = 0; t < taps; t++) {
+            vf wt = vf_set(w[t]);
+            const float *s = src[t] + q;
+            a0 = vf_fma(vf_load(s), wt, a0);
+            a1 = vf_fma(vf_load(s + VW), wt, a1);
+            a2 = vf_fma(vf_load(s + 2 * VW), wt, a2);
+            a3 = vf_fma(vf_load(s + 3 * VW), wt, a3);
+        }
+        vf_store(y + q, a0);
+        vf_store(y + q + VW, a1);
+        vf_store(y + q + 2 * VW, a2);
+        vf_store(y + q + 3 * VW, a3);
+    }
+}
+
 const simd_table SIMD_TABLE = {
 #if VW == 16
     .name = "avx512",
@@ -1990,6 +2015,7 @@ const simd_table SIMD_TABLE = {
     .extreme_row_f32 = extreme_row_f32,
     .extreme_row_f64 = extreme_row_f64,
     .clip_f32 = clip_f32,
+    .dw_taps_f32 = dw_taps_f32,
     .clip_f64 = clip_f64,
     .leaky_relu_f32 = leaky_relu_f32,
     .leaky_relu_f64 = leaky_relu_f64,
