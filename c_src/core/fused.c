@@ -3,8 +3,10 @@
 
 #include "decompose.h"
 
-bool cx_fused_op_ok(cx_op_id op, int arity) {
-    if ((int)op < 0 || (int)op >= CX_OP_COUNT || cx_op_integer_only(op)) return false;
+#include <stdatomic.h>
+
+static bool op_ok(cx_op_id op, int arity) {
+    if (cx_op_integer_only(op)) return false;
     cx_op_kind kind = cx_op_table[op].kind;
     bool ok = arity == 1   ? kind == CX_KIND_UNARY || kind == CX_KIND_UNARY_FLOAT
               : arity == 2 ? kind == CX_KIND_BINARY || kind == CX_KIND_BINARY_FLOAT
@@ -13,9 +15,26 @@ bool cx_fused_op_ok(cx_op_id op, int arity) {
     /* and on f32 it gives f32 */
     cx_desc in[2] = {{CX_F32, 1, {2}}, {CX_F32, 1, {2}}}, out;
     cx_dtype compute[2];
-    cx_params ps = {0};
+    cx_params ps;
+    cx_params_clear(&ps);
     cx_status st = {CX_OK, ""};
     return cx_infer_op(op, in, arity, &ps, &out, compute, &st) == CX_OK && out.dtype == CX_F32;
+}
+
+/* The answer of op_ok per (op, arity), found once: every fused call decodes its code, asking
+ * for each instruction, and the inference behind it (with a zeroed parameter record of some
+ * kilobytes) was a fifth of an LSTM's run of 300 small fused steps (perf). 0 unknown, 1 yes,
+ * 2 no; threads that race store the same answer. */
+static _Atomic unsigned char known[CX_OP_COUNT][2];
+
+bool cx_fused_op_ok(cx_op_id op, int arity) {
+    if ((int)op < 0 || (int)op >= CX_OP_COUNT || arity < 1 || arity > 2) return false;
+    unsigned char k = atomic_load_explicit(&known[op][arity - 1], memory_order_relaxed);
+    if (!k) {
+        k = op_ok(op, arity) ? 1 : 2;
+        atomic_store_explicit(&known[op][arity - 1], k, memory_order_relaxed);
+    }
+    return k == 1;
 }
 
 bool cx_fused_type_ok(cx_dtype t) {
