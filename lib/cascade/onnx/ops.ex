@@ -2360,18 +2360,27 @@ defmodule Cascade.ONNX.Ops do
     |> Cascade.reshape(List.to_tuple(rest))
   end
 
-  # One direction over the steps in `order`: {outputs in time order, last h, last c}
+  # One direction over the steps in `order`: {outputs in time order, last h, last c}. The
+  # inputs' products with W for every step are one product before the loop (the steps' rows
+  # stacked), which leaves each step its recurrent product alone.
   defp rnn_pass(x, w0, wb, state, lens, order, cell, zeros) do
-    [_ | step_shape] = dims(x)
+    [steps, batch, input] = dims(x)
+    width = elem(Cascade.shape(w0), 0)
+
+    xws =
+      x
+      |> Cascade.reshape({steps * batch, input})
+      |> Cascade.dot([1], [], w0, [1], [])
+      |> Cascade.add(wb)
+      |> Cascade.reshape({steps, batch, width})
 
     {ys, {h, c}} =
       Enum.map_reduce(order, state, fn t, {h, c} ->
-        xt =
-          x
-          |> Cascade.slice([t, 0, 0], [1 | step_shape])
-          |> Cascade.reshape(List.to_tuple(step_shape))
+        xw =
+          xws
+          |> Cascade.slice([t, 0, 0], [1, batch, width])
+          |> Cascade.reshape({batch, width})
 
-        xw = Cascade.add(Cascade.dot(xt, [1], [], w0, [1], []), wb)
         {h2, c2} = cell.(xw, h, c)
 
         case lens do
