@@ -2107,14 +2107,16 @@ defmodule Cascade.PropertyTest.Fused do
     host_devices() ++ opencl
   end
 
-  # n_in f32 tensors of `shape`, the second and later a number (rank 0) or a row (the trailing
-  # axes of shape, sometimes under a leading 1, as a bias) now and then
+  # n_in f32 tensors of `shape`, the second and later a number (rank 0), a row (the trailing
+  # axes of shape, sometimes under a leading 1, as a bias) or a channel vector (a convolution's
+  # bias) now and then
   defp gen_inputs(shape, n_in, type \\ :f32) do
     Enum.map(1..n_in, fn k ->
       s =
         cond do
           k > 1 and chance(0.25) -> {}
           k > 1 and chance(0.3) -> row_of(shape)
+          k > 1 and tuple_size(shape) >= 2 and chance(0.3) -> channel_of(shape)
           true -> shape
         end
 
@@ -2127,6 +2129,23 @@ defmodule Cascade.PropertyTest.Fused do
     keep = int_between(0, rank - 1)
     row = shape |> Tuple.to_list() |> Enum.drop(rank - keep) |> List.to_tuple()
     if chance(0.3), do: Tuple.insert_at(row, 0, 1), else: row
+  end
+
+  # axes first .. last of shape kept, 1 before and after them ({1, C, 1, 1} of {N, C, H, W}),
+  # sometimes without the leading 1s ({C, 1, 1}); at least one axis after them
+  defp channel_of(shape) do
+    dims = Tuple.to_list(shape)
+    rank = length(dims)
+    last = int_between(0, rank - 2)
+    first = int_between(0, last)
+
+    c =
+      dims
+      |> Enum.with_index()
+      |> Enum.map(fn {d, a} -> if a >= first and a <= last, do: d, else: 1 end)
+
+    c = if chance(0.5), do: Enum.drop(c, first), else: c
+    List.to_tuple(c)
   end
 
   # whether the chain's result reads an input of the full shape; when it reads rows only,
@@ -2150,7 +2169,19 @@ defmodule Cascade.PropertyTest.Fused do
 
   property [:fused], "fused equals its ops run one by one" do
     for _ <- 1..40, device <- devices() do
-      shape = pick([{7}, {3, 5}, {1023}, {1025}, {2, 2050}, {20_000}, {140_001}])
+      shape =
+        pick([
+          {7},
+          {3, 5},
+          {1023},
+          {1025},
+          {2, 2050},
+          {20_000},
+          {140_001},
+          {2, 3, 5, 7},
+          {3, 4, 33, 35}
+        ])
+
       n_in = int_between(1, 4)
       # f16 and bf16 chains too: each instruction rounds to the type, as the op alone
       type = pick([:f32, :f32, :f16, :bf16])
@@ -2173,6 +2204,41 @@ defmodule Cascade.PropertyTest.Fused do
                  "fused on #{inspect(device)} differs from its ops one by one: code " <>
                    inspect(code) <> ", input shapes " <> inspect(Enum.map(ts, &Cascade.shape/1))
         end
+      end)
+    end
+  end
+
+  # a convolution's bias and its ReLU6 ({1, C, 1, 1} or {C, 1, 1} of an {N, C, H, W} result),
+  # on planes that do not fill the kernel's blocks, that cross them and that are split across
+  # threads
+  test "fused with channel vectors equals its ops run one by one" do
+    code = [{:add, 0, 1}, {:max, 3, 2}, {:multiply, 4, 1}, {:tanh, 5}]
+
+    for device <- devices(),
+        type <- [:f32, :f16, :bf16],
+        {n, c, h, w} <- [{3, 5, 7, 9}, {2, 16, 33, 35}],
+        lead <- [true, false] do
+      Cascade.with_device(device, fn ->
+        x =
+          Cascade.iota({n, c, h, w}, type: type)
+          |> Cascade.divide(1000.0)
+          |> Cascade.subtract(1.0)
+
+        b =
+          Cascade.iota(if(lead, do: {1, c, 1, 1}, else: {c, 1, 1}), type: type)
+          |> Cascade.divide(7.0)
+
+        ts = [
+          Cascade.as_type(x, type),
+          Cascade.as_type(b, type),
+          Cascade.tensor(0.25, type: type)
+        ]
+
+        got = Cascade.fused(ts, code)
+        want = one_by_one(ts, code)
+
+        assert Cascade.to_binary(got) == Cascade.to_binary(want),
+               "fused on #{inspect(device)}, #{type}, #{inspect({n, c, h, w})} differs"
       end)
     end
   end
@@ -2248,7 +2314,7 @@ defmodule Cascade.PropertyTest.Fused do
       Cascade.fused([Cascade.tensor([1, 2])], [{:exp, 0}])
     end
 
-    assert_raise ArgumentError, ~r/one shape, rows that broadcast to it/, fn ->
+    assert_raise ArgumentError, ~r/one shape, rows or channel vectors that broadcast to it/, fn ->
       Cascade.fused([x, Cascade.tensor([1.0, 2.0, 3.0])], [{:add, 0, 1}])
     end
 

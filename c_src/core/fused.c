@@ -59,13 +59,31 @@ bool cx_fused_is_row(const cx_desc *d, const cx_desc *full) {
     return true;
 }
 
+bool cx_fused_is_channel(const cx_desc *d, const cx_desc *full, int64_t *plane) {
+    if (d->rank == 0 || d->rank > full->rank) return false;
+    int lead = full->rank - d->rank, first = -1, last = -1;
+    for (int a = 0; a < d->rank; a++)
+        if (d->shape[a] != 1) {
+            if (first < 0) first = a;
+            last = a;
+        }
+    if (first < 0) return false; /* one element: a row */
+    for (int a = first; a <= last; a++)
+        if (d->shape[a] != full->shape[lead + a]) return false;
+    int64_t p = 1;
+    for (int a = last + 1; a < d->rank; a++) p *= full->shape[lead + a];
+    if (p <= 1) return false; /* nothing after it: a row */
+    if (plane) *plane = p;
+    return true;
+}
+
 const cx_desc *cx_fused_full_input(const cx_desc *in, int n_in) {
     for (int f = 0; f < n_in; f++) {
         if (in[f].rank == 0) continue;
         bool ok = true;
         for (int k = 0; k < n_in && ok; k++)
             ok = in[k].rank == 0 || cx_desc_same_shape(&in[k], &in[f]) ||
-                 cx_fused_is_row(&in[k], &in[f]);
+                 cx_fused_is_row(&in[k], &in[f]) || cx_fused_is_channel(&in[k], &in[f], NULL);
         if (ok) return &in[f];
     }
     return NULL;
@@ -140,12 +158,13 @@ CX_INFER(cx_infer_fused) {
             if (!a)
                 a = &in[k];
             else if (!cx_desc_same_shape(&in[k], a) && !cx_fused_is_row(&in[k], a) &&
-                     !cx_fused_is_row(a, &in[k]))
+                     !cx_fused_is_row(a, &in[k]) && !cx_fused_is_channel(&in[k], a, NULL) &&
+                     !cx_fused_is_channel(a, &in[k], NULL))
                 b = &in[k];
         }
         return cx_fail(st, CX_EINVAL,
-                       "fused: expected tensors of one shape, rows that broadcast to it (a bias) "
-                       "or numbers, got %s and %s",
+                       "fused: expected tensors of one shape, rows or channel vectors that "
+                       "broadcast to it (a bias) or numbers, got %s and %s",
                        CX_SHAPE_STR(a), CX_SHAPE_STR(b ? b : a));
     }
     for (int k = 0; k < n_in; k++) compute[k] = type;

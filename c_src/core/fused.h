@@ -31,11 +31,18 @@ bool cx_fused_op_ok(cx_op_id op, int arity);
 /* Whether d is a row of full: what remains of d's shape after its leading 1s is full's trailing
  * axes (so its elements repeat along full's leading axes; one element repeats everywhere). */
 bool cx_fused_is_row(const cx_desc *d, const cx_desc *full);
+/* Whether d is a channel vector of full: its axes that are not 1 are axes of full of the same
+ * sizes, followed in full by axes where d is 1 and that hold more than one element together
+ * (*plane of them, when plane is not NULL): each of d's elements then repeats over a run of
+ * *plane consecutive elements, and d repeats along full's leading axes (the bias {1, C, 1, 1} or
+ * {C, 1, 1} of an {N, C, H, W} result: value (i / (H * W)) % C at element i). */
+bool cx_fused_is_channel(const cx_desc *d, const cx_desc *full, int64_t *plane);
 /* The input of the chain's full shape: the first that is not a number and of which every other
- * input that is not a number is the same shape or a row; NULL when there is none. */
+ * input that is not a number is the same shape, a row or a channel vector; NULL when there is
+ * none. */
 const cx_desc *cx_fused_full_input(const cx_desc *in, int n_in);
-/* Whether an input is a row (not a number, not the full shape): kernels without row indexing
- * refuse such chains. */
+/* Whether an input is a row or a channel vector (not a number, not the full shape): kernels
+ * without their indexing refuse such chains. */
 bool cx_fused_has_rows(const cx_desc *in, int n_in);
 /* The shape of the chain's result: the full input's when its last value reads it, else NULL
  * (one value, or, refused by inference, rows only). */

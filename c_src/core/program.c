@@ -135,9 +135,14 @@ static void fold_transposed_dots(cx_program *p, const int *out, int n_out) {
     }
 }
 
-/* Whether the device runs a fused chain that reads a row natively (add of a {3} to a {2, 3}). */
-static bool fuses_rows(cx_device *dev) {
+/* Whether the device runs a fused chain that reads a row natively (add of a {3} to a {2, 3}),
+ * or with `channel` a channel vector (add of a {3, 1} to a {2, 3, 4}). */
+static bool fuses_broadcast(cx_device *dev, bool channel) {
     cx_desc in[2] = {{CX_F32, 2, {2, 3}}, {CX_F32, 1, {3}}};
+    if (channel) {
+        in[0] = (cx_desc){CX_F32, 3, {2, 3, 4}};
+        in[1] = (cx_desc){CX_F32, 2, {3, 1}};
+    }
     const int64_t code[3] = {CX_OP_ADD, 0, 1};
     cx_params ps = {0};
     cx_param_put_ints(&ps, CX_P_CODE, code, 3);
@@ -148,9 +153,9 @@ static bool fuses_rows(cx_device *dev) {
 }
 
 /* Whether step k can be an instruction of a fused chain: an elementwise op of f32, f16 or bf16
- * whose inputs have its result's type and shape, are rows of it (a bias, where the device fuses
- * rows) or are numbers. */
-static bool fusible(const cx_program *p, int k, bool rows) {
+ * whose inputs have its result's type and shape, are rows or channel vectors of it (a bias,
+ * where the device fuses those) or are numbers. */
+static bool fusible(const cx_program *p, int k, bool rows, bool channels) {
     const cx_prog_step *s = &p->steps[k];
     const cx_desc *o = &s->plan.out;
     if (s->dead || !cx_fused_type_ok(o->dtype) || o->rank == 0 ||
@@ -159,7 +164,8 @@ static bool fusible(const cx_program *p, int k, bool rows) {
     for (int j = 0; j < s->n_in; j++) {
         const cx_desc *d = &p->desc[s->in[j]];
         if (d->dtype != o->dtype ||
-            (d->rank > 0 && !cx_desc_same_shape(d, o) && !(rows && cx_fused_is_row(d, o))))
+            (d->rank > 0 && !cx_desc_same_shape(d, o) && !(rows && cx_fused_is_row(d, o)) &&
+             !(channels && cx_fused_is_channel(d, o, NULL))))
             return false;
     }
     return true;
@@ -225,9 +231,9 @@ static void fuse_elementwise(cx_program *p, const int *out, int n_out) {
     int first = p->n_inputs + p->n_consts;
     fuse_group *groups = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *groups);
     if (!groups) return;
-    bool rows = fuses_rows(p->dev);
+    bool rows = fuses_broadcast(p->dev, false), channels = fuses_broadcast(p->dev, true);
     for (int k = 0; k < p->n_steps; k++) {
-        if (!fusible(p, k, rows)) continue;
+        if (!fusible(p, k, rows, channels)) continue;
         fuse_group *g = &groups[k];
         /* the members of each operand's group come first, in program order */
         fuse_group merged = {0};

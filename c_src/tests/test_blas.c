@@ -2114,6 +2114,56 @@ static void test_program_fuses_half_chains(void **state) {
     }
 }
 
+/* A bias of one value per channel ({1, C, 1, 1} or {C, 1, 1} of an {N, C, H, W} result: a
+ * convolution's bias) joins a chain too, with the ReLU6 after it: max(x + b, 0) then min(.., 6)
+ * is one fused step, each value of b repeated over its channel's plane across blocks and parts,
+ * with the ops' bits in f32, f16 and bf16. */
+static void test_program_fuses_channel_bias(void **state) {
+    (void)state;
+    cx_dtype types[3] = {CX_F32, CX_F16, CX_BF16};
+    int64_t shapes[2][4] = {{3, 5, 7, 9}, {2, 16, 33, 35}};
+    for (int ti = 0; ti < 3; ti++)
+        for (int si = 0; si < 2; si++)
+            for (int lead = 0; lead < 2; lead++) {
+                cx_dtype ty = types[ti];
+                const int64_t *shape = shapes[si];
+                int64_t bshape[4] = {1, shape[1], 1, 1};
+                cx_tensor *xc = filled(ty, 4, shape, 11);
+                cx_tensor *bc = filled(ty, 4 - lead, bshape + lead, 12);
+                const double lo[1] = {0}, hi[1] = {6};
+                cx_tensor *loc = tu_tensor(ty, 0, NULL, lo), *hic = tu_tensor(ty, 0, NULL, hi);
+                cx_tensor *x = moved(xc, blas), *b = moved(bc, blas);
+                cx_tensor *l = moved(loc, blas), *h = moved(hic, blas);
+                cx_desc in[2] = {x->desc, b->desc}, consts[2] = {l->desc, h->desc};
+                cx_program p;
+                cx_status st = {0};
+                cx_params none = {0};
+                assert_int_equal(cx_program_init(&p, blas, in, 2, consts, 2, &st), CX_OK);
+                int xb[2] = {0, 1};
+                int a = cx_program_add(&p, CX_OP_ADD, xb, 2, &none, &st);
+                int al[2] = {a, 2};
+                int m = cx_program_add(&p, CX_OP_MAX, al, 2, &none, &st);
+                int mh[2] = {m, 3};
+                int r = cx_program_add(&p, CX_OP_MIN, mh, 2, &none, &st);
+                assert_true(r >= 0);
+                assert_int_equal(cx_program_finish(&p, &r, 1, &st), CX_OK);
+                int live = 0;
+                for (int k = 0; k < p.n_steps; k++) live += !p.steps[k].dead;
+                assert_int_equal(live, vector_kernels() ? 1 : 3);
+
+                cx_tensor *inputs[2] = {x, b}, *cs[2] = {l, h}, res;
+                assert_int_equal(cx_program_run(&p, inputs, cs, &res, &st), CX_OK);
+                cx_tensor *aa = run_on(blas, CX_OP_ADD, (cx_tensor *[]){x, b}, 2, NULL);
+                cx_tensor *mm = run_on(blas, CX_OP_MAX, (cx_tensor *[]){aa, l}, 2, NULL);
+                cx_tensor *want = run_on(blas, CX_OP_MIN, (cx_tensor *[]){mm, h}, 2, NULL);
+                assert_int_equal(memcmp(res.data, want->data, want->nbytes), 0);
+                cx_tensor_free(&res);
+                cx_program_free(&p);
+                cx_tensor *drop[] = {xc, bc, loc, hic, x, b, l, h, aa, mm, want};
+                for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) tu_drop(drop[k]);
+            }
+}
+
 /* sum(exp(x) * y, axes: [1]) becomes one fused step that sums as it goes (three steps without
  * the vector kernels); the same numbers as the ops one by one within the f32 sums' tolerance */
 static void test_program_fuses_a_sum(void **state) {
@@ -2206,6 +2256,7 @@ int main(void) {
         cmocka_unit_test(test_select_types),
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
+        cmocka_unit_test(test_program_fuses_channel_bias),
         cmocka_unit_test(test_program_fuses_a_sum),
     };
     if (getenv("CX_TEST_FILTER")) cmocka_set_test_filter(getenv("CX_TEST_FILTER"));

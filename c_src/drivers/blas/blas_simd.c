@@ -1291,6 +1291,9 @@ typedef struct {
     const float *in[CX_FUSED_MAX_INPUTS]; /* uint16_t data for f16/bf16 */
     int wide_in[CX_FUSED_MAX_INPUTS];     /* 0: one value (a number, or a row of one element) */
     int64_t row[CX_FUSED_MAX_INPUTS]; /* a row's length when above 1 (its elements repeat), or 0 */
+    /* a channel vector (cx_fused_is_channel): each of its chan_n values repeats over chan[k]
+     * elements (0: not one) */
+    int64_t chan[CX_FUSED_MAX_INPUTS], chan_n[CX_FUSED_MAX_INPUTS];
     float *out;
     int64_t numel; /* elements of the chain */
     /* reduce: the chain's elements as rows of `cols` (the trailing axes summed), each summed in
@@ -1337,14 +1340,25 @@ static double chain_run(const chain_job *j, float *scratch, int64_t lo, int64_t 
     double acc = 0;
     bool half = j->type != CX_F32;
     uint16_t *hbuf = (uint16_t *)(scratch + (size_t)(CHAIN_SCRATCH - 1) * CHAIN_BLOCK);
-    for (int64_t i = lo; i < hi; i += CHAIN_BLOCK) {
-        int64_t n = hi - i < CHAIN_BLOCK ? hi - i : CHAIN_BLOCK;
+    for (int64_t i = lo, n; i < hi; i += n) {
+        n = hi - i < CHAIN_BLOCK ? hi - i : CHAIN_BLOCK;
+        /* a block ends where a channel vector's value changes: there it is one value */
+        for (int k = 0; k < j->n_in; k++)
+            if (j->chan[k] && j->chan[k] - i % j->chan[k] < n) n = j->chan[k] - i % j->chan[k];
         for (int k = 0; k < j->n_in; k++) {
             wide[k] = j->wide_in[k];
             float *b = scratch + (size_t)(CX_FUSED_MAX_CODE + k) * CHAIN_BLOCK;
             if (j->row[k]) {
                 /* a row: this block of its repetition, gathered */
                 row_block(j, b, j->in[k], j->row[k], i, n);
+                v[k] = b;
+            } else if (j->chan[k]) {
+                int64_t c = (i / j->chan[k]) % j->chan_n[k];
+                if (half)
+                    widen(j->type, j->t, (const uint16_t *)j->in[k] + c, b, 1);
+                else
+                    b = (float *)j->in[k] + c;
+                wide[k] = 0;
                 v[k] = b;
             } else if (half) {
                 widen(j->type, j->t, (const uint16_t *)j->in[k] + (wide[k] ? i : 0), b,
@@ -1436,8 +1450,14 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     const cx_desc *full = cx_fused_full_input(descs, n_in);
     for (int k = 0; k < n_in; k++) {
         bool row = full && in[k]->desc.rank > 0 && !cx_desc_same_shape(&in[k]->desc, full);
+        int64_t plane = 0;
+        if (row && cx_fused_is_channel(&in[k]->desc, full, &plane)) {
+            row = false;
+            j.chan[k] = plane;
+            j.chan_n[k] = in[k]->numel;
+        }
         j.in[k] = (const float *)in[k]->data;
-        j.wide_in[k] = in[k]->desc.rank > 0 && !(row && in[k]->numel == 1);
+        j.wide_in[k] = in[k]->desc.rank > 0 && !(row && in[k]->numel == 1) && !j.chan[k];
         j.row[k] = row && in[k]->numel > 1 ? in[k]->numel : 0;
     }
     j.reduce = ps->p[CX_P_REDUCE].i[0] != 0;

@@ -18,7 +18,7 @@ defmodule Cascade.ONNX.Ops do
     "Ceil" => &Cascade.ceil/1,
     "Sigmoid" => &Cascade.sigmoid/1,
     "Tanh" => &Cascade.tanh/1,
-    "Relu" => &Cascade.relu/1,
+    "Relu" => &__MODULE__.relu/1,
     "Erf" => &Cascade.erf/1,
     "Sin" => &Cascade.sin/1,
     "Cos" => &Cascade.cos/1,
@@ -390,6 +390,15 @@ defmodule Cascade.ONNX.Ops do
       _ ->
         [y]
     end
+  end
+
+  @doc false
+  # Relu of floats as max(x, 0), NaN kept as relu keeps it: an elementwise op that a program
+  # fuses with what comes before it (a convolution's bias add: one pass over the result)
+  def relu(x) do
+    if float?(x),
+      do: Cascade.max(x, Cascade.tensor(0, type: Cascade.type(x))),
+      else: Cascade.relu(x)
   end
 
   defp run_any(op, args, attrs, ctx) do
@@ -914,8 +923,9 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
-  # One pass where both bounds are given (ReLU6): the bounds stay on the device, as tensors of
-  # x's type (opset 11 on) or numbers (before)
+  # The bounds stay on the device, as tensors of x's type (opset 11 on) or numbers (before).
+  # Floats clipped by two single values (ReLU6) as max then min, which a program fuses into one
+  # pass with the ops before them (a convolution's bias add); else clip/3, one op.
   defp other("Clip", [x | bounds], attrs, ctx) do
     {lo, hi} =
       if ctx.opset >= 11 do
@@ -927,12 +937,24 @@ defmodule Cascade.ONNX.Ops do
 
     type = Cascade.type(x)
 
+    single = fn b -> not is_struct(b, Cascade.Tensor) or Cascade.size(b) == 1 end
+
     y =
       cond do
-        lo != nil and hi != nil -> Cascade.clip(x, lo, hi)
-        lo != nil -> Cascade.max(x, lo)
-        hi != nil -> Cascade.min(x, hi)
-        true -> x
+        lo != nil and hi != nil and float?(x) and single.(lo) and single.(hi) ->
+          x |> Cascade.max(lo) |> Cascade.min(hi)
+
+        lo != nil and hi != nil ->
+          Cascade.clip(x, lo, hi)
+
+        lo != nil ->
+          Cascade.max(x, lo)
+
+        hi != nil ->
+          Cascade.min(x, hi)
+
+        true ->
+          x
       end
 
     [if(Cascade.type(y) == type, do: y, else: Cascade.as_type(y, type))]
