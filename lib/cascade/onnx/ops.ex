@@ -2438,17 +2438,24 @@ defmodule Cascade.ONNX.Ops do
   defp cell("RNN", xw, h, c, r0, rb, _p, _hidden, _attrs),
     do: {Cascade.tanh(Cascade.add(xw, recurrent(h, r0, rb))), c}
 
-  # gates z, r, h
+  # gates z, r, h; the recurrent products that read h itself as one product (z and r, and h's
+  # too with linear_before_reset, as PyTorch exports), its columns then taken per gate
   defp cell("GRU", xw, h, c, r0, rb, _p, hidden, attrs) do
-    [rz, rr, rh] = for k <- 0..2, do: Cascade.slice(r0, [k * hidden, 0], [hidden, hidden])
-    [bz, br, bh] = split_even(rb, 3)
-    z = Cascade.sigmoid(Cascade.add(gate(xw, 0, hidden), recurrent(h, rz, bz)))
-    rt = Cascade.sigmoid(Cascade.add(gate(xw, 1, hidden), recurrent(h, rr, br)))
+    linear = attr(attrs, "linear_before_reset", 0) == 1
+    n = if linear, do: 3, else: 2
+    rzr = Cascade.slice(r0, [0, 0], [n * hidden, hidden])
+    brz = Cascade.slice(rb, [0], [n * hidden])
+    rec = recurrent(h, rzr, brz)
+    z = Cascade.sigmoid(Cascade.add(gate(xw, 0, hidden), gate(rec, 0, hidden)))
+    rt = Cascade.sigmoid(Cascade.add(gate(xw, 1, hidden), gate(rec, 1, hidden)))
 
     pre =
-      if attr(attrs, "linear_before_reset", 0) == 1,
-        do: Cascade.multiply(rt, recurrent(h, rh, bh)),
-        else: recurrent(Cascade.multiply(rt, h), rh, bh)
+      if linear do
+        Cascade.multiply(rt, gate(rec, 2, hidden))
+      else
+        rh = Cascade.slice(r0, [2 * hidden, 0], [hidden, hidden])
+        recurrent(Cascade.multiply(rt, h), rh, Cascade.slice(rb, [2 * hidden], [hidden]))
+      end
 
     ht = Cascade.tanh(Cascade.add(gate(xw, 2, hidden), pre))
     one_minus = Cascade.subtract(1, z) |> Cascade.as_type(Cascade.type(z))
