@@ -3,18 +3,48 @@
 
 #include "fused.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct cx_arena {
-    _Atomic(cx_tensor *) kept; /* the block between runs, or NULL */
-};
+static struct {
+    pthread_mutex_t lock;
+    struct cx_arena *newest, *oldest;
+    size_t bytes;
+    size_t cap;
+} kept_blocks = {.lock = PTHREAD_MUTEX_INITIALIZER, .cap = CX_ARENA_IDLE_CAP};
 
-static _Atomic size_t idle_arena_bytes;
+size_t cx_program_arena_cap(size_t cap) {
+    pthread_mutex_lock(&kept_blocks.lock);
+    size_t old = kept_blocks.cap;
+    kept_blocks.cap = cap;
+    pthread_mutex_unlock(&kept_blocks.lock);
+    return old;
+}
 
 size_t cx_program_idle_arena_bytes(void) {
-    return atomic_load(&idle_arena_bytes);
+    pthread_mutex_lock(&kept_blocks.lock);
+    size_t n = kept_blocks.bytes;
+    pthread_mutex_unlock(&kept_blocks.lock);
+    return n;
+}
+
+/* Takes a's block off the list (under the lock); NULL when it keeps none. */
+static cx_tensor *unlist(struct cx_arena *a) {
+    cx_tensor *block = a->kept;
+    if (!block) return NULL;
+    if (a->prev)
+        a->prev->next = a->next;
+    else
+        kept_blocks.newest = a->next;
+    if (a->next)
+        a->next->prev = a->prev;
+    else
+        kept_blocks.oldest = a->prev;
+    a->prev = a->next = NULL;
+    a->kept = NULL;
+    kept_blocks.bytes -= a->bytes;
+    return block;
 }
 
 cx_code cx_program_init(cx_program *p, cx_device *dev, const cx_desc *inputs, int n_inputs,
@@ -424,6 +454,7 @@ static cx_code plan_arena(cx_program *p, const int *last, cx_status *st) {
     free(vs);
     free(live);
     p->arena_bytes = total;
+    p->arena->bytes = total;
     return CX_OK;
 }
 
@@ -431,11 +462,10 @@ static cx_code plan_arena(cx_program *p, const int *last, cx_status *st) {
  * take buffers of their own). */
 static cx_tensor *arena_take(const cx_program *p) {
     if (!p->arena_bytes) return NULL;
-    cx_tensor *a = atomic_exchange(&p->arena->kept, NULL);
-    if (a) {
-        atomic_fetch_sub(&idle_arena_bytes, p->arena_bytes);
-        return a;
-    }
+    pthread_mutex_lock(&kept_blocks.lock);
+    cx_tensor *a = unlist(p->arena);
+    pthread_mutex_unlock(&kept_blocks.lock);
+    if (a) return a;
     cx_status st = {0};
     cx_desc d = {.dtype = CX_U8, .rank = 1, .shape = {(int64_t)p->arena_bytes}};
     if (!(a = malloc(sizeof *a))) return NULL;
@@ -451,15 +481,31 @@ static void arena_drop(cx_tensor *a) {
     free(a);
 }
 
-/* Keeps the block for the next run, within the cap, or frees it. */
+/* Keeps the block for the next run, first on the list, the blocks kept longest ago freed while
+ * the list holds more than the cap; a block above the cap by itself, or given back while the
+ * program keeps another (a run in another thread made it), is freed. */
 static void arena_give_back(const cx_program *p, cx_tensor *a) {
     if (!a) return;
-    size_t held = atomic_fetch_add(&idle_arena_bytes, p->arena_bytes) + p->arena_bytes;
-    cx_tensor *none = NULL;
-    if (held <= CX_ARENA_IDLE_CAP && atomic_compare_exchange_strong(&p->arena->kept, &none, a))
-        return;
-    atomic_fetch_sub(&idle_arena_bytes, p->arena_bytes);
-    arena_drop(a);
+    struct cx_arena *r = p->arena;
+    cx_tensor *evicted[16];
+    int n_evicted = 0;
+    pthread_mutex_lock(&kept_blocks.lock);
+    bool keep = r->bytes <= kept_blocks.cap && !r->kept;
+    if (keep) {
+        r->kept = a;
+        r->next = kept_blocks.newest;
+        if (r->next)
+            r->next->prev = r;
+        else
+            kept_blocks.oldest = r;
+        kept_blocks.newest = r;
+        kept_blocks.bytes += r->bytes;
+        while (kept_blocks.bytes > kept_blocks.cap && kept_blocks.oldest != r && n_evicted < 16)
+            evicted[n_evicted++] = unlist(kept_blocks.oldest);
+    }
+    pthread_mutex_unlock(&kept_blocks.lock);
+    for (int k = 0; k < n_evicted; k++) arena_drop(evicted[k]);
+    if (!keep) arena_drop(a);
 }
 
 cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *st) {
@@ -703,11 +749,10 @@ void cx_program_free(cx_program *p) {
     free(p->donated);
     free(p->offset);
     if (p->arena) {
-        cx_tensor *a = atomic_exchange(&p->arena->kept, NULL);
-        if (a) {
-            atomic_fetch_sub(&idle_arena_bytes, p->arena_bytes);
-            arena_drop(a);
-        }
+        pthread_mutex_lock(&kept_blocks.lock);
+        cx_tensor *a = unlist(p->arena);
+        pthread_mutex_unlock(&kept_blocks.lock);
+        if (a) arena_drop(a);
         free(p->arena);
     }
     memset(p, 0, sizeof *p);

@@ -13,7 +13,8 @@
  * offsets from when each value is written to its last reader, so two values live at once never
  * share bytes), and the block is kept for the next run. A run that finds the block taken (the
  * same program running in another thread) makes its own. The kept blocks of all programs
- * together hold at most CX_ARENA_IDLE_CAP bytes; a run that would keep more frees its block. */
+ * together hold at most CX_ARENA_IDLE_CAP bytes: a run that would keep more frees the blocks
+ * given back longest ago. */
 #ifndef CX_PROGRAM_H
 #define CX_PROGRAM_H
 
@@ -29,6 +30,15 @@ typedef struct {
     bool dead; /* folded into a later step: not run */
     int alias; /* 1 + the donated input whose buffer this step writes its result into, or 0 */
 } cx_prog_step;
+
+/* A program's arena while its block is kept: on a list of the kept blocks, the one given back
+ * last first; when they hold more than the cap, those kept longest ago are freed (a process that
+ * loads many models keeps the blocks of those it runs now, not of the first it ran). */
+struct cx_arena {
+    cx_tensor *kept; /* the block between runs, or NULL (then on no list) */
+    size_t bytes;
+    struct cx_arena *prev, *next;
+};
 
 typedef struct {
     cx_device *dev;
@@ -52,6 +62,9 @@ typedef struct {
 #define CX_ARENA_IDLE_CAP ((size_t)1 << 30)
 /* Bytes held by the blocks programs keep between runs. */
 size_t cx_program_idle_arena_bytes(void);
+/* Sets the cap on those bytes (CX_ARENA_IDLE_CAP to begin with) for the blocks given back from
+ * now on; returns the cap before. */
+size_t cx_program_arena_cap(size_t cap);
 
 /* An empty program on `dev` with inputs and constants of these descriptions. */
 cx_code cx_program_init(cx_program *p, cx_device *dev, const cx_desc *inputs, int n_inputs,

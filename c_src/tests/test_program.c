@@ -588,6 +588,49 @@ static void test_program_arena(void **state_) {
     }
 }
 
+/* With the cap at three blocks, four programs run in turn keep the blocks of the last three:
+ * the one given back longest ago is freed (a process that loads many models keeps the arenas of
+ * those it runs now), and running it again frees the next oldest. */
+static void test_program_arena_cap(void **state_) {
+    (void)state_;
+    cx_device *cpu = tu_cpu();
+    cx_status st = {0};
+    cx_params none = {0};
+    cx_desc in[1] = {vec_desc(CX_F32, 4096)};
+    cx_program p[4];
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(cx_program_init(&p[k], cpu, in, 1, NULL, 0, &st), CX_OK);
+        int x[1] = {0};
+        int e = cx_program_add(&p[k], CX_OP_EXP, x, 1, &none, &st);
+        int t = cx_program_add(&p[k], CX_OP_TANH, &e, 1, &none, &st);
+        int r = cx_program_add(&p[k], CX_OP_NEGATE, &t, 1, &none, &st);
+        assert_int_equal(cx_program_finish(&p[k], &r, 1, &st), CX_OK);
+        assert_int_equal(p[k].arena_bytes, 2 * 4096 * sizeof(float));
+    }
+    size_t idle = cx_program_idle_arena_bytes(), block = p[0].arena_bytes;
+    size_t old = cx_program_arena_cap(idle + 3 * block);
+    double v[4096];
+    for (int i = 0; i < 4096; i++) v[i] = (i % 17) / 9.0;
+    cx_tensor *x = tu_vec(CX_F32, 4096, v);
+    int order[5] = {0, 1, 2, 3, 0};
+    for (int step = 0; step < 5; step++) {
+        cx_tensor out;
+        assert_int_equal(cx_program_run(&p[order[step]], &x, NULL, &out, &st), CX_OK);
+        cx_tensor_free(&out);
+        assert_true(cx_program_idle_arena_bytes() <= idle + 3 * block);
+    }
+    /* kept: 2, 3, 0 (run last); 1 was the oldest when 0 came back */
+    assert_non_null(p[0].arena->kept);
+    assert_null(p[1].arena->kept);
+    assert_non_null(p[2].arena->kept);
+    assert_non_null(p[3].arena->kept);
+    assert_int_equal(cx_program_idle_arena_bytes(), idle + 3 * block);
+    for (int k = 0; k < 4; k++) cx_program_free(&p[k]);
+    assert_int_equal(cx_program_idle_arena_bytes(), idle);
+    cx_program_arena_cap(old);
+    tu_drop(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_program_matches_ops),
@@ -599,6 +642,7 @@ int main(void) {
         cmocka_unit_test(test_program_loop_shared_and_truth),
         cmocka_unit_test(test_program_donated_input),
         cmocka_unit_test(test_program_arena),
+        cmocka_unit_test(test_program_arena_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
