@@ -407,7 +407,6 @@ static bool in_arena(const cx_program *p, int k, const int *last) {
 /* Places the values largest first, each at the lowest offset where it meets no value placed
  * before whose life overlaps its own (the greedy-by-size plan of TFLite's arena planner). */
 static cx_code plan_arena(cx_program *p, const int *last, cx_status *st) {
-    p->arena_bytes = 0;
     free(p->offset); /* a finish that failed before may have left them */
     free(p->arena);
     p->offset = NULL;
@@ -453,7 +452,6 @@ static cx_code plan_arena(cx_program *p, const int *last, cx_status *st) {
     }
     free(vs);
     free(live);
-    p->arena_bytes = total;
     p->arena->bytes = total;
     return CX_OK;
 }
@@ -461,13 +459,13 @@ static cx_code plan_arena(cx_program *p, const int *last, cx_status *st) {
 /* The block for a run: the one kept, or a new one; NULL when none can be had (the steps then
  * take buffers of their own). */
 static cx_tensor *arena_take(const cx_program *p) {
-    if (!p->arena_bytes) return NULL;
+    if (!p->arena) return NULL;
     pthread_mutex_lock(&kept_blocks.lock);
     cx_tensor *a = unlist(p->arena);
     pthread_mutex_unlock(&kept_blocks.lock);
     if (a) return a;
     cx_status st = {0};
-    cx_desc d = {.dtype = CX_U8, .rank = 1, .shape = {(int64_t)p->arena_bytes}};
+    cx_desc d = {.dtype = CX_U8, .rank = 1, .shape = {(int64_t)p->arena->bytes}};
     if (!(a = malloc(sizeof *a))) return NULL;
     if (cx_tensor_init(a, p->dev, &d, &st) != CX_OK) {
         free(a);
@@ -482,13 +480,11 @@ static void arena_drop(cx_tensor *a) {
 }
 
 /* Keeps the block for the next run, first on the list, the blocks kept longest ago freed while
- * the list holds more than the cap; a block above the cap by itself, or given back while the
- * program keeps another (a run in another thread made it), is freed. */
+ * the list holds more than the cap (each outside the lock); a block above the cap by itself, or
+ * given back while the program keeps another (a run in another thread made it), is freed. */
 static void arena_give_back(const cx_program *p, cx_tensor *a) {
     if (!a) return;
     struct cx_arena *r = p->arena;
-    cx_tensor *evicted[16];
-    int n_evicted = 0;
     pthread_mutex_lock(&kept_blocks.lock);
     bool keep = r->bytes <= kept_blocks.cap && !r->kept;
     if (keep) {
@@ -500,11 +496,16 @@ static void arena_give_back(const cx_program *p, cx_tensor *a) {
             kept_blocks.oldest = r;
         kept_blocks.newest = r;
         kept_blocks.bytes += r->bytes;
-        while (kept_blocks.bytes > kept_blocks.cap && kept_blocks.oldest != r && n_evicted < 16)
-            evicted[n_evicted++] = unlist(kept_blocks.oldest);
     }
-    pthread_mutex_unlock(&kept_blocks.lock);
-    for (int k = 0; k < n_evicted; k++) arena_drop(evicted[k]);
+    for (;;) {
+        cx_tensor *old = kept_blocks.bytes > kept_blocks.cap && kept_blocks.oldest != r
+                             ? unlist(kept_blocks.oldest)
+                             : NULL;
+        pthread_mutex_unlock(&kept_blocks.lock);
+        if (!old) break;
+        arena_drop(old);
+        pthread_mutex_lock(&kept_blocks.lock);
+    }
     if (!keep) arena_drop(a);
 }
 

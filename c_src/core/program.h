@@ -47,13 +47,12 @@ typedef struct {
     int n_steps, cap;
     cx_prog_step *steps;
     int n_out;
-    int *out;           /* step slots returned, distinct */
-    double cost;        /* the sum of the steps' estimates (dispatch.h) */
-    bool done;          /* cx_program_finish succeeded */
-    bool *donated;      /* per input: the caller gives its buffer up (cx_program_donate), or NULL */
-    int64_t *offset;    /* per step: its result's place in the arena, or -1 (a buffer of its own) */
-    size_t arena_bytes; /* 0: no arena */
-    struct cx_arena *arena; /* the block kept between runs */
+    int *out;        /* step slots returned, distinct */
+    double cost;     /* the sum of the steps' estimates (dispatch.h) */
+    bool done;       /* cx_program_finish succeeded */
+    bool *donated;   /* per input: the caller gives its buffer up (cx_program_donate), or NULL */
+    int64_t *offset; /* per step: its result's place in the arena, or -1 (a buffer of its own) */
+    struct cx_arena *arena; /* its size and the block kept between runs; NULL: no arena */
 } cx_program;
 
 /* Why a cap: a program's block is as large as the most its intermediates hold at once (a CNN

@@ -55,7 +55,8 @@ static void test_program_matches_ops(void **state) {
     assert_int_equal(p.offset[0], 0);
     assert_int_equal(p.offset[2], 0);
     assert_int_equal(p.offset[1], -1); /* returned */
-    assert_int_equal(p.arena_bytes, 64);
+    assert_non_null(p.arena);
+    assert_int_equal(p.arena->bytes, 64);
     assert_int_equal(atomic_load(&cpu->live_bytes) - live, 4 + 16 + 64);
 
     cx_tensor *ea = tu_run_ok(CX_OP_EXP, &a, 1, NULL);
@@ -458,7 +459,7 @@ static void expect_disjoint_lives(const cx_program *p) {
         int64_t a_end =
             p->offset[a] + (int64_t)(cx_desc_numel(&p->steps[a].plan.out) *
                                      (int64_t)cx_dtype_size(p->steps[a].plan.out.dtype));
-        assert_true(a_end <= (int64_t)p->arena_bytes);
+        assert_true(a_end <= (int64_t)p->arena->bytes);
         assert_int_equal(p->offset[a] % 64, 0);
         for (int b = a + 1; b < p->n_steps; b++) {
             if (p->offset[b] < 0 || b > last[a]) continue; /* b is written after a's last read */
@@ -557,7 +558,8 @@ static void test_program_arena(void **state_) {
         int n_out = outs[1] == outs[2] ? 2 : 3;
         assert_int_equal(cx_program_finish(&p, outs, n_out, &st), CX_OK);
         expect_disjoint_lives(&p);
-        assert_true(p.arena_bytes > 0);
+        assert_non_null(p.arena);
+        assert_true(p.arena->bytes > 0);
         int64_t lens[3], total = 0;
         for (int k = 0; k < n_out; k++) total += lens[k] = sizes[kind[outs[k]]];
         double *want = malloc(sizeof(double) * (size_t)total), *w = want;
@@ -570,15 +572,15 @@ static void test_program_arena(void **state_) {
         /* one thread, then two at once (one of them makes a block of its own) */
         arena_worker(&runs[0]);
         assert_true(runs[0].ok);
-        assert_int_equal(cx_program_idle_arena_bytes(), idle + p.arena_bytes);
+        assert_int_equal(cx_program_idle_arena_bytes(), idle + p.arena->bytes);
         pthread_t th[2];
         for (int t = 0; t < 2; t++)
             assert_int_equal(pthread_create(&th[t], NULL, arena_worker, &runs[t]), 0);
         for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
         assert_true(runs[0].ok && runs[1].ok);
-        assert_int_equal(cx_program_idle_arena_bytes(), idle + p.arena_bytes);
+        assert_int_equal(cx_program_idle_arena_bytes(), idle + p.arena->bytes);
         int64_t live = atomic_load(&cpu->live_bytes);
-        size_t bytes = p.arena_bytes;
+        size_t bytes = p.arena->bytes;
         cx_program_free(&p);
         assert_int_equal(cx_program_idle_arena_bytes(), idle);
         assert_int_equal(atomic_load(&cpu->live_bytes), live - (int64_t)bytes);
@@ -605,9 +607,9 @@ static void test_program_arena_cap(void **state_) {
         int t = cx_program_add(&p[k], CX_OP_TANH, &e, 1, &none, &st);
         int r = cx_program_add(&p[k], CX_OP_NEGATE, &t, 1, &none, &st);
         assert_int_equal(cx_program_finish(&p[k], &r, 1, &st), CX_OK);
-        assert_int_equal(p[k].arena_bytes, 2 * 4096 * sizeof(float));
+        assert_int_equal(p[k].arena->bytes, 2 * 4096 * sizeof(float));
     }
-    size_t idle = cx_program_idle_arena_bytes(), block = p[0].arena_bytes;
+    size_t idle = cx_program_idle_arena_bytes(), block = p[0].arena->bytes;
     size_t old = cx_program_arena_cap(idle + 3 * block);
     double v[4096];
     for (int i = 0; i < 4096; i++) v[i] = (i % 17) / 9.0;

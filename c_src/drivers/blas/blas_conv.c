@@ -198,6 +198,15 @@ static void dw_taps_plain(float *restrict y, const float *const *src, const floa
     }
 }
 
+/* The columns c in [*lo, *hi) whose input column c * s + off lies inside a row of w (0 <= c * s +
+ * off < w), at most `limit` of them from 0 (*hi < *lo when none: loops over it do nothing). */
+static inline void inside_row(int64_t off, int64_t s, int64_t w, int64_t limit, int64_t *lo,
+                              int64_t *hi) {
+    *lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    *hi = off >= w ? 0 : (w - 1 - off) / s + 1;
+    if (*hi > limit) *hi = limit;
+}
+
 /* n floats from s to d: a loop where rows are short (a 7 x 7 plane's rows cost more in calls
  * to memcpy than in copying), memcpy for long ones */
 static inline void copy_f32(float *restrict d, const float *restrict s, int64_t n) {
@@ -222,11 +231,8 @@ static void dw_phases(const dw_job *j, const float *xp, float *ph) {
             const float *xr = xp + ih * v->w;
             for (int64_t cp = 0; cp < s1; cp++) {
                 float *d = ph + (rp * s1 + cp) * j->stride + r * we;
-                /* the columns whose input column lies inside the row: 0 <= c * s1 + off < w */
-                int64_t off = cp - v->lo1;
-                int64_t lo = off >= 0 ? 0 : (-off + s1 - 1) / s1;
-                int64_t hi = off >= v->w ? 0 : (v->w - 1 - off) / s1 + 1;
-                if (hi > we) hi = we;
+                int64_t off = cp - v->lo1, lo, hi;
+                inside_row(off, s1, v->w, we, &lo, &hi);
                 if (s1 == 1)
                     copy_f32(d + lo, xr + lo + off, hi - lo);
                 else if (s1 == 2)
@@ -249,11 +255,8 @@ static void dw_plane_rows(const float *restrict xp, const float *restrict wk, fl
             const float *restrict xr = xp + ih * v->w;
             for (int64_t kj = 0; kj < v->kw; kj++) {
                 float wv = wk[ki * v->kw + kj];
-                int64_t off = kj * v->d1 - v->lo1;
-                /* the columns whose tap lies inside the row: 0 <= ow * s1 + off < w */
-                int64_t lo = off >= 0 ? 0 : (-off + v->s1 - 1) / v->s1;
-                int64_t hi = off >= v->w ? 0 : (v->w - 1 - off) / v->s1 + 1;
-                if (hi > v->ow) hi = v->ow;
+                int64_t off = kj * v->d1 - v->lo1, lo, hi;
+                inside_row(off, v->s1, v->w, v->ow, &lo, &hi);
                 for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * v->s1 + off];
             }
         }
