@@ -540,6 +540,7 @@ defmodule CascadeCapabilityHonestyTest do
                    :layer_norm,
                    :batch_norm,
                    :dense,
+                   :recurrent,
                    :one_hot,
                    :triangular_solve,
                    :lu_factor,
@@ -1185,6 +1186,27 @@ defmodule CascadeCapabilityHonestyTest do
         axis: axis
       )
     end ++ [new_case(:batch_norm, [r({4, 3}, type), 1, 0, r({1}, type), 2])]
+  end
+
+  defp special(:recurrent, type) do
+    for {steps, batch, hidden} <- [{3, 1, 5}, {2, 9, 7}, {0, 2, 3}],
+        {cell, gates} <- [lstm: 4, gru: 3, tanh: 1],
+        reverse <- [false, true] do
+      w = gates * hidden
+
+      new_case(
+        :recurrent,
+        [
+          r({steps, batch, w}, type, :finite),
+          r({w, hidden}, type, :unit),
+          r({w}, type, :unit),
+          r({batch, hidden}, type, :unit),
+          r({batch, hidden}, type, :unit)
+        ],
+        cell: cell,
+        reverse: reverse
+      )
+    end
   end
 
   defp special(:dense, type) do

@@ -251,6 +251,68 @@ defmodule Cascade.CompositesNNTest.Ref do
 
   def dense_exact(row, col, b), do: Enum.sum(Enum.zip_with(row, col, &(&1 * &2))) + b
 
+  ## recurrent
+
+  @doc """
+  One batch row of recurrent: xs the row's input products per step (steps lists of gates *
+  hidden), rs R's rows, rbs Rb, h0 and c0 the row's first states. The {value, err} of each
+  step's state in time order (h, then c for :lstm), err a running bound of the step's roundings
+  (sums as n u, libm 16 u) and of the state errors it receives (|R| times the error of h, the
+  gates' slopes at most 1/4 and 1).
+  """
+  def recurrent(cell, reverse, xs, rs, rbs, h0, c0, u) do
+    hidden = length(h0)
+    order = if reverse, do: Enum.reverse(Enum.with_index(xs)), else: Enum.with_index(xs)
+    r_norm = rs |> Enum.map(&sum_abs/1) |> Enum.max(fn -> 0.0 end)
+
+    {steps, _} =
+      Enum.map_reduce(order, {h0, c0, 0.0, 0.0}, fn {x, t}, {h, c, eh, ec} ->
+        p = for {row, b} <- Enum.zip(rs, rbs), do: sum(Enum.zip_with(row, h, &(&1 * &2))) + b
+
+        mags =
+          for {row, b} <- Enum.zip(rs, rbs),
+              do: sum(Enum.zip_with(row, h, &abs(&1 * &2))) + abs(b)
+
+        ep = (hidden + 2) * u * Enum.max([0.0 | mags]) + r_norm * eh
+        a = Enum.zip_with(x, p, &(&1 + &2))
+        ea = ep + u * (sum_abs(a) + 1)
+        es = ea / 4 + 16 * u
+        et = ea + 16 * u
+        gate = fn v, k -> Enum.slice(v, k * hidden, hidden) end
+        sig = fn v -> Enum.map(v, &(1 / (1 + :math.exp(-&1)))) end
+        tanh = fn v -> Enum.map(v, &:math.tanh/1) end
+
+        {h2, c2, eh2, ec2} =
+          case cell do
+            :tanh ->
+              {tanh.(a), c, et, 0.0}
+
+            :lstm ->
+              [i, o, f] = for k <- 0..2, do: sig.(gate.(a, k))
+              g = tanh.(gate.(a, 3))
+              c2 = Enum.zip_with([f, c, i, g], fn [f, c, i, g] -> f * c + i * g end)
+              ec2 = ec + sum_abs(c) * es + et + es + 4 * u * (sum_abs(c2) + 2)
+              h2 = Enum.zip_with(o, tanh.(c2), &(&1 * &2))
+              {h2, c2, ec2 + 16 * u + es + 2 * u, ec2}
+
+            :gru ->
+              [z, r] = for k <- 0..1, do: sig.(gate.(a, k))
+              pn = gate.(p, 2)
+              n = tanh.(Enum.zip_with([gate.(x, 2), r, pn], fn [x, r, q] -> x + r * q end))
+              h2 = Enum.zip_with([z, n, h], fn [z, n, h] -> (1 - z) * n + z * h end)
+              en = ep + es * sum_abs(pn) + 2 * u * (sum_abs(pn) + sum_abs(gate.(x, 2))) + 16 * u
+              {h2, c, en + es * (sum_abs(n) + sum_abs(h)) + eh + 4 * u * (sum_abs(h2) + 2), 0.0}
+          end
+
+        {{t, h2, c2, eh2, ec2}, {h2, c2, eh2, ec2}}
+      end)
+
+    for {_t, h, c, eh, ec} <- Enum.sort(steps) do
+      hs = Enum.map(h, &{&1, 2 * eh})
+      if cell == :lstm, do: hs ++ Enum.map(c, &{&1, 2 * ec}), else: hs
+    end
+  end
+
   ## losses: one sample (a lane along the last axis) each
 
   def clip(p, t), do: p |> max(round(@clip_lo, t)) |> min(round(@clip_hi, t))
@@ -700,6 +762,55 @@ defmodule Cascade.CompositesNNTest do
         [tensor: x, kernel: k, bias: b],
         fn -> Cascade.dense(tensor!(x), tensor!(k), tensor!(b)) end,
         Tuple.append(lead, n_out),
+        expected,
+        type
+      )
+    end
+  end
+
+  ## recurrent
+
+  property [:recurrent], "every cell both ways, step by step against f64" do
+    for type <- @float_types, _ <- 1..12 do
+      {steps, batch, hidden} = {dim(4), dim(3), dim(5, 1)}
+      cell = pick([:lstm, :gru, :tanh])
+      gates = %{lstm: 4, gru: 3, tanh: 1}[cell]
+      w = gates * hidden
+      reverse = chance(0.5)
+      x = input(type, {steps, batch, w}, -3.0, 3.0)
+      # R's rows sum to at most 1/2 in magnitude: the recurrence shrinks the errors it carries
+      r = gen_tensor(type, {w, hidden}, fn -> float_between(-0.5, 0.5) / hidden end)
+      rb = input(type, {w}, -1.0, 1.0)
+      h0 = input(type, {batch, hidden}, -1.0, 1.0)
+      c0 = input(type, {batch, hidden}, -1.0, 1.0)
+      u = work_u(type)
+      row = fn list, b, n -> list |> Enum.chunk_every(max(n, 1)) |> Enum.at(b) end
+      xs = floats_of(x)
+      rs = Enum.chunk_every(floats_of(r), hidden)
+
+      per_row =
+        for b <- 0..(batch - 1)//1 do
+          steps_x = for t <- 0..(steps - 1)//1, do: Enum.slice(xs, (t * batch + b) * w, w)
+          hb = row.(floats_of(h0), b, hidden)
+          cb = row.(floats_of(c0), b, hidden)
+          Ref.recurrent(cell, reverse, steps_x, rs, floats_of(rb), hb, cb, u)
+        end
+
+      # {steps, batch, state}: step-major
+      expected =
+        for(t <- 0..(steps - 1)//1, b <- 0..(batch - 1)//1, do: Enum.at(Enum.at(per_row, b), t))
+        |> List.flatten()
+        |> Ref.unzip()
+
+      opts = [cell: cell, reverse: reverse]
+
+      check_ref!(
+        "Cascade.recurrent/6",
+        [input: x, weights: r, bias: rb, h0: h0, c0: c0, options: opts],
+        fn ->
+          Cascade.recurrent(tensor!(x), tensor!(r), tensor!(rb), tensor!(h0), tensor!(c0), opts)
+        end,
+        {steps, batch, if(cell == :lstm, do: 2 * hidden, else: hidden)},
         expected,
         type
       )

@@ -238,6 +238,53 @@ defmodule Cascade.ONNXPlanTest do
     end
   end
 
+  # LSTM, GRU with linear_before_reset (PyTorch's) and RNN run as Cascade.recurrent/6; given
+  # sequence lengths (here every row the whole sequence) they run step by step: both the same
+  test "recurrent nodes as one op agree with their steps run one by one" do
+    {steps, batch, input, hidden} = {6, 3, 5, 4}
+    x = Cascade.from_binary(f32(rand(steps * batch * input, 40)), :f32, {steps, batch, input})
+    h0 = f32(rand(2 * batch * hidden, 41))
+
+    for {op, gates, extra} <- [
+          {"LSTM", 4, []},
+          {"GRU", 3, [attribute("linear_before_reset", {:int, 1})]},
+          {"RNN", 1, []}
+        ],
+        direction <- ["forward", "reverse", "bidirectional"] do
+      d = if direction == "bidirectional", do: 2, else: 1
+      w = tensor("w", 1, [d, gates * hidden, input], f32(rand(d * gates * hidden * input, 42)))
+      r = tensor("r", 1, [d, gates * hidden, hidden], f32(rand(d * gates * hidden * hidden, 43)))
+      b = tensor("b", 1, [d, 2 * gates * hidden], f32(rand(d * 2 * gates * hidden, 44)))
+      lens = tensor("lens", 6, [batch], for(_ <- 1..batch, into: <<>>, do: <<steps::32-little>>))
+      h = tensor("h", 1, [d, batch, hidden], binary_part(h0, 0, d * batch * hidden * 4))
+      c = tensor("c", 1, [d, batch, hidden], binary_part(h0, 0, d * batch * hidden * 4))
+
+      attrs = [
+        attribute("hidden_size", {:int, hidden}),
+        attribute("direction", {:string, direction})
+      ]
+
+      outs = if op == "LSTM", do: ["y", "y_h", "y_c"], else: ["y", "y_h"]
+      states = if op == "LSTM", do: ["h", "c"], else: ["h"]
+
+      run = fn lens_name ->
+        nodes = [node(op, ["x", "w", "r", "b", lens_name | states], outs, attrs ++ extra)]
+        out_specs = for o <- outs, do: {o, 1, []}
+        inits = [w, r, b, h, c] ++ if(lens_name == "", do: [], else: [lens])
+
+        {:ok, m} =
+          ONNX.load(model(graph(nodes, [{"x", 1, [steps, batch, input]}], out_specs, inits)))
+
+        ONNX.run(m, %{"x" => x})
+      end
+
+      one_op = run.("")
+      by_steps = run.("lens")
+      for o <- outs, do: close(one_op[o], by_steps[o])
+      assert Cascade.shape(one_op["y"]) == {steps, d, batch, hidden}
+    end
+  end
+
   describe "recurrent operators in both directions" do
     # forward is checked by ONNX's node tests; reverse must be forward over the sequence read
     # backwards, and bidirectional the two side by side

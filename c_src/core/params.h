@@ -47,6 +47,9 @@ typedef enum {
     CX_ACTIVATION_COUNT
 } cx_activation;
 
+/* The values of recurrent's `cell:` option, in the order ops.def lists them. */
+typedef enum { CX_CELL_LSTM, CX_CELL_GRU, CX_CELL_TANH, CX_CELL_COUNT } cx_cell;
+
 typedef struct {
     const char *name;
     cx_param_kind kind;

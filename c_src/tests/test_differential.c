@@ -1221,6 +1221,26 @@ static void gen_dense(gen *g) {
         }
 }
 
+/* recurrent: every cell both ways; batches that split between threads with rows left over, a
+ * width that is no multiple of a vector panel, no steps, no batch */
+static void gen_recurrent(gen *g) {
+    gen_sample(g);
+    int64_t grid[][3] = {{3, 1, 5}, {2, 9, 7}, {4, 17, 33}, {0, 2, 3}, {2, 0, 3}};
+    for (size_t k = 0; k < sizeof grid / sizeof grid[0]; k++)
+        for (int cell = 0; cell < CX_CELL_COUNT; cell++)
+            for (int reverse = 0; reverse < 2; reverse++) {
+                int64_t t = grid[k][0], b = grid[k][1], h = grid[k][2];
+                int64_t w = (cell == CX_CELL_LSTM ? 4 : cell == CX_CELL_GRU ? 3 : 1) * h;
+                dcase *c = unary_case(g, SH(t, b, w), D_FINITE);
+                arg(c, tensor_of(g, g->t, SH(w, h), D_UNIT));
+                arg(c, tensor_of(g, g->t, SH(w), D_UNIT));
+                arg(c, tensor_of(g, g->t, SH(b, h), D_UNIT));
+                arg(c, tensor_of(g, g->t, SH(b, h), D_UNIT));
+                cx_param_put_int(&c->ps, CX_P_CELL, cell);
+                cx_param_put_int(&c->ps, CX_P_REVERSE, reverse);
+            }
+}
+
 static void gen_one_hot(gen *g) {
     gen_sample(g);
     cx_dtype it = cx_dtype_is_float(g->t) ? CX_S64 : g->t;
@@ -1401,6 +1421,7 @@ static generator generator_for(cx_op_id op) {
     case CX_OP_BATCH_NORM: return gen_batch_norm;
     case CX_OP_DENSE: return gen_dense;
     case CX_OP_ONE_HOT: return gen_one_hot;
+    case CX_OP_RECURRENT: return gen_recurrent;
     case CX_OP_CATEGORICAL_CROSS_ENTROPY:
     case CX_OP_BINARY_CROSS_ENTROPY:
     case CX_OP_MEAN_SQUARED_ERROR: return gen_loss;

@@ -175,6 +175,11 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
                        types[2] == types[0]
                    ? CX_CAP_SHAPE
                    : CX_CAP_NO;
+    if (op == CX_OP_RECURRENT) {
+        bool f32 = blas_simd() && n_in == 5;
+        for (int k = 0; f32 && k < 5; k++) f32 = types[k] == CX_F32;
+        return f32 ? CX_CAP_SHAPE : CX_CAP_NO;
+    }
     if (op == CX_OP_CONV2D)
         return n_in == 2 && is_float(types[0]) && types[1] == types[0] ? CX_CAP_SHAPE : CX_CAP_NO;
     if (op == CX_OP_DENSE)
@@ -232,6 +237,11 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
                  "size or one value");
         return false;
     }
+    if (op == CX_OP_RECURRENT) {
+        if (blas_recurrent_fits(in, n_in)) return true;
+        snprintf(reason, len, "recurrent's product exceeds OpenBLAS's 32-bit dimensions");
+        return false;
+    }
     if (op != CX_OP_DENSE) return true;
     if (!blas_dense_activation_fits(ps->p[CX_P_ACTIVATION].i[0], in[0].dtype)) {
         snprintf(reason, len, "the fused dense applies gelu and silu to f16, bf16 and f32 only");
@@ -259,6 +269,7 @@ static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, 
         return blas_simd_chain(in, n_in, ps, out)
                    ? CX_OK
                    : cx_fail(st, CX_ENOMEM, "blas: no memory for the blocks of fused");
+    if (op == CX_OP_RECURRENT) return blas_recurrent(in, ps, out, st);
     if (op == CX_OP_MAX_POOL2D) return blas_max_pool2d(in[0], ps, out, st);
     if (op == CX_OP_RELU) return blas_relu(in[0], out, st);
     if (op == CX_OP_AVG_POOL2D) return blas_avg_pool2d(in[0], ps, out, st);
@@ -307,6 +318,7 @@ static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n
     if (op == CX_OP_DOT)
         return n_in == 2 && is_float(in[0].dtype) ? blas_dot_library(&in[0], &in[1], ps)
                                                   : "portable";
+    if (op == CX_OP_RECURRENT) return "openblas";
     if (cx_op_table[op].kind == CX_KIND_LINALG)
         return blas_linalg_fits(op, in, n_in < 2 ? n_in : 2) ? "openblas" : "portable";
     if (op == CX_OP_RELU && n_in == 1) { /* max(x, 0) */

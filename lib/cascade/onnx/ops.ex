@@ -1702,19 +1702,32 @@ defmodule Cascade.ONNX.Ops do
         c = if c0, do: c0 |> batch_first.() |> index0(d), else: zero.({batch, hidden})
         p = if peep, do: peep |> index0(d) |> split_even(3), else: nil
         r0 = index0(r, d)
-        order = if reverse, do: (steps - 1)..0//-1, else: 0..(steps - 1)//1
-        cell = fn xw, h, c -> cell(op, xw, h, c, r0, rb, p, hidden, attrs) end
-        rnn_pass(x, index0(w, d), wb, {h, c}, lens, order, cell, zero.({batch, hidden}))
+        kind = recurrent_cell(op, attrs)
+
+        if kind && lens == nil && p == nil && steps > 0 do
+          xws = input_products(x, index0(w, d), wb)
+          y = Cascade.recurrent(xws, r0, rb, h, c, cell: kind, reverse: reverse)
+          last = if reverse, do: 0, else: steps - 1
+          state = fn k -> y |> Cascade.slice([last, 0, k * hidden], [1, batch, hidden]) end
+          ys = Cascade.slice(y, [0, 0, 0], [steps, batch, hidden])
+          c = if kind == :lstm, do: Cascade.reshape(state.(1), {batch, hidden}), else: c
+          {ys, Cascade.reshape(state.(0), {batch, hidden}), c}
+        else
+          order = if reverse, do: (steps - 1)..0//-1, else: 0..(steps - 1)//1
+          cell = fn xw, h, c -> cell(op, xw, h, c, r0, rb, p, hidden, attrs) end
+
+          {ys, h, c} =
+            rnn_pass(x, index0(w, d), wb, {h, c}, lens, order, cell, zero.({batch, hidden}))
+
+          ys = ys |> Enum.map(&Cascade.reshape(&1, {1, batch, hidden})) |> Cascade.concatenate()
+          {ys, h, c}
+        end
       end
 
     # Y {steps, directions, batch, hidden}, Y_h and Y_c {directions, batch, hidden}
     y =
       passes
-      |> Enum.map(fn {ys, _, _} ->
-        ys
-        |> Enum.map(&Cascade.reshape(&1, {1, 1, batch, hidden}))
-        |> Cascade.concatenate(axis: 0)
-      end)
+      |> Enum.map(fn {ys, _, _} -> Cascade.reshape(ys, {steps, 1, batch, hidden}) end)
       |> Cascade.concatenate(axis: 1)
 
     final = fn k ->
@@ -2382,19 +2395,35 @@ defmodule Cascade.ONNX.Ops do
     |> Cascade.reshape(List.to_tuple(rest))
   end
 
-  # One direction over the steps in `order`: {outputs in time order, last h, last c}. The
-  # inputs' products with W for every step are one product before the loop (the steps' rows
-  # stacked), which leaves each step its recurrent product alone.
-  defp rnn_pass(x, w0, wb, state, lens, order, cell, zeros) do
+  # The cell Cascade.recurrent/6 runs for a node (default activations, no peepholes and no
+  # sequence lengths checked by the caller): GRU only with linear_before_reset, as PyTorch
+  # exports it; nil for the others, which run step by step.
+  defp recurrent_cell("LSTM", _attrs), do: :lstm
+  defp recurrent_cell("RNN", _attrs), do: :tanh
+
+  defp recurrent_cell("GRU", attrs),
+    do: if(attr(attrs, "linear_before_reset", 0) == 1, do: :gru, else: nil)
+
+  # x W^T + Wb for every step {steps, batch, gates * hidden}: one product, the steps' rows
+  # stacked
+  defp input_products(x, w0, wb) do
     [steps, batch, input] = dims(x)
     width = elem(Cascade.shape(w0), 0)
 
-    xws =
-      x
-      |> Cascade.reshape({steps * batch, input})
-      |> Cascade.dot([1], [], w0, [1], [])
-      |> Cascade.add(wb)
-      |> Cascade.reshape({steps, batch, width})
+    x
+    |> Cascade.reshape({steps * batch, input})
+    |> Cascade.dot([1], [], w0, [1], [])
+    |> Cascade.add(wb)
+    |> Cascade.reshape({steps, batch, width})
+  end
+
+  # One direction over the steps in `order`: {outputs in time order, last h, last c}. The
+  # inputs' products with W for every step are one product before the loop, which leaves each
+  # step its recurrent product alone.
+  defp rnn_pass(x, w0, wb, state, lens, order, cell, zeros) do
+    [_steps, batch, _input] = dims(x)
+    width = elem(Cascade.shape(w0), 0)
+    xws = input_products(x, w0, wb)
 
     {ys, {h, c}} =
       Enum.map_reduce(order, state, fn t, {h, c} ->
