@@ -178,7 +178,7 @@ static cx_cap blas_capability(void *dev, cx_op_id op, const cx_dtype *types, int
     if (op == CX_OP_RECURRENT) {
         bool f32 = blas_simd() && n_in == 5;
         for (int k = 0; f32 && k < 5; k++) f32 = types[k] == CX_F32;
-        return f32 ? CX_CAP_SHAPE : CX_CAP_NO;
+        return f32 ? CX_CAP_NATIVE : CX_CAP_NO;
     }
     if (op == CX_OP_CONV2D)
         return n_in == 2 && is_float(types[0]) && types[1] == types[0] ? CX_CAP_SHAPE : CX_CAP_NO;
@@ -235,11 +235,6 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
         snprintf(reason, len,
                  "the fused layer_norm normalises the last axes, with gamma and beta of their "
                  "size or one value");
-        return false;
-    }
-    if (op == CX_OP_RECURRENT) {
-        if (blas_recurrent_fits(in, n_in)) return true;
-        snprintf(reason, len, "recurrent's product exceeds OpenBLAS's 32-bit dimensions");
         return false;
     }
     if (op != CX_OP_DENSE) return true;
@@ -318,7 +313,7 @@ static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n
     if (op == CX_OP_DOT)
         return n_in == 2 && is_float(in[0].dtype) ? blas_dot_library(&in[0], &in[1], ps)
                                                   : "portable";
-    if (op == CX_OP_RECURRENT) return "openblas";
+    if (op == CX_OP_RECURRENT) return blas_simd() ? blas_simd()->name : "portable";
     if (cx_op_table[op].kind == CX_KIND_LINALG)
         return blas_linalg_fits(op, in, n_in < 2 ? n_in : 2) ? "openblas" : "portable";
     if (op == CX_OP_RELU && n_in == 1) { /* max(x, 0) */

@@ -97,8 +97,7 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
                          cx_tensor *out, cx_status *st);
 bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
 
-/* blas_rnn.c: recurrent in f32 (all five inputs), with the vector kernels */
-bool blas_recurrent_fits(const cx_desc *in, int n_in);
+/* blas_rnn.c: recurrent in f32 (all five inputs), with the vector kernels (blas_simd()) */
 cx_code blas_recurrent(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                        cx_status *st);
 

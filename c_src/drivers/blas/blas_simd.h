@@ -161,13 +161,12 @@ typedef struct {
     void (*dw_taps_f32)(float *y, const float *const *src, const float *w, int taps, int64_t n);
     void (*pool2x2_grad_half)(uint16_t *oa, uint16_t *ob, const uint16_t *a, const uint16_t *b,
                               const uint16_t *g, int64_t ow, uint16_t inf);
-    /* C += A . B for a right operand packed once and read many times (recurrent's R, blas_rnn.c):
-     * A is m x k (rows lda apart); B is in panels of gemm_nr columns, panel q holding B's columns
-     * q * gemm_nr .. as k rows of gemm_nr values (zeros past B's last column); C is m x n (rows
-     * ldc apart), n a multiple of gemm_nr. Each element of C is its products summed in k's order
-     * from +0 (fma), then added to C's value with one rounding. */
-    void (*gemm_panels_f32)(float *c, int64_t ldc, const float *a, int64_t lda, const float *bp,
-                            int64_t m, int64_t n, int64_t k);
+    /* C += A . B for a right operand read many times (recurrent's R^T, blas_rnn.c): A is m x k
+     * (rows lda apart), B k x n (rows ldb apart), C m x n (rows ldc apart), n a multiple of
+     * gemm_nr. Each element of C is its products summed in k's order from +0 (fma), then added
+     * to C's value with one rounding. */
+    void (*gemm_rows_f32)(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, int64_t m, int64_t n, int64_t k);
     int gemm_nr;
 } simd_table;
 

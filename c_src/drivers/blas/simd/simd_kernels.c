@@ -1921,25 +1921,25 @@ static void dw_taps_f32(float *restrict y, const float *const *src, const float 
     }
 }
 
-/* ---- products with a packed right operand (blas_rnn.c) ------------------------------------- */
+/* ---- products with a right operand read many times (blas_rnn.c) -------------------------- */
 
-/* Rows of A a block holds: its products stay in 2 * GEMM_MR vector registers while the panel's
- * k rows stream past (AVX-512 has 32 registers, AVX2 16). */
+/* Rows of A a block holds: its products stay in 2 * GEMM_MR vector registers while the k rows
+ * of B's two vectors of columns stream past (AVX-512 has 32 registers, AVX2 16). */
 #if VW == 16
 #define GEMM_MR 8
 #else
 #define GEMM_MR 4
 #endif
 
-/* rows i .. i + rows of one panel (rows <= GEMM_MR, known at each call site so that the loops
- * over r unroll) */
+/* rows 0 .. rows of C's columns b .. b + 2 VW (rows <= GEMM_MR, known at each call site so that
+ * the loops over r unroll) */
 static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t ldc, const float *a,
-                                                             int64_t lda, const float *b, int64_t k,
-                                                             int rows) {
+                                                             int64_t lda, const float *b,
+                                                             int64_t ldb, int64_t k, int rows) {
     vf acc0[GEMM_MR], acc1[GEMM_MR];
     for (int r = 0; r < rows; r++) acc0[r] = acc1[r] = vf_set(0.0f);
     for (int64_t kk = 0; kk < k; kk++) {
-        vf b0 = vf_load(b + kk * 2 * VW), b1 = vf_load(b + kk * 2 * VW + VW);
+        vf b0 = vf_load(b + kk * ldb), b1 = vf_load(b + kk * ldb + VW);
         for (int r = 0; r < rows; r++) {
             vf av = vf_set(a[r * lda + kk]);
             acc0[r] = vf_fma(av, b0, acc0[r]);
@@ -1953,15 +1953,25 @@ static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t l
     }
 }
 
-static void gemm_panels_f32(float *c, int64_t ldc, const float *a, int64_t lda, const float *bp,
-                            int64_t m, int64_t n, int64_t k) {
+static inline __attribute__((always_inline)) void gemm_rows(float *c, int64_t ldc, const float *a,
+                                                            int64_t lda, const float *b,
+                                                            int64_t ldb, int64_t m, int64_t n,
+                                                            int64_t k) {
     for (int64_t q = 0; q < n; q += 2 * VW) {
-        const float *b = bp + q * k;
         int64_t i = 0;
         for (; i + GEMM_MR <= m; i += GEMM_MR)
-            gemm_block(c + i * ldc + q, ldc, a + i * lda, lda, b, k, GEMM_MR);
-        for (; i < m; i++) gemm_block(c + i * ldc + q, ldc, a + i * lda, lda, b, k, 1);
+            gemm_block(c + i * ldc + q, ldc, a + i * lda, lda, b + q, ldb, k, GEMM_MR);
+        for (; i < m; i++) gemm_block(c + i * ldc + q, ldc, a + i * lda, lda, b + q, ldb, k, 1);
     }
+}
+
+/* B's rows one panel of 2 VW columns apart (blas_rnn.c's packing) get the stride as a constant */
+static void gemm_rows_f32(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, int64_t m, int64_t n, int64_t k) {
+    if (ldb == 2 * VW)
+        gemm_rows(c, ldc, a, lda, b, 2 * VW, m, n, k);
+    else
+        gemm_rows(c, ldc, a, lda, b, ldb, m, n, k);
 }
 
 const simd_table SIMD_TABLE = {
@@ -2059,7 +2069,7 @@ const simd_table SIMD_TABLE = {
     .extreme_row_f64 = extreme_row_f64,
     .clip_f32 = clip_f32,
     .dw_taps_f32 = dw_taps_f32,
-    .gemm_panels_f32 = gemm_panels_f32,
+    .gemm_rows_f32 = gemm_rows_f32,
     .gemm_nr = 2 * VW,
     .clip_f64 = clip_f64,
     .leaky_relu_f32 = leaky_relu_f32,

@@ -69,10 +69,10 @@ static void test_transpose(void **state) {
     free(y);
 }
 
-/* gemm_panels_f32 against its definition: each element of C its products summed in k's order
+/* gemm_rows_f32 against its definition: each element of C its products summed in k's order
  * from +0 with one rounding each (fmaf), then added to C; row counts around the kernel's
- * blocks, several panels, C's rows wider than n */
-static void test_gemm_panels(void **state) {
+ * blocks, several vectors of columns, rows of A, B and C wider than their operands */
+static void test_gemm_rows(void **state) {
     (void)state;
     const int64_t ms[] = {1, 3, 4, 8, 9, 17}, ks[] = {0, 1, 5, 64};
     for (int t = 0; t < n_tables; t++) {
@@ -80,28 +80,28 @@ static void test_gemm_panels(void **state) {
         int nr = tb->gemm_nr;
         for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
             for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++)
-                for (int64_t panels = 1; panels <= 3; panels++) {
-                    int64_t m = ms[a], k = ks[b], n = panels * nr, ldc = n + 3, lda = k + 2;
+                for (int64_t blocks = 1; blocks <= 3; blocks++) {
+                    int64_t m = ms[a], k = ks[b], n = blocks * nr, ldc = n + 3, lda = k + 2,
+                            ldb = n + 5;
                     float *x = malloc(sizeof(float) * (size_t)(m * lda + 1));
-                    float *bp = malloc(sizeof(float) * (size_t)(n * k + 1));
+                    float *bp = malloc(sizeof(float) * (size_t)(ldb * k + 1));
                     float *c = malloc(sizeof(float) * (size_t)(m * ldc));
                     float *want = malloc(sizeof(float) * (size_t)(m * ldc));
                     assert_true(x && bp && c && want);
                     for (int64_t i = 0; i < m * lda; i++) x[i] = sinf((float)i) * 3;
-                    for (int64_t i = 0; i < n * k; i++) bp[i] = cosf((float)i * 0.7f);
+                    for (int64_t i = 0; i < ldb * k; i++) bp[i] = cosf((float)i * 0.7f);
                     for (int64_t i = 0; i < m * ldc; i++) c[i] = want[i] = (float)(i % 13) - 6;
                     for (int64_t i = 0; i < m; i++)
                         for (int64_t j = 0; j < n; j++) {
-                            const float *panel = bp + (j / nr) * nr * k;
                             float acc = 0;
                             for (int64_t q = 0; q < k; q++)
-                                acc = fmaf(x[i * lda + q], panel[q * nr + j % nr], acc);
+                                acc = fmaf(x[i * lda + q], bp[q * ldb + j], acc);
                             want[i * ldc + j] += acc;
                         }
-                    tb->gemm_panels_f32(c, ldc, x, lda, bp, m, n, k);
+                    tb->gemm_rows_f32(c, ldc, x, lda, bp, ldb, m, n, k);
                     for (int64_t i = 0; i < m * ldc; i++)
                         if (memcmp(&c[i], &want[i], sizeof(float)) != 0)
-                            fail_msg("%s gemm_panels %lld x %lld x %lld: at %lld %a, expected %a",
+                            fail_msg("%s gemm_rows %lld x %lld x %lld: at %lld %a, expected %a",
                                      tb->name, (long long)m, (long long)n, (long long)k,
                                      (long long)i, (double)c[i], (double)want[i]);
                     free(x);
@@ -756,7 +756,7 @@ static void test_exact_and_double_math(void **state) {
 int main(void) {
     find_tables();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_transpose),     cmocka_unit_test(test_gemm_panels),
+        cmocka_unit_test(test_transpose),     cmocka_unit_test(test_gemm_rows),
         cmocka_unit_test(test_half_binary),   cmocka_unit_test(test_half_sum),
         cmocka_unit_test(test_half_unary),    cmocka_unit_test(test_half_unary_simple),
         cmocka_unit_test(test_div_f32),       cmocka_unit_test(test_half_mixed),
