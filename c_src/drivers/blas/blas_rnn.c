@@ -4,6 +4,7 @@
  * step's product) and one pass per batch row over the gates with the vector kernels, in the
  * order and with the roundings of the decomposition's ops. The states are read from the result
  * where the step before wrote them. */
+#include <cblas.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,10 @@ static void row_gates(const cell_ctx *k, float *p, const float *x, const float *
  * row's states alone), so the batch is split between the threads once, for every step: no
  * thread waits for another between steps. */
 #define ROWS_PER_PART 4
+/* R is packed when the sequence has this many rows of products (steps x batch) or more: packing
+ * reads and writes all of R once, which a few one-row products on R itself cost less than
+ * (silero VAD runs one step of one row a call). */
+#define PACK_MIN_ROWS 8
 
 typedef struct {
     cell_ctx k;
@@ -73,12 +78,21 @@ typedef struct {
     atomic_bool failed;
 } seq_job;
 
-/* The product of one step for `rows` rows: p (rows wpad apart) += h R^T, a panel at a time */
+/* The product of one step for `rows` rows: p (rows wpad apart) += h R^T, a panel at a time, or
+ * without panels by OpenBLAS on R itself */
 static void step_product(const seq_job *j, float *p, const float *h, int64_t ld, int64_t rows) {
     int nr = j->k.t->gemm_nr;
     int64_t hidden = j->k.hidden;
-    for (int64_t q = 0; q < j->wpad; q += nr)
-        j->k.t->gemm_rows_f32(p + q, j->wpad, h, ld, j->rp + q * hidden, nr, rows, nr, hidden);
+    if (hidden == 0) return;
+    if (!j->rp && rows == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)j->width, (int)hidden, 1.0f, j->r,
+                    (int)hidden, h, 1, 1.0f, p, 1);
+    else if (!j->rp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)j->width, (int)hidden,
+                    1.0f, h, (int)ld, j->r, (int)hidden, 1.0f, p, (int)j->wpad);
+    else
+        for (int64_t q = 0; q < j->wpad; q += nr)
+            j->k.t->gemm_rows_f32(p + q, j->wpad, h, ld, j->rp + q * hidden, nr, rows, nr, hidden);
 }
 
 static void seq_part(void *ctx, int index, int parts) {
@@ -154,7 +168,9 @@ cx_code blas_recurrent(const cx_tensor *const *in, const cx_params *ps, cx_tenso
     if (out->numel == 0) return CX_OK;
     j.wpad = j.width;
     float *rp = NULL;
-    if (j.k.hidden > 0) {
+    bool small = j.steps * j.batch < PACK_MIN_ROWS &&
+                 blas_dims_fit(j.batch, j.width, j.k.hidden); /* OpenBLAS takes ints */
+    if (j.k.hidden > 0 && !small) {
         int nr = j.k.t->gemm_nr;
         j.wpad = (j.width + nr - 1) / nr * nr;
         if (!(rp = pack_panels(j.k.t, j.r, j.width, j.k.hidden, nr, j.wpad)))
