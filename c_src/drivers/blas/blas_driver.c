@@ -313,7 +313,11 @@ static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n
     if (op == CX_OP_DOT)
         return n_in == 2 && is_float(in[0].dtype) ? blas_dot_library(&in[0], &in[1], ps)
                                                   : "portable";
-    if (op == CX_OP_RECURRENT) return blas_simd() ? blas_simd()->name : "portable";
+    if (op == CX_OP_RECURRENT) /* blas_rnn.c: OpenBLAS for short sequences, else the tables */
+        return n_in >= 1 && in[0].rank == 3 && in[0].shape[0] * in[0].shape[1] < BLAS_RNN_PACK_MIN
+                   ? "openblas"
+               : blas_simd() ? blas_simd()->name
+                             : "portable";
     if (cx_op_table[op].kind == CX_KIND_LINALG)
         return blas_linalg_fits(op, in, n_in < 2 ? n_in : 2) ? "openblas" : "portable";
     if (op == CX_OP_RELU && n_in == 1) { /* max(x, 0) */

@@ -97,7 +97,12 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
                          cx_tensor *out, cx_status *st);
 bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
 
-/* blas_rnn.c: recurrent in f32 (all five inputs), with the vector kernels (blas_simd()) */
+/* blas_rnn.c: recurrent in f32 (all five inputs), with the vector kernels (blas_simd()). R is
+ * packed for them when the sequence has BLAS_RNN_PACK_MIN rows of products (steps x batch) or
+ * more; a shorter one runs its products with OpenBLAS on R itself: packing reads and writes all
+ * of R once, which a few one-row products cost less than (silero VAD runs one step of one row a
+ * call). */
+#define BLAS_RNN_PACK_MIN 8
 cx_code blas_recurrent(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                        cx_status *st);
 

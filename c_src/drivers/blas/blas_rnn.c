@@ -3,7 +3,8 @@
  * tables' gemm_rows_f32, a panel at a time, where OpenBLAS packed all of R again for every
  * step's product) and one pass per batch row over the gates with the vector kernels, in the
  * order and with the roundings of the decomposition's ops. The states are read from the result
- * where the step before wrote them. */
+ * where the step before wrote them. A short sequence (blas_kernels.h) is not packed: its few
+ * products run on R itself, with OpenBLAS. */
 #include <cblas.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -64,10 +65,6 @@ static void row_gates(const cell_ctx *k, float *p, const float *x, const float *
  * row's states alone), so the batch is split between the threads once, for every step: no
  * thread waits for another between steps. */
 #define ROWS_PER_PART 4
-/* R is packed when the sequence has this many rows of products (steps x batch) or more: packing
- * reads and writes all of R once, which a few one-row products on R itself cost less than
- * (silero VAD runs one step of one row a call). */
-#define PACK_MIN_ROWS 8
 
 typedef struct {
     cell_ctx k;
@@ -168,7 +165,7 @@ cx_code blas_recurrent(const cx_tensor *const *in, const cx_params *ps, cx_tenso
     if (out->numel == 0) return CX_OK;
     j.wpad = j.width;
     float *rp = NULL;
-    bool small = j.steps * j.batch < PACK_MIN_ROWS &&
+    bool small = j.steps * j.batch < BLAS_RNN_PACK_MIN &&
                  blas_dims_fit(j.batch, j.width, j.k.hidden); /* OpenBLAS takes ints */
     if (j.k.hidden > 0 && !small) {
         int nr = j.k.t->gemm_nr;
