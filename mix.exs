@@ -82,7 +82,7 @@ defmodule Cascade.MixProject do
       build_path: build_path(),
       description:
         "Tensors for Elixir with a C core and devices that negotiate what they can run.",
-      docs: [main: "readme", extras: ["README.md"]],
+      docs: [main: "readme", extras: ["README.md" | Path.wildcard("guides/*.md")]],
       test_coverage: [ignore_modules: [Mix.Tasks.Compile.Cascade]]
     ]
   end

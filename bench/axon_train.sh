@@ -5,7 +5,7 @@
 #
 #   CASCADE_NX_PATH=... CASCADE_AXON_PATH=... CASCADE_POLARIS_PATH=... bench/axon_train.sh [epochs] [mlp|cnn ...]
 #
-# Needs Nx, Axon and Polaris checkouts (README, "Nx") and Debian's python3-torch. OPENBLAS_CORETYPE
+# Needs Nx, Axon and Polaris checkouts (guides/nx.md) and Debian's python3-torch. OPENBLAS_CORETYPE
 # and OPENBLAS_L2_SIZE are unset for both sides, as for every benchmark here.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,7 @@
 #
 #   CASCADE_NX_PATH=/path/to/nx bench/compiler.sh [steps] [device]
 #
-# Needs Nx (CASCADE_NX_PATH, see README "Nx") and Debian's python3-torch.
+# Needs Nx (CASCADE_NX_PATH, see guides/nx.md) and Debian's python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-200}

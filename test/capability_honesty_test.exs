@@ -1,4 +1,4 @@
-# "A driver may not lie" (DESIGN.md, The negotiation): every (op, type) that a device's driver
+# "A driver may not lie" (guides/design.md, The negotiation): every (op, type) that a device's driver
 # claims as :native or :shape_dependent in `Cascade.capabilities/1` is run on a grid of shapes
 # (odd sizes, broadcasting, rank 0, empty axes) on that device and on :cpu with the same inputs,
 # and the results must agree: same shape and type, the same values (bitwise for the test driver,

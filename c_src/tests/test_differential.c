@@ -1,5 +1,5 @@
-/* The differential suite: "a driver may not lie" (DESIGN.md, The negotiation), in C, without a
- * BEAM. Every (op, type) that a device other than the cpu claims -- cx_capability() routes it
+/* The differential suite: "a driver may not lie" (guides/design.md, The negotiation), in C, without
+ * a BEAM. Every (op, type) that a device other than the cpu claims -- cx_capability() routes it
  * native, or native for some shapes only -- is run on a grid of shapes (rank 0, sizes 1/7/17,
  * broadcasting, empty axes) with special values (+-0, +-inf, NaN, subnormals) on that device and
  * on the cpu, from the same inputs, and the results must agree: the same type and shape, the
