@@ -262,6 +262,68 @@ defmodule Cascade.ONNX do
   end
 
   @doc """
+  An `Nx.Serving` that runs the model on batches of requests (Nx is an optional dependency:
+  this needs it). Each request is a map of the model's inputs by name, Nx tensors (any backend)
+  whose first axis is the batch: `Nx.Serving.run/2` and `Nx.Serving.batched_run/2` stack the
+  requests they batch along it, run the model once per batch (one recorded program per batch
+  shape) and give each request its own rows of every output, as a map by name of Nx tensors on
+  `Cascade.Backend`. The model's batch axis must be dynamic (or every request of the fixed size).
+
+  Options: `batch_size:` (the most rows a batch holds; `run/2` splits larger inputs),
+  `preprocess:` (a function of the request giving that map, as `Nx.Serving.client_preprocessing`
+  takes one, but returning the map alone) and `postprocess:` (a function of the outputs map of
+  one request, run in the caller).
+
+      serving = Cascade.ONNX.serving(model, batch_size: 32)
+      Nx.Serving.run(serving, %{"x" => Nx.iota({2, 784}, type: :f32)})
+      # under a supervisor:
+      # {Nx.Serving, serving: serving, name: Digits, batch_timeout: 2}
+      # Nx.Serving.batched_run(Digits, %{"x" => row})
+  """
+  def serving(%__MODULE__{} = model, opts \\ []) when is_list(opts) do
+    unless Code.ensure_loaded?(Cascade.ONNX.Serving) do
+      raise ArgumentError,
+            "Cascade.ONNX.serving/2 needs Nx (an optional dependency of Cascade): add :nx to " <>
+              "your application's dependencies"
+    end
+
+    for {key, _} <- opts, key not in [:batch_size, :preprocess, :postprocess] do
+      raise ArgumentError,
+            "Cascade.ONNX.serving/2: unknown option #{inspect(key)}, expected :batch_size, " <>
+              ":preprocess or :postprocess"
+    end
+
+    pre = Keyword.get(opts, :preprocess, &Function.identity/1)
+    post = Keyword.get(opts, :postprocess, &Function.identity/1)
+
+    serving =
+      apply(Nx.Serving, :new, [Cascade.ONNX.Serving, model])
+      |> then(
+        &apply(Nx.Serving, :client_preprocessing, [
+          &1,
+          fn input -> {batch(pre.(input)), :client} end
+        ])
+      )
+      |> then(
+        &apply(Nx.Serving, :client_postprocessing, [&1, fn {out, _meta}, _info -> post.(out) end])
+      )
+
+    case opts[:batch_size] do
+      nil -> serving
+      n -> apply(Nx.Serving, :batch_size, [serving, n])
+    end
+  end
+
+  defp batch(inputs) when is_map(inputs) and not is_struct(inputs),
+    do: apply(Nx.Batch, :concatenate, [[inputs]])
+
+  defp batch(other) do
+    raise ArgumentError,
+          "Cascade.ONNX.serving/2: expected a request to be a map of the model's inputs by " <>
+            "name (or preprocess: to make one), got: #{inspect(other, limit: 3)}"
+  end
+
+  @doc """
   Runs the model on `inputs` as `run/2` does and says how each node ran: a list with, per node
   of the plan, its index, name, operator, the file's nodes it stands for (`:fused`, for a node
   the load rewrote: `"Dense"` for `["MatMul", "Add", "Relu"]`), the Cascade calls it made by
