@@ -280,7 +280,9 @@ defmodule Cascade.ONNX do
       # {Nx.Serving, serving: serving, name: Digits, batch_timeout: 2}
       # Nx.Serving.batched_run(Digits, %{"x" => row})
   """
-  def serving(%__MODULE__{} = model, opts \\ []) when is_list(opts) do
+  def serving(model, opts \\ [])
+
+  def serving(%__MODULE__{} = model, opts) when is_list(opts) do
     unless Code.ensure_loaded?(Cascade.ONNX.Serving) do
       raise ArgumentError,
             "Cascade.ONNX.serving/2 needs Nx (an optional dependency of Cascade): add :nx to " <>
@@ -312,6 +314,12 @@ defmodule Cascade.ONNX do
       nil -> serving
       n -> apply(Nx.Serving, :batch_size, [serving, n])
     end
+  end
+
+  def serving(model, opts) do
+    raise ArgumentError,
+          "Cascade.ONNX.serving/2: expected a model from Cascade.ONNX.load/2 and a keyword " <>
+            "list of options, got: #{inspect(model, limit: 3)} and #{inspect(opts, limit: 3)}"
   end
 
   defp batch(inputs) when is_map(inputs) and not is_struct(inputs),
