@@ -313,8 +313,9 @@ static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n
     if (op == CX_OP_DOT)
         return n_in == 2 && is_float(in[0].dtype) ? blas_dot_library(&in[0], &in[1], ps)
                                                   : "portable";
-    if (op == CX_OP_RECURRENT) /* blas_rnn.c: OpenBLAS for short sequences, else the tables */
-        return n_in >= 1 && in[0].rank == 3 && in[0].shape[0] * in[0].shape[1] < BLAS_RNN_PACK_MIN
+    if (op == CX_OP_RECURRENT)
+        return n_in == 5 && in[0].rank == 3 && in[1].rank == 2 &&
+                       !blas_recurrent_packs(&in[0], &in[1])
                    ? "openblas"
                : blas_simd() ? blas_simd()->name
                              : "portable";

@@ -103,6 +103,8 @@ bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps
  * of R once, which a few one-row products cost less than (silero VAD runs one step of one row a
  * call). */
 #define BLAS_RNN_PACK_MIN 8
+/* Whether recurrent on input x and weights r packs R for the vector kernels (else OpenBLAS) */
+bool blas_recurrent_packs(const cx_desc *x, const cx_desc *r);
 cx_code blas_recurrent(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
                        cx_status *st);
 

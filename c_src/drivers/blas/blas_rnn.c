@@ -10,14 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cpu/cpu_kernels.h"
 #include "blas_kernels.h"
 #include "blas_simd.h"
-
-/* The product's operands start on a cache line (aligned_alloc's size a multiple of it): a
- * vector load of R's panels from malloc's 16-byte alignment straddled two lines every time. */
-static size_t aligned_size(size_t bytes) {
-    return (bytes + 63) & ~(size_t)63;
-}
 
 typedef struct {
     const simd_table *t;
@@ -97,7 +92,7 @@ static void seq_part(void *ctx, int index, int parts) {
     int64_t lo = j->batch * index / parts, hi = j->batch * (index + 1) / parts, rows = hi - lo;
     int64_t hidden = j->k.hidden, width = j->width, sw = j->sw;
     if (rows == 0) return;
-    float *p = aligned_alloc(64, aligned_size(sizeof(float) * (size_t)(rows * j->wpad)));
+    float *p = cpu_buffer_get(sizeof(float) * (size_t)(rows * j->wpad));
     if (!p) {
         atomic_store(&j->failed, true);
         return;
@@ -123,17 +118,18 @@ static void seq_part(void *ctx, int index, int parts) {
             ld_c = sw;
         }
     }
-    free(p);
+    cpu_buffer_put(p);
 }
 
 /* R {width, hidden} as panels of nr columns of R^T: panel q holds R's rows q .. q + nr as hidden
  * rows of nr values, zeros past R's last row. A full panel is the transpose of nr contiguous
  * rows of R (the vector kernel); the product then reads each panel's k rows one after another,
  * where reading R^T's rows in place, a whole row apart from one k to the next, put them in few
- * of L1's sets. */
+ * of L1's sets. Panels and products are in the cpu's buffers, 64-byte aligned: from malloc's
+ * 16-byte alignment a vector load of a panel straddled two cache lines every time. */
 static float *pack_panels(const simd_table *t, const float *r, int64_t width, int64_t hidden,
                           int nr, int64_t wpad) {
-    float *rp = aligned_alloc(64, aligned_size(sizeof(float) * (size_t)(wpad * hidden)));
+    float *rp = cpu_buffer_get(sizeof(float) * (size_t)(wpad * hidden));
     if (!rp) return NULL;
     for (int64_t q = 0; q < wpad; q += nr) {
         float *panel = rp + q * hidden;
@@ -146,6 +142,13 @@ static float *pack_panels(const simd_table *t, const float *r, int64_t width, in
             for (int64_t kk = 0; kk < hidden; kk++) panel[kk * nr + c] = r[(q + c) * hidden + kk];
     }
     return rp;
+}
+
+bool blas_recurrent_packs(const cx_desc *x, const cx_desc *r) {
+    int64_t steps = x->shape[0], batch = x->shape[1], width = r->shape[0], hidden = r->shape[1];
+    /* OpenBLAS takes ints: a short sequence that exceeds them is packed all the same */
+    return hidden > 0 &&
+           (steps * batch >= BLAS_RNN_PACK_MIN || !blas_dims_fit(batch, width, hidden));
 }
 
 cx_code blas_recurrent(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out,
@@ -165,9 +168,7 @@ cx_code blas_recurrent(const cx_tensor *const *in, const cx_params *ps, cx_tenso
     if (out->numel == 0) return CX_OK;
     j.wpad = j.width;
     float *rp = NULL;
-    bool small = j.steps * j.batch < BLAS_RNN_PACK_MIN &&
-                 blas_dims_fit(j.batch, j.width, j.k.hidden); /* OpenBLAS takes ints */
-    if (j.k.hidden > 0 && !small) {
+    if (blas_recurrent_packs(&in[0]->desc, &in[1]->desc)) {
         int nr = j.k.t->gemm_nr;
         j.wpad = (j.width + nr - 1) / nr * nr;
         if (!(rp = pack_panels(j.k.t, j.r, j.width, j.k.hidden, nr, j.wpad)))
@@ -176,7 +177,7 @@ cx_code blas_recurrent(const cx_tensor *const *in, const cx_params *ps, cx_tenso
     }
     int parts = (int)(j.batch / ROWS_PER_PART);
     blas_parallel(parts > 1 ? parts : 1, true, seq_part, &j);
-    free(rp);
+    cpu_buffer_put(rp);
     return atomic_load(&j.failed)
                ? cx_fail(st, CX_ENOMEM, "blas: no memory for the buffers of recurrent")
                : CX_OK;

@@ -1953,25 +1953,14 @@ static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t l
     }
 }
 
-static inline __attribute__((always_inline)) void gemm_rows(float *c, int64_t ldc, const float *a,
-                                                            int64_t lda, const float *b,
-                                                            int64_t ldb, int64_t m, int64_t n,
-                                                            int64_t k) {
+static void gemm_rows_f32(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, int64_t m, int64_t n, int64_t k) {
     for (int64_t q = 0; q < n; q += 2 * VW) {
         int64_t i = 0;
         for (; i + GEMM_MR <= m; i += GEMM_MR)
             gemm_block(c + i * ldc + q, ldc, a + i * lda, lda, b + q, ldb, k, GEMM_MR);
         for (; i < m; i++) gemm_block(c + i * ldc + q, ldc, a + i * lda, lda, b + q, ldb, k, 1);
     }
-}
-
-/* B's rows one panel of 2 VW columns apart (blas_rnn.c's packing) get the stride as a constant */
-static void gemm_rows_f32(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
-                          int64_t ldb, int64_t m, int64_t n, int64_t k) {
-    if (ldb == 2 * VW)
-        gemm_rows(c, ldc, a, lda, b, 2 * VW, m, n, k);
-    else
-        gemm_rows(c, ldc, a, lda, b, ldb, m, n, k);
 }
 
 const simd_table SIMD_TABLE = {
