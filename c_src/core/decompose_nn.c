@@ -102,12 +102,6 @@ static cx_code check_param_tensor(cx_op_id op, const cx_desc *d, const char *wha
     return CX_OK;
 }
 
-static cx_dtype merged_float(const cx_desc *in, int n_in) {
-    cx_dtype t = in[0].dtype;
-    for (int k = 1; k < n_in; k++) t = cx_dtype_merge(t, in[k].dtype);
-    return cx_dtype_to_float(t);
-}
-
 /* tensor, gamma, beta; axes (default: the last) and epsilon. */
 CX_INFER(cx_infer_layer_norm) {
     if (cx_check_arity(op, n_in, 3, st)) return st->code;
@@ -131,7 +125,7 @@ CX_INFER(cx_infer_layer_norm) {
     if (check_param_tensor(op, &in[1], "gamma", sizes, axes->n, st)) return st->code;
     if (check_param_tensor(op, &in[2], "beta", sizes, axes->n, st)) return st->code;
     *out = in[0];
-    out->dtype = merged_float(in, 3);
+    out->dtype = cx_merged_float(in, 3);
     for (int k = 0; k < 3; k++) compute[k] = in[k].dtype;
     return CX_OK;
 }
@@ -147,7 +141,7 @@ CX_INFER(cx_infer_batch_norm) {
     for (int k = 1; k < 5; k++)
         if (check_param_tensor(op, &in[k], names[k], &in[0].shape[axis], 1, st)) return st->code;
     *out = in[0];
-    out->dtype = merged_float(in, 5);
+    out->dtype = cx_merged_float(in, 5);
     for (int k = 0; k < 5; k++) compute[k] = in[k].dtype;
     return CX_OK;
 }
@@ -272,15 +266,9 @@ void cx_sample_one_hot(cx_op_id op, cx_dtype t, cx_desc *in, int *n_in, cx_param
 
 /* ---- decompositions ------------------------------------------------------------------------- */
 
-/* The type a floating composite computes in: f16 and bf16 in f32. */
-static cx_dtype work_type(cx_dtype t) {
-    t = cx_dtype_to_float(t);
-    return t == CX_F16 || t == CX_BF16 ? CX_F32 : t;
-}
-
 /* a converted to the type its floating result is computed in. */
 static cx_val to_work(cx_graph *g, cx_val a) {
-    return cx_g_cast(g, a, work_type(cx_g_type(g, a)));
+    return cx_g_cast(g, a, cx_work_type(cx_g_type(g, a)));
 }
 
 /* The number of elements over axes. */
@@ -479,7 +467,7 @@ cx_val cx_decompose_layer_norm(cx_graph *g, const cx_val *in, int n_in, const cx
     const cx_param *axes = &ps->p[CX_P_AXES];
     cx_dtype out = cx_dtype_merge(cx_g_type(g, in[0]), cx_g_type(g, in[1]));
     out = cx_dtype_to_float(cx_dtype_merge(out, cx_g_type(g, in[2])));
-    cx_dtype t = work_type(out);
+    cx_dtype t = cx_work_type(out);
     int rank = cx_g_rank(g, in[0]);
     cx_val x = cx_g_cast(g, in[0], t);
     cx_val d = cx_g_binary(g, CX_OP_SUBTRACT, x, mean_of(g, x, axes, true));
@@ -503,7 +491,7 @@ cx_val cx_decompose_batch_norm(cx_graph *g, const cx_val *in, int n_in, const cx
     cx_dtype out = cx_g_type(g, in[0]);
     for (int k = 1; k < 5; k++) out = cx_dtype_merge(out, cx_g_type(g, in[k]));
     out = cx_dtype_to_float(out);
-    cx_dtype t = work_type(out);
+    cx_dtype t = cx_work_type(out);
     int rank = cx_g_rank(g, in[0]);
     const int64_t *axis = ps->p[CX_P_AXIS].i;
     cx_val p[5];
@@ -536,7 +524,7 @@ cx_val cx_decompose_dense(cx_graph *g, const cx_val *in, int n_in, const cx_para
     cx_dtype out = cx_dtype_merge(cx_g_type(g, in[0]), cx_g_type(g, in[1]));
     out = cx_dtype_merge(out, cx_g_type(g, in[2]));
     int64_t act = ps->p[CX_P_ACTIVATION].i[0];
-    cx_dtype t = cx_dtype_is_float(out) ? work_type(out) : out;
+    cx_dtype t = cx_dtype_is_float(out) ? cx_work_type(out) : out;
     if (act > CX_ACTIVATION_RELU) out = cx_dtype_to_float(out);
     int64_t last = cx_g_rank(g, in[0]) - 1, first = 0;
     cx_val y = cx_g_dot(g, cx_g_cast(g, in[0], t), &last, 1, NULL, 0, cx_g_cast(g, in[1], t),
@@ -587,7 +575,7 @@ static cx_dtype loss_type(cx_graph *g, const cx_val *in) {
 
 cx_val cx_decompose_categorical_cross_entropy(cx_graph *g, const cx_val *in, int n_in,
                                               const cx_params *ps) {
-    cx_dtype out = loss_type(g, in), t = work_type(out);
+    cx_dtype out = loss_type(g, in), t = cx_work_type(out);
     int64_t last = cx_g_rank(g, in[0]) - 1;
     cx_val y = cx_g_cast(g, in[0], t), p = cx_g_cast(g, in[1], t);
     cx_val logp = ps->p[CX_P_FROM_LOGITS].i[0] ? log_softmax_of(g, p, last)
@@ -600,7 +588,7 @@ cx_val cx_decompose_categorical_cross_entropy(cx_graph *g, const cx_val *in, int
 
 cx_val cx_decompose_binary_cross_entropy(cx_graph *g, const cx_val *in, int n_in,
                                          const cx_params *ps) {
-    cx_dtype out = loss_type(g, in), t = work_type(out);
+    cx_dtype out = loss_type(g, in), t = cx_work_type(out);
     int64_t last = cx_g_rank(g, in[0]) - 1;
     cx_val y = cx_g_cast(g, in[0], t), p = cx_g_cast(g, in[1], t), l;
     if (ps->p[CX_P_FROM_LOGITS].i[0]) {
@@ -624,7 +612,7 @@ cx_val cx_decompose_binary_cross_entropy(cx_graph *g, const cx_val *in, int n_in
 
 cx_val cx_decompose_mean_squared_error(cx_graph *g, const cx_val *in, int n_in,
                                        const cx_params *ps) {
-    cx_dtype out = loss_type(g, in), t = work_type(out);
+    cx_dtype out = loss_type(g, in), t = cx_work_type(out);
     int64_t last = cx_g_rank(g, in[0]) - 1;
     cx_val d = cx_g_binary(g, CX_OP_SUBTRACT, cx_g_cast(g, in[1], t), cx_g_cast(g, in[0], t));
     cx_val sq = cx_g_binary(g, CX_OP_MULTIPLY, d, d);

@@ -57,9 +57,7 @@ CX_INFER(cx_infer_recurrent) {
             return cx_fail(st, CX_EINVAL, "%s: expected %s to have shape {%lld, %lld}, got: %s",
                            OPNAME, k == 3 ? "h0" : "c0", (long long)batch, (long long)hidden,
                            CX_SHAPE_STR(&in[k]));
-    cx_dtype t = in[0].dtype;
-    for (int k = 1; k < 5; k++) t = cx_dtype_merge(t, in[k].dtype);
-    t = cx_dtype_to_float(t);
+    cx_dtype t = cx_merged_float(in, 5);
     if (cx_dtype_is_complex(t))
         return cx_fail(st, CX_EINVAL, "%s: expected real tensors, got the type %s", OPNAME,
                        cx_dtype_name(t));
@@ -91,7 +89,7 @@ cx_val cx_decompose_recurrent(cx_graph *g, const cx_val *in, int n_in, const cx_
     cx_dtype out = cx_g_type(g, in[0]);
     for (int k = 1; k < n_in; k++) out = cx_dtype_merge(out, cx_g_type(g, in[k]));
     out = cx_dtype_to_float(out);
-    cx_dtype t = out == CX_F16 || out == CX_BF16 ? CX_F32 : out;
+    cx_dtype t = cx_work_type(out);
     int64_t cell = ps->p[CX_P_CELL].i[0];
     bool reverse = ps->p[CX_P_REVERSE].i[0] != 0;
     int64_t steps = cx_g_dim(g, in[0], 0), batch = cx_g_dim(g, in[0], 1),

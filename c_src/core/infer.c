@@ -1153,3 +1153,14 @@ CX_INFER(cx_infer_random) {
     if (!cx_param_has(ps, hi)) cx_param_put_float(ps, hi, 1.0);
     return CX_OK;
 }
+
+cx_dtype cx_merged_float(const cx_desc *in, int n) {
+    cx_dtype t = in[0].dtype;
+    for (int k = 1; k < n; k++) t = cx_dtype_merge(t, in[k].dtype);
+    return cx_dtype_to_float(t);
+}
+
+cx_dtype cx_work_type(cx_dtype t) {
+    t = cx_dtype_to_float(t);
+    return t == CX_F16 || t == CX_BF16 ? CX_F32 : t;
+}

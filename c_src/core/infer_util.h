@@ -34,5 +34,9 @@ cx_code cx_require_type_param(cx_op_id op, const cx_params *ps, cx_dtype *out, c
 cx_code cx_reduce_shape(cx_op_id op, const cx_desc *in, cx_params *ps, cx_desc *out, cx_status *st);
 /* The SHAPE parameter, checked, into out's shape and rank. */
 cx_code cx_shape_param(cx_op_id op, const cx_params *ps, cx_desc *out, cx_status *st);
+/* The floating type of n inputs merged (integers give f32), as a floating composite's result. */
+cx_dtype cx_merged_float(const cx_desc *in, int n);
+/* The type a floating composite computes in: t's floating type, f16 and bf16 in f32. */
+cx_dtype cx_work_type(cx_dtype t);
 
 #endif
