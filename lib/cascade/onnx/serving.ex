@@ -16,14 +16,8 @@ if Code.ensure_loaded?(Nx.Serving) do
 
     @doc false
     def run(model, %Nx.Batch{} = batch) do
+      # a map of inputs by name: Cascade.ONNX.serving/2's client preprocessing batches no other
       {inputs, nil} = Nx.LazyContainer.traverse(batch, nil, fn _, fun, nil -> {fun.(), nil} end)
-
-      unless is_map(inputs) and not is_struct(inputs) do
-        raise ArgumentError,
-              "Cascade.ONNX.serving/2: expected each request to be a map of the model's " <>
-                "inputs by name, got: #{inspect(inputs, limit: 3)}"
-      end
-
       feed = Map.new(inputs, fn {name, t} -> {name, to_cascade(t)} end)
       model |> Cascade.ONNX.run(feed) |> Map.new(fn {name, t} -> {name, to_nx(t)} end)
     end
