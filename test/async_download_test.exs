@@ -225,7 +225,8 @@ defmodule CascadeAsyncDownloadTest do
       wait_for_bytes(live)
 
       if pending do
-        assert held >= live + 4 * 1024 * 1024
+        # held, less what is live now: at least the tensor (bytes node-wide only go down here)
+        assert held - test_bytes() >= 4 * 1024 * 1024
         assert counts().undelivered == before.undelivered + 1
         :ok
       else
@@ -252,12 +253,13 @@ defmodule CascadeAsyncDownloadTest do
 
       assert Task.await(task, 10_000) == data
       settle()
-      assert test_bytes() == live
+      wait_for_bytes(live)
       assert_raise ArgumentError, ~r/freed/, fn -> Cascade.to_binary(t) end
 
       if pending do
-        # pinned by the pending download until it completed
-        assert held == live + byte_size(data)
+        # pinned by the pending download until it completed (held, less what is live now: a
+        # tensor another process dropped may go meanwhile, as CI saw once with 12 bytes)
+        assert held - test_bytes() >= byte_size(data)
         :ok
       else
         :missed
@@ -315,11 +317,12 @@ defmodule CascadeAsyncDownloadTest do
         assert_receive {:DOWN, ^mref, :process, ^pid, reason}
         pending = reason == :killed and pending?(before)
         settle()
-        wait_until(fn -> Cascade.memory()[:cpu][:bytes] == cpu_live end)
+        wait_until(fn -> Cascade.memory()[:cpu][:bytes] <= cpu_live end)
 
         if pending do
-          # the new tensor exists from the start of the copy, and goes with the reply
-          assert held >= cpu_live + 3 * 1024 * 1024
+          # the new tensor exists from the start of the copy, and goes with the reply (held, less
+          # what is live now: the count is node-wide and only goes down meanwhile)
+          assert held - Cascade.memory()[:cpu][:bytes] >= 3 * 1024 * 1024
           assert counts().undelivered == before.undelivered + 1
           :ok
         else
