@@ -12,7 +12,8 @@
  * open_device); every call after that gets the device's context.
  *
  * ABI 3 added download_async (optional); ABI 4 library (optional); ABI 5 set_reproducible
- * (optional); ABI 6 may_block (optional). */
+ * (optional); ABI 6 may_block (optional); ABI 7 epilogue (optional) and the EPILOGUE
+ * parameter. */
 #ifndef CX_DRIVER_H
 #define CX_DRIVER_H
 
@@ -21,7 +22,7 @@
 
 #include "ops.h"
 
-#define CX_DRIVER_ABI 6
+#define CX_DRIVER_ABI 7
 
 struct cx_tensor;
 
@@ -101,6 +102,16 @@ typedef struct cx_driver {
      * upload, or a download by `download`, would wait now for queued work. A hint that may be
      * stale by the time execute runs; quick, from any thread. */
     bool (*may_block)(void *dev, cx_op_id op, const cx_desc *in, int n_in, const cx_params *ps);
+    /* Optional; NULL for a driver that runs no epilogues. Whether execute runs `op`, native on
+     * its own n_op inputs in[0 .. n_op - 1] (capability and refine have said so), followed by
+     * the fused chain (fused.h) in ps's EPILOGUE parameter applied to its result `out` in place:
+     * the chain's value 0 is op's result, its values 1 .. n_in - n_op the inputs in[n_op ..]
+     * (numbers, rows or channel vectors of out, or out's shape; of out's type). Programs ask it
+     * to fold a fused step into the op whose result is that step's full input (program.c), so
+     * that the chain runs on each block of the result while it is still in cache instead of as
+     * a pass of its own; execute then gets all n_in inputs and the EPILOGUE parameter. */
+    bool (*epilogue)(void *dev, cx_op_id op, const cx_desc *in, int n_op, int n_in,
+                     const cx_desc *out, const cx_params *ps);
 } cx_driver;
 
 typedef const cx_driver *(*cx_driver_entry_fn)(void);

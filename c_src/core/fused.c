@@ -105,7 +105,12 @@ const cx_desc *cx_fused_result_shape(const cx_fused_code *c, const cx_desc *in, 
 }
 
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st) {
-    const cx_param *p = cx_param_get(ps, CX_P_CODE);
+    return cx_fused_decode_param(ps, CX_P_CODE, n_in, c, st);
+}
+
+cx_code cx_fused_decode_param(const cx_params *ps, cx_param_id id, int n_in, cx_fused_code *c,
+                              cx_status *st) {
+    const cx_param *p = cx_param_get(ps, id);
     if (!p || p->n == 0 || p->n % 3 != 0)
         return cx_fail(st, CX_EINVAL,
                        "fused: expected code as instructions of three integers {op, a, b}");

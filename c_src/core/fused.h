@@ -53,5 +53,9 @@ bool cx_fused_rows(const cx_fused_code *c, const cx_desc *in, int n_in, const cx
                    int64_t *rows, int64_t *cols);
 /* The CODE parameter, checked against n_in inputs. */
 cx_code cx_fused_decode(const cx_params *ps, int n_in, cx_fused_code *c, cx_status *st);
+/* A chain's code from parameter `id` (CODE, or EPILOGUE: driver.h), checked against n_in
+ * inputs. */
+cx_code cx_fused_decode_param(const cx_params *ps, cx_param_id id, int n_in, cx_fused_code *c,
+                              cx_status *st);
 
 #endif

@@ -338,6 +338,118 @@ static void fuse_elementwise(cx_program *p, const int *out, int n_out) {
     free(groups);
 }
 
+/* Step s as a chain of elementwise instructions on its own inputs (its code into `code`, how
+ * many integers into *n_ints): a native fused step without a sum, or an elementwise op a chain
+ * may hold as one instruction. False for any other step. */
+static bool step_chain(const cx_prog_step *s, int64_t *code, int *n_ints) {
+    if (s->dead || s->plan.route != CX_ROUTE_NATIVE || !cx_fused_type_ok(s->plan.out.dtype) ||
+        s->n_in > CX_FUSED_MAX_INPUTS)
+        return false;
+    if (s->plan.op == CX_OP_FUSED) {
+        const cx_param *reduce = cx_param_get(&s->ps, CX_P_REDUCE),
+                       *c = cx_param_get(&s->ps, CX_P_CODE);
+        if ((reduce && reduce->i[0]) || !c || c->n > 3 * CX_FUSED_MAX_CODE) return false;
+        memcpy(code, c->i, sizeof(int64_t) * (size_t)c->n);
+        *n_ints = c->n;
+        return true;
+    }
+    if (!cx_fused_op_ok(s->plan.op, s->n_in) || s->n_in < 1 || s->n_in > 2) return false;
+    code[0] = s->plan.op;
+    code[1] = 0;
+    code[2] = s->n_in == 2 ? 1 : -1;
+    *n_ints = 3;
+    return true;
+}
+
+/* Whether d can be an input of a chain over a result of description o beside it: of o's type,
+ * and a number, o's shape, a row or a channel vector of it. */
+static bool chain_operand(const cx_desc *d, const cx_desc *o) {
+    return d->dtype == o->dtype && (d->rank == 0 || cx_desc_same_shape(d, o) ||
+                                    cx_fused_is_row(d, o) || cx_fused_is_channel(d, o, NULL));
+}
+
+/* Tries to fold chain step j into step k, which makes j's input `at` (slot `slot`) and has
+ * nothing else reading it: where the device runs k's op with the chain as its epilogue
+ * (driver.h), step j becomes k's op on k's inputs and j's other inputs, with the chain in its
+ * EPILOGUE parameter, and k is dropped. j runs where it ran, so every input is made by then. */
+static bool fold_epilogue(cx_program *p, int j, int k, int at, const int64_t *code, int n_ints) {
+    cx_prog_step *f = &p->steps[j], *s = &p->steps[k];
+    const cx_desc *o = &f->plan.out;
+    int n_op = s->n_in, n_in = s->n_in + f->n_in - 1;
+    if (s->dead || s->plan.route != CX_ROUTE_NATIVE || s->plan.op == CX_OP_FUSED ||
+        n_in > CX_MAX_INPUTS || s->plan.out.dtype != o->dtype ||
+        !cx_desc_same_shape(&s->plan.out, o))
+        return false;
+    int *reads = malloc(sizeof(int) * (size_t)n_in);
+    cx_desc *descs = malloc(sizeof(cx_desc) * (size_t)n_in);
+    cx_params *ps = malloc(sizeof *ps);
+    bool ok = reads && descs && ps;
+    /* the chain's values: k's result first, then j's other inputs in their order */
+    int map[CX_FUSED_MAX_INPUTS];
+    for (int i = 0, e = 1; ok && i < f->n_in; i++) {
+        map[i] = i == at ? 0 : e++;
+        if (i == at) continue;
+        ok = chain_operand(&p->desc[f->in[i]], o);
+        reads[n_op + map[i] - 1] = f->in[i];
+    }
+    for (int i = 0; ok && i < n_op; i++) reads[i] = s->in[i];
+    for (int i = 0; ok && i < n_in; i++) descs[i] = p->desc[reads[i]];
+    int64_t epi[CX_MAX_PARAM_INTS];
+    for (int q = 0; ok && q < n_ints; q++)
+        epi[q] = q % 3 == 0 || code[q] < 0 || code[q] >= f->n_in ? code[q] : map[code[q]];
+    if (ok) {
+        *ps = s->ps;
+        cx_param_put_ints(ps, CX_P_EPILOGUE, epi, n_ints);
+        ok = p->dev->driver->epilogue(p->dev->ctx, s->plan.op, descs, n_op, n_in, o, ps);
+    }
+    if (ok) {
+        cx_plan plan = s->plan;
+        for (int i = n_op; i < n_in; i++) plan.compute[i] = descs[i].dtype;
+        plan.cost += f->plan.cost;
+        free(f->in);
+        f->in = reads;
+        f->n_in = n_in;
+        f->ps = *ps;
+        f->plan = plan;
+        s->dead = true;
+        reads = NULL;
+    }
+    free(reads);
+    free(descs);
+    free(ps);
+    return ok;
+}
+
+/* A chain of elementwise ops (a fused step, or one op) whose full input is the result of a
+ * composite op that nothing else reads -- a convolution's bias and activation -- runs as that
+ * op's epilogue where the device runs it so: one step instead of two, and the chain on each
+ * block of the result while it is in cache instead of in a pass of its own. Of several such
+ * inputs, the one made last. */
+static void fold_epilogues(cx_program *p, const int *out, int n_out) {
+    if (!p->dev->driver->epilogue) return;
+    int first = p->n_inputs + p->n_consts;
+    for (int j = 0; j < p->n_steps; j++) {
+        int64_t code[3 * CX_FUSED_MAX_CODE];
+        int n_ints;
+        if (!step_chain(&p->steps[j], code, &n_ints)) continue;
+        /* j's inputs that a step makes for j alone, the one made last first */
+        int tried = INT32_MAX;
+        for (;;) {
+            const cx_prog_step *f = &p->steps[j];
+            int at = -1;
+            for (int i = 0; i < f->n_in; i++) {
+                int slot = f->in[i];
+                if (slot < first || slot >= tried || (at >= 0 && slot <= f->in[at]) ||
+                    readers(p, slot) != 1 || returned(out, n_out, slot))
+                    continue;
+                at = i;
+            }
+            if (at < 0 || fold_epilogue(p, j, f->in[at] - first, at, code, n_ints)) break;
+            tried = f->in[at];
+        }
+    }
+}
+
 cx_code cx_program_donate(cx_program *p, const int *inputs, int n, cx_status *st) {
     if (p->done) return cx_fail(st, CX_EINVAL, "program: already finished");
     if (!p->donated && n > 0 && !(p->donated = calloc((size_t)p->n_inputs, sizeof(bool))))
@@ -537,6 +649,7 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
     p->n_out = n_out;
     fold_transposed_dots(p, out, n_out);
     fuse_elementwise(p, out, n_out);
+    fold_epilogues(p, out, n_out);
     for (int k = 0; k < p->n_steps; k++)
         for (int j = 0; j < p->steps[k].n_in && !p->steps[k].dead; j++)
             if (p->steps[k].in[j] >= first) last[p->steps[k].in[j] - first] = k;

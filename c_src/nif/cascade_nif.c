@@ -1499,8 +1499,9 @@ done:
 
 /* program_steps(program): [{op, route, library | nil, type, shape, reason, [slot], [fused op],
  * donated slot | nil}] per step that runs (steps folded into others are left out); the list of
- * ops names a fused step's chain, in order; the donated slot is the input whose buffer the step
- * writes its result into */
+ * ops names a fused step's chain, or the chain another op runs as its epilogue, in order (the
+ * epilogue's inputs are the slots after the op's own); the donated slot is the input whose buffer
+ * the step writes its result into */
 static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     (void)argc;
     program_res *r;
@@ -1514,9 +1515,10 @@ static ERL_NIF_TERM program_steps_nif(ErlNifEnv *env, int argc, const ERL_NIF_TE
         for (int j = s->n_in - 1; j >= 0; j--)
             in = enif_make_list_cell(env, enif_make_int(env, s->in[j]), in);
         ERL_NIF_TERM fused = enif_make_list(env, 0);
-        if (s->plan.op == CX_OP_FUSED)
-            for (int j = s->ps.p[CX_P_CODE].n / 3 - 1; j >= 0; j--)
-                fused = enif_make_list_cell(env, am_op_name[s->ps.p[CX_P_CODE].i[3 * j]], fused);
+        const cx_param *code = s->plan.op == CX_OP_FUSED ? cx_param_get(&s->ps, CX_P_CODE)
+                                                         : cx_param_get(&s->ps, CX_P_EPILOGUE);
+        for (int j = code ? code->n / 3 - 1 : -1; j >= 0; j--)
+            fused = enif_make_list_cell(env, am_op_name[code->i[3 * j]], fused);
         ERL_NIF_TERM row[9] = {am_op_name[s->plan.op],
                                am_route[s->plan.route],
                                s->plan.library ? make_string(env, s->plan.library) : am_nil,

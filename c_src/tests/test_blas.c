@@ -2164,6 +2164,126 @@ static void test_program_fuses_channel_bias(void **state) {
             }
 }
 
+/* A chain after a convolution -- its bias, a residual, ReLU6 -- runs as the convolution's
+ * epilogue in a program on blas: one conv2d step with the chain in its EPILOGUE parameter,
+ * whichever way the convolution runs (1 x 1 on the image itself, im2col with strides and
+ * padding split across the pool in sub-blocks, depthwise, nhwc with a row bias, a second
+ * convolution as the residual: the chain folds into the one made last, the first read as an
+ * input). The results are those of the ops one by one (the products within f32 tolerance: a
+ * GEMM split into sub-blocks may run another OpenBLAS kernel), twice (the arena reused). A
+ * convolution whose result the program also returns does not take the chain.
+ * Without the vector kernels nothing folds. */
+static void test_program_conv_epilogue(void **state) {
+    (void)state;
+    static const conv_case cases[] = {
+        {0, 2, 16, 30, 31, 24, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+        {0, 1, 8, 57, 57, 32, 3, 3, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+        {0, 1, 32, 112, 112, 64, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+        {0, 2, 24, 20, 20, 24, 3, 3, 24, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+        {1, 2, 8, 9, 9, 12, 3, 3, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+        {0, 40, 6, 7, 7, 96, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int variant = 0; variant < 3; variant++) {
+            /* 0: bias and ReLU6; 1: bias, a residual input, ReLU6; 2: the residual a second
+             * convolution (made after the first) */
+            const conv_case *cc = &cases[ci];
+            bool nhwc = cc->layout == 1;
+            int64_t oh = out_size(cc->h, cc->kh, cc->s[0], cc->d[0], cc->pads[0], cc->pads[1]);
+            int64_t ow = out_size(cc->w, cc->kw, cc->s[1], cc->d[1], cc->pads[2], cc->pads[3]);
+            int64_t cg = cc->c / cc->groups;
+            int64_t xs[4] = {cc->n, cc->c, cc->h, cc->w}, ks[4] = {cc->o, cg, cc->kh, cc->kw};
+            int64_t ys[4] = {cc->n, cc->o, oh, ow}, bs[4] = {1, cc->o, 1, 1};
+            if (nhwc) {
+                memcpy(xs, (int64_t[]){cc->n, cc->h, cc->w, cc->c}, sizeof xs);
+                memcpy(ks, (int64_t[]){cc->kh, cc->kw, cg, cc->o}, sizeof ks);
+                memcpy(ys, (int64_t[]){cc->n, oh, ow, cc->o}, sizeof ys);
+            }
+            cx_params ps, none = {0};
+            conv_params(cc, &ps);
+            const double lo[1] = {0}, hi[1] = {6};
+            cx_tensor *host[] = {filled(CX_F32, 4, xs, 21),
+                                 filled(CX_F32, 4, ks, 22),
+                                 nhwc ? filled(CX_F32, 1, &cc->o, 23) : filled(CX_F32, 4, bs, 23),
+                                 filled(CX_F32, 4, ys, 24),
+                                 filled(CX_F32, 4, ks, 25),
+                                 tu_tensor(CX_F32, 0, NULL, lo),
+                                 tu_tensor(CX_F32, 0, NULL, hi)};
+            cx_tensor *t[7];
+            for (int k = 0; k < 7; k++) t[k] = moved(host[k], blas);
+            /* inputs x, kernel, bias, residual; constants the second kernel, 0, 6 */
+            cx_desc in[4] = {t[0]->desc, t[1]->desc, t[2]->desc, t[3]->desc};
+            cx_desc cd[3] = {t[4]->desc, t[5]->desc, t[6]->desc};
+            for (int returned = 0; returned < 2; returned++) {
+                cx_program p;
+                cx_status st = {0};
+                assert_int_equal(cx_program_init(&p, blas, in, 4, cd, 3, &st), CX_OK);
+                int c = cx_program_add(&p, CX_OP_CONV2D, (int[]){0, 1}, 2, &ps, &st);
+                int res =
+                    variant == 2 ? cx_program_add(&p, CX_OP_CONV2D, (int[]){0, 4}, 2, &ps, &st) : 3;
+                int a = cx_program_add(&p, CX_OP_ADD, (int[]){c, 2}, 2, &none, &st);
+                if (variant > 0) a = cx_program_add(&p, CX_OP_ADD, (int[]){a, res}, 2, &none, &st);
+                int m = cx_program_add(&p, CX_OP_MAX, (int[]){a, 5}, 2, &none, &st);
+                int y = cx_program_add(&p, CX_OP_MIN, (int[]){m, 6}, 2, &none, &st);
+                assert_true(y >= 0);
+                int outs[2] = {y, c};
+                assert_int_equal(cx_program_finish(&p, outs, 1 + returned, &st), CX_OK);
+                int live = 0, first = 4 + 3;
+                for (int k = 0; k < p.n_steps; k++) live += !p.steps[k].dead;
+                const cx_prog_step *last = &p.steps[y - first];
+                /* (with the first convolution returned, the second still takes the chain) */
+                bool folds = vector_kernels() && (!returned || variant == 2);
+                int chain = 3 + (variant > 0);
+                if (folds) {
+                    /* one step per convolution; the last runs the chain */
+                    assert_int_equal(live, variant == 2 ? 2 : 1);
+                    assert_int_equal(last->plan.op, CX_OP_CONV2D);
+                    assert_int_equal(last->ps.p[CX_P_EPILOGUE].n, 3 * chain);
+                    assert_int_equal(last->n_in, 2 + 1 + (variant > 0) + 2);
+                    if (variant == 2) assert_int_equal(last->in[1], 4); /* the second kernel */
+                } else {
+                    if (last->plan.op != CX_OP_FUSED && last->plan.op != CX_OP_MIN)
+                        fail_msg("case %zu variant %d returned %d: the last step is %s", ci,
+                                 variant, returned, cx_op_table[last->plan.op].name);
+                }
+                /* the ops one by one */
+                cx_tensor *cv = run_on(blas, CX_OP_CONV2D, (cx_tensor *[]){t[0], t[1]}, 2, &ps);
+                cx_tensor *rv =
+                    variant == 2 ? run_on(blas, CX_OP_CONV2D, (cx_tensor *[]){t[0], t[4]}, 2, &ps)
+                                 : NULL;
+                cx_tensor *av = run_on(blas, CX_OP_ADD, (cx_tensor *[]){cv, t[2]}, 2, NULL);
+                cx_tensor *bv = variant > 0 ? run_on(blas, CX_OP_ADD,
+                                                     (cx_tensor *[]){av, rv ? rv : t[3]}, 2, NULL)
+                                            : NULL;
+                cx_tensor *mv =
+                    run_on(blas, CX_OP_MAX, (cx_tensor *[]){bv ? bv : av, t[5]}, 2, NULL);
+                cx_tensor *want = run_on(blas, CX_OP_MIN, (cx_tensor *[]){mv, t[6]}, 2, NULL);
+                for (int rep = 0; rep < 2; rep++) {
+                    cx_tensor r[2];
+                    cx_tensor *inputs[4] = {t[0], t[1], t[2], t[3]},
+                              *consts[3] = {t[4], t[5], t[6]};
+                    assert_int_equal(cx_program_run(&p, inputs, consts, r, &st), CX_OK);
+                    const float *g = r[0].data, *w = want->data;
+                    int64_t bad = -1;
+                    for (int64_t i = 0; i < want->numel && bad < 0; i++)
+                        if (fabsf(g[i] - w[i]) > 1e-4f * (1.0f + fabsf(w[i]))) bad = i;
+                    if (bad >= 0)
+                        fail_msg("case %zu variant %d: element %lld is %g, the ops give %g", ci,
+                                 variant, (long long)bad, (double)g[bad], (double)w[bad]);
+                    for (int k = 0; k < 1 + returned; k++) cx_tensor_free(&r[k]);
+                }
+                cx_program_free(&p);
+                cx_tensor *drop[] = {cv, rv, av, bv, mv, want};
+                for (size_t k = 0; k < sizeof drop / sizeof *drop; k++)
+                    if (drop[k]) tu_drop(drop[k]);
+            }
+            for (int k = 0; k < 7; k++) {
+                tu_drop(host[k]);
+                tu_drop(t[k]);
+            }
+        }
+}
+
 /* sum(exp(x) * y, axes: [1]) becomes one fused step that sums as it goes (three steps without
  * the vector kernels); the same numbers as the ops one by one within the f32 sums' tolerance */
 static void test_program_fuses_a_sum(void **state) {
@@ -2257,6 +2377,7 @@ int main(void) {
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_channel_bias),
+        cmocka_unit_test(test_program_conv_epilogue),
         cmocka_unit_test(test_program_fuses_a_sum),
     };
     if (getenv("CX_TEST_FILTER")) cmocka_set_test_filter(getenv("CX_TEST_FILTER"));

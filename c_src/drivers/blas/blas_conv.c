@@ -88,8 +88,13 @@ bool blas_conv2d_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps
     return blas_dims_fit(p, o, k) && (k == 0 || p <= INT64_MAX / 8 / k);
 }
 
+/* blas_gemm's epilogue: the chain over the block just written */
+static void chain_block(void *ctx, int part, void *c, int rows, int cols, int ldc) {
+    blas_epilogue_block(ctx, part, c, rows, cols, ldc);
+}
+
 cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
-                           cx_tensor *out, cx_status *st) {
+                           cx_tensor *out, const blas_epilogue *epi, cx_status *st) {
     if (out->numel == 0) return CX_OK;
     cx_conv_dims v;
     cx_conv_dims_of(&x->desc, &kern->desc, ps, &v);
@@ -97,9 +102,12 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
     cx_dtype t = out->desc.dtype;
     if (k == 0) { /* no input channels: empty sums */
         memset(out->data, 0, out->nbytes);
+        if (epi) blas_epilogue_all(epi);
         return CX_OK;
     }
     bool f64 = t == CX_F64, half = t == CX_F16 || t == CX_BF16;
+    /* (an epilogue runs on f32 results only: blas_epilogue_fits) */
+    void (*epilogue)(void *, int, void *, int, int, int) = epi && t == CX_F32 ? chain_block : NULL;
     size_t es = f64 ? sizeof(double) : sizeof(float);
     /* a 1 x 1 window at stride 1 without padding (nchw, the input already in the compute type):
      * the image's plane of the group's channels is the im2col matrix {cg, H*W} itself */
@@ -141,15 +149,15 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
                                      0.0,
                                      y + es * (size_t)(g * v.og * p),
                                      (int)p,
-                                     NULL,
-                                     NULL};
+                                     epilogue,
+                                     (void *)epi};
             else /* cols {P, K} . W[:, g*og..] {K, og} (ldb = O) -> out columns g*og.. */
                 a = (blas_gemm_args){
                     f64,    CblasNoTrans, CblasNoTrans,
                     (int)p, (int)v.og,    (int)k,
                     cols,   (int)k,       (const char *)w + es * (size_t)(g * v.og),
                     (int)o, 0.0,          y + es * (size_t)(g * v.og),
-                    (int)o, NULL,         NULL};
+                    (int)o, epilogue,     (void *)epi};
             blas_gemm(&a);
         }
         if (half) blas_narrow(t, y32, (uint16_t *)out->data + n * p * o, p * o);
@@ -185,7 +193,8 @@ typedef struct {
     int64_t n;              /* outputs computed per plane (oh * we, rounded up to 64) */
     int64_t stride;         /* floats between phases */
     int taps;
-    int64_t *off; /* per tap: its phase's start + qr * we + qc */
+    int64_t *off;             /* per tap: its phase's start + qr * we + qc */
+    const blas_epilogue *epi; /* or NULL: run on each plane once it is written */
 } dw_job;
 
 static void dw_taps_plain(float *restrict y, const float *const *src, const float *w, int taps,
@@ -283,6 +292,8 @@ static void dw_part(void *ctx, int index, int parts) {
         float *yp = j->y + p * v->oh * v->ow;
         if (!src) {
             dw_plane_rows(xp, wk, yp, v);
+            if (j->epi)
+                blas_epilogue_run(j->epi, index, p * v->oh * v->ow, (p + 1) * v->oh * v->ow);
             continue;
         }
         /* with a channel multiplier the planes of one input channel come one after another */
@@ -294,6 +305,7 @@ static void dw_part(void *ctx, int index, int parts) {
         else
             dw_taps_plain(ypad, src, wk, j->taps, j->n);
         for (int64_t oh = 0; oh < v->oh; oh++) copy_f32(yp + oh * v->ow, ypad + oh * j->we, v->ow);
+        if (j->epi) blas_epilogue_run(j->epi, index, p * v->oh * v->ow, (p + 1) * v->oh * v->ow);
     }
     free(src);
     cpu_buffer_put(scratch);
@@ -307,12 +319,12 @@ bool blas_conv2d_depthwise_fits(const cx_desc *x, const cx_desc *kern, const cx_
 }
 
 cx_code blas_conv2d_depthwise(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
-                              cx_tensor *out) {
+                              cx_tensor *out, const blas_epilogue *epi) {
     if (out->numel == 0) return CX_OK;
     cx_conv_dims v;
     cx_conv_dims_of(&x->desc, &kern->desc, ps, &v);
     int64_t qr = (v.kh - 1) * v.d0 / v.s0, qc = (v.kw - 1) * v.d1 / v.s1;
-    dw_job j = {&v, x->data, kern->data, out->data, blas_simd(), 0, 0, 0, 0, 0, NULL};
+    dw_job j = {&v, x->data, kern->data, out->data, blas_simd(), 0, 0, 0, 0, 0, NULL, epi};
     j.we = v.ow + qc;
     j.hh = v.oh + qr;
     j.n = (v.oh * j.we + 63) / 64 * 64;

@@ -82,7 +82,8 @@ static void activate_run(const activation *a, void *p, int64_t n) {
 }
 
 /* the GEMM's epilogue: a block of rows x cols, ldc apart */
-static void activate_block(void *ctx, void *c, int rows, int cols, int ldc) {
+static void activate_block(void *ctx, int part, void *c, int rows, int cols, int ldc) {
+    (void)part;
     const activation *a = ctx;
     size_t es = a->f64 ? sizeof(double) : sizeof(float);
     if (cols == ldc) {
@@ -112,7 +113,7 @@ static void dense_gemm(bool f64, const void *x, const void *w, const cx_tensor *
                                     (int)k, w, (int)n, 1.0, y, (int)n, act ? activate_block : NULL,
                                     act});
     } else if (act) {
-        activate_block(act, y, (int)m, (int)n, (int)n);
+        activate_block(act, 0, y, (int)m, (int)n, (int)n);
     }
 }
 

@@ -798,7 +798,7 @@ static cx_code choose_path(conv_class *c, const cx_tensor *x, const cx_tensor *k
         if ((rc = run_class(c, x, kern, out, &s, st)) != CX_OK) break;
         if (s < dnnl_s) dnnl_s = s;
         double t0 = blas_seconds();
-        if ((rc = blas_conv2d_im2col(x, kern, ps, out, st)) != CX_OK) break;
+        if ((rc = blas_conv2d_im2col(x, kern, ps, out, NULL, st)) != CX_OK) break;
         if ((s = blas_seconds() - t0) < im2col_s) im2col_s = s;
     }
     if (rc != CX_OK) return rc;
@@ -833,24 +833,28 @@ const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_
 }
 
 cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
-                    cx_status *st) {
+                    const blas_epilogue *epi, cx_status *st) {
     if (out->numel == 0) return CX_OK;
     if (blas_conv2d_depthwise_fits(&x->desc, &kern->desc, ps))
-        return blas_conv2d_depthwise(x, kern, ps, out);
+        return blas_conv2d_depthwise(x, kern, ps, out, epi);
     cx_conv_dims v;
     cx_conv_dims_of(&x->desc, &kern->desc, ps, &v);
     conv_class *c = NULL;
     if (eligible(&v) && float32ish(out->desc.dtype) && forced() != 2 && dn_load())
         c = class_for(K_FWD, &v, reads_bf16(&x->desc, &kern->desc));
     if (c && !c->choice && !forced() && !atomic_load(&fixed_paths)) {
+        /* (the ways are timed without the epilogue, which then runs once, after) */
         cx_code rc = choose_path(c, x, kern, ps, out, st);
         release_class(c);
+        if (rc == CX_OK && epi) blas_epilogue_all(epi);
         return rc;
     }
     double s;
-    cx_code rc = c && next_path(c) == 1 ? run_class(c, x, kern, out, &s, st)
-                                        : blas_conv2d_im2col(x, kern, ps, out, st);
+    bool dnnl = c && next_path(c) == 1;
+    cx_code rc =
+        dnnl ? run_class(c, x, kern, out, &s, st) : blas_conv2d_im2col(x, kern, ps, out, epi, st);
     if (c) release_class(c);
+    if (rc == CX_OK && dnnl && epi) blas_epilogue_all(epi);
     return rc;
 }
 
@@ -1350,9 +1354,9 @@ const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_
 }
 
 cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
-                    cx_status *st) {
+                    const blas_epilogue *epi, cx_status *st) {
     if (blas_conv2d_depthwise_fits(&x->desc, &kern->desc, ps))
-        return blas_conv2d_depthwise(x, kern, ps, out);
-    return blas_conv2d_im2col(x, kern, ps, out, st);
+        return blas_conv2d_depthwise(x, kern, ps, out, epi);
+    return blas_conv2d_im2col(x, kern, ps, out, epi, st);
 }
 #endif

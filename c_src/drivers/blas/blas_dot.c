@@ -158,7 +158,8 @@ typedef struct {
     cx_dtype type;
 } narrow_ctx;
 
-static void narrow_block(void *ctx, void *c, int rows, int cols, int ldc) {
+static void narrow_block(void *ctx, int part, void *c, int rows, int cols, int ldc) {
+    (void)part;
     const narrow_ctx *x = ctx;
     size_t at = (size_t)((const float *)c - x->c32);
     for (int r = 0; r < rows; r++)
@@ -247,7 +248,7 @@ static void private_part(void *ctx, int index, int parts) {
     cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
                 (int)m, (int)n, (int)g->k, 1.0f, by ? w : s, (int)lda, by ? s : w, (int)ldb,
                 g->bias ? 1.0f : 0.0f, c, (int)n);
-    if (g->epilogue) g->epilogue(g->epilogue_ctx, c, (int)m, (int)n, (int)n);
+    if (g->epilogue) g->epilogue(g->epilogue_ctx, index, c, (int)m, (int)n, (int)n);
     if (!by) {
         blas_narrow_serial(g->type, c, g->out + lo * g->n, m * n);
         return;

@@ -250,11 +250,25 @@ static bool blas_refine(void *dev, cx_op_id op, const cx_desc *in, int n_in, con
     return false;
 }
 
+/* conv2d, with the chain of its EPILOGUE parameter when it has inputs past its two
+ * (blas_epilogue_can) */
+static cx_code conv2d(const cx_tensor *const *in, int n_in, const cx_params *ps, cx_tensor *out,
+                      cx_status *st) {
+    blas_epilogue *epi = n_in > 2 ? blas_epilogue_new(out, in + 2, n_in - 2, ps) : NULL;
+    if (n_in > 2 && !epi)
+        return cx_fail(st, CX_EINVAL,
+                       "blas: conv2d of %d inputs without an epilogue the vector kernels run",
+                       n_in);
+    cx_code rc = blas_conv2d(in[0], in[1], ps, out, epi, st);
+    blas_epilogue_free(epi);
+    return rc;
+}
+
 static cx_code blas_execute(void *dev, cx_op_id op, const cx_tensor *const *in, int n_in,
                             const cx_params *ps, cx_tensor *out, cx_status *st) {
     if (op == CX_OP_DOT) return blas_dot(in[0], in[1], ps, out, st);
     if (op == CX_OP_DENSE) return blas_dense(in[0], in[1], in[2], ps, out, st);
-    if (op == CX_OP_CONV2D) return blas_conv2d(in[0], in[1], ps, out, st);
+    if (op == CX_OP_CONV2D) return conv2d(in, n_in, ps, out, st);
     if (op == CX_OP_SOFTMAX || op == CX_OP_LOG_SOFTMAX || op == CX_OP_GELU || op == CX_OP_SILU)
         return blas_simd_fused(op, in[0], ps, out)
                    ? CX_OK
@@ -331,6 +345,15 @@ static const char *blas_library(void *dev, cx_op_id op, const cx_desc *in, int n
     return simd ? simd : "portable";
 }
 
+/* A chain after a convolution runs on each block of its result as the block is written (f32,
+ * whichever way the convolution runs: blas_conv2d). */
+static bool blas_epilogue_can(void *dev, cx_op_id op, const cx_desc *in, int n_op, int n_in,
+                              const cx_desc *out, const cx_params *ps) {
+    (void)dev;
+    return op == CX_OP_CONV2D && n_op == 2 && n_in > 2 &&
+           blas_epilogue_fits(out, in + 2, n_in - 2, ps);
+}
+
 /* The choices between oneDNN and OpenBLAS are the only ones this driver times. */
 static void blas_set_reproducible(void *dev, bool on) {
     blas_dnnl_set_fixed(on);
@@ -353,6 +376,7 @@ static const cx_driver blas_driver = {
     .download_async = NULL, /* host memory: a download is a memcpy */
     .library = blas_library,
     .set_reproducible = blas_set_reproducible,
+    .epilogue = blas_epilogue_can,
 };
 
 __attribute__((visibility("default"))) const cx_driver *cx_driver_entry(void) {

@@ -20,6 +20,25 @@ typedef struct {
     bool split_cols;
 } split;
 
+/* With an epilogue, a part's block is computed a sub-block at a time, each followed by the
+ * epilogue while it is in the core's cache: sub-blocks of at most this many bytes of C (a
+ * part's whole block, hundreds of KB for a convolution's early layers, was out of cache by the
+ * time its epilogue read it). */
+#define EPILOGUE_BLOCK_BYTES (64 * 1024)
+
+/* rows m x columns n of C at c, from A at a and B at b */
+static void product(const blas_gemm_args *g, int index, const char *a, const char *b, char *c,
+                    int m, int n) {
+    if (m == 0 || n == 0) return;
+    if (g->f64)
+        cblas_dgemm(CblasRowMajor, g->ta, g->tb, m, n, g->k, 1.0, (const double *)a, g->lda,
+                    (const double *)b, g->ldb, g->beta, (double *)c, g->ldc);
+    else
+        cblas_sgemm(CblasRowMajor, g->ta, g->tb, m, n, g->k, 1.0f, (const float *)a, g->lda,
+                    (const float *)b, g->ldb, (float)g->beta, (float *)c, g->ldc);
+    if (g->epilogue) g->epilogue(g->epilogue_ctx, index, c, m, n, g->ldc);
+}
+
 static void run_part(void *ctx, int index, int parts) {
     const split *p = ctx;
     const blas_gemm_args *g = p->g;
@@ -29,25 +48,21 @@ static void run_part(void *ctx, int index, int parts) {
     size_t es = g->f64 ? sizeof(double) : sizeof(float);
     const char *a = g->a, *b = g->b;
     char *c = g->c;
-    if (p->split_cols) {
-        /* columns lo..hi of op(B) and of C */
-        n = hi - lo;
-        b += es * (size_t)lo * (g->tb == CblasNoTrans ? 1 : (size_t)g->ldb);
-        c += es * (size_t)lo;
-    } else {
-        /* rows lo..hi of op(A) and of C */
-        m = hi - lo;
-        a += es * (size_t)lo * (g->ta == CblasNoTrans ? (size_t)g->lda : 1);
-        c += es * (size_t)lo * (size_t)g->ldc;
+    /* a step along the split axis: the sub-blocks of an epilogue, else the whole block */
+    long long across = p->split_cols ? m : n, step = hi - lo;
+    if (g->epilogue && across > 0) {
+        step = (long long)(EPILOGUE_BLOCK_BYTES / es) / across;
+        step = step < SPLIT_MIN_ROWS ? SPLIT_MIN_ROWS : step / SPLIT_MIN_ROWS * SPLIT_MIN_ROWS;
     }
-    if (m == 0 || n == 0) return;
-    if (g->f64)
-        cblas_dgemm(CblasRowMajor, g->ta, g->tb, m, n, g->k, 1.0, (const double *)a, g->lda,
-                    (const double *)b, g->ldb, g->beta, (double *)c, g->ldc);
-    else
-        cblas_sgemm(CblasRowMajor, g->ta, g->tb, m, n, g->k, 1.0f, (const float *)a, g->lda,
-                    (const float *)b, g->ldb, (float)g->beta, (float *)c, g->ldc);
-    if (g->epilogue) g->epilogue(g->epilogue_ctx, c, m, n, g->ldc);
+    for (long long at = lo; at < hi; at += step) {
+        int len = (int)(hi - at < step ? hi - at : step);
+        if (p->split_cols) /* columns at .. at + len of op(B) and of C */
+            product(g, index, a, b + es * (size_t)at * (g->tb == CblasNoTrans ? 1 : (size_t)g->ldb),
+                    c + es * (size_t)at, m, len);
+        else /* rows at .. at + len of op(A) and of C */
+            product(g, index, a + es * (size_t)at * (g->ta == CblasNoTrans ? (size_t)g->lda : 1), b,
+                    c + es * (size_t)at * (size_t)g->ldc, len, n);
+    }
 }
 
 int blas_gemm_parts(int m, int n, int k, bool *by_cols) {

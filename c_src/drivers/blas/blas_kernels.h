@@ -7,6 +7,9 @@
 
 #include "../../core/tensor.h"
 
+/* a fused chain run as another op's epilogue (blas_simd.c, below) */
+typedef struct blas_epilogue blas_epilogue;
+
 /* blas_dot.c: DOT in f32, f64, f16 and bf16 (halves through f32); integers, and products whose
  * dimensions do not fit OpenBLAS's int, go to the cpu kernel. */
 cx_code blas_dot(const cx_tensor *a, const cx_tensor *b, const cx_params *ps, cx_tensor *out,
@@ -34,19 +37,21 @@ cx_code blas_dense(const cx_tensor *x, const cx_tensor *w, const cx_tensor *bias
  * oneDNN runs (blas_dnnl_matmul_path below), else "openblas" */
 const char *blas_dense_library(const cx_desc *x, const cx_desc *w);
 /* blas_dnnl.c: conv2d on oneDNN or im2col + OpenBLAS, whichever measured faster for the shape
- * class; both inputs have the output's float type. blas_conv2d_library: which one runs next.
+ * class; both inputs have the output's float type. epi: NULL, or a chain run on the result
+ * (blas_epilogue_new on `out`): on each block as the depthwise and im2col paths write it, over
+ * the whole result after oneDNN. blas_conv2d_library: which one runs next.
  * blas_conv.c: conv2d as im2col + blas_gemm per image and group, any geometry.
  * blas_conv2d_fits: whether the GEMM's dimensions fit OpenBLAS's int. */
 cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps, cx_tensor *out,
-                    cx_status *st);
+                    const blas_epilogue *epi, cx_status *st);
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
 /* A depthwise conv2d (f32, nchw, one input channel per group, any multiplier, strides,
  * dilations, padding) computed directly, split by output planes across the pool. */
 bool blas_conv2d_depthwise_fits(const cx_desc *x, const cx_desc *kern, const cx_params *ps);
 cx_code blas_conv2d_depthwise(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
-                              cx_tensor *out);
+                              cx_tensor *out, const blas_epilogue *epi);
 cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
-                           cx_tensor *out, cx_status *st);
+                           cx_tensor *out, const blas_epilogue *epi, cx_status *st);
 /* conv2d_grad_input (grad_output, kernel) and conv2d_grad_kernel (input, grad_output) on
  * oneDNN's backward primitives: fits says whether oneDNN builds one for these shapes (one
  * group, float types, padding >= 0); otherwise they decompose. */
@@ -121,8 +126,8 @@ typedef struct {
     void *c;
     int ldc;
     /* run on each block of C as soon as it is computed, on the thread that computed it (NULL:
-     * nothing): rows x cols values at c, rows ldc apart */
-    void (*epilogue)(void *ctx, void *c, int rows, int cols, int ldc);
+     * nothing): rows x cols values at c, rows ldc apart; part: the blas_parallel part */
+    void (*epilogue)(void *ctx, int part, void *c, int rows, int cols, int ldc);
     void *epilogue_ctx;
 } blas_gemm_args;
 void blas_gemm(const blas_gemm_args *g);
@@ -139,7 +144,7 @@ typedef struct {
     int64_t m, n, k;
     const float *bias;
     int64_t bias_n;
-    void (*epilogue)(void *ctx, void *c, int rows, int cols, int ldc);
+    void (*epilogue)(void *ctx, int part, void *c, int rows, int cols, int ldc);
     void *epilogue_ctx;
     uint16_t *out;
 } blas_half_gemm;
@@ -213,6 +218,21 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
  * kernel; fits when each has one for f32. */
 bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps);
 bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, cx_tensor *out);
+/* A fused chain (fused.h) as the epilogue of an op whose f32 result `out` is the chain's value
+ * 0 (driver.h: epilogue), its other values `extra` (numbers, rows or channel vectors of out, or
+ * out's shape; f32), the code in ps's EPILOGUE. fits: whether the vector kernels run it; new:
+ * NULL when they do not or memory is short. Then blas_epilogue_run runs the chain in place over
+ * elements lo .. hi of out, on any thread of a blas_parallel call as its part `part` (one part
+ * at a time each); blas_epilogue_block over a block of rows x cols of out, ldc apart, from c;
+ * blas_epilogue_all over the whole result, across the pool. */
+bool blas_epilogue_fits(const cx_desc *out, const cx_desc *extra, int n_extra, const cx_params *ps);
+blas_epilogue *blas_epilogue_new(cx_tensor *out, const cx_tensor *const *extra, int n_extra,
+                                 const cx_params *ps);
+void blas_epilogue_run(const blas_epilogue *e, int part, int64_t lo, int64_t hi);
+void blas_epilogue_block(const blas_epilogue *e, int part, const float *c, int rows, int cols,
+                         int ldc);
+void blas_epilogue_all(const blas_epilogue *e);
+void blas_epilogue_free(blas_epilogue *e);
 bool blas_simd_layer_norm_fits(const cx_desc *in, int n_in, const cx_params *ps);
 bool blas_simd_layer_norm(const cx_tensor *const *in, const cx_params *ps, cx_tensor *out);
 /* logsumexp over the last axes and categorical_cross_entropy (f32, f16, bf16; the same type

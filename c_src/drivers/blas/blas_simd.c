@@ -1419,6 +1419,24 @@ static void chain_part(void *ctx, int index, int parts) {
     }
 }
 
+/* Which of the chain's inputs (descs[k] the description of in[k]) are rows, channel vectors or
+ * one value of its full input, and where their data is. */
+static void chain_inputs(chain_job *j, const cx_tensor *const *in, const cx_desc *descs, int n_in) {
+    const cx_desc *full = cx_fused_full_input(descs, n_in);
+    for (int k = 0; k < n_in; k++) {
+        bool row = full && descs[k].rank > 0 && !cx_desc_same_shape(&descs[k], full);
+        int64_t plane = 0;
+        if (row && cx_fused_is_channel(&descs[k], full, &plane)) {
+            row = false;
+            j->chan[k] = plane;
+            j->chan_n[k] = in[k]->numel;
+        }
+        j->in[k] = (const float *)in[k]->data;
+        j->wide_in[k] = descs[k].rank > 0 && !(row && in[k]->numel == 1) && !j->chan[k];
+        j->row[k] = row && in[k]->numel > 1 ? in[k]->numel : 0;
+    }
+}
+
 bool blas_simd_chain_fits(const cx_desc *in, int n_in, const cx_params *ps) {
     const simd_table *t = blas_simd();
     cx_fused_code c;
@@ -1447,19 +1465,7 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     bool math = false;
     for (int k = 0; k < j.c.n; k++)
         math |= cx_op_table[j.c.op[k]].kind == CX_KIND_UNARY_FLOAT || is_math(j.c.op[k]);
-    const cx_desc *full = cx_fused_full_input(descs, n_in);
-    for (int k = 0; k < n_in; k++) {
-        bool row = full && in[k]->desc.rank > 0 && !cx_desc_same_shape(&in[k]->desc, full);
-        int64_t plane = 0;
-        if (row && cx_fused_is_channel(&in[k]->desc, full, &plane)) {
-            row = false;
-            j.chan[k] = plane;
-            j.chan_n[k] = in[k]->numel;
-        }
-        j.in[k] = (const float *)in[k]->data;
-        j.wide_in[k] = in[k]->desc.rank > 0 && !(row && in[k]->numel == 1) && !j.chan[k];
-        j.row[k] = row && in[k]->numel > 1 ? in[k]->numel : 0;
-    }
+    chain_inputs(&j, in, descs, n_in);
     j.reduce = ps->p[CX_P_REDUCE].i[0] != 0;
     if (j.reduce) {
         cx_fused_rows(&j.c, descs, n_in, ps, &j.rows, &j.cols);
@@ -1490,6 +1496,98 @@ bool blas_simd_chain(const cx_tensor *const *in, int n_in, const cx_params *ps, 
     free(j.scratch);
     free(j.partial);
     return true;
+}
+
+/* ==== a chain as another op's epilogue (driver.h: epilogue) ================================
+ * The chain's value 0 is the op's result, which the op has just written: each block runs the
+ * chain over its own elements in place, on the thread that wrote them, while they are in that
+ * core's cache. f32 only (a product's f16/bf16 result is rounded from f32 blocks later). */
+
+struct blas_epilogue {
+    chain_job j;
+    int parts; /* scratch blocks: one per thread of the pool */
+};
+
+bool blas_epilogue_fits(const cx_desc *out, const cx_desc *extra, int n_extra,
+                        const cx_params *ps) {
+    const simd_table *t = blas_simd();
+    cx_fused_code c;
+    cx_status st = {CX_OK, ""};
+    if (!t || out->dtype != CX_F32 || out->rank == 0 || n_extra < 0 ||
+        n_extra + 1 > CX_FUSED_MAX_INPUTS ||
+        cx_fused_decode_param(ps, CX_P_EPILOGUE, n_extra + 1, &c, &st) != CX_OK)
+        return false;
+    for (int k = 0; k < n_extra; k++) {
+        const cx_desc *d = &extra[k];
+        if (d->dtype != CX_F32 || !(d->rank == 0 || cx_desc_same_shape(d, out) ||
+                                    cx_fused_is_row(d, out) || cx_fused_is_channel(d, out, NULL)))
+            return false;
+    }
+    for (int k = 0; k < c.n; k++)
+        if (c.b[k] < 0 ? !t->unary_f32[c.op[k]] : !t->binary_f32[c.op[k]]) return false;
+    return true;
+}
+
+blas_epilogue *blas_epilogue_new(cx_tensor *out, const cx_tensor *const *extra, int n_extra,
+                                 const cx_params *ps) {
+    cx_desc descs[CX_FUSED_MAX_INPUTS];
+    const cx_tensor *in[CX_FUSED_MAX_INPUTS];
+    if (n_extra < 0 || n_extra + 1 > CX_FUSED_MAX_INPUTS) return NULL;
+    descs[0] = out->desc;
+    in[0] = out;
+    for (int k = 0; k < n_extra; k++) {
+        descs[k + 1] = extra[k]->desc;
+        in[k + 1] = extra[k];
+    }
+    blas_epilogue *e = calloc(1, sizeof *e);
+    cx_status st = {CX_OK, ""};
+    if (!e || !blas_epilogue_fits(&descs[0], descs + 1, n_extra, ps) ||
+        cx_fused_decode_param(ps, CX_P_EPILOGUE, n_extra + 1, &e->j.c, &st) != CX_OK) {
+        free(e);
+        return NULL;
+    }
+    e->j.t = blas_simd();
+    e->j.n_in = n_extra + 1;
+    e->j.type = CX_F32;
+    e->j.out = out->data;
+    e->j.numel = out->numel;
+    chain_inputs(&e->j, in, descs, e->j.n_in);
+    e->parts = blas_pool_threads();
+    if (!(e->j.scratch = part_scratch(CHAIN_SCRATCH * CHAIN_BLOCK, e->parts))) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void blas_epilogue_run(const blas_epilogue *e, int part, int64_t lo, int64_t hi) {
+    chain_run(&e->j, e->j.scratch + (size_t)part * CHAIN_SCRATCH * CHAIN_BLOCK, lo, hi);
+}
+
+void blas_epilogue_block(const blas_epilogue *e, int part, const float *c, int rows, int cols,
+                         int ldc) {
+    int64_t at = c - e->j.out;
+    if (cols == ldc) {
+        blas_epilogue_run(e, part, at, at + (int64_t)rows * cols);
+        return;
+    }
+    for (int r = 0; r < rows; r++, at += ldc) blas_epilogue_run(e, part, at, at + cols);
+}
+
+static void epilogue_part(void *ctx, int index, int parts) {
+    const blas_epilogue *e = ctx;
+    blas_epilogue_run(e, index, e->j.numel * index / parts, e->j.numel * (index + 1) / parts);
+}
+
+void blas_epilogue_all(const blas_epilogue *e) {
+    int parts = parts_for(e->j.numel, GRAIN_CHEAP);
+    blas_parallel(parts < e->parts ? parts : e->parts, false, epilogue_part, (void *)e);
+}
+
+void blas_epilogue_free(blas_epilogue *e) {
+    if (!e) return;
+    free(e->j.scratch);
+    free(e);
 }
 
 /* ==== layer_norm ============================================================================== */
