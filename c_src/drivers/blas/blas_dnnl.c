@@ -789,16 +789,21 @@ static bool reads_bf16(const cx_desc *x, const cx_desc *kern) {
  * the top of the file) and leaves the choice's result in `out`. Two timed runs of each: one was
  * not enough, a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col at 26 ms a call
  * against oneDNN's 9.5. The runs alternate, so that a slow spell of the machine weighs on both.
- * Two callers measuring the same new class at once keep the first one's choice. */
+ * Two callers measuring the same new class at once keep the first one's choice. Each run
+ * includes the epilogue, if any, as that path runs it (im2col on each block as it is written,
+ * oneDNN's after the whole result): a chain that im2col runs in cache may tip the choice. */
 static cx_code choose_path(conv_class *c, const cx_tensor *x, const cx_tensor *kern,
-                           const cx_params *ps, cx_tensor *out, cx_status *st) {
+                           const cx_params *ps, cx_tensor *out, const blas_epilogue *epi,
+                           cx_status *st) {
     double s, dnnl_s = 1e30, im2col_s = 1e30;
     cx_code rc = run_class(c, x, kern, out, &s, st); /* warm-up */
     for (int r = 0; r < 2 && rc == CX_OK; r++) {
-        if ((rc = run_class(c, x, kern, out, &s, st)) != CX_OK) break;
-        if (s < dnnl_s) dnnl_s = s;
         double t0 = blas_seconds();
-        if ((rc = blas_conv2d_im2col(x, kern, ps, out, NULL, st)) != CX_OK) break;
+        if ((rc = run_class(c, x, kern, out, &s, st)) != CX_OK) break;
+        if (epi) blas_epilogue_all(epi);
+        if ((s = blas_seconds() - t0) < dnnl_s) dnnl_s = s;
+        t0 = blas_seconds();
+        if ((rc = blas_conv2d_im2col(x, kern, ps, out, epi, st)) != CX_OK) break;
         if ((s = blas_seconds() - t0) < im2col_s) im2col_s = s;
     }
     if (rc != CX_OK) return rc;
@@ -811,8 +816,10 @@ static cx_code choose_path(conv_class *c, const cx_tensor *x, const cx_tensor *k
     }
     int path = c->choice;
     pthread_mutex_unlock(&dn_lock);
-    /* the last run was im2col's */
-    return path == 2 ? CX_OK : run_class(c, x, kern, out, &s, st);
+    /* the last run was im2col's, with its epilogue */
+    if (path == 2) return CX_OK;
+    if ((rc = run_class(c, x, kern, out, &s, st)) == CX_OK && epi) blas_epilogue_all(epi);
+    return rc;
 }
 
 const char *blas_conv2d_library(const cx_desc *x, const cx_desc *kern, const cx_params *ps) {
@@ -843,10 +850,8 @@ cx_code blas_conv2d(const cx_tensor *x, const cx_tensor *kern, const cx_params *
     if (eligible(&v) && float32ish(out->desc.dtype) && forced() != 2 && dn_load())
         c = class_for(K_FWD, &v, reads_bf16(&x->desc, &kern->desc));
     if (c && !c->choice && !forced() && !atomic_load(&fixed_paths)) {
-        /* (the ways are timed without the epilogue, which then runs once, after) */
-        cx_code rc = choose_path(c, x, kern, ps, out, st);
+        cx_code rc = choose_path(c, x, kern, ps, out, epi, st);
         release_class(c);
-        if (rc == CX_OK && epi) blas_epilogue_all(epi);
         return rc;
     }
     double s;

@@ -25,6 +25,11 @@ typedef struct {
  * part's whole block, hundreds of KB for a convolution's early layers, was out of cache by the
  * time its epilogue read it). */
 #define EPILOGUE_BLOCK_BYTES (64 * 1024)
+/* ... but at least this many columns (rows) a sub-block: each sub-block's product packs the
+ * other operand again (A for a sub-block of columns, B for one of rows), and a packed element
+ * costs about what a vector of 16 multiply-adds does, so w columns add about 16 / w to the
+ * product's work */
+#define EPILOGUE_MIN_STEP 256
 
 /* rows m x columns n of C at c, from A at a and B at b */
 static void product(const blas_gemm_args *g, int index, const char *a, const char *b, char *c,
@@ -52,7 +57,8 @@ static void run_part(void *ctx, int index, int parts) {
     long long across = p->split_cols ? m : n, step = hi - lo;
     if (g->epilogue && across > 0) {
         step = (long long)(EPILOGUE_BLOCK_BYTES / es) / across;
-        step = step < SPLIT_MIN_ROWS ? SPLIT_MIN_ROWS : step / SPLIT_MIN_ROWS * SPLIT_MIN_ROWS;
+        step =
+            step < EPILOGUE_MIN_STEP ? EPILOGUE_MIN_STEP : step / SPLIT_MIN_ROWS * SPLIT_MIN_ROWS;
     }
     for (long long at = lo; at < hi; at += step) {
         int len = (int)(hi - at < step ? hi - at : step);
