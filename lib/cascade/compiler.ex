@@ -33,7 +33,11 @@ if Code.ensure_loaded?(Nx) do
          * chains of elementwise ops (f32, f16 or bf16; a bias row may join) whose
            intermediates nothing else reads become one `Cascade.fused/2` step, where the
            device runs `fused` natively (`:blas`: one pass over memory in blocks that stay in
-           cache; up to eight ops a step). On other devices the ops stay steps of their own.
+           cache; up to eight ops a step). On other devices the ops stay steps of their own;
+         * such a chain whose full input is a convolution's result that nothing else reads
+           (its bias, an activation, a residual add) becomes that convolution's epilogue,
+           where the device runs one (`:blas`, f32: on each block of the result as it is
+           written); the step shows the chain in `fused`.
 
     Every later call with that signature is one NIF call: the inputs are checked against the
     program's types, shapes and device, the steps run in order in C (on a dirty scheduler
@@ -153,7 +157,8 @@ if Code.ensure_loaded?(Nx) do
     How `fun` compiles for `args`: the mode (`:program`, `:staged`, or `{:evaluator, reason}`)
     and the program's steps, each with the route and library the negotiation chose, the values it
     reads (`reads`: slots, the inputs first, then the constants, then each step's result), for
-    a fused step the ops it runs (`fused`), and the donated input whose buffer it writes
+    a fused step the ops it runs (`fused`; for a convolution, the chain it runs as its
+    epilogue, whose inputs follow its own in `reads`), and the donated input whose buffer it writes
     (`donated`, see the `:donate` option). A staged function's info has `stages`, the
     info of its `:init`, `:cond`, `:body` and `:rest` stages, and their steps together as
     `steps`. A program's `inputs` are the tensors it reads or returns, `input_positions` their
