@@ -75,6 +75,42 @@ defmodule Cascade.ONNXPlanTest do
     assert [%{op_type: "Dense", activation: :none}, %{op_type: "Relu"}] = m.graph.nodes
   end
 
+  test "Conv with its bias, a residual Add and Clip (ReLU6) run as one convolution step on blas" do
+    w = tensor("w", 1, [4, 3, 3, 3], f32(rand(108, 7)))
+    b = tensor("b", 1, [4], f32(rand(4, 8)))
+    lo = tensor("lo", 1, [], f32([0.0]))
+    hi = tensor("hi", 1, [], f32([0.3]))
+
+    nodes = [
+      node("Conv", ["x", "w", "b"], ["c"], [attribute("pads", {:ints, [1, 1, 1, 1]})]),
+      node("Add", ["c", "r"], ["a"]),
+      node("Clip", ["a", "lo", "hi"], ["y"])
+    ]
+
+    inputs = [{"x", 1, [2, 3, 9, 9]}, {"r", 1, [2, 4, 9, 9]}]
+    bin = model(graph(nodes, inputs, [{"y", 1, [2, 4, 9, 9]}], [w, b, lo, hi]))
+    {:ok, m} = ONNX.load(bin, device: :blas)
+
+    x = Cascade.from_binary(f32(rand(486, 9)), :f32, {2, 3, 9, 9}, device: :blas)
+    r = Cascade.from_binary(f32(rand(648, 10)), :f32, {2, 4, 9, 9}, device: :blas)
+    kernel = Cascade.from_binary(f32(rand(108, 7)), :f32, {4, 3, 3, 3}, device: :blas)
+    bias = Cascade.from_binary(f32(rand(4, 8)), :f32, {1, 4, 1, 1}, device: :blas)
+
+    want =
+      Cascade.conv2d(x, kernel, padding: [{1, 1}, {1, 1}])
+      |> Cascade.add(bias)
+      |> Cascade.add(r)
+      |> Cascade.clip(0.0, 0.3)
+
+    for _ <- 1..2, do: close(ONNX.run(m, %{"x" => x, "r" => r})["y"], want)
+
+    # with the vector kernels (not under CASCADE_SIMD=none) the chain is the convolution's
+    # epilogue: one step
+    vector = Cascade.libraries(:blas)[{:add, :f32}] in ["avx512", "avx2"]
+    assert %{runs: [%{mode: {:program, steps}}]} = ONNX.describe(m)
+    if vector, do: assert(steps == 1), else: assert(steps > 1)
+  end
+
   test "Conv + BatchNormalization on constants is one Conv; BatchNormalization alone an affine map" do
     w = tensor("w", 1, [2, 1, 1, 1], f32([2.0, -1.0]))
     params = [{"g", [1.5, 0.5]}, {"b", [0.1, 0.2]}, {"m", [0.3, -0.4]}, {"v", [4.0, 0.25]}]

@@ -411,7 +411,8 @@ defmodule Cascade.ONNX do
   How `load/2` planned the model and how its runs have gone so far: the plan's nodes, the file's
   nodes folded at load (`:folded`), the rewrites by kind (`:rewrites`, such as
   `"Gemm+Relu -> Dense"`), and per graph (`"main"`, or the control-flow node and attribute of a
-  body) and input signature met, whether its runs are one program (`{:program, steps}`) or go
+  body) and input signature met, whether its runs are one program (`{:program, steps}`, the
+  steps that run once chains are fused and folded into the convolutions before them) or go
   node by node, with the reason (`{:nodes, why}`).
 
       {:ok, model} = Cascade.ONNX.load("model.onnx")
@@ -430,8 +431,11 @@ defmodule Cascade.ONNX do
           Map.has_key?(labels, id) do
         mode =
           case value do
-            %Program{steps: n} -> {:program, n}
-            {:nodes, why} -> {:nodes, why}
+            %Program{program: program} ->
+              {:program, length(Cascade.Native.program_steps(program))}
+
+            {:nodes, why} ->
+              {:nodes, why}
           end
 
         %{graph: labels[id], device: device, signature: signature, mode: mode}
