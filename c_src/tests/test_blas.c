@@ -570,6 +570,11 @@ static void test_conv2d_and_gradients(void **state) {
          * and two) */
         {0, 3, 8, 5, 7, 6, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
         {0, 2, 6, 4, 4, 4, 1, 1, 2, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+        /* batches of two images a thread and more: each thread takes whole images (an uneven
+         * split of 5 included), f32 and f64; f16/bf16 split each image's GEMM */
+        {0, 5, 4, 8, 7, 6, 3, 3, 2, {1, 2}, {1, 1}, {1, 1, 0, 1}},
+        {1, 8, 3, 6, 6, 5, 2, 2, 1, {1, 1}, {1, 1}, {0, 1, 1, 0}},
+        {0, 4, 8, 5, 7, 6, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
     };
     static const cx_dtype types[] = {CX_F32, CX_F64, CX_F16, CX_BF16};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
@@ -2173,7 +2178,7 @@ static void test_program_fuses_channel_bias(void **state) {
  * GEMM split into sub-blocks may run another OpenBLAS kernel), twice (the arena reused). A
  * convolution whose result the program also returns does not take the chain.
  * Without the vector kernels nothing folds. */
-static void test_program_conv_epilogue(void **state) {
+static void test_conv2d_epilogue_in_programs(void **state) {
     (void)state;
     static const conv_case cases[] = {
         {0, 2, 16, 30, 31, 24, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
@@ -2377,7 +2382,7 @@ int main(void) {
         cmocka_unit_test(test_program_fuses_chains),
         cmocka_unit_test(test_program_fuses_half_chains),
         cmocka_unit_test(test_program_fuses_channel_bias),
-        cmocka_unit_test(test_program_conv_epilogue),
+        cmocka_unit_test(test_conv2d_epilogue_in_programs),
         cmocka_unit_test(test_program_fuses_a_sum),
     };
     if (getenv("CX_TEST_FILTER")) cmocka_set_test_filter(getenv("CX_TEST_FILTER"));

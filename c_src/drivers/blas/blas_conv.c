@@ -10,6 +10,7 @@
  * the batch) built the whole batch's im2col tensor and moved it through several ops; this keeps
  * one image's at a time in a cached scratch. f16/bf16 are computed in f32 (the kernel widened
  * once, the result rounded once), as the decomposition does. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,79 @@ static void chain_block(void *ctx, int part, void *c, int rows, int cols, int ld
     blas_epilogue_block(ctx, part, c, rows, cols, ldc);
 }
 
+/* One conv2d's im2col work: image n's groups into y (the output's image, or the f32 scratch of
+ * an f16/bf16 one), each an im2col into cols (or the image itself: direct) and one GEMM. */
+typedef struct {
+    const cx_tensor *x;
+    const cx_conv_dims *v;
+    const void *w; /* the kernel in the compute type */
+    bool f64, direct;
+    size_t es;
+    int64_t p, k, o;
+    void (*epilogue)(void *, int, void *, int, int, int);
+    const blas_epilogue *epi;
+    /* images split across the pool: each part's images with its own cols, its GEMMs on its own
+     * thread */
+    char *out;
+    _Atomic bool failed;
+} im2col_job;
+
+static void im2col_image(const im2col_job *j, int64_t n, void *cols, char *y, bool serial,
+                         int part) {
+    const cx_conv_dims *v = j->v;
+    size_t es = j->es;
+    int64_t p = j->p, k = j->k;
+    for (int64_t g = 0; g < v->groups; g++) {
+        if (j->direct)
+            cols = (char *)j->x->data + es * (size_t)((n * v->c + g * v->cg) * p);
+        else if (j->f64)
+            im2col_f64(j->x, v, n, g, cols);
+        else
+            im2col_f32(j->x, v, n, g, cols);
+        blas_gemm_args a;
+        if (!v->nhwc) /* W_g {og, K} (rows g*og..) . cols {K, P} -> out rows g*og.. */
+            a = (blas_gemm_args){j->f64,
+                                 CblasNoTrans,
+                                 CblasNoTrans,
+                                 (int)v->og,
+                                 (int)p,
+                                 (int)k,
+                                 (const char *)j->w + es * (size_t)(g * v->og * k),
+                                 (int)k,
+                                 cols,
+                                 (int)p,
+                                 0.0,
+                                 y + es * (size_t)(g * v->og * p),
+                                 (int)p,
+                                 j->epilogue,
+                                 (void *)j->epi};
+        else /* cols {P, K} . W[:, g*og..] {K, og} (ldb = O) -> out columns g*og.. */
+            a = (blas_gemm_args){
+                j->f64,    CblasNoTrans, CblasNoTrans,
+                (int)p,    (int)v->og,   (int)k,
+                cols,      (int)k,       (const char *)j->w + es * (size_t)(g * v->og),
+                (int)j->o, 0.0,          y + es * (size_t)(g * v->og),
+                (int)j->o, j->epilogue,  (void *)j->epi};
+        if (serial)
+            blas_gemm_serial(&a, part);
+        else
+            blas_gemm(&a);
+    }
+}
+
+static void images_part(void *ctx, int index, int parts) {
+    im2col_job *j = ctx;
+    int64_t first = j->v->n * index / parts, last = j->v->n * (index + 1) / parts;
+    void *cols = j->direct ? NULL : cpu_buffer_get(j->es * (size_t)(j->p * j->k));
+    if (!j->direct && !cols) {
+        atomic_store(&j->failed, true);
+        return;
+    }
+    for (int64_t n = first; n < last; n++)
+        im2col_image(j, n, cols, j->out + j->es * (size_t)(n * j->p * j->o), true, index);
+    cpu_buffer_put(cols);
+}
+
 cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_params *ps,
                            cx_tensor *out, const blas_epilogue *epi, cx_status *st) {
     if (out->numel == 0) return CX_OK;
@@ -106,63 +180,50 @@ cx_code blas_conv2d_im2col(const cx_tensor *x, const cx_tensor *kern, const cx_p
         return CX_OK;
     }
     bool f64 = t == CX_F64, half = t == CX_F16 || t == CX_BF16;
-    /* (an epilogue runs on f32 results only: blas_epilogue_fits) */
-    void (*epilogue)(void *, int, void *, int, int, int) = epi && t == CX_F32 ? chain_block : NULL;
-    size_t es = f64 ? sizeof(double) : sizeof(float);
+    im2col_job j = {.x = x,
+                    .v = &v,
+                    .w = kern->data,
+                    .f64 = f64,
+                    .es = f64 ? sizeof(double) : sizeof(float),
+                    .p = p,
+                    .k = k,
+                    .o = o,
+                    /* (an epilogue runs on f32 results only: blas_epilogue_fits) */
+                    .epilogue = epi && t == CX_F32 ? chain_block : NULL,
+                    .epi = epi,
+                    .out = out->data};
     /* a 1 x 1 window at stride 1 without padding (nchw, the input already in the compute type):
      * the image's plane of the group's channels is the im2col matrix {cg, H*W} itself */
-    bool direct = !v.nhwc && !half && x->desc.dtype == t && v.kh == 1 && v.kw == 1 && v.s0 == 1 &&
-                  v.s1 == 1 && v.d0 == 1 && v.d1 == 1 && v.lo0 == 0 && v.hi0 == 0 && v.lo1 == 0 &&
-                  v.hi1 == 0;
-    void *cols = direct ? NULL : cpu_buffer_get(es * (size_t)(p * k));
+    j.direct = !v.nhwc && !half && x->desc.dtype == t && v.kh == 1 && v.kw == 1 && v.s0 == 1 &&
+               v.s1 == 1 && v.d0 == 1 && v.d1 == 1 && v.lo0 == 0 && v.hi0 == 0 && v.lo1 == 0 &&
+               v.hi1 == 0;
+    /* A batch of at least two images a thread: each thread takes whole images, its GEMMs on its
+     * own (one wake-up of the pool per convolution instead of one per image and group, and no
+     * thread waits for the other between GEMMs); fewer images split each GEMM instead. */
+    int threads = blas_pool_threads();
+    if (!half && threads > 1 && v.n >= 2 * threads) {
+        blas_parallel(threads, true, images_part, &j);
+        return atomic_load(&j.failed)
+                   ? cx_fail(st, CX_ENOMEM, "blas: no memory for the im2col scratch of conv2d")
+                   : CX_OK;
+    }
+    void *cols = j.direct ? NULL : cpu_buffer_get(j.es * (size_t)(p * k));
     float *w32 = half ? cpu_buffer_get(sizeof(float) * (size_t)kern->numel) : NULL;
     float *y32 = half ? cpu_buffer_get(sizeof(float) * (size_t)(p * o)) : NULL;
-    bool ok = (direct || cols) && (!half || (w32 && y32));
+    bool ok = (j.direct || cols) && (!half || (w32 && y32));
     if (ok && half) {
         if (t == CX_F16)
             cx_f16_to_f32_array(kern->data, w32, kern->numel);
         else
             cx_bf16_to_f32_array(kern->data, w32, kern->numel);
+        j.w = w32;
     }
-    const void *w = half ? w32 : kern->data;
     for (int64_t n = 0; ok && n < v.n; n++) {
-        char *y = half ? (char *)y32 : (char *)out->data + es * (size_t)(n * p * o);
-        for (int64_t g = 0; g < v.groups; g++) {
-            if (direct)
-                cols = (char *)x->data + es * (size_t)((n * v.c + g * v.cg) * p);
-            else if (f64)
-                im2col_f64(x, &v, n, g, cols);
-            else
-                im2col_f32(x, &v, n, g, cols);
-            blas_gemm_args a;
-            if (!v.nhwc) /* W_g {og, K} (rows g*og..) . cols {K, P} -> out rows g*og.. */
-                a = (blas_gemm_args){f64,
-                                     CblasNoTrans,
-                                     CblasNoTrans,
-                                     (int)v.og,
-                                     (int)p,
-                                     (int)k,
-                                     (const char *)w + es * (size_t)(g * v.og * k),
-                                     (int)k,
-                                     cols,
-                                     (int)p,
-                                     0.0,
-                                     y + es * (size_t)(g * v.og * p),
-                                     (int)p,
-                                     epilogue,
-                                     (void *)epi};
-            else /* cols {P, K} . W[:, g*og..] {K, og} (ldb = O) -> out columns g*og.. */
-                a = (blas_gemm_args){
-                    f64,    CblasNoTrans, CblasNoTrans,
-                    (int)p, (int)v.og,    (int)k,
-                    cols,   (int)k,       (const char *)w + es * (size_t)(g * v.og),
-                    (int)o, 0.0,          y + es * (size_t)(g * v.og),
-                    (int)o, epilogue,     (void *)epi};
-            blas_gemm(&a);
-        }
+        char *y = half ? (char *)y32 : (char *)out->data + j.es * (size_t)(n * p * o);
+        im2col_image(&j, n, cols, y, false, 0);
         if (half) blas_narrow(t, y32, (uint16_t *)out->data + n * p * o, p * o);
     }
-    if (!direct) cpu_buffer_put(cols);
+    if (!j.direct) cpu_buffer_put(cols);
     cpu_buffer_put(w32);
     cpu_buffer_put(y32);
     return ok ? CX_OK : cx_fail(st, CX_ENOMEM, "blas: no memory for the im2col scratch of conv2d");

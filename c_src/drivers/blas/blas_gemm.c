@@ -44,17 +44,15 @@ static void product(const blas_gemm_args *g, int index, const char *a, const cha
     if (g->epilogue) g->epilogue(g->epilogue_ctx, index, c, m, n, g->ldc);
 }
 
-static void run_part(void *ctx, int index, int parts) {
-    const split *p = ctx;
-    const blas_gemm_args *g = p->g;
+/* Columns (split_cols) or rows lo .. hi of C, on the calling thread as blas_parallel part
+ * `index` */
+static void run_range(const blas_gemm_args *g, bool split_cols, int index, int lo, int hi) {
     int m = g->m, n = g->n;
-    int lo = (int)((long long)p->span * index / parts),
-        hi = (int)((long long)p->span * (index + 1) / parts);
     size_t es = g->f64 ? sizeof(double) : sizeof(float);
     const char *a = g->a, *b = g->b;
     char *c = g->c;
     /* a step along the split axis: the sub-blocks of an epilogue, else the whole block */
-    long long across = p->split_cols ? m : n, step = hi - lo;
+    long long across = split_cols ? m : n, step = hi - lo;
     if (g->epilogue && across > 0) {
         step = (long long)(EPILOGUE_BLOCK_BYTES / es) / across;
         step =
@@ -62,13 +60,19 @@ static void run_part(void *ctx, int index, int parts) {
     }
     for (long long at = lo; at < hi; at += step) {
         int len = (int)(hi - at < step ? hi - at : step);
-        if (p->split_cols) /* columns at .. at + len of op(B) and of C */
+        if (split_cols) /* columns at .. at + len of op(B) and of C */
             product(g, index, a, b + es * (size_t)at * (g->tb == CblasNoTrans ? 1 : (size_t)g->ldb),
                     c + es * (size_t)at, m, len);
         else /* rows at .. at + len of op(A) and of C */
             product(g, index, a + es * (size_t)at * (g->ta == CblasNoTrans ? (size_t)g->lda : 1), b,
                     c + es * (size_t)at * (size_t)g->ldc, len, n);
     }
+}
+
+static void run_part(void *ctx, int index, int parts) {
+    const split *p = ctx;
+    run_range(p->g, p->split_cols, index, (int)((long long)p->span * index / parts),
+              (int)((long long)p->span * (index + 1) / parts));
 }
 
 int blas_gemm_parts(int m, int n, int k, bool *by_cols) {
@@ -84,4 +88,10 @@ void blas_gemm(const blas_gemm_args *g) {
     int parts = blas_gemm_parts(g->m, g->n, g->k, &s.split_cols);
     s.span = s.split_cols ? g->n : g->m;
     blas_parallel(parts, true, run_part, &s);
+}
+
+void blas_gemm_serial(const blas_gemm_args *g, int part) {
+    if (g->m == 0 || g->n == 0) return;
+    bool by_cols = g->n > g->m;
+    run_range(g, by_cols, part, 0, by_cols ? g->n : g->m);
 }

@@ -131,6 +131,9 @@ typedef struct {
     void *epilogue_ctx;
 } blas_gemm_args;
 void blas_gemm(const blas_gemm_args *g);
+/* The same product on the calling thread alone, as blas_parallel part `part` (its epilogue's
+ * part): for callers that split their work across the pool themselves. */
+void blas_gemm_serial(const blas_gemm_args *g, int part);
 /* An f16/bf16 product out = epilogue(op(A) . op(B) + bias), rounded to `type`, on copies each
  * thread of it widens for itself (blas_dot.c): A is m x k (stored k x m when ta), B k x n
  * (stored n x k when tb), each one contiguous block; bias: NULL, or bias_n (1 or n) f32 values

@@ -94,8 +94,9 @@ test-blas-winograd: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
 	@echo "== test_blas, f32 3x3 convolutions on Winograd's algorithm and products on oneDNN wherever it has them"
 	@CASCADE_BLAS_WINOGRAD=1 CASCADE_BLAS_DOT=onednn $(BUILD)/tests/test_blas
 
-# The convolution tests with every conv2d on im2col + GEMM (the 1 x 1 windows without their
-# im2col copy), where a measured choice may keep oneDNN and leave that path unchecked
+# The convolution tests (their epilogues in programs too) with every conv2d on im2col + GEMM
+# (the 1 x 1 windows without their im2col copy), where a measured choice may keep oneDNN and
+# leave that path unchecked
 .PHONY: test-blas-im2col
 BLAS_CLASS_TARGETS += test-blas-im2col
 test-blas-im2col: $(BUILD)/cascade_driver_blas.so $(BUILD)/tests/test_blas
