@@ -72,8 +72,8 @@ void cx_device_count_release(cx_device *dev, int64_t bytes);
 cx_gc_request cx_device_wants_gc(cx_device *dev);
 /* The same request made before a new tensor of `bytes` is allocated, as if it were already
  * live: a collection then returns the caller's dropped tensors first, so that the new one can
- * reuse their memory, still in the caches (a loop of 1M-element adds: one buffer instead of
- * three in turn, 84 -> 70 us a call). A request moves the mark above live + bytes, so the
+ * reuse their memory, still in the caches (a loop of 1M-element adds ran faster on one buffer
+ * than on three in turn). A request moves the mark above live + bytes, so the
  * allocation that follows makes no second one; a tensor of an interval or more asks again once
  * the collection has lowered the mark, so the caller, having just collected, skips the request
  * after that allocation (the NIF's OP_COLLECTED). */

@@ -436,13 +436,13 @@ static cx_code choose_route(cx_device *dev, cx_op_id op, const cx_desc *in, int 
 /* ---- planning ----------------------------------------------------------------------------- */
 
 /* Relative cost of one element of an op, so that the NIF layer's threshold for moving a call
- * to a dirty scheduler holds for slow functions too. Measured with libm on this project's
- * machine: most elementwise ops take about 1 ns per element, transcendental functions 4-11 ns
- * (sin of huge arguments 45 ns), fmod up to 1.5 us when the exponents are far apart (so remainder
- * counts as the worst). */
+ * to a dirty scheduler holds for slow functions too. The unit is one element of most elementwise
+ * ops, about a nanosecond (the scale normal_watch.c's threshold assumes). Measured with libm on
+ * this project's machine: transcendental functions cost several units (sin of huge arguments
+ * more), fmod far more when the exponents are far apart (so remainder counts as the worst). */
 static double work_per_element(cx_op_id op) {
     if (op == CX_OP_REMAINDER) return 1536;
-    /* Philox: ~6-10 ns per uniform, 25-35 ns per normal (log, sqrt, sin/cos) */
+    /* Philox: a uniform costs several units, a normal a few times that (log, sqrt, sin/cos) */
     if (op == CX_OP_RANDOM_NORMAL) return 48;
     if (op == CX_OP_RANDOM_UNIFORM) return 16;
     if (op == CX_OP_POW || cx_op_table[op].kind == CX_KIND_UNARY_FLOAT ||
@@ -455,13 +455,12 @@ static double work_per_element(cx_op_id op) {
 
 /* How much faster than the portable loops the library that runs an op is, as a factor on the
  * cost above, so that the estimate stays near nanoseconds: the vector kernels (blas: "avx2",
- * "avx512") run 8 or 16 lanes on every core, and OpenBLAS's products do about 50 multiply-adds
- * per ns on two cores. Measured on this project's 2-core machines: a 1M-element f32 add 80-140
- * us (cost 3M: 0.05 ns per unit), sum of 1M 35-65 us; exp, tanh and gelu of 1M, softmax and
- * layer_norm of 1000 x 1000 190-380 us (2M elements in and out: 0.2 ns each, whatever the
- * op's weight above); a 256 x 256 product 130-200 us (cost 17M: 0.012). dense on OpenBLAS is
+ * "avx512") run 8 or 16 lanes on every core, and OpenBLAS's products are faster still. Measured
+ * on this project's 2-core machines: a 1M-element f32 add (cost 3M) and a sum of 1M; exp, tanh
+ * and gelu of 1M, softmax and layer_norm of 1000 x 1000 (2M elements in and out: one factor per
+ * element, whatever the op's weight above); a 256 x 256 product (cost 17M). dense on OpenBLAS is
  * its product (and its composite weight does not apply): a 64 x 784 by 784 x 256 layer, 12.8M
- * multiply-adds, 150 us. The factors stay on the slow side of those figures. Other libraries
+ * multiply-adds. The factors stay on the slow side of those measurements. Other libraries
  * (oneDNN's convolutions, whose cost above leaves out the kernel's window) keep the portable
  * estimate. */
 static double library_speed(const char *library, cx_op_id op) {
@@ -503,12 +502,11 @@ cx_code cx_plan_op(cx_op_id op, cx_device *device, const cx_tensor *const *in, i
 
 /* ---- the plan cache: elementwise calls without parameters ---------------------------------
  *
- * A loop of small elementwise calls (a one-element add cost about half a microsecond in all)
- * would spend some 60 ns of each planning it again: inference, the memo, the driver's library.
- * For these ops the plan depends only on the op, the device and the inputs' types and shapes
- * (capabilities are fixed once a driver is loaded; the elementwise kernels' library too), so
- * each scheduler thread keeps its last few native plans. Only native plans are kept: the
- * others carry a reason and may warn. */
+ * A loop of small elementwise calls would spend a noticeable part of each call planning it again:
+ * inference, the memo, the driver's library. For these ops the plan depends only on the op, the
+ * device and the inputs' types and shapes (capabilities are fixed once a driver is loaded; the
+ * elementwise kernels' library too), so each scheduler thread keeps its last few native plans. Only
+ * native plans are kept: the others carry a reason and may warn. */
 
 #define PLAN_CACHE_SLOTS  8
 #define PLAN_CACHE_MAX_IN 3
@@ -604,7 +602,7 @@ static cx_code plan_descs(cx_op_id op, cx_device *device, const cx_desc *descs, 
         cost += out_n * k;
     } else if (op == CX_OP_DENSE && n_in >= 2 && descs[1].rank == 2) {
         /* the same for dense's product (kernel {k, n}), and an activation counted as a
-         * transcendental function per output element (0.3 ns on OpenBLAS's scale below) */
+         * transcendental function per output element (scaled by OpenBLAS's factor below) */
         const cx_param *act = &ps->p[CX_P_ACTIVATION];
         bool activated = act->n > 0 && act->i[0] != CX_ACTIVATION_NONE;
         cost += out_n * ((double)descs[1].shape[0] + (activated ? 16 : 0));

@@ -82,13 +82,12 @@ static ERL_NIF_TERM raise_status(ErlNifEnv *env, const cx_status *st, const char
 
 /* ---- small tensors as values -----------------------------------------------------------
  *
- * A resource costs the BEAM 250-330 ns to make, collect and destroy, against about 20 ns for a
- * binary of at most 64 bytes, which lives on the process heap (measured with a test NIF on
- * Erlang 25): more than NumPy's whole one-element add. So the result of an op that runs natively
- * on a device with host memory and has at most VALUE_MAX_BYTES of data is returned as a binary
- * holding its description and its bytes. Every entry point that takes a tensor takes both forms:
- * a value is read through a view, a borrowed cx_tensor on the caller's stack holding a copy of
- * its bytes (cx_tensor_borrow).
+ * A resource costs the BEAM far more to make, collect and destroy than a binary of at most 64
+ * bytes, which lives on the process heap (measured with a test NIF on Erlang 25): more than NumPy's
+ * whole one-element add. So the result of an op that runs natively on a device with host memory and
+ * has at most VALUE_MAX_BYTES of data is returned as a binary holding its description and its
+ * bytes. Every entry point that takes a tensor takes both forms: a value is read through a view, a
+ * borrowed cx_tensor on the caller's stack holding a copy of its bytes (cx_tensor_borrow).
  * A value owns no device memory: free has nothing to release, and memory/0 does not count it.
  *
  * Layout, 16 bytes then the data in native byte order: 'C', 'x', the type code, the device id,
@@ -512,8 +511,8 @@ static ERL_NIF_TERM op_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
  * running Erlang code. That matters beyond fairness: the BEAM destroys resources that a
  * collection released (the tensors a loop dropped) only once its schedulers pass a point of
  * thread progress, between processes; a loop of 1M-element adds, counted as a few reductions
- * each, kept ~250 dead results (1 GB) alive and faulted every new one's pages in (1.4 ms a call
- * instead of 0.1). */
+ * each, kept ~250 dead results (1 GB) alive and faulted every new one's pages in, which made
+ * each call far slower. */
 static void consume_slice(ErlNifEnv *env, double cost) {
     int percent = (int)(cost / 10000.0);
     if (percent >= 1) enif_consume_timeslice(env, percent > 100 ? 100 : percent);
@@ -820,8 +819,8 @@ static ERL_NIF_TERM free_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     return am_ok;
 }
 
-/* Giving memory back costs time by its size (munmap of a large buffer took 2.3 ms on a
- * normal scheduler in a CI run), so a large tensor is freed on a dirty scheduler. */
+/* Giving memory back costs time by its size (munmap of a large buffer held a normal scheduler
+ * too long in a CI run), so a large tensor is freed on a dirty scheduler. */
 static ERL_NIF_TERM free_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
     value_view room;

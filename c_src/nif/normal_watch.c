@@ -10,11 +10,10 @@
 /* Above this estimated cost a call moves to a dirty CPU scheduler. The plan's cost
  * (dispatch.c) is about a nanosecond per unit for the portable loops, and the faster
  * libraries scale theirs down to stay near nanoseconds. A normal scheduler must return within
- * about a millisecond; a call that moves costs a dirty scheduler's wake-up and the way back,
- * 30-90 us on this project's 2-core machines (a 1M-element add on the vector kernels: 97 us on
- * the normal scheduler, 125-186 us through a dirty one), so calls estimated under half a
- * millisecond stay where they are, and tell the scheduler how much of its time slice they
- * used (cascade_nif.c). */
+ * about a millisecond; a call that moves costs a dirty scheduler's wake-up and the way back (on
+ * this project's 2-core machines a 1M-element add on the vector kernels ran slower through a dirty
+ * scheduler than on the normal one), so calls estimated under half a millisecond stay where they
+ * are, and tell the scheduler how much of its time slice they used (cascade_nif.c). */
 #define DIRTY_COST  500000.0
 #define DIRTY_BYTES (1u << 20)
 

@@ -2,7 +2,7 @@
  *
  * A NIF on a normal scheduler must return within about a millisecond. The BEAM's own
  * long_schedule monitor reports a process that held a scheduler too long, but it cannot tell
- * a NIF that computed for 3 ms from a VM thread the host took off its core, or from a garbage
+ * a NIF that computed that long from a VM thread the host took off its core, or from a garbage
  * collection of a large heap. This watch measures the calls themselves: while it is on, every
  * NIF entry point that runs on a normal scheduler records, when its wall time reaches the
  * limit, the wall time, the thread's CPU time and its voluntary and involuntary context

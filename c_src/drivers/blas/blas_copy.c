@@ -7,8 +7,8 @@
  * enough to split; the differential suite's are smaller). Below them, sort, argsort, reverse and
  * pad run the cpu's own kernels on each thread's share of the first axis.
  *
- * Why: one thread copying 8 MB (two 1000 x 1000 f32 tensors concatenated) took 820 us where
- * PyTorch's two took 360; a 1000 x 800 slice 251 against 160 (bench/ops_survey.sh). */
+ * Why: one thread copying 8 MB (two 1000 x 1000 f32 tensors concatenated) was far slower than
+ * PyTorch's two, and so was a 1000 x 800 slice (bench/ops_survey.sh). */
 #include <stddef.h>
 #include <string.h>
 

@@ -7,8 +7,8 @@
  *   (unless the environment sets them): OpenMP's threads then sleep between convolutions
  *   instead of spinning on the cores the pool and the BEAM's schedulers need. GOMP_SPINCOUNT
  *   3000 (unless set) lets them spin that long first, a few microseconds: a primitive's threads
- *   meet at barriers inside it, and a bf16 256 x 256 matmul took 146 us sleeping at each of them
- *   against 88 spinning first (the default spin, 300000, gave 85).
+ *   meet at barriers inside it, and a bf16 256 x 256 matmul ran much slower sleeping at each of
+ *   them than spinning first (the default spin, 300000, gained little more).
  * - Which path runs is decided per shape class (sizes, strides, dilations, padding, layout) by
  *   measuring, once, in the class's first call (choose_path): oneDNN once untimed (its JIT
  *   kernels, its scratch), then oneDNN and im2col + OpenBLAS in turn, twice, timed, on the
@@ -121,11 +121,11 @@ static bool dn_load(void) {
 
 /* OpenMP keeps a team of threads per thread that starts parallel work, and oneDNN's primitives
  * ran from whichever BEAM scheduler called (a convolution from a dirty one, a small bf16 product
- * from a normal one): after a loop of convolutions, a loop of bf16 256 x 256 products took
- * 145-210 us a call against 80-85 us before it, and 95 us when both had run on the same
- * thread. So convolutions run on this one thread: the caller hands it the work and waits (one at
- * a time; a primitive uses every core anyway), sleeping on a condition variable (spinning there
- * took cores from oneDNN's threads: 141-146 us a product). After a job the thread waits for the
+ * from a normal one): after a loop of convolutions, a loop of bf16 256 x 256 products ran much
+ * slower than before it, and nearly as fast as before when both had run on the same thread. So
+ * convolutions run on this one thread: the caller hands it the work and waits (one at a time; a
+ * primitive uses every core anyway), sleeping on a condition variable (spinning there took cores
+ * from oneDNN's threads and slowed the products again). After a job the thread waits for the
  * next with sched_yield for 100 us, then sleeps. Products no longer run here: they run as
  * strips, each with a team of one, on the pool's threads (see "products" below). */
 typedef bool (*dn_fn)(void *arg);
@@ -299,8 +299,8 @@ static int forced(void) {
  * within PROBE_RATIO of the choice's (2; CASCADE_BLAS_PROBE_RATIO sets it, for the tests), and the
  * class chooses again on the fastest call each path ever made. The interval starts at 32 and
  * doubles after each probe that leaves the choice as it was, up to 1024: a probe costs up to two
- * calls at twice the time, and a benchmark run's convolution, probed every 32 calls on an im2col
- * path 3-6 times slower, took 6.8 ms a call against 3.8-4.3 (one in 17 calls on the slow path). */
+ * calls at twice the time, and a benchmark run's convolution, probed every 32 calls on a much
+ * slower im2col path, ran markedly slower on average (one in 17 calls on the slow path). */
 enum { PROBE_FIRST = 32, PROBE_LAST = 1024 };
 
 /* the positive number in environment variable `name`, else `otherwise` (the tests' settings) */
@@ -663,10 +663,10 @@ static double time_class(conv_class *c, void *a, void *b, float *y) {
 
 /* Whether class w (Winograd's) ran faster than c (direct) on zeros of dimensions v: each run once
  * untimed (it wakes oneDNN's threads and faults its buffers in), then three times in turn, the
- * fastest of each compared. With one timed run each, a full benchmark run here took 5.2 ms or
- * more a call for the suite's 64 x 32 x 28 x 28 by 64 3 x 3 in all three rounds, as the direct
- * algorithm does (5.4-6.5 ms; Winograd's 3.9-4.2): on this project's machines one run in a few
- * is slowed by a hiccup of a few milliseconds, and the choice lasts as long as the process. */
+ * fastest of each compared. With one timed run each, a full benchmark run here kept the slower
+ * direct algorithm for the suite's 64 x 32 x 28 x 28 by 64 3 x 3 in all three rounds: on this
+ * project's machines one run in a few is slowed by a hiccup, and the choice lasts as long as the
+ * process. */
 static bool winograd_faster(conv_class *c, conv_class *w, const cx_conv_dims *v) {
     size_t an = (size_t)(v->n * v->c * v->h * v->w), bn = (size_t)(v->og * v->c * v->kh * v->kw),
            yn = (size_t)(v->n * v->og * v->oh * v->ow);
@@ -694,13 +694,13 @@ static bool winograd_faster(conv_class *c, conv_class *w, const cx_conv_dims *v)
 
 /* Class c for an f32 convolution: with the direct algorithm, or with Winograd's where oneDNN has
  * it (3 x 3 kernels at stride 1 and no dilation, one group; AVX-512) and it ran faster on zeros
- * of these shapes when the class was built (the first call of a shape pays eight runs). 64 x 32 x
- * 28 x 28 by 64 3 x 3 from C: 3.4-4.5 ms against 7.9-8.8 direct. Its error is larger: at most 6e-6
+ * of these shapes when the class was built (the first call of a shape pays eight runs), as it does
+ * for 64 x 32 x 28 x 28 by 64 3 x 3 from C. Its error is larger: at most 6e-6
  * x (1 + |y|) there against the direct result, 1.8e-5 with 256 channels in and out, well inside the
  * differential suite's bound for sums; CASCADE_BLAS_WINOGRAD=0 turns it off. Gradients and bf16
  * stay direct, and so does a class built reproducible (`fixed`) unless CASCADE_BLAS_WINOGRAD=1:
  * no rule by shape alone picks the faster well (the demo's CNN, 1 -> 32 channels on 28 x 28 and
- * 32 -> 64 on 14 x 14 at batch 64, trained in 9.7 s direct against 11.2-11.7 on Winograd). */
+ * 32 -> 64 on 14 x 14 at batch 64, trained faster direct than on Winograd). */
 static bool build_best(conv_kind kind, const cx_conv_dims *v, bool bf16, bool fixed,
                        const int64_t *key, conv_class *c) {
     if (!build_class(kind, v, bf16, false, c)) return false;
@@ -779,16 +779,16 @@ static cx_code run_class(conv_class *c, const cx_tensor *a, const cx_tensor *b, 
 /* ---- conv2d: oneDNN or im2col, as measured -------------------------------------------------- */
 
 /* A bf16 conv2d where the processor has AVX512-BF16: oneDNN reads the bf16 tensors themselves
- * (its bf16 kernels, into an f32 result that is rounded once) instead of f32 copies (64 x 32 x
- * 28 x 28 by 64 3 x 3: 10.2 ms through f32) */
+ * (its bf16 kernels, into an f32 result that is rounded once) instead of f32 copies, which were
+ * slower (64 x 32 x 28 x 28 by 64 3 x 3) */
 static bool reads_bf16(const cx_desc *x, const cx_desc *kern) {
     return x->dtype == CX_BF16 && kern->dtype == CX_BF16 && blas_simd_bf16_hw();
 }
 
 /* The first conv2d of class c outside reproducible mode, nothing forced: chooses its path (see
  * the top of the file) and leaves the choice's result in `out`. Two timed runs of each: one was
- * not enough, a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col at 26 ms a call
- * against oneDNN's 9.5. The runs alternate, so that a slow spell of the machine weighs on both.
+ * not enough, a loop of 64 x 32 x 28 x 28 f32 convolutions once settled on im2col, much slower
+ * than oneDNN. The runs alternate, so that a slow spell of the machine weighs on both.
  * Two callers measuring the same new class at once keep the first one's choice. Each run
  * includes the epilogue, if any, as that path runs it (im2col on each block as it is written,
  * oneDNN's after the whole result): a chain that im2col runs in cache may tip the choice. */
@@ -914,25 +914,24 @@ cx_code blas_conv2d_grad(cx_op_id op, const cx_tensor *a, const cx_tensor *b, co
  * team at one thread (the calling thread runs the first). Not on the master thread with OpenMP's
  * team of two: handing each product to that thread and back, and OpenMP's thread meeting it at
  * the barriers inside the primitive, cost more than the product on this project's 2-core
- * machines. An f32 256 x 256 x 256 in a loop (C, CASCADE_BLAS_DOT=onednn) took 95-100 us a
- * call in some processes and 145-160 or 250-300 in others, by where the threads had landed;
- * oneDNN alone from C, 87 us with its two OpenMP threads, 164 on one and 82 for half the rows on
- * one. Strips also never wait for a thread another caller holds, so a product on a normal
- * scheduler takes oneDNN while a convolution runs. The strips are fixed per shape class (one
- * primitive per strip size, at most two), so the same shape gives the same bits whichever
- * threads run them. */
+ * machines. An f32 256 x 256 x 256 in a loop (C, CASCADE_BLAS_DOT=onednn) ran much slower in some
+ * processes than in others, by where the threads had landed; oneDNN alone from C ran half the rows
+ * on one thread as fast as all of them on its two OpenMP threads. Strips also never wait for a
+ * thread another caller holds, so a product on a normal scheduler takes oneDNN while a convolution
+ * runs. The strips are fixed per shape class (one primitive per strip size, at most two), so the
+ * same shape gives the same bits whichever threads run them. */
 
 #define MM_CLASSES    32
 #define MM_STRIP_ROWS 16 /* rows a strip has at least (blas_gemm's SPLIT_MIN_ROWS) */
 /* An f32 product of MM_WHOLE_MIN multiply-adds or more runs whole instead, as one dnnl_sgemm on
  * the master thread with OpenMP's whole team: each strip packs all of B (or of A) for itself,
  * which the team packs once between them. From C on an Intel Xeon (Cascade Lake, 2 cores, 2.5
- * GHz), f32 1024 x 1024 x 1024: dnnl_sgemm on 2 OpenMP threads 8.2-8.5 ms, OpenBLAS on its 2
- * threads 8.8-9.0, OpenBLAS in two strips of rows 9.2-9.5, oneDNN's matmul on 2 OpenMP threads
- * 9.1-9.5; 512^3: dnnl_sgemm 0.97 ms. Through Cascade, three alternating pairs of builds in a
- * slow spell of the machine: 1024^3 whole 13.8-16.5 ms against 14.6-17.1 in strips, each pair
- * faster whole; but 512^3 whole 1.79-2.48 against 1.11-1.73 (the hand-off to the master thread
- * and its team's wake-up weigh on a product of a millisecond), so only from 2^30 (1024^3).
+ * GHz), f32 1024 x 1024 x 1024 ran fastest as dnnl_sgemm on 2 OpenMP threads, ahead of OpenBLAS
+ * on its 2 threads, OpenBLAS in two strips of rows and oneDNN's matmul on 2 OpenMP threads.
+ * Through Cascade, three alternating pairs of builds in a slow spell of the machine: 1024^3 ran
+ * faster whole than in strips in each pair; but 512^3 ran slower whole (the hand-off to the
+ * master thread and its team's wake-up weigh on a product that small), so only from 2^30
+ * (1024^3).
  * CASCADE_BLAS_WHOLE_MIN sets it, for the tests. */
 #define MM_WHOLE_MIN (INT64_C(1) << 30)
 static double mm_whole_min(void) {
@@ -1038,9 +1037,9 @@ static bool mm_build(const blas_mm_shape *s, mm_class *c) {
     int parts = blas_gemm_parts((int)s->m, (int)s->n, (int)s->k, &c->by_cols);
     /* by rows wherever there are rows for two strips, even where OpenBLAS would cut columns: a
      * strip of columns is a strided block of B and C, which oneDNN runs with its gemm:jit
-     * kernels instead of brgemm (an f32 256 x 1024 x 1024 dense: 3.3-3.8 ms in columns, 1.65-1.8
-     * in rows, 3.1-3.2 in one strip). Fewer rows than that (16 x 1024 x 1024: 220 us in
-     * columns, 270 in one strip), columns. */
+     * kernels instead of brgemm (an f32 256 x 1024 x 1024 dense ran much faster in rows than in
+     * columns or in one strip). Fewer rows than that (16 x 1024 x 1024 ran faster in columns than
+     * in one strip), columns. */
     if (c->by_cols && parts > 1 && s->m >= 2 * MM_STRIP_ROWS) {
         c->by_cols = false;
         parts = (int)(s->m / MM_STRIP_ROWS);
@@ -1091,7 +1090,7 @@ static void *mm_builder(void *arg) {
     mm_class *c = arg;
     /* at a lower priority: on a machine whose cores are busy (products in a loop, split across
      * the pool) the builder at full priority took time slices from the pool's threads, and the
-     * products of other shapes took 2-4 ms a call while it ran, against 25 us */
+     * products of other shapes ran far slower while it ran */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     bool ok = dn_load() && mm_build(&c->key, c);
     pthread_mutex_lock(&dn_lock);
@@ -1107,9 +1106,9 @@ static void *mm_builder(void *arg) {
 }
 
 /* Starts building shape s's class in the background; dn_lock held. Building takes a while
- * (oneDNN compiles its kernels: 0.8 ms for an f32 128 x 128 x 128, 2.5 ms for 256, 4 ms for 512
- * on a 2-core machine, and loading libdnnl the first time 7-14 ms more), which a normal
- * scheduler must not spend: the calls of the shape run on OpenBLAS until it is ready. */
+ * (oneDNN compiles its kernels, longer for larger shapes, and the first build also loads
+ * libdnnl), which a normal scheduler must not spend: the calls of the shape run on OpenBLAS
+ * until it is ready. */
 static void mm_start_build(const blas_mm_shape *s) {
     mm_class *c = mm_slot();
     if (!c) return;
@@ -1164,12 +1163,12 @@ static bool mm_eligible(const blas_mm_shape *s) {
 /* A product's shape class runs its first MM_ONEDNN_CALLS calls on oneDNN, the last two of them
  * timed, then two on OpenBLAS, timed, and chooses (blas_dnnl_matmul_record); then the probes
  * (probe_step): the two timings behind the first choice can both fall in one of this machine's
- * slow spells (an f32 256 x 1024 x 1024 dense stayed on OpenBLAS at 3.3 ms through a whole
- * benchmark run, against 1.8 on oneDNN in the run before). Two calls a probe, because the first
- * oneDNN call after a while costs more (its threads asleep). The first builds oneDNN's kernel; the
- * next ones vary: in a loop of f32 512 x 512 products (CASCADE_BLAS_DOT=onednn, three runs) the
- * second took 1.6-1.8 ms, the third and fourth 2.9-5.6, every later one 0.8-1.8, so timing the
- * third and fourth (as this did until 2026-11-26) kept OpenBLAS at 1.3-1.4 ms. */
+ * slow spells (an f32 256 x 1024 x 1024 dense stayed on OpenBLAS through a whole benchmark run,
+ * though oneDNN had been faster in the run before). Two calls a probe, because the first oneDNN
+ * call after a while costs more (its threads asleep). The first builds oneDNN's kernel; the next
+ * ones vary: in a loop of f32 512 x 512 products (CASCADE_BLAS_DOT=onednn, three runs) the third
+ * and fourth were slower than the second and every later one, so timing the third and fourth (as
+ * this did until 2026-11-26) kept OpenBLAS, the slower. */
 #define MM_ONEDNN_CALLS 6
 
 /* OpenBLAS when it is faster by a margin: 1.25 for f32 (and f16 on widened copies), 1.5 for bf16
@@ -1303,14 +1302,13 @@ void blas_dnnl_matmul_record(const blas_mm_shape *s, double seconds) {
         c->openblas_s = seconds;
     /* bf16: OpenBLAS only when clearly faster: it computes twice the f32 FMAs the bf16
      * instructions do, and a first oneDNN call whose OpenMP threads had gone to sleep (between
-     * calls that are not back to back) costs several times a later one: a bf16 256 x 256 dot
-     * took 380-450 us then and 80 us in a loop, against 260 us on OpenBLAS, which picked
-     * OpenBLAS at 1.25x. f32 (and f16 on widened copies): OpenBLAS when 1.25x faster. Their
+     * calls that are not back to back) costs much more than a later one: a bf16 256 x 256 dot
+     * timed then lost to OpenBLAS, though much faster than OpenBLAS in a loop, and a margin of
+     * 1.25x picked OpenBLAS. f32 (and f16 on widened copies): OpenBLAS when 1.25x faster. Their
      * products are 2^25 multiply-adds or more, where a late wake-up weighs little, but the
      * timed calls still vary: on an AMD family 26 processor (AVX-512, where OpenBLAS 0.3.21 runs
-     * its AVX2 kernels) oneDNN's 1024 x 1024 f32 took 6.3-6.8 ms a call in a loop against
-     * OpenBLAS's 11.1-11.6, yet in one run of three its two timed calls took 11.2 ms and OpenBLAS
-     * won at 10.6 from then on. */
+     * its AVX2 kernels) oneDNN's 1024 x 1024 f32 ran much faster than OpenBLAS's in a loop, yet
+     * in one run of three its two timed calls were slow and OpenBLAS won from then on. */
     if (call == MM_ONEDNN_CALLS + 2) mm_decide(c);
     pthread_mutex_unlock(&dn_lock);
 }

@@ -171,8 +171,8 @@ static void narrow_block(void *ctx, int part, void *c, int rows, int cols, int l
  * A half product runs in f32: its operands widened, the result rounded back. Widened once into
  * shared buffers, every call made the cores trade cache lines: the other thread's part of the
  * product read what this one had widened, and the next call's widening wrote over lines the
- * other core held (f16 256 x 256: 223-231 us against 175-185 for f32; widened by one thread,
- * 263-272). So each thread of the product widens the operands itself, into a scratch only it
+ * other core held (f16 256 x 256 ran slower than f32; widened by one thread, slower still). So
+ * each thread of the product widens the operands itself, into a scratch only it
  * uses (kept from call to call, as the cores' caches are), multiplies its block of rows (or
  * columns) and rounds that block into the output. What a thread widens: the whole of the
  * operand it reads whole, and of the other only its rows (or columns) where those are one

@@ -1,7 +1,7 @@
 /* GEMM across the cores: the product split into blocks of rows (or columns), each run by a
  * single-threaded cblas_?gemm on a thread of the driver's pool (blas_pool.c). The same split from
- * C runs 256 / 512 / 1024 at 196 / 204 / 202 GFLOP/s against OpenBLAS's threads' 185 / 204 / 204
- * on a 2-core machine (bench/blas/run.sh measures both sides). Products too small to split never
+ * C runs 256 / 512 / 1024 as fast as OpenBLAS's own threads on a 2-core machine
+ * (bench/blas/run.sh measures both sides). Products too small to split never
  * wait for a thread. An epilogue (dense's activation) runs on each block right after its product,
  * while the block is still in cache. */
 #include <cblas.h>
@@ -9,8 +9,8 @@
 #include "blas_kernels.h"
 
 /* A product of at most this much work (m * n * k) runs on the caller alone, as OpenBLAS runs it
- * on one thread: a wake-up would cost as much as the product (64 x 64 x 64 split ran at 33
- * GFLOP/s, unsplit at 57). */
+ * on one thread: a wake-up would cost as much as the product (64 x 64 x 64 ran slower split than
+ * unsplit). */
 #define SPLIT_MIN_WORK (64.0 * 64 * 64)
 #define SPLIT_MIN_ROWS 16 /* rows (or columns) per thread at least */
 

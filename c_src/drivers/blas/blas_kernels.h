@@ -65,11 +65,11 @@ bool blas_conv2d_grad_fits(cx_op_id op, const cx_desc *in, int n_in, const cx_pa
  * openblas forces one).
  * bf16 shapes take part where the processor has AVX512-BF16 (bf16 dot products in hardware,
  * twice the f32 FMA rate; OpenBLAS runs them widened to f32); f32 ones from BLAS_DNNL_F32_MIN
- * multiply-adds (about 100^3): oneDNN ran an f32 128^3 in 17 us against OpenBLAS's 25-58, 256^3
- * in 90-110 against 180, while below it a shape's kernels would cost more to build than they
- * save. A new shape is built in the background (its calls run on OpenBLAS until it is ready),
- * then runs as strips on the pool's threads, or whole (f32 of MM_WHOLE_MIN, 2^30 multiply-adds,
- * or more) as one dnnl_sgemm on oneDNN's master thread with OpenMP's team (blas_dnnl.c).
+ * multiply-adds (about 100^3): oneDNN ran an f32 128^3 and 256^3 faster than OpenBLAS, while below
+ * it a shape's kernels would cost more to build than they save. A new shape is built in the
+ * background (its calls run on OpenBLAS until it is ready), then runs as strips on the pool's
+ * threads, or whole (f32 of MM_WHOLE_MIN, 2^30 multiply-adds, or more) as one dnnl_sgemm on
+ * oneDNN's master thread with OpenMP's team (blas_dnnl.c).
  * blas_dnnl_matmul_path: which runs the next call of the shape: 1 oneDNN, 2 OpenBLAS timed (its
  * time goes to blas_dnnl_matmul_record: for the choice, then for the probes that check it), 0
  * OpenBLAS with nothing to time (without oneDNN or the instructions, too small, forced, or

@@ -1,13 +1,12 @@
 /* The driver's threads: one pool for every op it splits across the cores -- GEMM (blas_gemm.c),
  * the elementwise kernels and the reductions (blas_simd.c).
  *
- * Why not OpenBLAS's own threads: inside the BEAM they lose a quarter of a 256 x 256 product.
- * Its worker threads wait for each other with sched_yield at every panel, and in the BEAM there
- * is always another thread ready to run (a scheduler waking, a dirty scheduler), so each yield is
- * a context switch; measured on a 2-core machine, cblas_sgemm 256 from a dirty scheduler took
- * 225-260 us against 177 us from C. Splitting here costs two wake-ups per call instead: the
- * calling thread runs part 0, each claimed worker another part, and the caller waits for them at
- * the end.
+ * Why not OpenBLAS's own threads: inside the BEAM they slow a 256 x 256 product down. Its worker
+ * threads wait for each other with sched_yield at every panel, and in the BEAM there is always
+ * another thread ready to run (a scheduler waking, a dirty scheduler), so each yield is a context
+ * switch; measured on a 2-core machine, cblas_sgemm 256 ran slower from a dirty scheduler than from
+ * C. Splitting here costs two wake-ups per call instead: the calling thread runs part 0, each
+ * claimed worker another part, and the caller waits for them at the end.
  *
  * Workers: the configured thread count (CASCADE_BLAS_THREADS, else openblas_get_num_threads() at
  * probe, so OPENBLAS_NUM_THREADS still sizes it) minus the caller. A caller claims the idle workers
@@ -21,7 +20,7 @@
  * core stays free for any thread that wants it), then sleeps on a condition variable.
  *
  * Waking a worker that sleeps takes longer on these virtual machines than a mid-size part takes to
- * run (a 32K-element f32 add: ~10 us on one core). So a caller that has finished its own part and
+ * run (a 32K-element f32 add on one core). So a caller that has finished its own part and
  * finds another not yet begun by its worker takes it back (PART_GIVEN -> PART_REVOKED, against the
  * worker's PART_GIVEN -> PART_TAKEN) and runs it itself; the worker, when it wakes, finds the part
  * gone and makes itself claimable again. A split then never costs the caller more than the signal,
@@ -112,16 +111,15 @@ static void *worker_main(void *arg) {
         /* wait for the next part yielding, not spinning on the core: in the BEAM the thread
          * that must run next (the scheduler taking the result back, then the dirty scheduler
          * with the next op) is often waiting for this core. Spinning with pause for the whole
-         * SPIN_NS made a loop of 256 x 256 products 50% slower than not waiting at all. But a
+         * SPIN_NS made a loop of 256 x 256 products slower than not waiting at all. But a
          * worker that yields runs its next part slower: on this project's virtual machines a
-         * system call costs a lot (a paravirtualised kernel), and a 1M f32 sum in a loop took
-         * 30.5 us a call yielding from the first instant, 21.8 spinning 20 us first (22 in a
-         * plain C loop whose threads spin). So a worker whose last part came soon (a loop of
-         * ops) spins for twice that wait first, at most PAUSE_NS: sum 1M 31 -> 24 us in C; the
-         * benchmark's CNN epoch, which a fixed 20 us spin made 5-7 % slower (1.45-1.69 s against
-         * 1.36-1.59, four pairs), ran 1.40-1.56 s against 1.44-1.72 without a spin. The master
-         * thread's convolutions hush the spin (blas_pool_hush): their OpenMP team needs the
-         * cores. */
+         * system call costs a lot (a paravirtualised kernel), and a 1M f32 sum in a loop ran
+         * slower yielding from the first instant than spinning 20 us first (as fast as a plain C
+         * loop whose threads spin). So a worker whose last part came soon (a loop of ops) spins
+         * for twice that wait first, at most PAUSE_NS: that made the 1M sum in C faster, and the
+         * benchmark's CNN epoch, which a fixed 20 us spin made slower, no slower than without a
+         * spin. The master thread's convolutions hush the spin (blas_pool_hush): their OpenMP
+         * team needs the cores. */
         double t0 = now_ns(), until = t0 + SPIN_NS;
         double spin = gap < PAUSE_NS ? 2 * gap + 2000 : 0;
         double spin_until = t0 + (spin < PAUSE_NS ? spin : PAUSE_NS);

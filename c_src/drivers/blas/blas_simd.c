@@ -28,22 +28,20 @@
 #define CHUNK 1024 /* f16/bf16 elements widened at a time: every f32 copy stays in L1 */
 /* Elements per thread at least, for one pass over memory. 2^14 since the pool takes back a part
  * whose worker is asleep (blas_pool.c): in a loop, with the worker awake, a 64K-element f32 add
- * took 10.3-10.8 us a call against 20.6-21.5 on one thread (negate 8.2 against 14.6-15.4, PyTorch
- * 9.1 and 6.5); a call 2 ms after the last costs 3-10 us more (the wake-up: 65,536 elements 53 ->
- * 57-63 us, cold caches). At 2^14 without the taking back, the benchmark's CNN epoch looked 5%
- * slower; with it, 2.16-2.36 s against 2.07-2.41 at 2^16 (four pairs), the MLP's unchanged. */
+ * or negate ran faster split than on one thread; a call a while after the last costs more (the
+ * wake-up, cold caches). At 2^14 without the taking back, the benchmark's CNN epoch looked
+ * slower; with it, no slower than at 2^16, the MLP's unchanged. */
 #define GRAIN_CHEAP (1 << 14)
 #define GRAIN_MATH  (1 << 13) /* ... and for a transcendental function per element */
 /* ... and for widening halves into f32 for a product: the product's threads read the copy next,
  * and a copy made by one thread is slow for the other to read and for the next call to write
- * (bf16 256 x 256 dot: 226 -> 199 us split at 2^14 elements instead of 2^16) */
+ * (a bf16 256 x 256 dot ran faster split at 2^14 elements than at 2^16) */
 #define GRAIN_WIDEN (1 << 14)
 
 /* Scratch rows of f32, one per part: each starts on its own cache line, so that two threads
  * never write one line. Packed end to end, 1000-float rows (f16/bf16 softmax of 1000 x 1000)
  * shared a line at every boundary, and the two threads' stores to it, pass after pass, made two
- * threads no faster than one (380 us against 480; f32, whose rows are the tensor's, 224 against
- * 422). */
+ * threads no faster than one. */
 #define LINE_FLOATS 16 /* 64 bytes */
 static size_t part_floats(size_t n) {
     return (n + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
@@ -236,9 +234,8 @@ static simd_unary_h unary_half(const simd_table *t, cx_dtype type, int op) {
  * bit for bit its results: the kernels treat each lane alone, the last partial vector included;
  * only a NaN's sign may differ, as it already may between a full vector and the last partial one,
  * compiled apart), make each element of a large tensor one load from the table. One table per type
- * and function, 128 KiB, built on the first call that needs it (about 50 us) and kept for the life
- * of the process. From C, one thread, 1M bf16 values in [-1, 1]: 0.24 ns a value, whatever the
- * function. */
+ * and function, 128 KiB, built on the first call that needs it and kept for the life of the
+ * process. From C, one thread, 1M bf16 values in [-1, 1] cost the same whatever the function. */
 enum { HT_GELU = CX_OP_COUNT, HT_GELU_TANH, HT_SILU, HT_KEYS };
 static _Atomic(uint16_t *) half_tables[2][HT_KEYS];
 
@@ -489,20 +486,19 @@ static bool ew_takes(const simd_table *t, cx_op_id op, const cx_desc *in, int n_
  * Runs of fewer than SMALL_RUN values. The AVX-512 f16/bf16 kernels take such a run as one
  * zero-padded 16-lane vector, and on a Xeon of the Cascade Lake generation a 512-bit instruction
  * moves the core to a lower frequency license for a while, so the whole call around it slowed: a
- * loop of one-element f16 adds took 480-497 ns against f32's 415-427, whose add is a scalar loop
- * there (perf: every function of the call 10-20% slower, the kernel itself 11 ns).
+ * loop of one-element f16 adds ran slower than f32's, whose add is a scalar loop there (perf:
+ * every function of the call slower, not only the kernel itself).
  *
  * f32 and f64 tensors whose operands and result together outgrow the L2 caches of the threads
  * that split them, on Intel's processors (stream_l2): they stream from L3 or memory, and 256-bit
  * loads and stores moved them faster than 512-bit ones on that Xeon (Cascade Lake, L2 1 MiB a
- * core; the tables' kernels called from C on one thread, best of ten: add of 1M f32 566 us
- * against 619, of 4M 4213 against 4928, negate of 1M 352 against 387; through Cascade on two
- * threads add of 1M 258-263 against 264-270), while on data in L2 512-bit ones were faster (add of
- * 65,536 10.5 us against 13.1, negate 6.9 against 10.5). GCC and LLVM, too, prefer 256-bit
- * vectors when they tune for Intel's AVX-512 processors. The f16/bf16 kernels stay on AVX-512 at
- * every size: their conversions make them faster there (bf16 add of 1M 128 us against 168). Not
- * on AMD's: Zen 4 runs a 512-bit instruction as two 256-bit halves at the same clock, so there is
- * nothing to expect, and it is not measured. */
+ * core; the tables' kernels called from C on one thread, best of ten: add of 1M and of 4M f32,
+ * negate of 1M; through Cascade on two threads add of 1M, by less), while on data in L2 512-bit
+ * ones were faster (add and negate of 65,536). GCC and LLVM, too, prefer 256-bit vectors when
+ * they tune for Intel's AVX-512 processors. The f16/bf16 kernels stay on AVX-512 at every size:
+ * their conversions make them faster there (bf16 add of 1M). Not on AMD's: Zen 4 runs a 512-bit
+ * instruction as two 256-bit halves at the same clock, so there is nothing to expect, and it is not
+ * measured. */
 #define SMALL_RUN 16
 static const simd_table *table_for(cx_op_id op, cx_dtype type, int64_t numel, int n_in) {
     const simd_table *t = blas_simd();
@@ -548,7 +544,7 @@ bool blas_simd_elementwise(cx_op_id op, const cx_tensor *const *in, int n_in, cx
  * both ends of the kept ones (an {A, K, B} view, each of the K summed over A runs of B: the
  * gradient of a convolution's bias, summed over axes 0, 2 and 3), or the middle ones (an {A, R,
  * B} view, each of the A rows of B summed over its R: the interpolation weights of a sample's
- * pixels, {batch, 4, pixels} summed over axis 1, which the cpu's loop took 1.2 ms for with
+ * pixels, {batch, 4, pixels} summed over axis 1, which the cpu's loop was slow for with
  * 64 x 4 x 784 floats) */
 typedef enum { SUM_INNER, SUM_OUTER, SUM_ENDS, SUM_MIDDLE } sum_form;
 
@@ -566,12 +562,12 @@ typedef struct {
 
 /* MIDDLE: columns summed at a time, in a block of doubles on the stack. Into an array of all the
  * results instead, malloc mapped fresh pages for any of more than 128 KiB and each call faulted
- * them in (64 x 4 x 784 over axis 1: 840 us a call, nearly all of it in the first stores). */
+ * them in (64 x 4 x 784 over axis 1: nearly all of a call's time went to the first stores). */
 #define SUM_BLOCK 512
 /* INNER: f32 and f64 rows shorter than this are summed here, in double and in order, which is
  * what sum_f32 and sum_f64 do with a row shorter than their vectors (both tables' vectors hold 8
  * floats at least, and their f64 loops take 16 doubles at least), without a call a row: a
- * {262144, 4} f32 sum over axis 1 took 1 ms through them */
+ * {262144, 4} f32 sum over axis 1 was slow through them */
 #define SUM_SHORT 8
 
 /* n values of t's type from element off, as f32 (in buf) or f64 (in place) */
@@ -808,7 +804,7 @@ typedef struct {
 #define EXT_CHUNK 1024
 
 /* rows shorter than this are folded here, one value at a time as the kernels fold their lanes:
- * through them a 10 x 10 reduce_max took 2.5-2.7 us a call against the cpu's 1.9-2.0 */
+ * through them a 10 x 10 reduce_max was slower than on the cpu */
 #define EXT_SHORT 64
 
 /* the extreme so far r with x folded in: a NaN wins and stays (reduce.c's F_MAX, F_MIN) */
@@ -974,7 +970,7 @@ static bool ext_takes(const simd_table *t, cx_op_id op, const cx_desc *in, const
 
 /* f16/bf16 in the f32 kernels: widened (exactly) into a buffer of the cpu's cache, reduced there,
  * reduce_max/min's extremes (each one of the elements, or a NaN) rounded back exactly. The cpu's
- * loops took 4.1 ms (f16) and 0.75 ms (bf16) for the rows of 1000 x 1000, against 0.12 in f32. */
+ * loops were far slower in f16 and bf16 than in f32 for the rows of 1000 x 1000. */
 static bool extreme_half(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tensor *out) {
     const simd_table *t = blas_simd();
     cx_desc d = in->desc;
@@ -1276,9 +1272,8 @@ bool blas_simd_fused(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_t
  * last instruction writes memory, so a chain of k ops reads its inputs once and writes once
  * instead of k times. A value read from a number (rank 0) stays one value until an instruction
  * combines it with a full one. Each instruction is still one vector kernel over its block: an
- * instruction costs a pass over L1 (about 25 us for 1M f32 on two cores here; blocks of 128
- * and 1024 measured slower), where code generated for the whole chain would keep values in
- * registers. */
+ * instruction costs a pass over L1 (blocks of 128 and 1024 measured slower), where code generated
+ * for the whole chain would keep values in registers. */
 #define CHAIN_BLOCK 512
 
 typedef struct {
@@ -1816,7 +1811,7 @@ void blas_narrow(cx_dtype type, const float *src, void *dst, int64_t n) {
  * and u8 into f16/bf16 through a chunk of f32 in L1 (through_f32: every step exact but the one
  * rounding, so the cpu's); f32 to and from f64, u8 and s32 as plain loops (int_cast): the same bits
  * as the cpu driver's cast.c, split across the pool's threads. The cpu's loops convert one element
- * at a time on one thread: 1M f32 to bf16 took 696 us there, 4.9x PyTorch's 141 (the Xeon). f64
+ * at a time on one thread: 1M f32 to bf16 ran far slower there than PyTorch's (the Xeon). f64
  * into f16/bf16 (one rounding from double) and the other integer pairs stay on the cpu. */
 static bool cast_takes(cx_dtype from, cx_dtype to) {
     bool half_from = from == CX_F16 || from == CX_BF16, half_to = to == CX_F16 || to == CX_BF16;
@@ -1940,7 +1935,7 @@ bool blas_simd_cast(const cx_tensor *in, cx_tensor *out) {
 
 /* x as f32: in place, or widened into a buffer of the cpu's cache (*owned, to put back; a fresh
  * 4 MB from malloc page-faulted in on every call: a 1000 x 1000 bf16 cross-entropy, when it
- * widened this way, took 3.3 ms against 0.26 in f32). f16/bf16 logsumexp of one long row. */
+ * widened this way, ran far slower than in f32). f16/bf16 logsumexp of one long row. */
 static const float *f32_view(const cx_tensor *x, float **owned) {
     *owned = NULL;
     if (x->desc.dtype == CX_F32) return x->data;
@@ -1993,8 +1988,8 @@ bool blas_simd_rowred(cx_op_id op, const cx_tensor *const *in, const cx_params *
     bool slices = !xent && rows == 1 && parts > 1; /* one long row: by slices, in two passes */
     if (!slices && parts > rows) parts = (int)(rows ? rows : 1);
     /* f16/bf16 by rows: each part widens its rows one at a time, into scratch that stays in
-     * L1, rather than the whole tensor first (a 1000 x 1000 bf16 cross-entropy: 239 us against
-     * 337-344; f32 220-226 in the same minutes). Rows longer than 2^16 would not stay in L2
+     * L1, rather than the whole tensor first (a 1000 x 1000 bf16 cross-entropy ran faster so,
+     * near f32's in the same minutes). Rows longer than 2^16 would not stay in L2
      * either, and each part's two would outgrow the one widened tensor. */
     bool by_rows = x->desc.dtype != CX_F32 && !slices && cols <= (1 << 16);
     size_t stride = part_floats(cols ? (size_t)cols : 1);

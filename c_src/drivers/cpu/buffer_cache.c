@@ -2,20 +2,19 @@
  *
  * Why: tensors are released by the BEAM's garbage collector in batches, and a large buffer
  * returned to libc is unmapped; the next one is mapped again and every page faults on first
- * touch. A 1M-element f32 add then spent 85% of its time in page faults (measured with perf:
- * 1.8 ms against 0.25 ms of arithmetic). Keeping a bounded number of freed large buffers and
- * handing them back for requests of the same rounded size removes that cost for the usual
- * loop that makes tensors of the same shapes again and again. When the cache is full the
- * buffers freed longest ago make room: a cache filled once with sizes no longer asked for
- * would otherwise keep the current ones out (that made the benchmark's 1M add 6x slower
- * after the dot cases had run).
+ * touch. A 1M-element f32 add then spent most of its time in page faults (measured with perf).
+ * Keeping a bounded number of freed large buffers and handing them back for requests of the same
+ * rounded size removes that cost for the usual loop that makes tensors of the same shapes again
+ * and again. When the cache is full the buffers freed longest ago make room: a cache filled once
+ * with sizes no longer asked for would otherwise keep the current ones out (that made the
+ * benchmark's 1M add much slower after the dot cases had run).
  *
  * Sizes: Cascade asks a process to collect once a device's tensors have grown by gc_interval (4
  * MiB by default since bdf0e4d, 64 MiB when this was written; core/device.c), so up to that much
  * garbage comes back at once, more where several processes allocate; the cache holds 64 MiB, in
  * as many slots as 256 KiB buffers take (a 256 x 256 f32 dot in a loop: 64 slots let
- * three results in four miss the cache and fault their pages in, 1.2x slower; 128 MiB instead of
- * 64 made no measurable difference and left the idle set twice as large). */
+ * three results in four miss the cache and fault their pages in; 128 MiB instead of 64 made no
+ * measurable difference and left the idle set twice as large). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,11 +28,11 @@
 #define CACHE_SLOTS CPU_BUFFER_CACHE_SLOTS
 #define CACHE_CAP   CPU_BUFFER_CACHE_CAP
 /* Small buffers (a scalar, a short vector: the tensors of a loop of small ops) are kept on free
- * lists of 64, 128 and 256 bytes: aligned_alloc and free took ~15% of a one-element add (perf);
- * a list under an uncontended mutex costs a fraction of that. At most SMALL_KEEP per size: the BEAM
- * releases a loop's small tensors thousands at a time (they are too small for the gc interval
- * to ask for collections; its own minor collections find them), and with 256 a list most of
- * each batch went back to libc and came out again (one-element add 610 -> 533 ns with 4096; the
+ * lists of 64, 128 and 256 bytes: aligned_alloc and free took a fair part of a one-element add
+ * (perf); a list under an uncontended mutex costs a fraction of that. At most SMALL_KEEP per size:
+ * the BEAM releases a loop's small tensors thousands at a time (they are too small for the gc
+ * interval to ask for collections; its own minor collections find them), and with 256 a list most
+ * of each batch went back to libc and came out again (a one-element add ran faster with 4096; the
  * lists hold at most 1.8 MB). */
 #define SMALL_CLASSES 3
 #define SMALL_KEEP    4096
@@ -116,12 +115,11 @@ static void *from_cache(size_t size) {
 
 /* A new block. One of 2 MiB or more is mapped on its own, starting on a 2 MiB boundary, and asks
  * for transparent huge pages before any of it is touched (on Linux they are given to a range
- * that asks, by default): a 1M-element f32 add on the blas driver, 12 MB through the caches,
- * took 66-69 us on them against 75-80 on 4 KiB pages (C, AMD EPYC; fewer TLB misses). Not
- * from malloc: past its dynamic mmap threshold (raised by each large free) malloc hands out
- * heap memory already faulted in as 4 KiB pages, which madvise does not turn into huge ones (two
- * 1M-element f32 tensors made from malloc: AnonHugePages 4 MiB of their 8, and adding them took
- * 69-72 us a call against 66-67 mapped here). */
+ * that asks, by default): a 1M-element f32 add on the blas driver, 12 MB through the caches, ran
+ * faster on them than on 4 KiB pages (C, AMD EPYC; fewer TLB misses). Not from malloc: past its
+ * dynamic mmap threshold (raised by each large free) malloc hands out heap memory already faulted
+ * in as 4 KiB pages, which madvise does not turn into huge ones (two 1M-element f32 tensors made
+ * from malloc: AnonHugePages 4 MiB of their 8, and adding them was slower than mapped here). */
 static size_t mapped_length(size_t size) {
     size_t pages = (HEADER + size + 4095) & ~(size_t)4095;
     size_t huge = (HEADER + size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);

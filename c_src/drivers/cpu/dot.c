@@ -236,7 +236,7 @@ void cpu_gather_f32(const cx_tensor *t, const int64_t *roff, const int64_t *coff
                     int64_t rows, int64_t cols, float *dst) {
     const void *p = t->data;
     /* columns next to each other (the usual row-major operand): whole rows through the array
-     * conversions, which use F16C where there is one (8x faster than element by element) */
+     * conversions, which use F16C where there is one (faster than element by element) */
     bool unit = cols > 0;
     for (int64_t q = 1; unit && q < cols; q++) unit = coff[q] == coff[0] + q;
     if (unit && t->desc.dtype != CX_F32) {

@@ -166,7 +166,7 @@ static bool window_f32_2d(cx_op_id op, const cx_tensor *in, const cx_params *ps,
  * output position written once, the selected one with value + source (the float sum of two
  * floats is the double sum rounded once), the others with the value; the selection as below (the
  * last of equal extremes wins, a NaN first holds) without branches: data-dependent branches
- * took most of the time (a 32 x 8 x 26 x 26 tensor: ~20 ns a window). */
+ * took most of the time (a 32 x 8 x 26 x 26 tensor). */
 #define SCATTER_2X2_S2(name, BETTER)                                                               \
     static void name(const float *x, const float *g, float *y, int64_t H, int64_t W, int64_t OH,   \
                      int64_t OW, float pf) {                                                       \

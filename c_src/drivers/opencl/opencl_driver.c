@@ -285,7 +285,8 @@ static cx_code ocl_upload(void *ctx, void *dst, const void *src, size_t bytes, c
  * implementation's. A producer past the bound waits for the waiter to make room.
  *
  * The implementation's calls take locks that its own threads hold while they schedule work; on
- * a loaded machine a preempted holder made an 8-byte read and a slice's enqueue wait 2.5-4 ms.
+ * a loaded machine a preempted holder made an 8-byte read and a slice's enqueue wait far longer
+ * than they take.
  * So the NIF makes every call on this device from a dirty I/O scheduler (may_block), and a
  * released buffer, which a garbage collection releases from any thread, a normal scheduler's
  * included, is handed to the waiter, which releases it to OpenCL. */

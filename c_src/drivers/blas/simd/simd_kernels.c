@@ -4,13 +4,13 @@
  *
  * Plain loops (add, multiply, max ...) are written for the compiler to vectorise at the width of
  * the flags; transcendental functions call SLEEF's vector functions of that width, or our own
- * where SLEEF's took twice the time, on full vectors, and on a zero-padded copy of the last
+ * where SLEEF's were slower, on full vectors, and on a zero-padded copy of the last
  * partial one. Error bounds, in ulp of the result type (f32 and f64; f16/bf16 compute in f32 and
  * round once more; f16 exp on AVX-512 is its own, at 1.1e-6 relative before that rounding:
  * exp_f16_vf below, and so is f16/bf16 tanh, 2.8e-8: tanh_half_vf): f64 exp, expm1, log, log1p,
  * sin, cos, pow, atan2, erf 1.0 (SLEEF's u10 functions), and the same f32 functions but exp,
  * erf and tanh; f32 exp 0.91 (ours: exp_vf); f32 erf 1.07 (ours: erf_vf); f32 tanh 2.5 (ours:
- * tanh_vf); f64 tanh 3.5 (u35: 2.8 times as fast as u10 here, and inside the 4 ulp the
+ * tanh_vf); f64 tanh 3.5 (u35: faster than u10 here, and inside the 4 ulp the
  * differential suite allows any library); sigmoid from one exp and one division, 2.4 (every f32);
  * sqrt, rsqrt (1 / sqrt), reciprocal, add, subtract, multiply, divide correctly rounded; gelu and
  * silu as their decompositions' tolerance allows (below). */
@@ -280,14 +280,13 @@ static inline vd vd_keep_nan(vd m, vd x) {
 #define F32_UNARY(name, F)                       VEC_UNARY(name##_f32, float, vf, VW, vf_load, vf_store, F)
 #define F64_UNARY(name, F)                       VEC_UNARY(name##_f64, double, vd, DW, vd_load, vd_store, F)
 
-/* exp in f32, our own: SLEEF's u10 expf took 0.74-0.83 ns a value on one core of the Xeon
- * (Cascade Lake, AVX-512) against 0.39 for this. x = n ln 2 + r, |r| <= ln 2 / 2 (n rounded by
- * adding 1.5 * 2^23; Cody and Waite's two-part ln 2), e^r = 1 + r (1 + r P(r)), P of degree 4,
- * a minimax fit in relative error (3.1e-9), the last step one fused multiply-add so that 1 + ...
- * is rounded once, then scaled by 2^n in one rounding (subnormal results included). x is clamped
- * to [-104, 89] first (exp rounds to 0 below -103.97 and overflows above 88.73). Measured against
- * double exp on every f32: at most 0.909 ulp (at 5.1998); NaN stays NaN, exp(-inf) = 0,
- * exp(inf) = inf. */
+/* exp in f32, our own: SLEEF's u10 expf was slower than this on one core of the Xeon (Cascade Lake,
+ * AVX-512). x = n ln 2 + r, |r| <= ln 2 / 2 (n rounded by adding 1.5 * 2^23; Cody and Waite's
+ * two-part ln 2), e^r = 1 + r (1 + r P(r)), P of degree 4, a minimax fit in relative error
+ * (3.1e-9), the last step one fused multiply-add so that 1 + ... is rounded once, then scaled by
+ * 2^n in one rounding (subnormal results included). x is clamped to [-104, 89] first (exp rounds to
+ * 0 below -103.97 and overflows above 88.73). Measured against double exp on every f32: at most
+ * 0.909 ulp (at 5.1998); NaN stays NaN, exp(-inf) = 0, exp(inf) = inf. */
 static inline vf exp_vf(vf x) {
     x = vf_min(vf_set(89.0f), vf_max(vf_set(-104.0f), x)); /* x when x is NaN */
     const vf magic = vf_set(12582912.0f);
@@ -328,8 +327,8 @@ BOTH_UNARY(log, SLF(log)(x), SLD(log)(x))
 BOTH_UNARY(log1p, SLF(log1p)(x), SLD(log1p)(x))
 BOTH_UNARY(sin, SLF(sin)(x), SLD(sin)(x))
 BOTH_UNARY(cos, SLF(cos)(x), SLD(cos)(x))
-/* tanh in f32, our own: SLEEF's u35 tanhf took 1.1-1.3 ns a value on one core of the Xeon
- * (Cascade Lake, AVX-512) against 0.62 for this, and 1.6-2.0 against 0.66-0.92 at AVX2 width.
+/* tanh in f32, our own: SLEEF's u35 tanhf was slower than this on one core of the Xeon (Cascade
+ * Lake, AVX-512), and at AVX2 width too.
  * tanh(x) = -m / (2 + m) with m = expm1(-2|x|), the sign of x put back: no cancellation
  * anywhere, so one form serves every x. expm1(y), y in [-18.2, 0] (from |x| = 9.01 on tanh
  * rounds to 1): y = n ln 2 + r, |r| <= ln 2 / 2 (one f32 ln 2 is enough here: its error times
@@ -356,8 +355,8 @@ static inline vf tanh_vf(vf x) {
 }
 F32_UNARY(tanh, tanh_vf(x))
 F64_UNARY(tanh, SLD35(tanh)(x))
-/* erf in f32, our own: SLEEF's erff (u10) costs 8 exps here (2.3 ns a value on one core, against
- * 0.5 for this). Two approximations, both lanes computed and one picked:
+/* erf in f32, our own: SLEEF's erff (u10) costs 8 exps here, and was slower than this on one core.
+ * Two approximations, both lanes computed and one picked:
  *   |x| <= 1:  erf(x) = x + x P(x^2), P of degree 7 (P(0) = 2 / sqrt(pi) - 1);
  *   |x| > 1:   erf(x) = sign(x) (1 - exp(Q(min(|x|, 4)))), Q of degree 8 approximating
  *              log(erfc(t)); erf rounds to 1 from |x| = 3.92 on, so 4 is far enough.
@@ -414,12 +413,11 @@ BOTH_UNARY(round, round_vf(x), round_vd(x))
 BOTH_UNARY(sign, vf_pick_gt(vf_abs(x), vf_set(0.0f), vf_copysign(vf_set(1.0f), x), x),
            vd_pick_gt(vd_abs(x), vd_set(0.0), vd_copysign(vd_set(1.0), x), x))
 
-/* tan, asin, acos, atan, atanh, cbrt and erfc: SLEEF's f32 functions (u10; erfc u15), 2.1-2.9
- * times as fast here as widening to double (1M f32 on one core of the Xeon, AVX-512: atan 1.9 ms
- * against 4.4, cbrt 3.1 against 7.6), within 1 ulp of the correctly rounded result (2^22 values
- * of every exponent and the special ones: at most 1 ulp from libm's double function rounded to
- * f32, which the cpu returns; test_simd_kernels). f64 runs SLEEF's double functions (1.0 ulp;
- * erfc 1.5). */
+/* tan, asin, acos, atan, atanh, cbrt and erfc: SLEEF's f32 functions (u10; erfc u15), faster here
+ * than widening to double (1M f32 on one core of the Xeon, AVX-512: atan, cbrt), within 1 ulp of
+ * the correctly rounded result (2^22 values of every exponent and the special ones: at most 1 ulp
+ * from libm's double function rounded to f32, which the cpu returns; test_simd_kernels). f64 runs
+ * SLEEF's double functions (1.0 ulp; erfc 1.5). */
 BOTH_UNARY(tan, SLF(tan)(x), SLD(tan)(x))
 BOTH_UNARY(asin, SLF(asin)(x), SLD(asin)(x))
 BOTH_UNARY(acos, SLF(acos)(x), SLD(acos)(x))
@@ -682,8 +680,8 @@ static void f32_to_bf16_tail(const float *restrict f, uint16_t *restrict h, int6
     }
 }
 
-/* VW values at a time, written out: the compiler left the narrowing loop's select scalar
- * (159 us for 1M values against 25 us here, AVX2, one thread). ld_bf16 widens VW halves into a
+/* VW values at a time, written out: the compiler left the narrowing loop's select scalar, which
+ * ran 1M values far slower than this on one AVX2 thread. ld_bf16 widens VW halves into a
  * vector, st_bf16 rounds a vector back; the in-register half kernels below use them too. */
 #if VW == 16
 static inline vf ld_bf16(const uint16_t *h) {
@@ -769,8 +767,8 @@ static void f32_to_bf16(const float *restrict f, uint16_t *restrict h, int64_t n
 /* ==== transpose ================================================================================
  * y (cols x rows) = t (rows x cols) transposed, both row-major: 8 x 8 blocks through 256-bit
  * registers (unpack, shuffle, swap of 128-bit lanes), inside 32 x 32 tiles that stay in L1;
- * the edges element by element. The channels-first result of a oneDNN convolution spent 2.3 of
- * its 12 ms in the scalar tiled loop this replaces. */
+ * the edges element by element. The channels-first result of a oneDNN convolution spent a fair
+ * part of its time in the scalar tiled loop this replaces. */
 static inline void transpose8(const float *src, int64_t ss, float *dst, int64_t ds) {
     __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ss);
     __m256 r2 = _mm256_loadu_ps(src + 2 * ss), r3 = _mm256_loadu_ps(src + 3 * ss);
@@ -813,7 +811,7 @@ static void transpose_f32(float *restrict y, const float *restrict t, int64_t ro
  * Each vector of halves is widened, computed in f32 and rounded back without leaving the
  * registers: the same one rounding per result as widening a chunk, running the f32 kernel and
  * narrowing it (blas_simd.c), in one pass over memory instead of four through L1 (a bf16 add of
- * 1M values: 290 us on one AVX2 thread through the chunks). f16 NaN results are made the
+ * 1M values on one AVX2 thread ran slower through the chunks). f16 NaN results are made the
  * canonical quiet NaN of half.h, as the chunked path's narrowing does. */
 #include "../../../core/half.h"
 #include "../../../core/half_array.h"
@@ -909,8 +907,8 @@ static inline vf vf_nan_or(vf x, vf y, vf pick_x) { /* x where pick_x or x is Na
 /* bf16 two vectors at a time without moving a value across lanes: 2 VW halves read as VW 32-bit
  * lanes hold an even element in each lane's low half and an odd one in its high half; shifting
  * the evens up and masking the odds widens both, F computes evens with evens and odds with odds,
- * and the rounded results are joined lane by lane (1M adds on one AVX-512 thread: 0.106 ns a
- * value, against 0.150 widening and narrowing with vpmovzxwd and vpmovdw, which cross lanes).
+ * and the rounded results are joined lane by lane (1M adds on one AVX-512 thread: faster than
+ * widening and narrowing with vpmovzxwd and vpmovdw, which cross lanes).
  * The last partial pair goes through HALF_BINARY's loop. */
 #define PAIRS_BF16(name, F)                                                                        \
     HALF_BINARY(name##_bf16_rest, ld_bf16, st_bf16, F)                                             \
@@ -944,8 +942,7 @@ BOTH_HALF(min, vf_nan_or(x, y, vf_lt(x, y)))
 /* f16 and bf16 negate, abs, sqrt and reciprocal in registers, on both tables: each vector widened,
  * the f32 kernel's operation, rounded once: the bits of the chunked path (a chunk widened into a
  * buffer, the f32 kernel over it, narrowed into the result), without its two trips through
- * buffers. On the Intel Xeon (Cascade Lake), 1M f16 negated through Cascade took 145-181 us that
- * way, where the machine reads 2 MB and writes 2 MB in 81-85 (mix cascade.bench's floor). */
+ * buffers. */
 #define HALF_UNARY_SIMPLE(name, F)                                                                 \
     HALF_UNARY_ONE(name##_f16, ld_f16, st_f16, F)                                                  \
     HALF_UNARY_ONE(name##_bf16, ld_bf16, st_bf16, F)
@@ -957,8 +954,8 @@ HALF_UNARY_SIMPLE(reciprocal, vf_div(vf_set(1.0f), x))
 /* ==== f16/bf16 functions of one value in registers (AVX-512 only) ============================
  * Each vector of halves is widened, the function computed in f32 and the result rounded once to
  * the half type, without leaving the registers: on AVX-512 this beats the table of results
- * (blas_simd.c, half_table: one load a value, 0.22 ns a value on one thread), which the AVX2
- * table keeps (exp_f16 at 8 lanes took 0.25). Each is checked on every one of the 65,536 inputs
+ * (blas_simd.c, half_table: one load a value), which the AVX2 table keeps (exp_f16 at 8 lanes was
+ * slower than the table). Each is checked on every one of the 65,536 inputs
  * against the function in double rounded once (test_simd_kernels): at most 1 ulp off, and only
  * for the few results that lie within the f32 error of a rounding boundary.
  *
@@ -974,10 +971,10 @@ HALF_UNARY_SIMPLE(reciprocal, vf_div(vf_set(1.0f), x))
  * carries floor(k / 16) into the exponent field; each entry has j << 19 taken off for the part of j
  * it carries into the fraction). All results here are normal floats, so no scaling instruction is
  * needed. 11 operations a vector where a degree-5 polynomial takes 12 and a two-part reduction:
- * the function alone, from C, one thread, 1M values in [-1, 1], 0.10 ns a value against 0.135;
- * both threads, 1M split in two (pinned, median of 400): 55 us against 72 (on the machine of the
- * session that wrote it; on the Intel Xeon of 2026-11-28, Cascade Lake, whose 16-lane
- * instructions share two ports, 0.30 ns a value, in L1 as in memory). */
+ * faster, the function alone, from C, on one thread (1M values in [-1, 1]) and on both threads (1M
+ * split in two, pinned, median of 400), on the machine of the session that wrote it; on the Intel
+ * Xeon of 2026-11-28 (Cascade Lake), whose 16-lane instructions share two ports, it runs slower,
+ * as fast in L1 as in memory. */
 static const uint32_t exp16_table[16] __attribute__((aligned(64))) = {
     0x3f800000, 0x3f7daac3, 0x3f7b95c2, 0x3f79c3d3, 0x3f7837f0, 0x3f76f532, 0x3f75fed7, 0x3f75583f,
     0x3f7504f3, 0x3f7508a4, 0x3f75672a, 0x3f76248c, 0x3f7744fd, 0x3f78ccdf, 0x3f7ac0c7, 0x3f7d257d};
@@ -997,10 +994,10 @@ static inline vf exp_f16_vf(vf x) {
  * to [-4.6, 4.6] first: from 4.51 on, tanh rounds to 1 in f16 (from 3.47 in bf16). Correctly
  * rounded on every f16 and every bf16 (test_simd_kernels); NaN from x, -0 from -0, and x itself
  * for a tiny x, whose square is 0. One thread, 1M values in [-1, 1], from C, on AMD Zen 5, whose
- * 16-lane division is fast: f16 0.12 ns a value against 0.21 from the table of results (0.17
- * with vrcp14ps and one correction in place of the division; 0.23 - 0.25 from exp and a division;
- * 0.27 by binades, as bf16 tanh was computed); bf16 0.11 (rounded by AVX512-BF16) against 0.19 by
- * binades, a polynomial of degree 5 per binade of |x| picked by its exponent. */
+ * 16-lane division is fast: f16 ran faster this way than from the table of results, with vrcp14ps
+ * and one correction in place of the division, from exp and a division, or by binades (as bf16
+ * tanh was computed); bf16 (rounded by AVX512-BF16) faster than by binades, a polynomial of
+ * degree 5 per binade of |x| picked by its exponent. */
 /* c0 + c1 s + c2 s^2 + c3 s^3 by Horner's rule, one rounding a step (the coefficients in the order
  * fit_rational.py prints them) */
 static inline vf poly3_vf(vf s, float c0, float c1, float c2, float c3) {
@@ -1026,10 +1023,10 @@ static inline vf tanh_half_vf(vf x) {
  * to even takes the wrong side of half of them, where the x^2 / sqrt(2 pi) beside x / 2 would
  * round up (1 ulp off; the test's double reference gives x / 2 too). The f32 kernel's erf
  * (absolute error 1.5e-7) is 4% off at x = -5 and gives 0 from -6 on. One thread, values in
- * [-1, 1]: 0.13 ns a value (by half binades before 2026-11-27, a polynomial of degree 4 per half
- * binade of x: 0.22), the table 0.21; in [-4, 4], a third of them in the tail, 0.42: on large
- * arrays the mixed kernel below runs it beside the table, and takes a vector with a tail lane from
- * the table (0.21). */
+ * [-1, 1]: faster than by half binades (before 2026-11-27, a polynomial of degree 4 per half
+ * binade of x) and than the table; in [-4, 4], a third of them in the tail, slower than the
+ * table: on large arrays the mixed kernel below runs it beside the table, and takes a vector with
+ * a tail lane from the table. */
 static inline vf gelu_tail_phi(vf a) { /* Phi(-a) for a >= 2: 0 from 16 on */
     a = vf_min(a, vf_set(16.0f));
     __m512i e = _mm512_srli_epi32(_mm512_castps_si512(a), 23);
@@ -1068,8 +1065,8 @@ static inline vf gelu_half_vf(vf x) {
 
 /* An f16 function whose result is NaN exactly where its argument is (exp, tanh): 2 vectors at a
  * time, their NaNs found among the 32 arguments with one integer compare, instead of each result's
- * st_f16 testing its 16 lanes (one thread, 1M exps: 0.107 ns a value against 0.118; 0.099
- * testing none), and made the canonical quiet NaN with the argument's sign, as st_f16 makes them.
+ * st_f16 testing its 16 lanes (one thread, 1M exps: faster, and nearly as fast as testing none),
+ * and made the canonical quiet NaN with the argument's sign, as st_f16 makes them.
  * The last 0 - 31 values go through HALF_UNARY_ONE's loop. */
 #define HALF_UNARY_F16_NAN_IN(name, F)                                                             \
     HALF_UNARY_ONE(name##_rest, ld_f16, st_f16, F)                                                 \
@@ -1096,10 +1093,9 @@ HALF_UNARY_F16_NAN_IN(tanh_f16, tanh_half_vf(x))
 /* A bf16 function of one value, 2 vectors at a time as PAIRS_BF16 takes them: 32 halves read as 16
  * lanes, the evens and the odds widened in place, each computed and rounded, and the two joined
  * lane by lane, where ld_bf16 and st_bf16 cross lanes (vpmovzxwd, vpmovdw) for each vector. On an
- * Intel Xeon (Cascade Lake, 2.5 GHz, no AVX512-BF16), from C, one thread, 1M values in [-1, 1]:
- * tanh 0.49 -> 0.42 ns a value, exp 0.54 -> 0.45, gelu in registers 0.52 -> 0.42; through
- * Cascade, both threads, 1M: tanh 276-288 -> 235-245 us, exp 306 -> 251, gelu (mixed, below)
- * 239-251 -> 219-230. The last 0 - 31 values go through HALF_UNARY_ONE's loop. */
+ * Intel Xeon (Cascade Lake, 2.5 GHz, no AVX512-BF16) this made tanh, exp and gelu faster, from C
+ * on one thread (1M values in [-1, 1], gelu in registers) and through Cascade on both threads
+ * (1M, gelu mixed, below). The last 0 - 31 values go through HALF_UNARY_ONE's loop. */
 #define LD2_BF16_PAIRS(h, x0, x1)                                                                  \
     do {                                                                                           \
         vi p_ = vi_loadu(h);                                                                       \
@@ -1136,15 +1132,15 @@ HALF_UNARY_BF16_PAIRS(gelu_bf16, gelu_half_vf(x))
  * results (blas_simd.c builds the table with the register kernel, so both give the same bits)
  * can run them interleaved: two vectors through the registers, then 16 values through the table,
  * and so on, the vectors keeping the floating-point pipes busy and the table the load ports. On
- * one thread that paid (1M bf16 in [-1, 1]: tanh by binades 0.145 ns a value against 0.19 in
- * registers and 0.24 from the table; 2 vectors to 8, 32 or 64 table values, or 4 to 32, were
- * slower), but with both threads of the pool at work the two cores here share more than their
- * caches, and less is left (1M values split in two, median of 300 runs: tanh 131-133 us in
- * registers, 145-148 mixed, 176-180 from the table; gelu by half binades 170-191, 160-177,
- * 176-190). So only gelu runs mixed, where a vector with a lane in its tail is also taken from the
- * table instead of its slow exp; tanh's rational form (0.11) is faster than either now. With
- * gelu's rational form, mixed and in registers alone take the same time on values in [-1, 1]
- * (0.135 and 0.134 ns a value, one thread), and mixed keeps its tail vectors cheap. */
+ * one thread that paid (1M bf16 in [-1, 1]: tanh by binades ran faster mixed than in registers
+ * or from the table; 2 vectors to 8, 32 or 64 table values, or 4 to 32, were slower), but with
+ * both threads of the pool at work the two cores here share more than their caches, and less is
+ * left (1M values split in two, median of 300 runs: tanh ran fastest in registers, then mixed,
+ * then from the table; gelu by half binades a little faster mixed). So only gelu runs mixed,
+ * where a vector with a lane in its tail is also taken from the table instead of its slow exp;
+ * tanh's rational form is faster than either now. With gelu's rational form, mixed and in
+ * registers alone take the same time on values in [-1, 1] (one thread), and mixed keeps its tail
+ * vectors cheap. */
 #define MIX_TABLE 16
 /* LD2 reads 2 VW halves into x0 and x1, ST2 writes them back from the results in the same order:
  * as PAIRS_BF16 takes them (evens and odds) on AVX-512, as two vectors with AVX512-BF16 */
@@ -1217,7 +1213,7 @@ static double sum_f64(const double *a, int64_t n) {
 
 /* f16 and bf16 sums read in place: blocks of 1024 values (blas_simd.c's CHUNK), each summed as
  * sum_f32 sums a block, so the result is the one widening each block and calling sum_f32 gives,
- * without the copy (a bf16 sum of 1M: 47 us against 24 for f32) */
+ * without the copy */
 #define HALF_SUM(name, LD, SCALAR)                                                                 \
     static double name(const uint16_t *a, int64_t n) {                                             \
         double s = -0.0;                                                                           \
@@ -1364,7 +1360,7 @@ static double sum_exp_f32(float *o, const float *a, int64_t n, float m) {
 
 /* o[k] / s for every k, each correctly rounded, as the division rounds it, without a division a
  * vector: a 16-lane vdivps takes about 10 cycles of the Intel Xeon (Cascade Lake) where a multiply
- * and two fused multiply-adds take 1.5, and softmax's last step spent 29% of its time there
+ * and two fused multiply-adds take 1.5, and softmax's last step spent much of its time there
  * (perf, 1000 x 1000 f32). With r = 1 / s rounded once, q = o r is within an ulp of o / s, and
  * q + r (o - q s) is o / s correctly rounded (Markstein's theorem) where the remainder o - q s is
  * exact in the fused multiply-add: it is a multiple of ulp(q) ulp(s), which f32 holds while
@@ -1442,10 +1438,10 @@ static float xent_f32(const float *restrict y, const float *restrict p, int64_t 
  * (x + 0.044715 x^3), the decomposition's formulas in f32. Inside gelu, erf is Abramowitz and
  * Stegun's 7.1.26, 1 - t (a1 + t (a2 + ... a5 t)) exp(-z^2) with t = 1 / (1 + p z), z = |x| /
  * sqrt 2: absolute error below 1.5e-7, so gelu's error stays below 1e-7 |x| -- within the
- * composites' tolerance (differential suite: 8 eps (|gelu| + |x|)) -- at 0.45 ns a value on one
- * core here with a 2-ulp exp of its own (0.6 with SLEEF's exp; exp_vf now, as fast and within
- * 0.91 ulp), against 0.83 with erf_vf (which the erf op keeps for its 1.07 ulp). gelu's tanh
- * form and silu take sigmoid_vf. */
+ * composites' tolerance (differential suite: 8 eps (|gelu| + |x|)) -- and faster on one core here
+ * than with erf_vf (which the erf op keeps for its 1.07 ulp), with a 2-ulp exp of its own (slower
+ * with SLEEF's exp; exp_vf now, as fast and within 0.91 ulp). gelu's tanh form and silu take
+ * sigmoid_vf. */
 static inline vf erf_as_vf(vf x) {
     vf z = vf_abs(x);
     vf t = vf_div(vf_set(1.0f), vf_add(vf_set(1.0f), vf_mul(z, vf_set(0.3275911f))));
@@ -1600,8 +1596,8 @@ static int pool2x2_half(uint16_t *o, const uint16_t *a, const uint16_t *b, int64
 /* ==== max_pool2d_grad 2 x 2 of rows (blas_pool2d.c) ==============================================
  * Each window's gradient goes to its first maximum in row-major order (a[2x], a[2x+1], b[2x],
  * b[2x+1]), none when it holds a NaN; the rest of the pair of rows is zero. Branch-free: the
- * scalar loop this replaces mispredicted on most windows of random data (4.2 ms for the gradient
- * of a 64x32x28x28 f32 pooling). f32 splits VW windows' left and right elements with in-lane
+ * scalar loop this replaces mispredicted on most windows of random data (the gradient of a
+ * 64x32x28x28 f32 pooling). f32 splits VW windows' left and right elements with in-lane
  * shuffles, which put the windows in an order the gradient is permuted to match, and the
  * unpacks put them back; a last partial vector is read and written under masks. */
 #if VW == 16
@@ -1848,7 +1844,7 @@ static void pool2x2_grad_half(uint16_t *oa, uint16_t *ob, const uint16_t *a, con
  * vcvtne2ps2bf16 rounds two vectors to nearest even and makes NaN quiet as bf16_round_hi does, but
  * flushes denormal values to zero: a pair with one goes the integer way. Only in the AVX-512
  * object, and only called on a processor that has the extension (blas_simd.c): 1M bf16 adds on
- * one thread, 0.081 ns a value against 0.106 for PAIRS_BF16. */
+ * one thread ran faster than through PAIRS_BF16. */
 #if VW == 16
 #define BF16_HW __attribute__((target("avx512bf16")))
 BF16_HW static inline void st2_bf16_hw(uint16_t *o, vf lo, vf hi) {
