@@ -165,6 +165,27 @@ static void fold_transposed_dots(cx_program *p, const int *out, int n_out) {
     }
 }
 
+/* An as_type to the type its input already has is that input: its readers read the input and
+ * the step goes (it would copy the value on every run: ONNX's Resize and pooling end in one).
+ * Not when the program returns it: a result is a step's own value. */
+static void fold_identity_casts(cx_program *p, const int *out, int n_out) {
+    int first = p->n_inputs + p->n_consts;
+    for (int k = 0; k < p->n_steps; k++) {
+        cx_prog_step *s = &p->steps[k];
+        if (s->dead || s->plan.op != CX_OP_AS_TYPE || s->n_in != 1) continue;
+        int src = s->in[0], slot = first + k;
+        const cx_desc *d = &p->desc[src];
+        if (d->dtype != s->plan.out.dtype || !cx_desc_same_shape(d, &s->plan.out) ||
+            returned(out, n_out, slot))
+            continue;
+        for (int j = k + 1; j < p->n_steps; j++)
+            for (int i = 0; i < p->steps[j].n_in; i++)
+                if (p->steps[j].in[i] == slot) p->steps[j].in[i] = src;
+        p->cost -= s->plan.cost;
+        s->dead = true;
+    }
+}
+
 /* Whether the device runs a fused chain that reads a row natively (add of a {3} to a {2, 3}),
  * or with `channel` a channel vector (add of a {3, 1} to a {2, 3, 4}). */
 static bool fuses_broadcast(cx_device *dev, bool channel) {
@@ -647,6 +668,7 @@ cx_code cx_program_finish(cx_program *p, const int *out, int n_out, cx_status *s
         p->out[k] = out[k];
     }
     p->n_out = n_out;
+    fold_identity_casts(p, out, n_out);
     fold_transposed_dots(p, out, n_out);
     fuse_elementwise(p, out, n_out);
     fold_epilogues(p, out, n_out);

@@ -223,6 +223,46 @@ static void test_program_folds_transposed_dot(void **state) {
     tu_drop(b);
 }
 
+/* An as_type to the type a value already has is the value: its readers read the value itself
+ * and the step does not run; one to another type stays, and so does one the program returns. */
+static void test_program_folds_identity_casts(void **state) {
+    (void)state;
+    cx_device *cpu = tu_cpu();
+    int64_t shape[1] = {4};
+    double av[4] = {1.5, -2, 0.25, 3};
+    cx_tensor *a = tu_tensor(CX_F32, 1, shape, av);
+    cx_params f32 = {0}, f64 = {0}, none = {0};
+    cx_param_put_int(&f32, CX_P_TYPE, CX_F32);
+    cx_param_put_int(&f64, CX_P_TYPE, CX_F64);
+    for (int returned = 0; returned < 2; returned++) {
+        cx_program p;
+        cx_status st = {0};
+        assert_int_equal(cx_program_init(&p, cpu, &a->desc, 1, NULL, 0, &st), CX_OK);
+        int zero = 0;
+        int c = cx_program_add(&p, CX_OP_AS_TYPE, &zero, 1, &f32, &st); /* f32 -> f32 */
+        int c2 = cx_program_add(&p, CX_OP_AS_TYPE, &c, 1, &f32, &st);   /* again */
+        int n = cx_program_add(&p, CX_OP_NEGATE, &c2, 1, &none, &st);
+        int w = cx_program_add(&p, CX_OP_AS_TYPE, &n, 1, &f64, &st); /* f32 -> f64 */
+        int outs[2] = {w, c};
+        assert_true(w >= 0);
+        assert_int_equal(cx_program_finish(&p, outs, returned ? 2 : 1, &st), CX_OK);
+        assert_int_equal(p.steps[0].dead, !returned);
+        assert_true(p.steps[1].dead);
+        /* the negate reads the input, or the first cast where that is returned */
+        assert_int_equal(p.steps[2].in[0], returned ? c : 0);
+        assert_false(p.steps[3].dead);
+        cx_tensor *inputs[1] = {a}, res[2];
+        assert_int_equal(cx_program_run(&p, inputs, NULL, res, &st), CX_OK);
+        double want[4];
+        for (int i = 0; i < 4; i++) want[i] = -av[i];
+        tu_expect(&res[0], CX_F64, 1, shape, want, 0);
+        if (returned) tu_expect(&res[1], CX_F32, 1, shape, av, 0);
+        for (int k = 0; k < (returned ? 2 : 1); k++) cx_tensor_free(&res[k]);
+        cx_program_free(&p);
+    }
+    tu_drop(a);
+}
+
 /* The loop's programs: state (a f32[2], i s32 scalar, w f32[2]); cond: i < limit (a constant);
  * body: (a + w, i + 1, w), w passed through (pick -3). */
 typedef struct {
@@ -640,6 +680,7 @@ int main(void) {
         cmocka_unit_test(test_program_checks_inputs),
         cmocka_unit_test(test_program_failure_frees),
         cmocka_unit_test(test_program_folds_transposed_dot),
+        cmocka_unit_test(test_program_folds_identity_casts),
         cmocka_unit_test(test_program_loop),
         cmocka_unit_test(test_program_loop_shared_and_truth),
         cmocka_unit_test(test_program_donated_input),
