@@ -77,13 +77,16 @@ bool cx_fused_is_channel(const cx_desc *d, const cx_desc *full, int64_t *plane) 
     return true;
 }
 
+bool cx_fused_broadcasts(const cx_desc *d, const cx_desc *full) {
+    return d->rank == 0 || cx_desc_same_shape(d, full) || cx_fused_is_row(d, full) ||
+           cx_fused_is_channel(d, full, NULL);
+}
+
 const cx_desc *cx_fused_full_input(const cx_desc *in, int n_in) {
     for (int f = 0; f < n_in; f++) {
         if (in[f].rank == 0) continue;
         bool ok = true;
-        for (int k = 0; k < n_in && ok; k++)
-            ok = in[k].rank == 0 || cx_desc_same_shape(&in[k], &in[f]) ||
-                 cx_fused_is_row(&in[k], &in[f]) || cx_fused_is_channel(&in[k], &in[f], NULL);
+        for (int k = 0; k < n_in && ok; k++) ok = cx_fused_broadcasts(&in[k], &in[f]);
         if (ok) return &in[f];
     }
     return NULL;

@@ -37,6 +37,9 @@ bool cx_fused_is_row(const cx_desc *d, const cx_desc *full);
  * *plane consecutive elements, and d repeats along full's leading axes (the bias {1, C, 1, 1} or
  * {C, 1, 1} of an {N, C, H, W} result: value (i / (H * W)) % C at element i). */
 bool cx_fused_is_channel(const cx_desc *d, const cx_desc *full, int64_t *plane);
+/* Whether d can stand beside a value of shape `full` in a chain: a number (rank 0), full's
+ * shape, a row or a channel vector of it (types aside). */
+bool cx_fused_broadcasts(const cx_desc *d, const cx_desc *full);
 /* The input of the chain's full shape: the first that is not a number and of which every other
  * input that is not a number is the same shape, a row or a channel vector; NULL when there is
  * none. */

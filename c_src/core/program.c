@@ -374,7 +374,7 @@ static bool step_chain(const cx_prog_step *s, int64_t *code, int *n_ints) {
         *n_ints = c->n;
         return true;
     }
-    if (!cx_fused_op_ok(s->plan.op, s->n_in) || s->n_in < 1 || s->n_in > 2) return false;
+    if (!cx_fused_op_ok(s->plan.op, s->n_in)) return false; /* (arity 1 or 2) */
     code[0] = s->plan.op;
     code[1] = 0;
     code[2] = s->n_in == 2 ? 1 : -1;
@@ -382,15 +382,8 @@ static bool step_chain(const cx_prog_step *s, int64_t *code, int *n_ints) {
     return true;
 }
 
-/* Whether d can be an input of a chain over a result of description o beside it: of o's type,
- * and a number, o's shape, a row or a channel vector of it. */
-static bool chain_operand(const cx_desc *d, const cx_desc *o) {
-    return d->dtype == o->dtype && (d->rank == 0 || cx_desc_same_shape(d, o) ||
-                                    cx_fused_is_row(d, o) || cx_fused_is_channel(d, o, NULL));
-}
-
-/* Tries to fold chain step j into step k, which makes j's input `at` (slot `slot`) and has
- * nothing else reading it: where the device runs k's op with the chain as its epilogue
+/* Tries to fold chain step j into step k, which makes j's input `at` and has nothing else
+ * reading it: where the device runs k's op with the chain as its epilogue
  * (driver.h), step j becomes k's op on k's inputs and j's other inputs, with the chain in its
  * EPILOGUE parameter, and k is dropped. j runs where it ran, so every input is made by then. */
 static bool fold_epilogue(cx_program *p, int j, int k, int at, const int64_t *code, int n_ints) {
@@ -410,7 +403,7 @@ static bool fold_epilogue(cx_program *p, int j, int k, int at, const int64_t *co
     for (int i = 0, e = 1; ok && i < f->n_in; i++) {
         map[i] = i == at ? 0 : e++;
         if (i == at) continue;
-        ok = chain_operand(&p->desc[f->in[i]], o);
+        ok = p->desc[f->in[i]].dtype == o->dtype && cx_fused_broadcasts(&p->desc[f->in[i]], o);
         reads[n_op + map[i] - 1] = f->in[i];
     }
     for (int i = 0; ok && i < n_op; i++) reads[i] = s->in[i];
@@ -441,9 +434,9 @@ static bool fold_epilogue(cx_program *p, int j, int k, int at, const int64_t *co
     return ok;
 }
 
-/* A chain of elementwise ops (a fused step, or one op) whose full input is the result of a
- * composite op that nothing else reads -- a convolution's bias and activation -- runs as that
- * op's epilogue where the device runs it so: one step instead of two, and the chain on each
+/* A chain of elementwise ops (a fused step, or one op) whose full input is the result of an op
+ * that nothing else reads -- a convolution's bias and activation -- runs as that op's epilogue
+ * where the device runs it so: one step instead of two, and the chain on each
  * block of the result while it is in cache instead of in a pass of its own. Of several such
  * inputs, the one made last. */
 static void fold_epilogues(cx_program *p, const int *out, int n_out) {

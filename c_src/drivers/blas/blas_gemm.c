@@ -2,8 +2,8 @@
  * single-threaded cblas_?gemm on a thread of the driver's pool (blas_pool.c). The same split from
  * C runs 256 / 512 / 1024 as fast as OpenBLAS's own threads on a 2-core machine
  * (bench/blas/run.sh measures both sides). Products too small to split never
- * wait for a thread. An epilogue (dense's activation) runs on each block right after its product,
- * while the block is still in cache. */
+ * wait for a thread. An epilogue (dense's activation, a convolution's chain) runs on each block
+ * right after its product, while the block is still in cache. */
 #include <cblas.h>
 
 #include "blas_kernels.h"
@@ -92,6 +92,7 @@ void blas_gemm(const blas_gemm_args *g) {
 
 void blas_gemm_serial(const blas_gemm_args *g, int part) {
     if (g->m == 0 || g->n == 0) return;
-    bool by_cols = g->n > g->m;
+    bool by_cols;
+    blas_gemm_parts(g->m, g->n, g->k, &by_cols);
     run_range(g, by_cols, part, 0, by_cols ? g->n : g->m);
 }

@@ -1503,24 +1503,26 @@ struct blas_epilogue {
     int parts; /* scratch blocks: one per thread of the pool */
 };
 
-bool blas_epilogue_fits(const cx_desc *out, const cx_desc *extra, int n_extra,
-                        const cx_params *ps) {
+/* blas_epilogue_fits, with the chain's code into c */
+static bool epilogue_code(const cx_desc *out, const cx_desc *extra, int n_extra,
+                          const cx_params *ps, cx_fused_code *c) {
     const simd_table *t = blas_simd();
-    cx_fused_code c;
     cx_status st = {CX_OK, ""};
     if (!t || out->dtype != CX_F32 || out->rank == 0 || n_extra < 0 ||
         n_extra + 1 > CX_FUSED_MAX_INPUTS ||
-        cx_fused_decode_param(ps, CX_P_EPILOGUE, n_extra + 1, &c, &st) != CX_OK)
+        cx_fused_decode_param(ps, CX_P_EPILOGUE, n_extra + 1, c, &st) != CX_OK)
         return false;
-    for (int k = 0; k < n_extra; k++) {
-        const cx_desc *d = &extra[k];
-        if (d->dtype != CX_F32 || !(d->rank == 0 || cx_desc_same_shape(d, out) ||
-                                    cx_fused_is_row(d, out) || cx_fused_is_channel(d, out, NULL)))
-            return false;
-    }
-    for (int k = 0; k < c.n; k++)
-        if (c.b[k] < 0 ? !t->unary_f32[c.op[k]] : !t->binary_f32[c.op[k]]) return false;
+    for (int k = 0; k < n_extra; k++)
+        if (extra[k].dtype != CX_F32 || !cx_fused_broadcasts(&extra[k], out)) return false;
+    for (int k = 0; k < c->n; k++)
+        if (c->b[k] < 0 ? !t->unary_f32[c->op[k]] : !t->binary_f32[c->op[k]]) return false;
     return true;
+}
+
+bool blas_epilogue_fits(const cx_desc *out, const cx_desc *extra, int n_extra,
+                        const cx_params *ps) {
+    cx_fused_code c;
+    return epilogue_code(out, extra, n_extra, ps, &c);
 }
 
 blas_epilogue *blas_epilogue_new(cx_tensor *out, const cx_tensor *const *extra, int n_extra,
@@ -1535,9 +1537,7 @@ blas_epilogue *blas_epilogue_new(cx_tensor *out, const cx_tensor *const *extra, 
         in[k + 1] = extra[k];
     }
     blas_epilogue *e = calloc(1, sizeof *e);
-    cx_status st = {CX_OK, ""};
-    if (!e || !blas_epilogue_fits(&descs[0], descs + 1, n_extra, ps) ||
-        cx_fused_decode_param(ps, CX_P_EPILOGUE, n_extra + 1, &e->j.c, &st) != CX_OK) {
+    if (!e || !epilogue_code(&descs[0], descs + 1, n_extra, ps, &e->j.c)) {
         free(e);
         return NULL;
     }
