@@ -549,6 +549,23 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t lo,
     return (in + lo + hi - ((k - 1) * d + 1)) / s + 1;
 }
 
+/* The case's input, kernel and result shapes, in its layout */
+static void conv_shapes(const conv_case *cc, int64_t xs[4], int64_t ks[4], int64_t ys[4]) {
+    int64_t oh = out_size(cc->h, cc->kh, cc->s[0], cc->d[0], cc->pads[0], cc->pads[1]);
+    int64_t ow = out_size(cc->w, cc->kw, cc->s[1], cc->d[1], cc->pads[2], cc->pads[3]);
+    int64_t cg = cc->c / cc->groups;
+    const int64_t nchw[3][4] = {{cc->n, cc->c, cc->h, cc->w},
+                                {cc->o, cg, cc->kh, cc->kw},
+                                {cc->n, cc->o, oh, ow}},
+                  nhwc[3][4] = {{cc->n, cc->h, cc->w, cc->c},
+                                {cc->kh, cc->kw, cg, cc->o},
+                                {cc->n, oh, ow, cc->o}};
+    const int64_t(*s)[4] = cc->layout == 1 ? nhwc : nchw;
+    memcpy(xs, s[0], sizeof nchw[0]);
+    memcpy(ks, s[1], sizeof nchw[1]);
+    memcpy(ys, s[2], sizeof nchw[2]);
+}
+
 /* conv2d runs natively on blas (oneDNN or im2col + GEMM, both paths in turn), and so do both
  * gradients for one group in f32/f16/bf16 (oneDNN's backward primitives); otherwise they
  * decompose there (never to the cpu): grad_input into a conv2d, grad_kernel into an im2col and a
@@ -582,16 +599,8 @@ static void test_conv2d_and_gradients(void **state) {
             const conv_case *cc = &cases[c];
             cx_dtype ty = types[t];
             bool nhwc = cc->layout == 1;
-            int64_t oh = out_size(cc->h, cc->kh, cc->s[0], cc->d[0], cc->pads[0], cc->pads[1]);
-            int64_t ow = out_size(cc->w, cc->kw, cc->s[1], cc->d[1], cc->pads[2], cc->pads[3]);
-            int64_t cg = cc->c / cc->groups;
-            int64_t xs[4] = {cc->n, cc->c, cc->h, cc->w}, ks[4] = {cc->o, cg, cc->kh, cc->kw};
-            int64_t ys[4] = {cc->n, cc->o, oh, ow};
-            if (nhwc) {
-                memcpy(xs, (int64_t[]){cc->n, cc->h, cc->w, cc->c}, sizeof xs);
-                memcpy(ks, (int64_t[]){cc->kh, cc->kw, cg, cc->o}, sizeof ks);
-                memcpy(ys, (int64_t[]){cc->n, oh, ow, cc->o}, sizeof ys);
-            }
+            int64_t xs[4], ks[4], ys[4];
+            conv_shapes(cc, xs, ks, ys);
             cx_params ps;
             conv_params(cc, &ps);
             cx_tensor *x = filled(ty, 4, xs, 11), *k = filled(ty, 4, ks, 12);
@@ -663,9 +672,8 @@ static void test_conv2d_depthwise(void **state) {
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const conv_case *cc = &cases[c];
-        int64_t oh = out_size(cc->h, cc->kh, cc->s[0], cc->d[0], cc->pads[0], cc->pads[1]);
-        int64_t ow = out_size(cc->w, cc->kw, cc->s[1], cc->d[1], cc->pads[2], cc->pads[3]);
-        int64_t xs[4] = {cc->n, cc->c, cc->h, cc->w}, ks[4] = {cc->o, 1, cc->kh, cc->kw};
+        int64_t xs[4], ks[4], ys[4]; /* (nchw, one input channel per group: ks {O, 1, KH, KW}) */
+        conv_shapes(cc, xs, ks, ys);
         cx_params ps;
         conv_params(cc, &ps);
         cx_tensor *x = filled(CX_F32, 4, xs, 21), *k = filled(CX_F32, 4, ks, 22);
@@ -674,8 +682,8 @@ static void test_conv2d_depthwise(void **state) {
         compare(CX_OP_CONV2D, (cx_tensor *[]){x, k}, 2, &ps, CX_ROUTE_NATIVE);
         cx_tensor *a = run_on(blas, CX_OP_CONV2D, on_blas, 2, &ps);
         cx_tensor *b = run_on(blas, CX_OP_CONV2D, on_blas, 2, &ps);
-        assert_int_equal(a->desc.shape[2], oh);
-        assert_int_equal(a->desc.shape[3], ow);
+        assert_int_equal(a->desc.shape[2], ys[2]);
+        assert_int_equal(a->desc.shape[3], ys[3]);
         assert_memory_equal(a->data, b->data, a->nbytes);
         tu_drop(a);
         tu_drop(b);
@@ -2194,16 +2202,8 @@ static void test_conv2d_epilogue_in_programs(void **state) {
              * convolution (made after the first) */
             const conv_case *cc = &cases[ci];
             bool nhwc = cc->layout == 1;
-            int64_t oh = out_size(cc->h, cc->kh, cc->s[0], cc->d[0], cc->pads[0], cc->pads[1]);
-            int64_t ow = out_size(cc->w, cc->kw, cc->s[1], cc->d[1], cc->pads[2], cc->pads[3]);
-            int64_t cg = cc->c / cc->groups;
-            int64_t xs[4] = {cc->n, cc->c, cc->h, cc->w}, ks[4] = {cc->o, cg, cc->kh, cc->kw};
-            int64_t ys[4] = {cc->n, cc->o, oh, ow}, bs[4] = {1, cc->o, 1, 1};
-            if (nhwc) {
-                memcpy(xs, (int64_t[]){cc->n, cc->h, cc->w, cc->c}, sizeof xs);
-                memcpy(ks, (int64_t[]){cc->kh, cc->kw, cg, cc->o}, sizeof ks);
-                memcpy(ys, (int64_t[]){cc->n, oh, ow, cc->o}, sizeof ys);
-            }
+            int64_t xs[4], ks[4], ys[4], bs[4] = {1, cc->o, 1, 1};
+            conv_shapes(cc, xs, ks, ys);
             cx_params ps, none = {0};
             conv_params(cc, &ps);
             const double lo[1] = {0}, hi[1] = {6};
