@@ -60,6 +60,21 @@ static ERL_NIF_TERM raise_arg(ErlNifEnv *env, const char *msg) {
     return raise_struct(env, am_argument_error, msg, NULL, NULL);
 }
 
+/* ArgumentError for a term that should have been a tensor. A reference that is none is most
+ * likely a tensor made on another node: a resource reaches another node as a plain reference
+ * (its memory stays where it was made), and the message says what to send instead. */
+static ERL_NIF_TERM raise_not_tensor(ErlNifEnv *env, ERL_NIF_TERM term, const char *msg) {
+    if (!enif_is_ref(env, term)) return raise_arg(env, msg);
+    char full[640];
+    snprintf(full, sizeof full,
+             "%s of this node, got a reference that names none: a Cascade tensor made on another "
+             "node arrives as one, its memory stays on that node. Send tensors between nodes as "
+             "binaries: Cascade.to_binary/1, or Nx.backend_copy/1 (as Nx.Serving's "
+             "distributed_preprocessing and distributed_postprocessing)",
+             msg);
+    return raise_arg(env, full);
+}
+
 /* ArgumentError for misuse, {:cascade_oom, driver, message} so Elixir can collect and retry
  * (and name the driver when it raises), Cascade.Error for the rest. */
 static ERL_NIF_TERM raise_status(ErlNifEnv *env, const cx_status *st, const char *driver) {
@@ -414,7 +429,7 @@ static bool decode_op(ErlNifEnv *env, const ERL_NIF_TERM argv[], op_call *c, ERL
         if (!get_tensor(env, head, &c->in[k], &c->vals[k])) {
             snprintf(msg, sizeof msg, "%s: argument %d is not a Cascade tensor reference",
                      cx_op_table[op].name, k + 1);
-            return *err = raise_arg(env, msg), false;
+            return *err = raise_not_tensor(env, head, msg), false;
         }
     }
     char why[160];
@@ -634,7 +649,7 @@ static ERL_NIF_TERM to_binary_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     cx_tensor *t;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
-        return raise_arg(env, "expected a Cascade tensor reference");
+        return raise_not_tensor(env, argv[0], "expected a Cascade tensor reference");
     cx_status st = {CX_OK, ""};
     if (cx_tensor_pin(t, &st) != CX_OK) return raise_status(env, &st, NULL);
     size_t bytes = download_bytes(env, t, argv[1]);
@@ -773,7 +788,7 @@ static ERL_NIF_TERM to_binary_call(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     cx_tensor *t;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
-        return raise_arg(env, "expected a Cascade tensor reference");
+        return raise_not_tensor(env, argv[0], "expected a Cascade tensor reference");
     size_t bytes = download_bytes(env, t, argv[1]);
     ERL_NIF_TERM res;
     if (bytes > 0 && cx_tensor_downloads_async(t) &&
@@ -814,7 +829,7 @@ static ERL_NIF_TERM free_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     cx_tensor *t;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
-        return raise_arg(env, "expected a Cascade tensor reference");
+        return raise_not_tensor(env, argv[0], "expected a Cascade tensor reference");
     cx_tensor_free(t);
     return am_ok;
 }
@@ -825,7 +840,7 @@ static ERL_NIF_TERM free_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     cx_tensor *t;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
-        return raise_arg(env, "expected a Cascade tensor reference");
+        return raise_not_tensor(env, argv[0], "expected a Cascade tensor reference");
     if (t->nbytes > nw_dirty_bytes())
         return enif_schedule_nif(env, "free_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, free_dirty, argc,
                                  argv);
@@ -837,7 +852,7 @@ static ERL_NIF_TERM freed_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     cx_tensor *t;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
-        return raise_arg(env, "expected a Cascade tensor reference");
+        return raise_not_tensor(env, argv[0], "expected a Cascade tensor reference");
     return cx_tensor_is_freed(t) ? am_true : am_false;
 }
 
@@ -1030,7 +1045,7 @@ static ERL_NIF_TERM transfer_run(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
     cx_device *to;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
-        return raise_arg(env, "expected a Cascade tensor reference");
+        return raise_not_tensor(env, argv[0], "expected a Cascade tensor reference");
     if (!enif_get_int(env, argv[1], &id) || !(to = cx_device_get(id)))
         return raise_arg(env, "unknown device id");
     cx_tensor *out = enif_alloc_resource(tensor_type, sizeof(cx_tensor));
@@ -1056,7 +1071,7 @@ static ERL_NIF_TERM transfer_call(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     cx_device *to;
     value_view room;
     if (!get_tensor(env, argv[0], &t, &room))
-        return raise_arg(env, "expected a Cascade tensor reference");
+        return raise_not_tensor(env, argv[0], "expected a Cascade tensor reference");
     if (!enif_get_int(env, argv[1], &id) || !(to = cx_device_get(id)))
         return raise_arg(env, "unknown device id");
     if (t->nbytes > 0 && to->props.host_memory && !t->device->props.host_memory &&
@@ -1206,7 +1221,8 @@ static ERL_NIF_TERM program_new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
         cx_tensor *t;
         value_view room;
         if (!get_tensor(env, head, &t, &room)) {
-            res = raise_arg(env, "program: a constant is not a Cascade tensor reference"),
+            res = raise_not_tensor(env, head,
+                                   "program: a constant is not a Cascade tensor reference"),
             ok = false;
             break;
         }
@@ -1290,7 +1306,8 @@ static ERL_NIF_TERM program_run_call(ErlNifEnv *env, program_res *r, const ERL_N
     int n = 0;
     for (; n < p->n_inputs && enif_get_list_cell(env, list, &head, &list); n++)
         if (!get_tensor(env, head, &in[n], &rooms[n])) {
-            res = raise_arg(env, "program: an input is not a Cascade tensor reference");
+            res =
+                raise_not_tensor(env, head, "program: an input is not a Cascade tensor reference");
             goto done;
         }
     if (n != p->n_inputs || !enif_is_empty_list(env, list)) {
@@ -1415,7 +1432,8 @@ static ERL_NIF_TERM program_loop_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
         }
         enif_get_list_cell(env, refs, &terms[k], &refs);
         if (!get_tensor(env, terms[k], &state[k], &rooms[k])) {
-            res = raise_arg(env, "program_loop: a state value is not a Cascade tensor reference");
+            res = raise_not_tensor(env, terms[k],
+                                   "program_loop: a state value is not a Cascade tensor reference");
             goto done;
         }
         owned[k] = false;

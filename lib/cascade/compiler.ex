@@ -70,7 +70,15 @@ if Code.ensure_loaded?(Nx) do
       * `:device` - the Cascade device the program runs on (default:
         `Cascade.Device.default/0`). Inputs on other devices or backends are copied there.
       * `:hooks` - as for `Nx.Defn.Evaluator`.
-      * `:max_concurrency` - the number of partitions `Nx.Serving` starts (default 1).
+      * `:devices` - the devices `Nx.Serving` starts partitions on when it is given
+        `partitions: true` (default: every available device of the driver of `:device`: each
+        GPU of a `:cuda` machine, each OpenCL device, the host device once). Each partition
+        runs the function with `device:` set to its device.
+      * `:max_concurrency` - the number of partitions `Nx.Serving` starts on each of those
+        devices (default 1). On `:blas` the partitions share the driver's threads: an op
+        takes the cores the others leave idle, so a partition has every core when it runs
+        alone and two running at once split them; on `:cpu` each op runs on its caller's
+        thread.
       * `:cache` - `false` compiles again on every call (default `true`).
       * `:donate` - the positions of arguments (every tensor of a container) whose buffers
         the call may reuse, e.g. `donate: [0]` for a training step's parameters (default
@@ -109,8 +117,32 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def __partitions_options__(opts) do
       check_options!(opts)
-      List.duplicate(opts, Keyword.get(opts, :max_concurrency, 1))
+      n = Keyword.get(opts, :max_concurrency, 1)
+
+      for device <- partition_devices(opts),
+          _ <- 1..n,
+          do: opts |> Keyword.delete(:devices) |> Keyword.put(:device, device)
     end
+
+    # :devices as given; else every available device of the driver of :device (or of the
+    # default device): each GPU of a machine, each OpenCL device, the host device once (its
+    # driver's threads are shared by the calls running on it)
+    defp partition_devices(opts) do
+      case opts[:devices] do
+        nil ->
+          driver = with :host <- device(opts), do: Device.host()
+          driver = driver_of(driver)
+
+          for %{driver: ^driver, available: true, device: d} <- Device.list(), do: d
+
+        devices ->
+          Enum.each(devices, &Device.id!/1)
+          devices
+      end
+    end
+
+    defp driver_of({driver, _}), do: driver
+    defp driver_of(driver), do: driver
 
     @impl true
     def __to_backend__(opts), do: {Cascade.Backend, device: device(opts)}
@@ -249,6 +281,14 @@ if Code.ensure_loaded?(Nx) do
 
           {:max_concurrency, n} when not (is_integer(n) and n >= 1) ->
             bad_option!(key, value, "a positive integer")
+
+          {:devices, devices} when not (is_list(devices) and devices != []) ->
+            bad_option!(key, value, "a non-empty list of devices")
+
+          {:devices, devices} ->
+            for d <- devices,
+                not is_atom(d) and not is_tuple(d),
+                do: bad_option!(key, value, "a non-empty list of devices")
 
           {:cache, flag} when not is_boolean(flag) ->
             bad_option!(key, value, "true or false")

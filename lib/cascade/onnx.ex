@@ -271,8 +271,15 @@ defmodule Cascade.ONNX do
 
   Options: `batch_size:` (the most rows a batch holds; `run/2` splits larger inputs),
   `preprocess:` (a function of the request giving that map, as `Nx.Serving.client_preprocessing`
-  takes one, but returning the map alone) and `postprocess:` (a function of the outputs map of
-  one request, run in the caller).
+  takes one, but returning the map alone), `postprocess:` (a function of the outputs map of
+  one request, run where the serving runs) and `max_concurrency:` (default 1: how many batches
+  run at once, each in its own partition on the model's device, when the serving is started
+  with `partitions: true`).
+
+  Across nodes (`Nx.Serving.batched_run({:distributed, name}, request)`), the outputs leave
+  the serving's node as `Nx.BinaryBackend` tensors: a Cascade tensor lives in the memory of the
+  node that made it. Send requests as `Nx.BinaryBackend` tensors too (`Nx.backend_copy/1` as
+  `batched_run/3`'s `distributed_preprocessing` copies Cascade ones).
 
       serving = Cascade.ONNX.serving(model, batch_size: 32)
       Nx.Serving.run(serving, %{"x" => Nx.iota({2, 784}, type: :f32)})
@@ -289,17 +296,29 @@ defmodule Cascade.ONNX do
               "your application's dependencies"
     end
 
-    for {key, _} <- opts, key not in [:batch_size, :preprocess, :postprocess] do
+    for {key, _} <- opts, key not in [:batch_size, :preprocess, :postprocess, :max_concurrency] do
       raise ArgumentError,
             "Cascade.ONNX.serving/2: unknown option #{inspect(key)}, expected :batch_size, " <>
-              ":preprocess or :postprocess"
+              ":preprocess, :postprocess or :max_concurrency"
+    end
+
+    concurrency = Keyword.get(opts, :max_concurrency, 1)
+
+    unless is_integer(concurrency) and concurrency >= 1 do
+      raise ArgumentError,
+            "Cascade.ONNX.serving/2: option :max_concurrency takes a positive integer, got: " <>
+              inspect(concurrency, limit: 3)
     end
 
     pre = Keyword.get(opts, :preprocess, &Function.identity/1)
     post = Keyword.get(opts, :postprocess, &Function.identity/1)
 
+    # partitions: true asks Cascade.Compiler for them: max_concurrency on the model's device
+    device = model.device || Cascade.Device.default()
+    defn_options = [compiler: Cascade.Compiler, devices: [device], max_concurrency: concurrency]
+
     serving =
-      apply(Nx.Serving, :new, [Cascade.ONNX.Serving, model])
+      apply(Nx.Serving, :new, [Cascade.ONNX.Serving, model, defn_options])
       |> then(
         &apply(Nx.Serving, :client_preprocessing, [
           &1,
@@ -308,6 +327,12 @@ defmodule Cascade.ONNX do
       )
       |> then(
         &apply(Nx.Serving, :client_postprocessing, [&1, fn {out, _meta}, _info -> post.(out) end])
+      )
+      |> then(
+        &apply(Nx.Serving, :distributed_postprocessing, [
+          &1,
+          fn out -> apply(Nx, :backend_copy, [out, Nx.BinaryBackend]) end
+        ])
       )
 
     case opts[:batch_size] do

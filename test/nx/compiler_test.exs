@@ -527,6 +527,62 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    test "partitions: one per device of the driver, or of :devices, times :max_concurrency" do
+      devices = fn opts ->
+        Enum.map(Cascade.Compiler.__partitions_options__(opts), & &1[:device])
+      end
+
+      assert devices.(device: :test) == [:test, {:test, 1}]
+
+      assert devices.(device: {:test, 1}, max_concurrency: 2) == [
+               :test,
+               :test,
+               {:test, 1},
+               {:test, 1}
+             ]
+
+      assert devices.(devices: [:cpu, {:test, 1}]) == [:cpu, {:test, 1}]
+      assert devices.(device: :host) == [Cascade.Device.host()]
+      assert devices.([]) == [Cascade.Device.default()]
+
+      # Nx.Serving with partitions: true runs batches on both test devices
+      {:ok, _} = Application.ensure_all_started(:nx)
+
+      serving =
+        Nx.Serving.new(fn opts -> Nx.Defn.jit(&Nx.multiply(&1, 3), opts) end,
+          compiler: Cascade.Compiler,
+          device: :test
+        )
+
+      name = :"partitions_#{System.unique_integer([:positive])}"
+
+      start_supervised!(
+        {Nx.Serving,
+         serving: serving, name: name, batch_size: 2, batch_timeout: 50, partitions: true}
+      )
+
+      calls = fn device ->
+        Cascade.stats()
+        |> Enum.filter(&match?({{^device, :multiply, _}, _}, &1))
+        |> Enum.map(fn {_, %{calls: n}} -> n end)
+        |> Enum.sum()
+      end
+
+      before = {calls.(:test), calls.({:test, 1})}
+
+      results =
+        1..16
+        |> Task.async_stream(
+          fn k -> {k, Nx.Serving.batched_run(name, Nx.Batch.stack([Nx.tensor([k, 2 * k])]))} end,
+          max_concurrency: 16
+        )
+        |> Enum.map(fn {:ok, r} -> r end)
+
+      for {k, got} <- results, do: assert(Nx.to_flat_list(got) == [3 * k, 6 * k])
+      assert calls.(:test) > elem(before, 0)
+      assert calls.({:test, 1}) > elem(before, 1)
+    end
+
     test "a bad option raises ArgumentError naming it; other compilers' options pass" do
       x = Nx.tensor([1.0, 2.0])
 
@@ -550,6 +606,14 @@ if Code.ensure_loaded?(Nx) do
       end
 
       assert Cascade.Compiler.__partitions_options__(max_concurrency: 2) |> length() == 2
+
+      assert_raise ArgumentError, ~r/option :devices takes a non-empty list of devices/, fn ->
+        Cascade.Compiler.__partitions_options__(devices: [])
+      end
+
+      assert_raise ArgumentError, ~r/unknown device :nowhere/, fn ->
+        Cascade.Compiler.__partitions_options__(devices: [:nowhere])
+      end
 
       # EXLA's, Nx.Serving's and Axon's options are theirs
       sum =

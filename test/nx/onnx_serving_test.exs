@@ -78,6 +78,32 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    test "partitions: true runs max_concurrency batches at once on the model's device" do
+      m = model()
+      serving = Cascade.ONNX.serving(m, batch_size: 4, max_concurrency: 2)
+      device = Cascade.Device.default()
+
+      assert Cascade.Compiler.__partitions_options__(serving.defn_options)
+             |> Enum.map(& &1[:device]) == [device, device]
+
+      name = :"onnx_serving_#{System.unique_integer([:positive])}"
+
+      start_supervised!(
+        {Nx.Serving, serving: serving, name: name, batch_timeout: 5, partitions: true}
+      )
+
+      results =
+        1..16
+        |> Task.async_stream(fn k -> {k, Nx.Serving.batched_run(name, %{"x" => rows(2, k)})} end)
+        |> Enum.map(fn {:ok, r} -> r end)
+
+      for {k, %{"y" => y}} <- results, do: close(y, alone(m, rows(2, k)))
+
+      assert_raise ArgumentError, ~r/option :max_concurrency takes a positive integer/, fn ->
+        Cascade.ONNX.serving(m, max_concurrency: 0)
+      end
+    end
+
     test "preprocess and postprocess wrap each request" do
       m = model()
 
