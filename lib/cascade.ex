@@ -42,6 +42,7 @@ defmodule Cascade do
     %{id: id, name: name, args: args, opts: opts, kind: kind} = op
     vars = for {arg, _} <- args, do: Macro.var(arg, __MODULE__)
     spec = Map.take(op, [:id, :name, :args, :opts, :kind])
+    spec = Map.put(spec, :fun, Op.fun_name(spec))
     has_opts = opts != [] or kind == :create
 
     options_doc =

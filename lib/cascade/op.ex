@@ -188,10 +188,9 @@ defmodule Cascade.Op do
   @doc false
   # The general path: spec is the op's entry of the table.
   def call(spec, args, opts, mode \\ :run) do
-    %{id: id, name: name, args: arg_specs, opts: opt_specs, kind: kind} = spec
+    %{id: id, args: arg_specs, opts: opt_specs, kind: kind} = spec
 
-    fun =
-      "Cascade.#{name}/#{length(arg_specs) + if(opt_specs != [] or kind == :create, do: 1, else: 0)}"
+    fun = Map.get_lazy(spec, :fun, fn -> fun_name(spec) end)
 
     {device, opts} = take_device(fun, kind, opts)
     params = opts_to_params(fun, opt_specs, opts)
@@ -219,6 +218,12 @@ defmodule Cascade.Op do
         end
     end
   end
+
+  @doc false
+  # "Cascade.name/arity", as errors name the function
+  def fun_name(%{name: name, args: arg_specs, opts: opt_specs, kind: kind}),
+    do:
+      "Cascade.#{name}/#{length(arg_specs) + if(opt_specs != [] or kind == :create, do: 1, else: 0)}"
 
   @doc false
   def explain(id, refs, params, device_id \\ 0),

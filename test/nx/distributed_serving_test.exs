@@ -74,9 +74,9 @@ if Code.ensure_loaded?(Nx.Serving) do
 
       # both nodes served, in batches of more than one request
       fills = for node <- nodes, do: :erpc.call(node, F, :fill, [])
-      assert Enum.all?(fills, fn {batches, _} -> batches > 0 end), inspect(fills)
+      assert Enum.all?(fills, fn {batches, _, _} -> batches > 0 end), inspect(fills)
 
-      assert Enum.sum(for {_, rows} <- fills, do: rows) ==
+      assert Enum.sum(for {_, rows, _} <- fills, do: rows) ==
                Enum.sum(for {_, n, _} <- results, do: n)
     end
 
@@ -188,14 +188,14 @@ if Code.ensure_loaded?(Nx.Serving) do
 
       # the survivor takes every new request
       await_members([a])
-      {before, _} = :erpc.call(a, F, :fill, [])
+      {before, _, _} = :erpc.call(a, F, :fill, [])
 
       for i <- 1..20 do
         got = Nx.Serving.batched_run({:distributed, name}, Nx.Batch.concatenate([F.request(i)]))
         assert close?(got, local(i, 1))
       end
 
-      {later, _} = :erpc.call(a, F, :fill, [])
+      {later, _, _} = :erpc.call(a, F, :fill, [])
       assert later > before
 
       # the node, started again, takes load again
@@ -207,7 +207,7 @@ if Code.ensure_loaded?(Nx.Serving) do
         Nx.Serving.batched_run({:distributed, name}, Nx.Batch.concatenate([F.request(i)]))
       end
 
-      assert {batches, _} = :erpc.call(c, F, :fill, [])
+      assert {batches, _, _} = :erpc.call(c, F, :fill, [])
       assert batches > 0
     end
 

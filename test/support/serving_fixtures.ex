@@ -48,21 +48,32 @@ if Code.ensure_loaded?(Nx.Serving) do
     @doc """
     The serving: batches of rows {n, 784} f32, each request's probabilities back as binary
     tensors (they may cross nodes). `defn_options` go to the compiler (`device:`, `devices:`,
-    `max_concurrency:`).
+    `max_concurrency:`). `model`: `:dense` (the model above through Cascade.Compiler) or
+    `:cnn` (`Cascade.Demo.CNN`, the main job's network on Cascade ops, randomly initialised:
+    its logits).
     """
-    def serving(defn_options \\ []) do
+    def serving(defn_options \\ [], model \\ :dense) do
       Nx.Serving.new(
         fn opts ->
-          params = params() |> Nx.backend_copy({Cascade.Backend, device: opts[:device]})
-          predict = Nx.Defn.jit(&predict/2, opts)
+          run = batch_fun(model, opts)
 
           # the batches run and the rows they held, on this node (the table lives as long as
           # the serving that made it)
           if :ets.whereis(@fill) == :undefined, do: :ets.new(@fill, [:named_table, :public])
 
           fn batch ->
-            :ets.update_counter(@fill, :batches, [{2, 1}, {3, batch.size}], {:batches, 0, 0})
-            predict.(batch, params)
+            t0 = System.monotonic_time(:microsecond)
+            out = run.(batch)
+            us = System.monotonic_time(:microsecond) - t0
+
+            :ets.update_counter(
+              @fill,
+              :batches,
+              [{2, 1}, {3, batch.size}, {4, us}],
+              {:batches, 0, 0, 0}
+            )
+
+            out
           end
         end,
         [compiler: Cascade.Compiler] ++ defn_options
@@ -70,36 +81,64 @@ if Code.ensure_loaded?(Nx.Serving) do
       |> Nx.Serving.distributed_postprocessing(&Nx.backend_copy(&1, Nx.BinaryBackend))
     end
 
-    @doc "`{batches, rows}` the servings of this node ran since it started."
-    def fill do
-      case :ets.whereis(@fill) do
-        :undefined ->
-          {0, 0}
+    # the model as a function of an Nx.Batch, on the device of `opts`
+    defp batch_fun(:dense, opts) do
+      params = params() |> Nx.backend_copy({Cascade.Backend, device: opts[:device]})
+      predict = Nx.Defn.jit(&predict/2, opts)
+      &predict.(&1, params)
+    end
 
-        _ ->
-          with [{:batches, b, r}] <- :ets.lookup(@fill, :batches), do: {b, r}, else: (_ -> {0, 0})
-      end
+    defp batch_fun(:cnn, opts) do
+      device = opts[:device] || Cascade.Device.default()
+      params = Cascade.Demo.CNN.init(device: device)
+      &cnn_batch(&1, params, device)
+    end
+
+    # The batch padded with zero rows to the next power of two (blas times its convolution
+    # paths once per shape: 7 shapes instead of 64), its logits back on Nx.BinaryBackend.
+    defp cnn_batch(%Nx.Batch{size: n} = batch, params, device) do
+      {x, nil} = Nx.LazyContainer.traverse(batch, nil, fn _, fun, nil -> {fun.(), nil} end)
+      rows = 2 ** ceil(:math.log2(max(n, 1)))
+      padding = :binary.copy(<<0::float-32-native>>, (rows - n) * @inputs)
+
+      (Nx.to_binary(x) <> padding)
+      |> Cascade.from_binary(:f32, {rows, @inputs}, device: device)
+      |> then(&Cascade.Demo.CNN.logits(params, &1))
+      |> Cascade.slice([0, 0], [n, @classes])
+      |> Cascade.to_binary()
+      |> Nx.from_binary(:f32)
+      |> Nx.reshape({n, @classes})
     end
 
     @doc """
-    The plain loop beside a serving: the compiled model on one batch of 64 one-row requests,
-    again and again for `seconds`; rows/s.
+    `{batches, rows, microseconds}`: the batches the servings of this node ran since it
+    started, the rows they held and the time they took to run.
     """
-    def plain_loop(seconds) do
-      params = Nx.backend_copy(params(), Cascade.Backend)
-      predict = Nx.Defn.jit(&predict/2, compiler: Cascade.Compiler)
-      batch = Nx.Batch.concatenate(for i <- 0..63, do: request(i))
-      predict.(batch, params)
-      stop_at = System.monotonic_time(:millisecond) + seconds * 1000
-      plain_loop(predict, batch, params, stop_at, 0) * 64 / seconds
+    def fill do
+      with ref when ref != :undefined <- :ets.whereis(@fill),
+           [{:batches, b, r, us}] <- :ets.lookup(@fill, :batches),
+           do: {b, r, us},
+           else: (_ -> {0, 0, 0})
     end
 
-    defp plain_loop(predict, batch, params, stop_at, n) do
+    @doc """
+    The plain loop beside a serving: `model` (see serving/2) on one batch of 64 one-row
+    requests, again and again for `seconds`, on the default device; rows/s.
+    """
+    def plain_loop(seconds, model \\ :dense) do
+      run = batch_fun(model, device: Cascade.Device.default(), compiler: Cascade.Compiler)
+      batch = Nx.Batch.concatenate(for i <- 0..63, do: request(i))
+      run.(batch)
+      stop_at = System.monotonic_time(:millisecond) + seconds * 1000
+      plain_loop(run, batch, stop_at, 0) * 64 / seconds
+    end
+
+    defp plain_loop(run, batch, stop_at, n) do
       if System.monotonic_time(:millisecond) >= stop_at do
         n
       else
-        predict.(batch, params)
-        plain_loop(predict, batch, params, stop_at, n + 1)
+        run.(batch)
+        plain_loop(run, batch, stop_at, n + 1)
       end
     end
 
@@ -138,12 +177,17 @@ if Code.ensure_loaded?(Nx.Serving) do
     Starts the serving as `name` on `node`, unlinked from the caller (it lives until the node
     stops); `opts` go to `Nx.Serving.start_link/1`.
     """
-    def start_serving(node, name, defn_options \\ [], opts \\ []) do
+    def start_serving(node, name, defn_options \\ [], opts \\ [], model \\ :dense) do
       :erpc.call(node, fn ->
         {:ok, pid} =
           Nx.Serving.start_link(
             Keyword.merge(
-              [serving: serving(defn_options), name: name, batch_size: 64, batch_timeout: 2],
+              [
+                serving: serving(defn_options, model),
+                name: name,
+                batch_size: 64,
+                batch_timeout: 2
+              ],
               opts
             )
           )
