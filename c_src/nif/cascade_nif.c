@@ -9,6 +9,7 @@
 #include "../core/dispatch.h"
 #include "../core/program.h"
 #include "normal_watch.h"
+#include "op_flags.h"
 
 static ErlNifResourceType *tensor_type, *program_type;
 
@@ -466,15 +467,6 @@ static ERL_NIF_TERM run_value(ErlNifEnv *env, op_call *c) {
     if (!term) return enif_make_tuple2(env, am_oom, enif_make_atom(env, "resource"));
     return with_warnings(env, term);
 }
-
-/* op/5's last argument, a set of bits. OP_VALUES: a small result may be a value (not while the
- * compiler records a program: it tells tensors apart by their references, and equal values are
- * one term). OP_GC_FIRST: when the device wants a collection, the call may answer
- * :cascade_gc_first (:cascade_gc_major_first) without running, for the caller to collect and
- * call again (cx_device_wants_gc_before). OP_COLLECTED: the caller has just collected; the
- * result comes without a request (a result of a gc interval or more would ask for a second
- * collection after the one before it). */
-enum { OP_VALUES = 1, OP_GC_FIRST = 2, OP_COLLECTED = 4 };
 
 static int op_flags(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     int flags;
@@ -1668,58 +1660,44 @@ static const char *op_name_of(ErlNifEnv *env, const ERL_NIF_TERM argv[]) {
                                                                           : NULL;
 }
 
-#define WATCHED(fn, name, detail)                                                                  \
+/* Every NIF once: its name in Cascade.Native, its arity, its C function and what names a call
+ * in the watch's records (NULL: the NIF's name alone). Each runs through the watch. */
+#define CASCADE_NIFS(X)                                                                            \
+    X("op", 5, op_nif, op_name_of)                                                                 \
+    X("from_binary", 4, from_binary_nif, NULL)                                                     \
+    X("to_binary", 3, to_binary_nif, NULL)                                                         \
+    X("async_downloads", 0, async_downloads_nif, NULL)                                             \
+    X("free", 1, free_nif, NULL)                                                                   \
+    X("freed?", 1, freed_nif, NULL)                                                                \
+    X("memory", 0, memory_nif, NULL)                                                               \
+    X("devices", 0, devices_nif, NULL)                                                             \
+    X("ops", 0, ops_nif, NULL)                                                                     \
+    X("set_gc_interval", 1, set_gc_interval_nif, NULL)                                             \
+    X("set_reproducible", 1, set_reproducible_nif, NULL)                                           \
+    X("explain", 4, explain_nif, op_name_of)                                                       \
+    X("capabilities", 1, capabilities_nif, NULL)                                                   \
+    X("stats", 0, stats_nif, NULL)                                                                 \
+    X("reset_stats", 0, reset_stats_nif, NULL)                                                     \
+    X("set_policy", 1, set_policy_nif, NULL)                                                       \
+    X("transfer", 3, transfer_nif, NULL)                                                           \
+    X("program_new", 6, program_new_nif, NULL)                                                     \
+    X("program_run", 2, program_run_nif, NULL)                                                     \
+    X("program_steps", 1, program_steps_nif, NULL)                                                 \
+    X("program_loop", 5, program_loop_nif, NULL)
+
+#define WATCHED(name, arity, fn, detail)                                                           \
     static ERL_NIF_TERM fn##_watched(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {        \
         return nw_run(name, fn, detail, env, argc, argv);                                          \
     }
-WATCHED(op_nif, "op", op_name_of)
-WATCHED(from_binary_nif, "from_binary", NULL)
-WATCHED(to_binary_nif, "to_binary", NULL)
-WATCHED(async_downloads_nif, "async_downloads", NULL)
-WATCHED(free_nif, "free", NULL)
-WATCHED(freed_nif, "freed?", NULL)
-WATCHED(memory_nif, "memory", NULL)
-WATCHED(devices_nif, "devices", NULL)
-WATCHED(ops_nif, "ops", NULL)
-WATCHED(set_gc_interval_nif, "set_gc_interval", NULL)
-WATCHED(set_reproducible_nif, "set_reproducible", NULL)
-WATCHED(explain_nif, "explain", op_name_of)
-WATCHED(capabilities_nif, "capabilities", NULL)
-WATCHED(stats_nif, "stats", NULL)
-WATCHED(reset_stats_nif, "reset_stats", NULL)
-WATCHED(set_policy_nif, "set_policy", NULL)
-WATCHED(transfer_nif, "transfer", NULL)
-WATCHED(program_new_nif, "program_new", NULL)
-WATCHED(program_run_nif, "program_run", NULL)
-WATCHED(program_steps_nif, "program_steps", NULL)
-WATCHED(program_loop_nif, "program_loop", NULL)
+CASCADE_NIFS(WATCHED)
 #undef WATCHED
 
-static ErlNifFunc nif_funcs[] = {
-    {"op", 5, op_nif_watched, 0},
-    {"from_binary", 4, from_binary_nif_watched, 0},
-    {"to_binary", 3, to_binary_nif_watched, 0},
-    {"async_downloads", 0, async_downloads_nif_watched, 0},
-    {"free", 1, free_nif_watched, 0},
-    {"freed?", 1, freed_nif_watched, 0},
-    {"memory", 0, memory_nif_watched, 0},
-    {"devices", 0, devices_nif_watched, 0},
-    {"ops", 0, ops_nif_watched, 0},
-    {"set_gc_interval", 1, set_gc_interval_nif_watched, 0},
-    {"set_reproducible", 1, set_reproducible_nif_watched, 0},
-    {"explain", 4, explain_nif_watched, 0},
-    {"capabilities", 1, capabilities_nif_watched, 0},
-    {"stats", 0, stats_nif_watched, 0},
-    {"reset_stats", 0, reset_stats_nif_watched, 0},
-    {"set_policy", 1, set_policy_nif_watched, 0},
-    {"transfer", 3, transfer_nif_watched, 0},
-    {"program_new", 6, program_new_nif_watched, 0},
-    {"program_run", 2, program_run_nif_watched, 0},
-    {"program_steps", 1, program_steps_nif_watched, 0},
-    {"program_loop", 5, program_loop_nif_watched, 0},
-    {"watch_normal", 1, nw_watch_nif, 0},
-    {"normal_records", 0, nw_records_nif, 0},
-    {"set_dirty_thresholds", 2, nw_set_thresholds_nif, 0},
-};
+#define ENTRY(name, arity, fn, detail) {name, arity, fn##_watched, 0},
+static ErlNifFunc nif_funcs[] = {CASCADE_NIFS(ENTRY)
+                                 /* the watch's own controls, not watched */
+                                 {"watch_normal", 1, nw_watch_nif, 0},
+                                 {"normal_records", 0, nw_records_nif, 0},
+                                 {"set_dirty_thresholds", 2, nw_set_thresholds_nif, 0}};
+#undef ENTRY
 
 ERL_NIF_INIT(Elixir.Cascade.Native, nif_funcs, load, NULL, upgrade, NULL)

@@ -35,10 +35,7 @@ defmodule Cascade.Native do
 
   defp nif!, do: :erlang.nif_error(:cascade_nif_not_loaded)
 
-  # flags (bits): 1, a small result on a host device may come back as a value (a binary; see
-  # Cascade.Tensor) instead of a resource; 2, the call may answer :cascade_gc_first or
-  # :cascade_gc_major_first instead of running, when the device wants a collection; 4, the
-  # caller has just collected: the result comes without a request for another collection
+  # flags: the bits of c_src/nif/op_flags.h (Cascade.Op reads them from there)
   def op(_op_id, _refs, _params, _device_id, _flags), do: nif!()
   def from_binary(_binary, _type, _shape, _device_id), do: nif!()
   def to_binary(_ref, _limit, _tag), do: nif!()

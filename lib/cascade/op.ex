@@ -12,12 +12,19 @@ defmodule Cascade.Op do
   @doc false
   def max_rank, do: @max_rank
 
-  # Native.op/5's flags: a small result may be a value; the call may ask for a collection
-  # before it runs (:cascade_gc_first); the caller has just collected (the call made again after
-  # a collection: its result comes without a request for another)
-  @op_values 1
-  @op_gc_first 2
-  @op_collected 4
+  # Native.op/5's flags, read from the C header that declares them: a small result may be a
+  # value; the call may ask for a collection before it runs (:cascade_gc_first); the caller has
+  # just collected (the call made again after a collection: its result comes without a request
+  # for another)
+  @op_flags_h Path.expand("../../c_src/nif/op_flags.h", __DIR__)
+  @external_resource @op_flags_h
+  @op_flags Map.new(
+              Regex.scan(~r/\bOP_([A-Z_]+) = (\d+)/, File.read!(@op_flags_h)),
+              fn [_, name, value] -> {name, String.to_integer(value)} end
+            )
+  @op_values Map.fetch!(@op_flags, "VALUES")
+  @op_gc_first Map.fetch!(@op_flags, "GC_FIRST")
+  @op_collected Map.fetch!(@op_flags, "COLLECTED")
 
   @doc false
   # The one call into C for an op. A tensor is the usual answer; {:cascade_gc, tensor} (or
