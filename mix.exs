@@ -128,7 +128,12 @@ defmodule Cascade.MixProject do
     end
   end
 
-  defp elixirc_paths(:test), do: ["lib", "test/support"]
+  # The library is lib/. Cascade's own environments add the main job (the MNIST demo and its
+  # `mix cascade.demo`) and the benchmarks' code (`mix cascade.bench`, `mix cascade.onnx`): an
+  # application that depends on Cascade compiles it in :prod, without them.
+  @tools ["examples/mnist/lib", "bench/lib"]
+  defp elixirc_paths(:test), do: ["lib", "test/support" | @tools]
+  defp elixirc_paths(:dev), do: ["lib" | @tools]
   defp elixirc_paths(_), do: ["lib"]
 
   def application do
