@@ -160,12 +160,15 @@ defmodule Cascade.ONNX.Ops do
   defp rank(t), do: tuple_size(Cascade.shape(t))
   defp dims(t), do: Tuple.to_list(Cascade.shape(t))
 
-  defp axis(a, rank) when a < 0, do: a + rank
-  defp axis(a, _rank), do: a
+  @doc false
+  def axis(a, rank) when a < 0, do: a + rank
+  def axis(a, _rank), do: a
 
-  defp float?(t), do: Cascade.Type.float?(Cascade.type(t))
+  @doc false
+  def float?(t), do: Cascade.Type.float?(Cascade.type(t))
 
-  defp type_atom(t), do: Cascade.Type.normalize!(Cascade.type(t))
+  @doc false
+  def type_atom(t), do: Cascade.Type.normalize!(Cascade.type(t))
 
   ## Dispatch
 
@@ -1523,84 +1526,6 @@ defmodule Cascade.ONNX.Ops do
     [Cascade.reshape(out, Cascade.shape(data))]
   end
 
-  # uint8 quantization: y = saturate(round_half_even(x / scale) + zero_point), per tensor or per
-  # slice along `axis` (1) for a 1-D scale
-  defp other("QuantizeLinear", [x, scale | zp], attrs, _ctx) do
-    a = axis(attr(attrs, "axis", 1), rank(x))
-    zp = List.first(zp)
-    type = if zp, do: type_atom(zp), else: :u8
-    [quantize(x, per_axis(scale, x, a), zp && per_axis(zp, x, a), type)]
-  end
-
-  defp other("DequantizeLinear", [x, scale | zp], attrs, _ctx) do
-    a = axis(attr(attrs, "axis", 1), rank(x))
-    zp = List.first(zp)
-    xf = Cascade.as_type(x, :f32)
-    xf = if zp, do: Cascade.subtract(xf, Cascade.as_type(per_axis(zp, x, a), :f32)), else: xf
-    [Cascade.multiply(xf, per_axis(scale, x, a)) |> Cascade.as_type(:f32)]
-  end
-
-  defp other("DynamicQuantizeLinear", [x], _attrs, _ctx) do
-    lo = Cascade.min(Cascade.reduce_min(x), 0)
-    hi = Cascade.max(Cascade.reduce_max(x), 0)
-    scale = Cascade.divide(Cascade.subtract(hi, lo), 255) |> Cascade.as_type(:f32)
-
-    zp =
-      round_half_even(Cascade.negate(Cascade.divide(lo, scale)))
-      |> Cascade.max(0)
-      |> Cascade.min(255)
-
-    zp = Cascade.as_type(zp, :u8)
-    [quantize(x, scale, zp, :u8), scale, zp]
-  end
-
-  defp other("MatMulInteger", [a, b | zps], _attrs, _ctx) do
-    [azp, bzp] = Enum.take(zps ++ [nil, nil], 2)
-    [matmul(shifted(a, azp, 0), shifted(b, bzp, 1)) |> Cascade.as_type(:s32)]
-  end
-
-  defp other("ConvInteger", [x, w | zps], attrs, ctx) do
-    [xzp, wzp] = Enum.take(zps ++ [nil, nil], 2)
-    xs = shifted(x, xzp, nil) |> Cascade.as_type(:f64)
-    ws = shifted(w, wzp, 0) |> Cascade.as_type(:f64)
-    [y] = run("Conv", [xs, ws], attrs, ctx)
-    [Cascade.as_type(Cascade.round(y), :s32)]
-  end
-
-  defp other("QLinearMatMul", [a, as, azp, b, bs, bzp, ys, yzp], _attrs, _ctx) do
-    av = Cascade.multiply(shifted(a, azp, 0) |> Cascade.as_type(:f64), Cascade.as_type(as, :f64))
-    bv = Cascade.multiply(shifted(b, bzp, 1) |> Cascade.as_type(:f64), Cascade.as_type(bs, :f64))
-    [quantize(matmul(av, bv), ys, yzp, type_atom(yzp))]
-  end
-
-  defp other("QLinearConv", [x, xs, xzp, w, ws, wzp, ys, yzp | b], attrs, ctx) do
-    xv =
-      Cascade.multiply(shifted(x, xzp, nil) |> Cascade.as_type(:f64), Cascade.as_type(xs, :f64))
-
-    wv =
-      Cascade.multiply(
-        shifted(w, wzp, 0) |> Cascade.as_type(:f64),
-        per_axis(Cascade.as_type(ws, :f64), w, 0)
-      )
-
-    bias =
-      case b do
-        [b] when b != nil ->
-          [
-            Cascade.multiply(
-              Cascade.as_type(b, :f64),
-              Cascade.multiply(Cascade.as_type(xs, :f64), Cascade.as_type(ws, :f64))
-            )
-          ]
-
-        _ ->
-          []
-      end
-
-    [y] = run("Conv", [xv, wv | bias], attrs, ctx)
-    [quantize(y, ys, yzp, type_atom(yzp))]
-  end
-
   defp other(op, [_, _, _ | _] = args, attrs, _ctx) when op in ["RNN", "GRU", "LSTM"],
     do: Cascade.ONNX.Ops.Recurrent.run(op, args, attrs)
 
@@ -1811,6 +1736,18 @@ defmodule Cascade.ONNX.Ops do
   defp other(op, args, attrs, ctx) when op in ["Upsample", "Resize", "GridSample"],
     do: Cascade.ONNX.Ops.Resize.run(op, args, attrs, ctx)
 
+  defp other(op, args, attrs, ctx)
+       when op in [
+              "QuantizeLinear",
+              "DequantizeLinear",
+              "DynamicQuantizeLinear",
+              "MatMulInteger",
+              "ConvInteger",
+              "QLinearMatMul",
+              "QLinearConv"
+            ],
+       do: Cascade.ONNX.Ops.Quantized.run(op, args, attrs, ctx)
+
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
@@ -1877,30 +1814,14 @@ defmodule Cascade.ONNX.Ops do
   end
 
   # a 1-D scale or zero point as the slices of x along axis a; a scalar as it is
-  defp per_axis(p, x, a) do
+  @doc false
+  def per_axis(p, x, a) do
     if rank(p) == 1 and rank(x) > 1 do
       shape = List.duplicate(1, rank(x)) |> List.replace_at(a, Cascade.size(p)) |> List.to_tuple()
       Cascade.reshape(p, shape)
     else
       p
     end
-  end
-
-  # x - zero_point in s32 (a 1-D zero point along `axis`, when given)
-  defp shifted(x, nil, _axis), do: Cascade.as_type(x, :s32)
-
-  defp shifted(x, zp, axis) do
-    zp = if axis != nil, do: per_axis(zp, x, axis), else: zp
-    Cascade.subtract(Cascade.as_type(x, :s32), Cascade.as_type(zp, :s32))
-  end
-
-  defp quantize(x, scale, zp, type) do
-    {lo, hi} = if type == :u8, do: {0, 255}, else: fail("quantizing to #{type}")
-    # x / scale in x's own float type, rounded as ONNX's reference does it (np.rint in f32)
-    t = if float?(x), do: type_atom(x), else: :f32
-    q = round_half_even(Cascade.divide(Cascade.as_type(x, t), Cascade.as_type(scale, t)))
-    q = if zp, do: Cascade.add(q, Cascade.as_type(zp, t)), else: q
-    q |> Cascade.max(lo) |> Cascade.min(hi) |> Cascade.as_type(type)
   end
 
   @doc false
@@ -1981,7 +1902,8 @@ defmodule Cascade.ONNX.Ops do
   end
 
   # numpy matmul: 1-D operands promoted, leading axes broadcast
-  defp matmul(a, b) do
+  @doc false
+  def matmul(a, b) do
     ra = rank(a)
     rb = rank(b)
 
