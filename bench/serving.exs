@@ -43,6 +43,19 @@ requests = List.to_tuple(requests)
 
 percentile = fn sorted, n, p -> elem(sorted, min(n - 1, trunc(p * n))) end
 
+# this VM's CPU seconds so far (user + system, all threads: schedulers, dirty schedulers, the
+# blas driver's threads)
+cpu_seconds = fn ->
+  [_pid, _comm | rest] =
+    "/proc/self/stat"
+    |> File.read!()
+    |> String.split(") ")
+    |> then(fn [a, b] -> [a, "x" | String.split(b)] end)
+
+  {utime, stime} = {Enum.at(rest, 11), Enum.at(rest, 12)}
+  (String.to_integer(utime) + String.to_integer(stime)) / 100
+end
+
 # closed-loop clients for `seconds`: {requests/s, p50, p99, p99.9 in ms, errors}
 closed = fn target, clients, seconds ->
   parent = self()
@@ -184,21 +197,23 @@ report = fn label, nodes, target, plain ->
   IO.puts("plain loop (batches of 64): #{round(plain)} rows/s, #{batch_ms} ms a batch\n")
 
   IO.puts(
-    "| clients | req/s | × plain | p50 ms | p99 ms | p99.9 ms | rows/batch | ms/batch | errors |"
+    "| clients | req/s | × plain | p50 ms | p99 ms | p99.9 ms | rows/batch | ms/batch | errors | CPU here |"
   )
 
-  IO.puts("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+  IO.puts("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
   before = for n <- nodes, do: :erpc.call(n, F, :fill, [])
 
   {_, peak} =
     Enum.reduce(levels, {before, 0}, fn clients, {before, peak} ->
+      cpu0 = cpu_seconds.()
       {rps, p50, p99, p999, errs} = closed.(target, clients, seconds)
+      cpu = (cpu_seconds.() - cpu0) / seconds
       {now, {fill, batch_ms}} = fill_delta.(nodes, before)
 
       IO.puts(
         "| #{clients} | #{round(rps)} | #{Float.round(rps / plain, 2)} | #{Float.round(p50, 2)} | " <>
-          "#{Float.round(p99, 2)} | #{Float.round(p999, 2)} | #{Float.round(fill, 1)} | #{Float.round(batch_ms, 2)} | #{errs} |"
+          "#{Float.round(p99, 2)} | #{Float.round(p999, 2)} | #{Float.round(fill, 1)} | #{Float.round(batch_ms, 2)} | #{errs} | #{Float.round(cpu, 2)} |"
       )
 
       {now, max(peak, rps)}
