@@ -583,6 +583,38 @@ if Code.ensure_loaded?(Nx) do
       assert calls.({:test, 1}) > elem(before, 1)
     end
 
+    test "partitions: true serves on every host and OpenCL device that is available" do
+      {:ok, _} = Application.ensure_all_started(:nx)
+
+      for %{device: device, available: true} <- Cascade.Device.list(),
+          device in [:cpu, :blas, :opencl] do
+        serving =
+          Nx.Serving.new(fn opts -> Nx.Defn.jit(&Nx.add(Nx.multiply(&1, 2), 1), opts) end,
+            compiler: Cascade.Compiler,
+            device: device,
+            max_concurrency: 2
+          )
+
+        name = :"partitions_#{device}_#{System.unique_integer([:positive])}"
+
+        start_supervised!(
+          {Nx.Serving,
+           serving: serving, name: name, batch_size: 4, batch_timeout: 5, partitions: true},
+          id: name
+        )
+
+        results =
+          1..12
+          |> Task.async_stream(fn k ->
+            {k, Nx.Serving.batched_run(name, Nx.Batch.stack([Nx.tensor([k, -k], type: :f32)]))}
+          end)
+          |> Enum.map(fn {:ok, r} -> r end)
+
+        for {k, got} <- results,
+            do: assert(Nx.to_flat_list(got) == [2.0 * k + 1, -2.0 * k + 1], inspect(device))
+      end
+    end
+
     test "a bad option raises ArgumentError naming it; other compilers' options pass" do
       x = Nx.tensor([1.0, 2.0])
 
