@@ -43,6 +43,29 @@ defmodule CascadeBlasTest do
     |> Enum.all?(fn {x, y} -> abs(x - y) <= tol * (1 + abs(y)) end)
   end
 
+  test "argsort's first k on :blas (rows split across its threads) equals the cpu's" do
+    # 64 rows of 400: above the size blas splits a sort's rows at; ties and NaNs
+    values =
+      for i <- 0..(64 * 400 - 1),
+          do: if(rem(i, 37) == 0, do: :nan, else: rem(i * 7919, 13) * 1.0)
+
+    for k <- [1, 7, 256, 257, 400], direction <- [:asc, :desc], axis <- [1, 0] do
+      n = if axis == 1, do: 400, else: 64
+      k = min(k, n)
+
+      [blas, cpu] =
+        for device <- [:blas, :cpu] do
+          values
+          |> Cascade.tensor(type: :f32, device: device)
+          |> Cascade.reshape({64, 400})
+          |> Cascade.argsort(axis: axis, direction: direction, k: k)
+          |> Cascade.to_binary()
+        end
+
+      assert blas == cpu, "k #{k} #{direction} axis #{axis}"
+    end
+  end
+
   test "the device is listed: host memory, a cpu, OpenBLAS and its threads named" do
     assert %{available: true, driver: :blas, kind: "cpu", host_memory: true} = @blas
     assert @blas.name =~ "OpenBLAS"

@@ -887,7 +887,8 @@ defmodule Cascade.PropertyTest.ReduceTest do
     end
   end
 
-  property [:sort, :argsort], "sort/argsort along an axis, stable, NaN last (asc) or first" do
+  property [:sort, :argsort],
+           "sort/argsort along an axis, stable, NaN last (asc) or first; argsort's first k" do
     for op <- [:sort, :argsort], type <- all_types(), _ <- 1..25 do
       s = if chance(0.1), do: shape_or_large(), else: shape()
       rank = tuple_size(s)
@@ -903,6 +904,23 @@ defmodule Cascade.PropertyTest.ReduceTest do
       itype = pick([:s64, :s32, :u16])
       opts = [axis: axis, direction: direction] ++ if(op == :argsort, do: [type: itype], else: [])
       expected = R.sort(ref(x), axis, direction, if(op == :sort, do: :values, else: :positions))
+
+      # argsort's first k positions (Nx.top_k's): the full argsort's, sliced
+      n = if rank > 0, do: elem(s, rem(axis + rank, rank)), else: 1
+
+      {opts, expected} =
+        if op == :argsort and n > 0 and chance(0.5) do
+          k = pick([1, min(2, n), min(3, n), n, int_between(1, n)])
+          a = rem(axis + rank, max(rank, 1))
+
+          lengths =
+            for {d, i} <- Enum.with_index(Tuple.to_list(s)), do: if(i == a, do: k, else: d)
+
+          start = List.duplicate(0, rank)
+          {opts ++ [k: k], if(rank > 0, do: R.slice(expected, start, lengths), else: expected)}
+        else
+          {opts, expected}
+        end
 
       check!(
         "Cascade.#{op}/2",

@@ -400,6 +400,15 @@ CX_INFER(cx_infer_sort) {
                            OPNAME, cx_dtype_name((cx_dtype)t));
         cx_param_put_int(ps, CX_P_TYPE, t);
         out->dtype = (cx_dtype)t;
+        if (cx_param_has(ps, CX_P_K)) {
+            int axis = in[0].rank ? (int)ps->p[CX_P_AXIS].i[0] : 0;
+            int64_t n = in[0].rank ? in[0].shape[axis] : 1, k = ps->p[CX_P_K].i[0];
+            if (k < 1 || k > n)
+                return cx_fail(st, CX_EINVAL,
+                               "%s: expected k between 1 and the axis' length %lld, got: %lld",
+                               OPNAME, (long long)n, (long long)k);
+            if (in[0].rank) out->shape[axis] = k;
+        }
     }
     compute[0] = in[0].dtype;
     return CX_OK;

@@ -1,9 +1,9 @@
 /* sort and argsort on the cpu driver, through the full dispatcher: Nx's order (NaN last
  * ascending, first descending; -0.0 equal to 0.0), stability, every axis, every type, argsort
  * into narrower integer types, scalars and empty lines, and long random lines checked for order
- * and stability element by element. Then indexed_add and indexed_put: colliding updates (summed
- * in double and rounded once, or the last one written), blocks of the axes not indexed, wrapping
- * integers, mixed types and out-of-range indices. */
+ * and stability element by element; argsort's first k against the full argsort. Then indexed_add
+ * and indexed_put: colliding updates (summed in double and rounded once, or the last one written),
+ * blocks of the axes not indexed, wrapping integers, mixed types and out-of-range indices. */
 #include "test_util.h"
 
 static const cx_dtype all_types[] = {CX_F16, CX_BF16, CX_F32, CX_F64, CX_U8,  CX_S32,
@@ -147,6 +147,69 @@ static void test_long_lines_are_ordered_and_stable(void **state) {
     }
 }
 
+/* argsort with k: the first k positions of the full argsort along the axis, bit for bit (the
+ * selection keeps the stable order), for k selected (up to 256: every k here but the axis'
+ * length) and sorted, on lines with
+ * many ties and NaNs, along every axis, in both directions, for floats, signed and u64 keys;
+ * k of 0 or above the axis' length refused. */
+static void test_argsort_first_k(void **state) {
+    (void)state;
+    enum { A = 3, N = 200, C = 2 };
+    static double v[A * N * C], vi[A * N * C]; /* vi: the integer types', without NaN */
+    uint64_t r = 99;
+    for (int i = 0; i < A * N * C; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        v[i] = vi[i] = (double)((r >> 33) % 40);
+        if ((r >> 20) % 31 == 0) v[i] = NAN;
+    }
+    const cx_dtype types[] = {CX_F32, CX_F16, CX_S32, CX_U64};
+    const int64_t ks[] = {1, 2, 5, 32, 33, 150, 199};
+    for (int t = 0; t < COUNT(types); t++) {
+        cx_tensor *x =
+            tu_tensor(types[t], 3, TU_SHAPE(A, N, C), cx_dtype_is_float(types[t]) ? v : vi);
+        for (int axis = 0; axis < 3; axis++)
+            for (int dir = 0; dir < 2; dir++) {
+                cx_tensor *full = sort_op(CX_OP_ARGSORT, x, axis, dir, -1);
+                int64_t n = x->desc.shape[axis];
+                for (int q = 0; q < COUNT(ks); q++) {
+                    int64_t k = ks[q] < n ? ks[q] : n;
+                    cx_params ps = {0};
+                    cx_param_put_int(&ps, CX_P_AXIS, axis);
+                    cx_param_put_int(&ps, CX_P_DIRECTION, dir);
+                    cx_param_put_int(&ps, CX_P_K, k);
+                    cx_tensor *got = tu_run_ok(CX_OP_ARGSORT, (cx_tensor *[]){x}, 1, &ps);
+                    assert_int_equal(got->desc.shape[axis], k);
+                    int64_t outer = 1, inner = 1;
+                    for (int d = 0; d < axis; d++) outer *= x->desc.shape[d];
+                    for (int d = axis + 1; d < 3; d++) inner *= x->desc.shape[d];
+                    const int64_t *g = got->data, *f = full->data;
+                    for (int64_t o = 0; o < outer; o++)
+                        for (int64_t j = 0; j < k; j++)
+                            for (int64_t c = 0; c < inner; c++)
+                                assert_int_equal(g[(o * k + j) * inner + c],
+                                                 f[(o * n + j) * inner + c]);
+                    tu_drop(got);
+                }
+                tu_drop(full);
+            }
+        tu_drop(x);
+    }
+
+    cx_tensor *w = tu_vec(CX_F32, 3, TU_VALUES(1, 2, 3));
+    const int64_t bad[] = {0, 4, -1};
+    for (int q = 0; q < 3; q++) {
+        cx_params ps = {0};
+        cx_param_put_int(&ps, CX_P_K, bad[q]);
+        cx_code rc;
+        cx_status st = {0};
+        cx_tensor *out = tu_run(CX_OP_ARGSORT, (cx_tensor *[]){w}, 1, &ps, &rc, &st);
+        assert_int_equal(rc, CX_EINVAL);
+        assert_non_null(strstr(st.message, "expected k between 1 and"));
+        assert_null(out);
+    }
+    tu_drop(w);
+}
+
 static cx_tensor *indexed(cx_op_id op, cx_tensor *t, cx_tensor *i, cx_tensor *u,
                           const int64_t *axes, int n_axes) {
     cx_params ps = {0};
@@ -259,6 +322,7 @@ int main(void) {
         cmocka_unit_test(test_axes_and_types),
         cmocka_unit_test(test_scalar_empty_and_errors),
         cmocka_unit_test(test_long_lines_are_ordered_and_stable),
+        cmocka_unit_test(test_argsort_first_k),
         cmocka_unit_test(test_indexed_add_and_put),
         cmocka_unit_test(test_indexed_errors),
     };

@@ -818,6 +818,28 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
+    # Nx.top_k/2: the first k positions of a descending argsort of the last axis (a small k
+    # selected in one pass over each line, not sorted) and the values there. Nx's default
+    # sorts every line whole.
+    @impl true
+    def top_k({values_out, indices_out}, tensor, opts) do
+      if native?([values_out, indices_out, tensor]) and not complex?([tensor]) do
+        t = cx(tensor)
+        axis = tuple_size(Cascade.shape(t)) - 1
+        indices = Cascade.argsort(t, axis: axis, direction: :desc, k: opts[:k])
+        values = Cascade.take_along_axis(t, indices, axis: axis)
+        {out(values_out, values), out(indices_out, indices)}
+      else
+        # Nx's own default (Nx.BinaryBackend has no top_k): each op falls back as it must
+        {k, axis} = {opts[:k], Nx.rank(tensor) - 1}
+        indices = Nx.argsort(tensor, axis: axis, direction: :desc)
+        values = Nx.take_along_axis(tensor, indices, axis: axis)
+
+        {Nx.slice_along_axis(values, 0, k, axis: axis),
+         Nx.slice_along_axis(indices, 0, k, axis: axis)}
+      end
+    end
+
     # Cascade transforms the last axis: another axis is moved there and back
     for op <- [:fft, :ifft] do
       @impl true

@@ -552,6 +552,43 @@ defmodule Cascade.BackendTest do
       assert_no_fallback()
     end
 
+    test "top_k runs natively (argsort's first k) and equals Nx's default, ties and NaN included" do
+      Cascade.put_fallback_policy(:error)
+
+      for device <- [:cpu, Cascade.Device.host()] do
+        Cascade.reset_stats()
+
+        {cascade, binary} =
+          on_both(fn ->
+            # many ties and a few NaNs: Nx's default is a stable descending argsort, NaN first
+            values =
+              for i <- 0..(3 * 4 * 70 - 1),
+                  do: if(rem(i, 23) == 0, do: :nan, else: round(4 * :math.sin(i * 0.37)) * 1.0)
+
+            x = values |> Nx.tensor(type: :f32) |> Nx.reshape({3, 4, 70})
+            ints = values |> Enum.map(&if(&1 == :nan, do: 0, else: trunc(&1)))
+            i = ints |> Nx.tensor(type: :s16) |> Nx.reshape({3, 4, 70})
+
+            on_device = fn t ->
+              if Nx.default_backend() == Nx.BinaryBackend,
+                do: t,
+                else: Nx.backend_copy(t, {Cascade.Backend, device: device})
+            end
+
+            for k <- [1, 5, 40, 70], t <- [on_device.(x), on_device.(i)] do
+              {values, indices} = Nx.top_k(t, k: k)
+              {Nx.to_binary(values), Nx.shape(values), Nx.to_binary(indices), Nx.type(indices)}
+            end
+          end)
+
+        assert cascade == binary
+        assert_no_fallback()
+
+        assert Cascade.stats() |> Map.has_key?({device, :argsort, :native}),
+               inspect(Cascade.stats() |> Map.keys())
+      end
+    end
+
     test "window_scatter_max and window_scatter_min run natively (valid padding as Nx.BinaryBackend)" do
       Cascade.put_fallback_policy(:error)
 

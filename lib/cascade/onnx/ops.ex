@@ -838,22 +838,6 @@ defmodule Cascade.ONNX.Ops do
     largest = attr(attrs, "largest", 1) == 1
     n = elem(Cascade.shape(x), a)
     if k > n, do: fail("TopK: k = #{k} for an axis of #{n}")
-    pick = if largest, do: &Cascade.argmax/2, else: &Cascade.argmin/2
-
-    away =
-      Cascade.tensor(if(largest, do: :neg_infinity, else: :infinity),
-        type: :f64,
-        device: Cascade.device(x)
-      )
-
-    iota = Cascade.iota(Cascade.shape(x), axis: a, device: Cascade.device(x))
-    work = Cascade.as_type(x, :f64)
-
-    {idxs, _} =
-      Enum.map_reduce(1..k//1, work, fn _, work ->
-        i = pick.(work, axis: a, keep_axis: true)
-        {i, Cascade.select(Cascade.equal(iota, i), away, work)}
-      end)
 
     if k == 0 do
       shape = put_elem(Cascade.shape(x), a, 0)
@@ -864,7 +848,9 @@ defmodule Cascade.ONNX.Ops do
         Cascade.full(0, shape, type: :s64, device: dev)
       ]
     else
-      indices = Cascade.concatenate(idxs, axis: a) |> Cascade.as_type(:s64)
+      # the first k positions of a stable sort: equal values by position, as ONNX asks
+      direction = if largest, do: :desc, else: :asc
+      indices = Cascade.argsort(x, axis: a, direction: direction, k: k)
       [take_along(x, indices, a), indices]
     end
   end
