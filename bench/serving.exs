@@ -15,6 +15,8 @@
 #   soak   the local serving at half of the local peak for `seconds`: RSS and Cascade.memory/0
 #          every 10 s
 #
+# SERVING_PARTITIONS=n starts the local serving with n partitions on the host device.
+#
 # Closed-loop clients (each sends its next request when the last is answered) at 1, 16, 64 and
 # 256 for `seconds` each: requests/s, p50/p99/p99.9 latency, mean rows per batch. Beside them,
 # the plain loop: the model on a batch of 64 one-row requests, again and again in one process
@@ -33,6 +35,9 @@ alias Cascade.ServingFixtures, as: F
 model in [:dense, :cnn] or raise "model: dense or cnn, got: #{model}"
 
 levels = [1, 16, 64, 256]
+# SERVING_PARTITIONS=n: the local serving with partitions: true and n partitions on the host
+# device (Cascade.Compiler's max_concurrency)
+partitions = String.to_integer(System.get_env("SERVING_PARTITIONS", "1"))
 # MIX_ENV=test makes :cpu the default device; the peers start with the host device (:blas)
 Cascade.put_default_device(:host)
 F.distribute(:"bench_#{System.unique_integer([:positive])}")
@@ -239,15 +244,17 @@ for mode <- modes do
 
       {:ok, serving} =
         Nx.Serving.start_link(
-          serving: F.serving([], model),
+          serving: F.serving([max_concurrency: partitions], model),
           name: name,
           batch_size: 64,
-          batch_timeout: 2
+          batch_timeout: 2,
+          partitions: partitions > 1
         )
 
       peak =
         report.(
-          "one node: the serving and its clients in this VM (all cores)",
+          "one node: the serving and its clients in this VM (all cores), " <>
+            "#{partitions} partition(s) on the host device",
           [node()],
           name,
           F.plain_loop(seconds, model)
