@@ -152,8 +152,10 @@ defmodule Cascade.ONNX.Ops do
   def values(nil), do: nil
   def values(t), do: t |> Cascade.to_list() |> List.wrap() |> List.flatten()
 
-  defp rank(t), do: tuple_size(Cascade.shape(t))
-  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
+  @doc false
+  def rank(t), do: tuple_size(Cascade.shape(t))
+  @doc false
+  def dims(t), do: Tuple.to_list(Cascade.shape(t))
 
   @doc false
   def axis(a, rank) when a < 0, do: a + rank
@@ -164,6 +166,30 @@ defmodule Cascade.ONNX.Ops do
 
   @doc false
   def type_atom(t), do: Cascade.Type.normalize!(Cascade.type(t))
+
+  # The operators whose code lives in a module of their family (lib/cascade/onnx/ops/): each
+  # has run(op, inputs, attributes, context) and says when a node's inputs do not fit.
+  @families for {family, ops} <- [
+                  Conv:
+                    ~w(Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool MaxUnpool),
+                  Einsum: ~w(Einsum),
+                  Indexing:
+                    ~w(Gather GatherElements GatherND ScatterElements Scatter ScatterND Compress),
+                  Layout:
+                    ~w(Reshape Flatten Transpose Squeeze Unsqueeze Concat Expand Slice Tile Split Pad DepthToSpace SpaceToDepth ReverseSequence Trilu),
+                  Loss: ~w(NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss),
+                  Normalization:
+                    ~w(BatchNormalization LayerNormalization InstanceNormalization LRN MeanVarianceNormalization),
+                  Quantized:
+                    ~w(QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv),
+                  Recurrent: ~w(RNN GRU LSTM),
+                  Resize: ~w(Upsample Resize GridSample),
+                  Spectral: ~w(DFT Det),
+                  Training: ~w(Adagrad Momentum Adam)
+                ],
+                op <- ops,
+                into: %{},
+                do: {op, Module.concat(Cascade.ONNX.Ops, family)}
 
   ## Dispatch
 
@@ -847,9 +873,6 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
-  defp other(op, [_, _, _ | _] = args, attrs, _ctx) when op in ["RNN", "GRU", "LSTM"],
-    do: Cascade.ONNX.Ops.Recurrent.run(op, args, attrs)
-
   # x * 2^y (wrapping, as unsigned arithmetic does) or floor(x / 2^y), in x's unsigned type
   defp other("BitShift", [x, y], attrs, _ctx) do
     p = Cascade.pow(Cascade.as_type(Cascade.add(Cascade.multiply(y, 0), 2), Cascade.type(x)), y)
@@ -861,87 +884,8 @@ defmodule Cascade.ONNX.Ops do
     end
   end
 
-  defp other(op, args, attrs, ctx) when op in ["Einsum"],
-    do: Cascade.ONNX.Ops.Einsum.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx) when op in ["Upsample", "Resize", "GridSample"],
-    do: Cascade.ONNX.Ops.Resize.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx)
-       when op in [
-              "QuantizeLinear",
-              "DequantizeLinear",
-              "DynamicQuantizeLinear",
-              "MatMulInteger",
-              "ConvInteger",
-              "QLinearMatMul",
-              "QLinearConv"
-            ],
-       do: Cascade.ONNX.Ops.Quantized.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx)
-       when op in [
-              "BatchNormalization",
-              "LayerNormalization",
-              "InstanceNormalization",
-              "LRN",
-              "MeanVarianceNormalization"
-            ],
-       do: Cascade.ONNX.Ops.Normalization.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx) when op in ["Adagrad", "Momentum", "Adam"],
-    do: Cascade.ONNX.Ops.Training.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx)
-       when op in [
-              "Gather",
-              "GatherElements",
-              "GatherND",
-              "ScatterElements",
-              "Scatter",
-              "ScatterND",
-              "Compress"
-            ],
-       do: Cascade.ONNX.Ops.Indexing.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx)
-       when op in [
-              "Reshape",
-              "Flatten",
-              "Transpose",
-              "Squeeze",
-              "Unsqueeze",
-              "Concat",
-              "Expand",
-              "Slice",
-              "Tile",
-              "Split",
-              "Pad",
-              "DepthToSpace",
-              "SpaceToDepth",
-              "ReverseSequence",
-              "Trilu"
-            ],
-       do: Cascade.ONNX.Ops.Layout.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx)
-       when op in [
-              "Conv",
-              "ConvTranspose",
-              "MaxPool",
-              "AveragePool",
-              "GlobalAveragePool",
-              "GlobalMaxPool",
-              "MaxUnpool"
-            ],
-       do: Cascade.ONNX.Ops.Conv.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx)
-       when op in ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"],
-       do: Cascade.ONNX.Ops.Loss.run(op, args, attrs, ctx)
-
-  defp other(op, args, attrs, ctx) when op in ["DFT", "Det"],
-    do: Cascade.ONNX.Ops.Spectral.run(op, args, attrs, ctx)
+  defp other(op, args, attrs, ctx) when is_map_key(@families, op),
+    do: Map.fetch!(@families, op).run(op, args, attrs, ctx)
 
   defp other(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")

@@ -12,7 +12,9 @@ defmodule Cascade.ONNX.Ops.Conv do
       values: 1,
       ceil_padding: 1,
       conv_padding: 5,
-      conv_transpose_geometry: 3
+      conv_transpose_geometry: 3,
+      dims: 1,
+      rank: 1
     ]
 
   @doc false
@@ -210,8 +212,4 @@ defmodule Cascade.ONNX.Ops.Conv do
 
     [best, Cascade.as_type(index, :s64)]
   end
-
-  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end

@@ -3,7 +3,7 @@ defmodule Cascade.ONNX.Ops.Einsum do
   # Einsum (Cascade.ONNX.Ops hands it here): the equation parsed, each operand's diagonals
   # and summed labels, then pairwise products.
 
-  import Cascade.ONNX.Ops, only: [attr: 3, fail: 1]
+  import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, rank: 1]
 
   @doc false
   def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
@@ -148,6 +148,4 @@ defmodule Cascade.ONNX.Ops.Einsum do
     axes = for {l, i} <- Enum.with_index(labels), l in drop, do: i
     {Cascade.sum(x, axes: axes), Enum.reject(labels, &(&1 in drop))}
   end
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end

@@ -3,7 +3,7 @@ defmodule Cascade.ONNX.Ops.Indexing do
   # Gathers and scatters by index, and Compress (Cascade.ONNX.Ops hands them here).
 
   import Cascade.ONNX.Ops,
-    only: [attr: 3, fail: 1, axis: 2, values: 1, take_along: 3, row_strides: 1]
+    only: [attr: 3, fail: 1, axis: 2, values: 1, take_along: 3, row_strides: 1, dims: 1, rank: 1]
 
   @doc false
   def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
@@ -146,8 +146,4 @@ defmodule Cascade.ONNX.Ops.Indexing do
 
   defp run_op(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
-
-  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end

@@ -4,7 +4,17 @@ defmodule Cascade.ONNX.Ops.Layout do
   # here): reshapes, transposes, slices, concatenation, tiling, padding.
 
   import Cascade.ONNX.Ops,
-    only: [attr: 3, fail: 1, axis: 2, values: 1, clamp: 3, take_along: 3, axes_arg: 4]
+    only: [
+      attr: 3,
+      fail: 1,
+      axis: 2,
+      values: 1,
+      clamp: 3,
+      take_along: 3,
+      axes_arg: 4,
+      dims: 1,
+      rank: 1
+    ]
 
   @doc false
   def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
@@ -313,8 +323,4 @@ defmodule Cascade.ONNX.Ops.Layout do
   # Cascade.slice's lengths are the extent in the input; count elements `step` apart span this
   defp extent(0, _step), do: 0
   defp extent(count, step), do: (count - 1) * step + 1
-
-  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end

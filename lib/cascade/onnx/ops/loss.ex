@@ -3,7 +3,7 @@ defmodule Cascade.ONNX.Ops.Loss do
   # The losses (Cascade.ONNX.Ops hands them here): NegativeLogLikelihoodLoss and
   # SoftmaxCrossEntropyLoss.
 
-  import Cascade.ONNX.Ops, only: [attr: 3, fail: 1]
+  import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, rank: 1]
 
   @doc false
   def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
@@ -54,6 +54,4 @@ defmodule Cascade.ONNX.Ops.Loss do
         Cascade.divide(Cascade.sum(loss), Cascade.sum(w)) |> Cascade.as_type(Cascade.type(x))
     end
   end
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end

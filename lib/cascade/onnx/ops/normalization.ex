@@ -3,7 +3,7 @@ defmodule Cascade.ONNX.Ops.Normalization do
   # The normalisations (Cascade.ONNX.Ops hands them here): batch, layer, instance, local
   # response, mean-variance.
 
-  import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, axis: 2]
+  import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, axis: 2, dims: 1, rank: 1]
 
   @doc false
   def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
@@ -128,8 +128,4 @@ defmodule Cascade.ONNX.Ops.Normalization do
 
   defp fit_shape(d, n) when length(d) >= n, do: d |> Enum.take(-n) |> List.to_tuple()
   defp fit_shape(d, n), do: List.to_tuple(List.duplicate(1, n - length(d)) ++ d)
-
-  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end

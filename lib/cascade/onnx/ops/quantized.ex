@@ -12,7 +12,8 @@ defmodule Cascade.ONNX.Ops.Quantized do
       float?: 1,
       matmul: 2,
       per_axis: 3,
-      type_atom: 1
+      type_atom: 1,
+      rank: 1
     ]
 
   @doc false
@@ -115,6 +116,4 @@ defmodule Cascade.ONNX.Ops.Quantized do
     q = if zp, do: Cascade.add(q, Cascade.as_type(zp, t)), else: q
     q |> Cascade.max(lo) |> Cascade.min(hi) |> Cascade.as_type(type)
   end
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end

@@ -3,15 +3,16 @@ defmodule Cascade.ONNX.Ops.Recurrent do
   # RNN, GRU and LSTM (Cascade.ONNX.Ops hands them here): Cascade.recurrent/6 where it has the
   # node's cell, else one time step after the other.
 
-  import Cascade.ONNX.Ops, only: [attr: 3]
+  import Cascade.ONNX.Ops, only: [attr: 3, dims: 1, fail: 1]
 
-  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
+  @doc false
+  def run(op, args, attrs, _ctx), do: run_op(op, args, attrs)
 
   # The recurrent operators, forward, reverse or bidirectional, with their default activations
   # (sigmoid for the gates, tanh for the cell), one time step after the other on the device.
   # Gates come from x_t W^T + h R^T + Wb + Rb; a batch entry past its sequence_lens keeps its
   # state and gives zeros (so the reverse direction starts at each entry's own last step).
-  def run(op, [x, w, r | rest], attrs) when op in ["RNN", "GRU", "LSTM"] do
+  defp run_op(op, [x, w, r | rest], attrs) when op in ["RNN", "GRU", "LSTM"] do
     [b, lens, h0, c0, peep] = Enum.take(rest ++ List.duplicate(nil, 5), 5)
     layout = attr(attrs, "layout", 0)
     batch_first = fn t -> if layout == 1, do: Cascade.transpose(t, axes: [1, 0, 2]), else: t end
@@ -86,6 +87,9 @@ defmodule Cascade.ONNX.Ops.Recurrent do
       [y, final.(1), final.(2)]
     end
   end
+
+  defp run_op(op, args, _attrs),
+    do: fail("#{op} with #{length(args)} inputs is not supported")
 
   # t[d] of a tensor with the directions first
   defp index0(t, d) do

@@ -3,7 +3,8 @@ defmodule Cascade.ONNX.Ops.Resize do
   # Upsample, Resize and GridSample (Cascade.ONNX.Ops hands them here): taps gathered on the
   # device and weighted.
 
-  import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, values: 1, clamp: 3, round_half_even: 1]
+  import Cascade.ONNX.Ops,
+    only: [attr: 3, fail: 1, values: 1, clamp: 3, round_half_even: 1, dims: 1, rank: 1]
 
   @doc false
   def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
@@ -385,8 +386,4 @@ defmodule Cascade.ONNX.Ops.Resize do
 
     if weight, do: Cascade.multiply(v, spread.(weight)), else: v
   end
-
-  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end

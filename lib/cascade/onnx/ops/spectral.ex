@@ -3,7 +3,8 @@ defmodule Cascade.ONNX.Ops.Spectral do
   # DFT (products with the transform matrix) and Det (Gaussian elimination); Cascade.ONNX.Ops
   # hands them here.
 
-  import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, axis: 2, values: 1, take_along: 3]
+  import Cascade.ONNX.Ops,
+    only: [attr: 3, fail: 1, axis: 2, values: 1, take_along: 3, dims: 1, rank: 1]
 
   @doc false
   def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
@@ -150,8 +151,4 @@ defmodule Cascade.ONNX.Ops.Spectral do
 
   defp run_op(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
-
-  defp dims(t), do: Tuple.to_list(Cascade.shape(t))
-
-  defp rank(t), do: tuple_size(Cascade.shape(t))
 end
