@@ -391,14 +391,6 @@ if Code.ensure_loaded?(Nx) do
     ## Indexing
 
     @impl true
-    def slice(out, %T{data: %B{tensor: %Cascade.Tensor{} = t}} = tensor, start, lengths, strides) do
-      # a Cascade tensor at fixed offsets (Nx.Serving slices each request's rows so): nothing to
-      # convert or negotiate on the Elixir side
-      if Enum.all?(start, &is_integer/1),
-        do: out(out, Cascade.slice(t, start, lengths, strides: strides)),
-        else: slice_any(out, tensor, start, lengths, strides)
-    end
-
     def slice(out, tensor, start, lengths, strides),
       do: slice_any(out, tensor, start, lengths, strides)
 
