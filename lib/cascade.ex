@@ -41,8 +41,7 @@ defmodule Cascade do
   for op <- @ops do
     %{id: id, name: name, args: args, opts: opts, kind: kind} = op
     vars = for {arg, _} <- args, do: Macro.var(arg, __MODULE__)
-    spec = Map.take(op, [:id, :name, :args, :opts, :kind])
-    spec = Map.put(spec, :fun, Op.fun_name(spec))
+    spec = Map.take(op, [:id, :name, :fun, :args, :opts, :kind])
     has_opts = opts != [] or kind == :create
 
     options_doc =
@@ -916,7 +915,7 @@ defmodule Cascade do
               "(#{Enum.map_join(spec.args, ", ", &elem(&1, 0))}), got: #{length(args)}"
     end
 
-    Op.call(Map.take(spec, [:id, :name, :args, :opts, :kind]), args, opts, :explain)
+    Op.call(Map.take(spec, [:id, :name, :fun, :args, :opts, :kind]), args, opts, :explain)
   end
 
   def explain(op, args, _opts) when is_atom(op) do

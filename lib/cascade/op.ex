@@ -195,9 +195,7 @@ defmodule Cascade.Op do
   @doc false
   # The general path: spec is the op's entry of the table.
   def call(spec, args, opts, mode \\ :run) do
-    %{id: id, args: arg_specs, opts: opt_specs, kind: kind} = spec
-
-    fun = Map.get_lazy(spec, :fun, fn -> fun_name(spec) end)
+    %{id: id, fun: fun, args: arg_specs, opts: opt_specs, kind: kind} = spec
 
     {device, opts} = take_device(fun, kind, opts)
     params = opts_to_params(fun, opt_specs, opts)
@@ -225,12 +223,6 @@ defmodule Cascade.Op do
         end
     end
   end
-
-  @doc false
-  # "Cascade.name/arity", as errors name the function
-  def fun_name(%{name: name, args: arg_specs, opts: opt_specs, kind: kind}),
-    do:
-      "Cascade.#{name}/#{length(arg_specs) + if(opt_specs != [] or kind == :create, do: 1, else: 0)}"
 
   @doc false
   def explain(id, refs, params, device_id \\ 0),

@@ -30,14 +30,19 @@ defmodule Cascade.OpTable do
   end
 
   defp op(index, id, name, kind, args, opts, doc, example, result, integer_only) do
+    {args, opts} = {parse_args(args), parse_opts(opts)}
+    arity = length(args) + if(opts != [] or kind == :create, do: 1, else: 0)
+
     %{
       id: index,
       integer_only: integer_only,
       c_id: id,
       name: String.to_atom(name),
+      # how errors name the function
+      fun: "Cascade.#{name}/#{arity}",
       kind: kind,
-      args: parse_args(args),
-      opts: parse_opts(opts),
+      args: args,
+      opts: opts,
       doc: doc,
       example: example,
       result: result
