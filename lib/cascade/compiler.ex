@@ -130,9 +130,7 @@ if Code.ensure_loaded?(Nx) do
     defp partition_devices(opts) do
       case opts[:devices] do
         nil ->
-          driver = with :host <- device(opts), do: Device.host()
-          driver = driver_of(driver)
-
+          driver = opts |> device() |> Device.driver()
           for %{driver: ^driver, available: true, device: d} <- Device.list(), do: d
 
         devices ->
@@ -140,9 +138,6 @@ if Code.ensure_loaded?(Nx) do
           devices
       end
     end
-
-    defp driver_of({driver, _}), do: driver
-    defp driver_of(driver), do: driver
 
     @impl true
     def __to_backend__(opts), do: {Cascade.Backend, device: device(opts)}

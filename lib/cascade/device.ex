@@ -107,6 +107,10 @@ defmodule Cascade.Device do
     end
   end
 
+  @doc false
+  # The driver of a device (`:host` resolved): `:opencl` for `{:opencl, 1}`.
+  def driver(device), do: device |> normalize() |> driver_of()
+
   defp driver_of({driver, _}), do: driver
   defp driver_of(driver), do: driver
 
