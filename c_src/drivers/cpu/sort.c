@@ -149,11 +149,11 @@ cx_code cpu_sort(cx_op_id op, const cx_tensor *in, const cx_params *ps, cx_tenso
             char *o_bytes = out->data;
             const char *i_bytes = in->data;
             for (int64_t j = 0; j < k; j++) {
-                int64_t at = base + j * inner;
+                int64_t put = (o * k + j) * inner + c; /* the output's line holds k */
                 if (arg) /* the position's low bytes (little-endian): wraps into narrow types */
-                    memcpy(o_bytes + (size_t)(o * k * inner + c + j * inner) * os, &idx[j], os);
+                    memcpy(o_bytes + (size_t)put * os, &idx[j], os);
                 else
-                    memcpy(o_bytes + (size_t)at * es,
+                    memcpy(o_bytes + (size_t)put * es,
                            i_bytes + (size_t)(base + idx[j] * inner) * es, es);
             }
         }
