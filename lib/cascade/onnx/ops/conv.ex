@@ -18,9 +18,7 @@ defmodule Cascade.ONNX.Ops.Conv do
     ]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
-  defp run_op("Conv", [x, w | b], attrs, _ctx) do
+  def run("Conv", [x, w | b], attrs, _ctx) do
     if rank(x) != 4, do: fail("Conv: #{rank(x) - 2}-D convolutions are not supported (2-D only)")
     [_, _, kh, kw] = dims(w)
     kernel = attr(attrs, "kernel_shape", [kh, kw])
@@ -43,7 +41,7 @@ defmodule Cascade.ONNX.Ops.Conv do
     end
   end
 
-  defp run_op(op, [x], attrs, ctx) when op in ["MaxPool", "AveragePool"] do
+  def run(op, [x], attrs, ctx) when op in ["MaxPool", "AveragePool"] do
     if rank(x) != 4, do: fail("#{op}: #{rank(x) - 2}-D pooling is not supported (2-D only)")
     dilated = Enum.any?(attr(attrs, "dilations", []), &(&1 != 1))
 
@@ -86,13 +84,13 @@ defmodule Cascade.ONNX.Ops.Conv do
     end
   end
 
-  defp run_op("GlobalAveragePool", [x], _attrs, _ctx),
+  def run("GlobalAveragePool", [x], _attrs, _ctx),
     do: [Cascade.mean(x, axes: Enum.to_list(2..(rank(x) - 1)//1), keep_axes: true)]
 
-  defp run_op("GlobalMaxPool", [x], _attrs, _ctx),
+  def run("GlobalMaxPool", [x], _attrs, _ctx),
     do: [Cascade.reduce_max(x, axes: Enum.to_list(2..(rank(x) - 1)//1), keep_axes: true)]
 
-  defp run_op("ConvTranspose", [x, w | b], attrs, _ctx) do
+  def run("ConvTranspose", [x, w | b], attrs, _ctx) do
     if rank(x) != 4, do: fail("ConvTranspose: 2-D only")
     [n, _c, h, wd] = dims(x)
     [_, m_per_group, kh, kw] = dims(w)
@@ -114,7 +112,7 @@ defmodule Cascade.ONNX.Ops.Conv do
   end
 
   # values X at the flat positions I of an output of zeros (output_shape, or the pooling undone)
-  defp run_op("MaxUnpool", [x, idx | rest], attrs, _ctx) do
+  def run("MaxUnpool", [x, idx | rest], attrs, _ctx) do
     [n, c | spatial] = dims(x)
     kernel = attr(attrs, "kernel_shape", nil) || fail("MaxUnpool: no kernel_shape")
     strides = attr(attrs, "strides", List.duplicate(1, length(kernel)))
@@ -163,7 +161,7 @@ defmodule Cascade.ONNX.Ops.Conv do
     [Cascade.reshape(placed, List.to_tuple(out))]
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   # max pooling as the maximum over the window's taps, each a strided slice of the input padded

@@ -6,11 +6,9 @@ defmodule Cascade.ONNX.Ops.Einsum do
   import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, rank: 1]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
   # Einsum of one or two operands onto sums, transposes and dot/6; "..." and a label repeated
   # within one operand (a diagonal) are not taken
-  defp run_op("Einsum", args, attrs, _ctx) do
+  def run("Einsum", args, attrs, _ctx) do
     eq = attrs |> attr("equation", "") |> String.replace(" ", "")
     eq = einsum_expand_ellipsis(eq, Enum.map(args, &rank/1))
     {ins, out} = einsum_parse(eq, length(args))
@@ -25,7 +23,7 @@ defmodule Cascade.ONNX.Ops.Einsum do
     end
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   # "..." as capital letters, as many as the operand's axes the other labels leave

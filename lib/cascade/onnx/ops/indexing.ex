@@ -6,9 +6,7 @@ defmodule Cascade.ONNX.Ops.Indexing do
     only: [attr: 3, fail: 1, axis: 2, values: 1, take_along: 3, row_strides: 1, dims: 1, rank: 1]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
-  defp run_op("Gather", [x, idx], attrs, _ctx) do
+  def run("Gather", [x, idx], attrs, _ctx) do
     a = axis(attr(attrs, "axis", 0), rank(x))
     n = elem(Cascade.shape(x), a)
     # negative indices count from the end
@@ -16,14 +14,14 @@ defmodule Cascade.ONNX.Ops.Indexing do
     [Cascade.take(x, idx, axis: a)]
   end
 
-  defp run_op("GatherElements", [x, idx], attrs, _ctx) do
+  def run("GatherElements", [x, idx], attrs, _ctx) do
     a = axis(attr(attrs, "axis", 0), rank(x))
     n = elem(Cascade.shape(x), a)
     idx = Cascade.select(Cascade.less(idx, 0), Cascade.add(idx, n), idx) |> Cascade.as_type(:s64)
     [take_along(x, idx, a)]
   end
 
-  defp run_op("Compress", [x, cond], attrs, _ctx) do
+  def run("Compress", [x, cond], attrs, _ctx) do
     keep = for {v, i} <- Enum.with_index(values(cond)), v != 0, do: i
 
     {x, a} =
@@ -48,7 +46,7 @@ defmodule Cascade.ONNX.Ops.Indexing do
     end
   end
 
-  defp run_op("GatherND", [x, idx], attrs, _ctx) do
+  def run("GatherND", [x, idx], attrs, _ctx) do
     b = attr(attrs, "batch_dims", 0)
     k = List.last(dims(idx))
     shape = Cascade.shape(x)
@@ -75,7 +73,7 @@ defmodule Cascade.ONNX.Ops.Indexing do
     [Cascade.gather(x, idx, axes: Enum.to_list(0..(b + k - 1)))]
   end
 
-  defp run_op(op, [data, idx, updates], attrs, _ctx) when op in ["ScatterElements", "Scatter"] do
+  def run(op, [data, idx, updates], attrs, _ctx) when op in ["ScatterElements", "Scatter"] do
     r = rank(data)
     a = axis(attr(attrs, "axis", 0), r)
     n = elem(Cascade.shape(data), a)
@@ -102,7 +100,7 @@ defmodule Cascade.ONNX.Ops.Indexing do
 
   # indices {..., k} into data's first k axes: their flat positions one-hot, the updates placed
   # by a product with that one-hot matrix on the device
-  defp run_op("ScatterND", [data, idx, updates], attrs, _ctx) do
+  def run("ScatterND", [data, idx, updates], attrs, _ctx) do
     k = List.last(dims(idx))
     {lead, rest} = Enum.split(dims(data), k)
     p = Enum.product(lead)
@@ -144,6 +142,6 @@ defmodule Cascade.ONNX.Ops.Indexing do
     [Cascade.reshape(out, Cascade.shape(data))]
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 end

@@ -17,9 +17,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     ]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
-  defp run_op("Reshape", [x, shape], attrs, _ctx) do
+  def run("Reshape", [x, shape], attrs, _ctx) do
     in_dims = dims(x)
     allowzero = attr(attrs, "allowzero", 0) == 1
 
@@ -43,18 +41,18 @@ defmodule Cascade.ONNX.Ops.Layout do
     [Cascade.reshape(x, List.to_tuple(want))]
   end
 
-  defp run_op("Flatten", [x], attrs, _ctx) do
+  def run("Flatten", [x], attrs, _ctx) do
     a = axis(attr(attrs, "axis", 1), rank(x))
     {outer, inner} = Enum.split(dims(x), a)
     [Cascade.reshape(x, {Enum.product(outer), Enum.product(inner)})]
   end
 
-  defp run_op("Transpose", [x], attrs, _ctx) do
+  def run("Transpose", [x], attrs, _ctx) do
     perm = attr(attrs, "perm", Enum.to_list((rank(x) - 1)..0//-1))
     [Cascade.transpose(x, axes: perm)]
   end
 
-  defp run_op("Squeeze", [x | rest], attrs, ctx) do
+  def run("Squeeze", [x | rest], attrs, ctx) do
     axes = axes_arg(rest, attrs, ctx, 13)
 
     case axes do
@@ -63,7 +61,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     end
   end
 
-  defp run_op("Unsqueeze", [x | rest], attrs, ctx) do
+  def run("Unsqueeze", [x | rest], attrs, ctx) do
     axes = axes_arg(rest, attrs, ctx, 13) || fail("Unsqueeze: no axes")
     out_rank = rank(x) + length(axes)
     axes = axes |> Enum.map(&axis(&1, out_rank)) |> Enum.sort()
@@ -73,13 +71,13 @@ defmodule Cascade.ONNX.Ops.Layout do
     [Cascade.reshape(x, List.to_tuple(shape))]
   end
 
-  defp run_op("Concat", args, attrs, _ctx) do
+  def run("Concat", args, attrs, _ctx) do
     args = Enum.reject(args, &is_nil/1)
     a = axis(attr(attrs, "axis", 0), rank(hd(args)))
     [Cascade.concatenate(args, axis: a)]
   end
 
-  defp run_op("Expand", [x, shape], _attrs, _ctx) do
+  def run("Expand", [x, shape], _attrs, _ctx) do
     want = values(shape)
     have = dims(x)
     r = max(length(want), length(have))
@@ -98,7 +96,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     ]
   end
 
-  defp run_op("Slice", [x | rest], attrs, ctx) do
+  def run("Slice", [x | rest], attrs, ctx) do
     {starts, ends, axes, steps} =
       if ctx.opset >= 10 do
         [s, e | more] = rest ++ [nil, nil]
@@ -113,7 +111,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     [slice(x, Enum.zip([axes, starts, ends, steps]))]
   end
 
-  defp run_op("Tile", [x, repeats], _attrs, _ctx) do
+  def run("Tile", [x, repeats], _attrs, _ctx) do
     reps = values(repeats)
 
     out =
@@ -127,7 +125,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     [out]
   end
 
-  defp run_op("Trilu", [x | k], attrs, _ctx) do
+  def run("Trilu", [x | k], attrs, _ctx) do
     k = if k != [] and hd(k) != nil, do: hd(values(hd(k))), else: 0
     [n, m] = Enum.take(dims(x), -2)
     dev = Cascade.device(x)
@@ -146,7 +144,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     [Cascade.select(keep, x, Cascade.as_type(Cascade.multiply(x, 0), Cascade.type(x)))]
   end
 
-  defp run_op("Split", [x | rest], attrs, ctx) do
+  def run("Split", [x | rest], attrs, ctx) do
     r = rank(x)
     a = axis(attr(attrs, "axis", 0), r)
     n = elem(Cascade.shape(x), a)
@@ -172,7 +170,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     parts
   end
 
-  defp run_op("Pad", [x | rest], attrs, ctx) do
+  def run("Pad", [x | rest], attrs, ctx) do
     r = rank(x)
 
     {pads, value} =
@@ -206,7 +204,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     end
   end
 
-  defp run_op("DepthToSpace", [x], attrs, _ctx) do
+  def run("DepthToSpace", [x], attrs, _ctx) do
     b = attr(attrs, "blocksize", 1)
     [n, c, h, w] = dims(x)
     c2 = div(c, b * b)
@@ -221,7 +219,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     [Cascade.reshape(y, {n, c2, h * b, w * b})]
   end
 
-  defp run_op("SpaceToDepth", [x], attrs, _ctx) do
+  def run("SpaceToDepth", [x], attrs, _ctx) do
     b = attr(attrs, "blocksize", 1)
     [n, c, h, w] = dims(x)
 
@@ -235,7 +233,7 @@ defmodule Cascade.ONNX.Ops.Layout do
 
   # along the time axis, each batch entry's first len elements reversed: a gather of
   # len - 1 - t where t < len, t elsewhere
-  defp run_op("ReverseSequence", [x, lens], attrs, _ctx) do
+  def run("ReverseSequence", [x, lens], attrs, _ctx) do
     b = attr(attrs, "batch_axis", 1)
     t = attr(attrs, "time_axis", 0)
     r = rank(x)
@@ -246,7 +244,7 @@ defmodule Cascade.ONNX.Ops.Layout do
     [take_along(x, Cascade.select(Cascade.less(time, len), reversed, time), t)]
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   # Slice: per axis {axis, start, end, step}, clamped as ONNX says

@@ -6,17 +6,15 @@ defmodule Cascade.ONNX.Ops.Loss do
   import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, rank: 1]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
-  defp run_op("NegativeLogLikelihoodLoss", [x, target | w], attrs, _ctx),
+  def run("NegativeLogLikelihoodLoss", [x, target | w], attrs, _ctx),
     do: [nll(x, target, List.first(w), attrs)]
 
-  defp run_op("SoftmaxCrossEntropyLoss", [scores, labels | w], attrs, _ctx) do
+  def run("SoftmaxCrossEntropyLoss", [scores, labels | w], attrs, _ctx) do
     log_p = Cascade.log_softmax(scores, axis: 1)
     [nll(log_p, labels, List.first(w), attrs), log_p]
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   # -x[n, t, d...] * w[t] for each sample (t = target[n, d...]), ignore_index left out, reduced

@@ -6,9 +6,7 @@ defmodule Cascade.ONNX.Ops.Normalization do
   import Cascade.ONNX.Ops, only: [attr: 3, fail: 1, axis: 2, dims: 1, rank: 1]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
-  defp run_op("BatchNormalization", [x, scale, b, mean, var | _], attrs, ctx) do
+  def run("BatchNormalization", [x, scale, b, mean, var | _], attrs, ctx) do
     eps = attr(attrs, "epsilon", 1.0e-5)
 
     if attr(attrs, "training_mode", 0) == 1 or ctx.outputs > 1 do
@@ -33,7 +31,7 @@ defmodule Cascade.ONNX.Ops.Normalization do
     end
   end
 
-  defp run_op("LayerNormalization", [x, scale | b], attrs, ctx) do
+  def run("LayerNormalization", [x, scale | b], attrs, ctx) do
     r = rank(x)
     a = axis(attr(attrs, "axis", -1), r)
     axes = Enum.to_list(a..(r - 1)//1)
@@ -68,7 +66,7 @@ defmodule Cascade.ONNX.Ops.Normalization do
     end
   end
 
-  defp run_op("InstanceNormalization", [x, scale, b], attrs, _ctx) do
+  def run("InstanceNormalization", [x, scale, b], attrs, _ctx) do
     r = rank(x)
     axes = Enum.to_list(2..(r - 1)//1)
     eps = attr(attrs, "epsilon", 1.0e-5)
@@ -86,7 +84,7 @@ defmodule Cascade.ONNX.Ops.Normalization do
   end
 
   # x / (bias + alpha / size * (sum of x^2 over `size` channels around))^beta
-  defp run_op("LRN", [x], attrs, _ctx) do
+  def run("LRN", [x], attrs, _ctx) do
     size = attr(attrs, "size", 1)
     alpha = attr(attrs, "alpha", 1.0e-4)
     beta = attr(attrs, "beta", 0.75)
@@ -116,14 +114,14 @@ defmodule Cascade.ONNX.Ops.Normalization do
     [Cascade.divide(x, den)]
   end
 
-  defp run_op("MeanVarianceNormalization", [x], attrs, _ctx) do
+  def run("MeanVarianceNormalization", [x], attrs, _ctx) do
     axes = attrs |> attr("axes", [0, 2, 3]) |> Enum.map(&axis(&1, rank(x)))
     mean = Cascade.mean(x, axes: axes, keep_axes: true)
     var = Cascade.variance(x, axes: axes, keep_axes: true)
     [Cascade.divide(Cascade.subtract(x, mean), Cascade.add(Cascade.sqrt(var), 1.0e-9))]
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   defp fit_shape(d, n) when length(d) >= n, do: d |> Enum.take(-n) |> List.to_tuple()

@@ -17,18 +17,16 @@ defmodule Cascade.ONNX.Ops.Quantized do
     ]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
   # uint8 quantization: y = saturate(round_half_even(x / scale) + zero_point), per tensor or per
   # slice along `axis` (1) for a 1-D scale
-  defp run_op("QuantizeLinear", [x, scale | zp], attrs, _ctx) do
+  def run("QuantizeLinear", [x, scale | zp], attrs, _ctx) do
     a = axis(attr(attrs, "axis", 1), rank(x))
     zp = List.first(zp)
     type = if zp, do: type_atom(zp), else: :u8
     [quantize(x, per_axis(scale, x, a), zp && per_axis(zp, x, a), type)]
   end
 
-  defp run_op("DequantizeLinear", [x, scale | zp], attrs, _ctx) do
+  def run("DequantizeLinear", [x, scale | zp], attrs, _ctx) do
     a = axis(attr(attrs, "axis", 1), rank(x))
     zp = List.first(zp)
     xf = Cascade.as_type(x, :f32)
@@ -36,7 +34,7 @@ defmodule Cascade.ONNX.Ops.Quantized do
     [Cascade.multiply(xf, per_axis(scale, x, a)) |> Cascade.as_type(:f32)]
   end
 
-  defp run_op("DynamicQuantizeLinear", [x], _attrs, _ctx) do
+  def run("DynamicQuantizeLinear", [x], _attrs, _ctx) do
     lo = Cascade.min(Cascade.reduce_min(x), 0)
     hi = Cascade.max(Cascade.reduce_max(x), 0)
     scale = Cascade.divide(Cascade.subtract(hi, lo), 255) |> Cascade.as_type(:f32)
@@ -50,12 +48,12 @@ defmodule Cascade.ONNX.Ops.Quantized do
     [quantize(x, scale, zp, :u8), scale, zp]
   end
 
-  defp run_op("MatMulInteger", [a, b | zps], _attrs, _ctx) do
+  def run("MatMulInteger", [a, b | zps], _attrs, _ctx) do
     [azp, bzp] = Enum.take(zps ++ [nil, nil], 2)
     [matmul(shifted(a, azp, 0), shifted(b, bzp, 1)) |> Cascade.as_type(:s32)]
   end
 
-  defp run_op("ConvInteger", [x, w | zps], attrs, ctx) do
+  def run("ConvInteger", [x, w | zps], attrs, ctx) do
     [xzp, wzp] = Enum.take(zps ++ [nil, nil], 2)
     xs = shifted(x, xzp, nil) |> Cascade.as_type(:f64)
     ws = shifted(w, wzp, 0) |> Cascade.as_type(:f64)
@@ -63,13 +61,13 @@ defmodule Cascade.ONNX.Ops.Quantized do
     [Cascade.as_type(Cascade.round(y), :s32)]
   end
 
-  defp run_op("QLinearMatMul", [a, as, azp, b, bs, bzp, ys, yzp], _attrs, _ctx) do
+  def run("QLinearMatMul", [a, as, azp, b, bs, bzp, ys, yzp], _attrs, _ctx) do
     av = Cascade.multiply(shifted(a, azp, 0) |> Cascade.as_type(:f64), Cascade.as_type(as, :f64))
     bv = Cascade.multiply(shifted(b, bzp, 1) |> Cascade.as_type(:f64), Cascade.as_type(bs, :f64))
     [quantize(matmul(av, bv), ys, yzp, type_atom(yzp))]
   end
 
-  defp run_op("QLinearConv", [x, xs, xzp, w, ws, wzp, ys, yzp | b], attrs, ctx) do
+  def run("QLinearConv", [x, xs, xzp, w, ws, wzp, ys, yzp | b], attrs, ctx) do
     xv =
       Cascade.multiply(shifted(x, xzp, nil) |> Cascade.as_type(:f64), Cascade.as_type(xs, :f64))
 
@@ -97,7 +95,7 @@ defmodule Cascade.ONNX.Ops.Quantized do
     [quantize(y, ys, yzp, type_atom(yzp))]
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   # x - zero_point in s32 (a 1-D zero point along `axis`, when given)

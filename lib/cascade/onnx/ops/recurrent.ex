@@ -6,13 +6,11 @@ defmodule Cascade.ONNX.Ops.Recurrent do
   import Cascade.ONNX.Ops, only: [attr: 3, dims: 1, fail: 1]
 
   @doc false
-  def run(op, args, attrs, _ctx), do: run_op(op, args, attrs)
-
   # The recurrent operators, forward, reverse or bidirectional, with their default activations
   # (sigmoid for the gates, tanh for the cell), one time step after the other on the device.
   # Gates come from x_t W^T + h R^T + Wb + Rb; a batch entry past its sequence_lens keeps its
   # state and gives zeros (so the reverse direction starts at each entry's own last step).
-  defp run_op(op, [x, w, r | rest], attrs) when op in ["RNN", "GRU", "LSTM"] do
+  def run(op, [x, w, r | rest], attrs, _ctx) when op in ["RNN", "GRU", "LSTM"] do
     [b, lens, h0, c0, peep] = Enum.take(rest ++ List.duplicate(nil, 5), 5)
     layout = attr(attrs, "layout", 0)
     batch_first = fn t -> if layout == 1, do: Cascade.transpose(t, axes: [1, 0, 2]), else: t end
@@ -88,7 +86,7 @@ defmodule Cascade.ONNX.Ops.Recurrent do
     end
   end
 
-  defp run_op(op, args, _attrs),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   # t[d] of a tensor with the directions first

@@ -7,10 +7,8 @@ defmodule Cascade.ONNX.Ops.Resize do
     only: [attr: 3, fail: 1, values: 1, clamp: 3, round_half_even: 1, dims: 1, rank: 1]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
   # Upsample (opset 7-9): Resize with scales, asymmetric coordinates, nearest (floor) or linear
-  defp run_op("Upsample", [x | rest], attrs, _ctx) do
+  def run("Upsample", [x | rest], attrs, _ctx) do
     scales = if rest != [] and hd(rest), do: values(hd(rest)), else: attr(attrs, "scales", nil)
     mode = attr(attrs, "mode", "nearest")
 
@@ -28,7 +26,7 @@ defmodule Cascade.ONNX.Ops.Resize do
     [resize(x, sizes, scales, opts)]
   end
 
-  defp run_op("Resize", [x | rest], attrs, ctx) do
+  def run("Resize", [x | rest], attrs, ctx) do
     {roi, scales, sizes} =
       if ctx.opset >= 11 do
         [roi, scales, sizes] = Enum.take(rest ++ [nil, nil, nil], 3)
@@ -62,7 +60,7 @@ defmodule Cascade.ONNX.Ops.Resize do
   # Sampling X {N, C, H, W} at the grid's {N, Ho, Wo, 2} normalised (x, y) points, as PyTorch's
   # grid_sample (which ONNX's tests follow): bilinear, nearest or bicubic taps, each gathered on
   # the device and weighted; zeros, border or reflection padding.
-  defp run_op("GridSample", [x, grid], attrs, _ctx) do
+  def run("GridSample", [x, grid], attrs, _ctx) do
     mode = attr(attrs, "mode", "bilinear")
     pad = attr(attrs, "padding_mode", "zeros")
     align = attr(attrs, "align_corners", 0) == 1
@@ -124,7 +122,7 @@ defmodule Cascade.ONNX.Ops.Resize do
     [Cascade.as_type(out, Cascade.type(x))]
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   # Resize one axis at a time (the interpolations are separable): for each output position the

@@ -7,11 +7,9 @@ defmodule Cascade.ONNX.Ops.Spectral do
     only: [attr: 3, fail: 1, axis: 2, values: 1, take_along: 3, dims: 1, rank: 1]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
   # The discrete Fourier transform along `axis` as products with cos and sin matrices on the
   # device; the last axis holds (real) or (real, imaginary)
-  defp run_op("DFT", [x | rest], attrs, _ctx) do
+  def run("DFT", [x | rest], attrs, _ctx) do
     r = rank(x)
     a = axis(attr(attrs, "axis", 1), r)
     inverse = attr(attrs, "inverse", 0) == 1
@@ -93,7 +91,7 @@ defmodule Cascade.ONNX.Ops.Spectral do
 
   # the determinant of {..., n, n} by Gaussian elimination with partial pivoting on the device:
   # each column's largest entry swapped up (the sign follows), the rows below cleared
-  defp run_op("Det", [a], _attrs, _ctx) do
+  def run("Det", [a], _attrs, _ctx) do
     d = dims(a)
     {batch, [n, n]} = Enum.split(d, -2)
     b = Enum.product(batch)
@@ -149,6 +147,6 @@ defmodule Cascade.ONNX.Ops.Spectral do
     [det |> Cascade.reshape(List.to_tuple(batch)) |> Cascade.as_type(type)]
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 end

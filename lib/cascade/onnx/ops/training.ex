@@ -5,13 +5,11 @@ defmodule Cascade.ONNX.Ops.Training do
   import Cascade.ONNX.Ops, only: [attr: 3, fail: 1]
 
   @doc false
-  def run(op, args, attrs, ctx), do: run_op(op, args, attrs, ctx)
-
   # The optimizers of the ai.onnx.preview.training domain (version 1): inputs R (the learning
   # rate) and T (the update count, a scalar read here), then the groups X..., G... and the
   # optimizer's state (Adagrad: H...; Momentum: V...; Adam: V..., H...); outputs the new X...
   # then the new state, group by group, with the formulas of the ONNX operator docs.
-  defp run_op("Adagrad", [r, t | rest], attrs, _ctx) do
+  def run("Adagrad", [r, t | rest], attrs, _ctx) do
     [xs, gs, hs] = Enum.chunk_every(rest, div(length(rest), 3))
     decay = attr(attrs, "decay_factor", 0.0)
     eps = attr(attrs, "epsilon", 1.0e-6)
@@ -30,7 +28,7 @@ defmodule Cascade.ONNX.Ops.Training do
     x_new ++ h_new
   end
 
-  defp run_op("Momentum", [r, t | rest], attrs, _ctx) do
+  def run("Momentum", [r, t | rest], attrs, _ctx) do
     [xs, gs, vs] = Enum.chunk_every(rest, div(length(rest), 3))
     alpha = attr(attrs, "alpha", 0.0)
     beta = if scalar_value(t) > 0, do: attr(attrs, "beta", 0.0), else: 1.0
@@ -49,7 +47,7 @@ defmodule Cascade.ONNX.Ops.Training do
     x_new ++ v_new
   end
 
-  defp run_op("Adam", [r, t | rest], attrs, _ctx) do
+  def run("Adam", [r, t | rest], attrs, _ctx) do
     [xs, gs, vs, hs] = Enum.chunk_every(rest, div(length(rest), 4))
     alpha = attr(attrs, "alpha", 0.9)
     beta = attr(attrs, "beta", 0.999)
@@ -88,7 +86,7 @@ defmodule Cascade.ONNX.Ops.Training do
     Enum.reverse(x_new) ++ Enum.reverse(v_new) ++ Enum.reverse(h_new)
   end
 
-  defp run_op(op, args, _attrs, _ctx),
+  def run(op, args, _attrs, _ctx),
     do: fail("#{op} with #{length(args)} inputs is not supported")
 
   defp regularized(_x, g, norm) when norm == 0, do: g
