@@ -51,13 +51,10 @@ percentile = fn sorted, n, p -> elem(sorted, min(n - 1, trunc(p * n))) end
 # this VM's CPU seconds so far (user + system, all threads: schedulers, dirty schedulers, the
 # blas driver's threads)
 cpu_seconds = fn ->
-  [_pid, _comm | rest] =
-    "/proc/self/stat"
-    |> File.read!()
-    |> String.split(") ")
-    |> then(fn [a, b] -> [a, "x" | String.split(b)] end)
-
-  {utime, stime} = {Enum.at(rest, 11), Enum.at(rest, 12)}
+  # the fields after the command's closing parenthesis, from the state (field 3): utime and
+  # stime are fields 14 and 15, in clock ticks of 1/100 s
+  [_, fields] = "/proc/self/stat" |> File.read!() |> String.split(") ", parts: 2)
+  [utime, stime] = fields |> String.split() |> Enum.slice(11, 2)
   (String.to_integer(utime) + String.to_integer(stime)) / 100
 end
 
